@@ -1,0 +1,213 @@
+package catalog
+
+import "time"
+
+// NodeID identifies a mink node. It is chosen by the operator (--node-id) and
+// never reused for a different machine.
+type NodeID uint32
+
+// TableID, PartitionID and BucketID are assigned by the state machine when the
+// records that create them are applied, so every node computes the same ids.
+type (
+	TableID     uint64
+	PartitionID uint64
+	BucketID    uint64
+	// StreamID names an s3stream stream. A bucket's stream has the bucket's id.
+	StreamID uint64
+)
+
+// Kind is the type tag of a record in the metadata log. Values are part of the
+// on-disk format (docs/format/metadata-log.md): never renumber them.
+type Kind uint16
+
+const (
+	KindRegisterNode        Kind = 1
+	KindRegisterCoordinator Kind = 2
+	KindCreateTable         Kind = 3
+	KindDropTable           Kind = 4
+	KindCreatePartition     Kind = 5
+	KindDropPartition       Kind = 6
+	KindLeadBucket          Kind = 7
+	KindOpenStream          Kind = 8
+	KindCloseStream         Kind = 9
+	KindCommitStreamObjects Kind = 10
+	KindCommitWALTrim       Kind = 11
+	KindCommitKVSnapshot    Kind = 12
+	KindCommitTieringRound  Kind = 13
+)
+
+// Record is one entry of the metadata log. Every record that acts for a node,
+// a bucket or the coordinator carries the epoch it acts under; the state
+// machine rejects it when that epoch is not current.
+type Record interface {
+	Kind() Kind
+}
+
+// Addrs are the addresses a node advertises to clients and peers.
+type Addrs struct {
+	PG     string `json:"pg,omitempty"`
+	Flight string `json:"flight,omitempty"`
+	Admin  string `json:"admin,omitempty"`
+}
+
+// RegisterNode gives Node the node epoch ExpectEpoch+1. It is rejected unless
+// ExpectEpoch equals the node's current epoch in the view (0 for a node never
+// seen), so two registrations racing for the same node cannot both win. A node
+// registers itself on every start; a node taking over a dead node's buckets
+// registers the dead node (same Addrs) to fence its old epoch.
+type RegisterNode struct {
+	Node        NodeID `json:"node"`
+	ExpectEpoch uint64 `json:"expect_epoch"`
+	Addrs       Addrs  `json:"addrs"`
+}
+
+// RegisterCoordinator makes Node, at node epoch NodeEpoch, the coordinator with
+// coordinator epoch ExpectEpoch+1. Rejected when NodeEpoch is not Node's
+// current epoch or ExpectEpoch is not the current coordinator epoch.
+type RegisterCoordinator struct {
+	Node        NodeID `json:"node"`
+	NodeEpoch   uint64 `json:"node_epoch"`
+	ExpectEpoch uint64 `json:"expect_epoch"`
+}
+
+// ColumnType is a column's SQL type, as written in DESIGN.md §3 (for example
+// "bigint", "numeric(12,2)", "varchar(20)", "timestamptz").
+type Column struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	NotNull bool   `json:"not_null,omitempty"`
+	// Default is the constant default in SQL literal form, or "" for none.
+	Default string `json:"default,omitempty"`
+}
+
+// TableSpec is everything CREATE TABLE says about a table.
+type TableSpec struct {
+	Name       string   `json:"name"`
+	Columns    []Column `json:"columns"`
+	PrimaryKey []string `json:"primary_key,omitempty"` // empty: a log table
+	// PartitionBy is the LIST partition column, or "" for an unpartitioned table.
+	PartitionBy string            `json:"partition_by,omitempty"`
+	Buckets     int               `json:"buckets"`
+	BucketKey   []string          `json:"bucket_key,omitempty"`
+	Options     map[string]string `json:"options,omitempty"`
+}
+
+// CreateTable creates a table named Spec.Name. Rejected when the name exists.
+// The outcome carries the new TableID; an unpartitioned table also gets
+// Spec.Buckets buckets (ids in the outcome), with no leader until LeadBucket.
+type CreateTable struct {
+	Spec TableSpec `json:"spec"`
+}
+
+// DropTable drops the table and all its partitions and buckets. Their streams
+// stay in the view until they are closed and garbage collected.
+type DropTable struct {
+	Table TableID `json:"table"`
+}
+
+// CreatePartition creates the partition of Table holding rows whose partition
+// column equals Value (its text form). Rejected when it exists already; the
+// outcome carries the PartitionID and the new bucket ids.
+type CreatePartition struct {
+	Table TableID `json:"table"`
+	Value string  `json:"value"`
+}
+
+// DropPartition drops one partition and its buckets.
+type DropPartition struct {
+	Table     TableID     `json:"table"`
+	Partition PartitionID `json:"partition"`
+}
+
+// LeadBucket makes Node the leader of Bucket with a new leader epoch (the
+// bucket's previous leader epoch + 1, returned in the outcome). It is proposed
+// either by the coordinator, carrying CoordinatorEpoch (rejected when stale),
+// or by the bucket's current leader renewing its own epoch after a restart
+// (CoordinatorEpoch 0, ExpectLeaderEpoch = the current leader epoch, NodeEpoch
+// = the proposer's current node epoch).
+type LeadBucket struct {
+	Bucket            BucketID `json:"bucket"`
+	Node              NodeID   `json:"node"`
+	CoordinatorEpoch  uint64   `json:"coordinator_epoch,omitempty"`
+	ExpectLeaderEpoch uint64   `json:"expect_leader_epoch,omitempty"`
+	NodeEpoch         uint64   `json:"node_epoch,omitempty"`
+}
+
+// OpenStream opens Stream on Node at Epoch (the bucket's leader epoch). It is
+// rejected when Epoch is lower than the stream's epoch (fenced), when the
+// stream is open (held by its holder), or when NodeEpoch is not Node's current
+// epoch. A stream that does not exist yet is created empty.
+type OpenStream struct {
+	Stream    StreamID `json:"stream"`
+	Epoch     uint64   `json:"epoch"`
+	Node      NodeID   `json:"node"`
+	NodeEpoch uint64   `json:"node_epoch"`
+}
+
+// CloseStream closes Stream; Epoch must be the epoch it is open at.
+type CloseStream struct {
+	Stream StreamID `json:"stream"`
+	Epoch  uint64   `json:"epoch"`
+}
+
+// StreamObject is one object holding offsets [Start, End) of a stream.
+type StreamObject struct {
+	Key   string `json:"key"`
+	Start uint64 `json:"start"`
+	End   uint64 `json:"end"`
+	Size  int64  `json:"size"`
+}
+
+// CommitStreamObjects adds Objects to Stream. Accepted only at the stream's
+// current Epoch and only when the objects are contiguous and the first starts
+// at the stream's committed end offset (no gap, no overlap).
+type CommitStreamObjects struct {
+	Stream  StreamID       `json:"stream"`
+	Epoch   uint64         `json:"epoch"`
+	Objects []StreamObject `json:"objects"`
+}
+
+// CommitWALTrim records that WAL objects of Node's WAL at NodeEpoch with a
+// sequence number below TrimSeq are no longer needed. Trim points only move
+// forward; a lower TrimSeq is rejected.
+type CommitWALTrim struct {
+	Node      NodeID `json:"node"`
+	NodeEpoch uint64 `json:"node_epoch"`
+	TrimSeq   uint64 `json:"trim_seq"`
+}
+
+// CommitKVSnapshot records a KV tablet snapshot of Bucket taken at LogOffset,
+// under the bucket's LeaderEpoch (rejected when stale). Manifest is the object
+// key of the snapshot manifest.
+type CommitKVSnapshot struct {
+	Bucket      BucketID `json:"bucket"`
+	LeaderEpoch uint64   `json:"leader_epoch"`
+	SnapshotID  uint64   `json:"snapshot_id"`
+	LogOffset   uint64   `json:"log_offset"`
+	Manifest    string   `json:"manifest"`
+}
+
+// CommitTieringRound records that Table's buckets are tiered up to Offsets (per
+// bucket, exclusive end) in lake snapshot LakeSnapshotID. Rejected when
+// CoordinatorEpoch is stale or an offset moves backwards.
+type CommitTieringRound struct {
+	Table            TableID             `json:"table"`
+	CoordinatorEpoch uint64              `json:"coordinator_epoch"`
+	Offsets          map[BucketID]uint64 `json:"offsets"`
+	LakeSnapshotID   int64               `json:"lake_snapshot_id"`
+	At               time.Time           `json:"at"`
+}
+
+func (RegisterNode) Kind() Kind        { return KindRegisterNode }
+func (RegisterCoordinator) Kind() Kind { return KindRegisterCoordinator }
+func (CreateTable) Kind() Kind         { return KindCreateTable }
+func (DropTable) Kind() Kind           { return KindDropTable }
+func (CreatePartition) Kind() Kind     { return KindCreatePartition }
+func (DropPartition) Kind() Kind       { return KindDropPartition }
+func (LeadBucket) Kind() Kind          { return KindLeadBucket }
+func (OpenStream) Kind() Kind          { return KindOpenStream }
+func (CloseStream) Kind() Kind         { return KindCloseStream }
+func (CommitStreamObjects) Kind() Kind { return KindCommitStreamObjects }
+func (CommitWALTrim) Kind() Kind       { return KindCommitWALTrim }
+func (CommitKVSnapshot) Kind() Kind    { return KindCommitKVSnapshot }
+func (CommitTieringRound) Kind() Kind  { return KindCommitTieringRound }

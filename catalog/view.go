@@ -1,0 +1,104 @@
+package catalog
+
+import "time"
+
+// View is the state computed by applying the metadata log, in order, from the
+// empty view. Every node computes the same View for the same log prefix.
+//
+// A View is mutated only by Apply. Readers outside the state machine get a
+// View that is never mutated again (see Catalog.View); they must not modify it.
+type View struct {
+	// Index is the log index of the last record applied (0: none).
+	Index uint64 `json:"index"`
+
+	Nodes       map[NodeID]*Node `json:"nodes"`
+	Coordinator Coordinator      `json:"coordinator"`
+
+	Tables  map[TableID]*Table   `json:"tables"`
+	Buckets map[BucketID]*Bucket `json:"buckets"`
+	Streams map[StreamID]*Stream `json:"streams"`
+	// WALTrims is the trim point of each node epoch's WAL.
+	WALTrims map[WALID]uint64 `json:"wal_trims"`
+
+	// NextID is the next id handed out for a table, partition or bucket. Ids
+	// are never reused, even after a drop.
+	NextID uint64 `json:"next_id"`
+}
+
+// Node is a registered node. Liveness is not in the view (see Liveness).
+type Node struct {
+	ID    NodeID `json:"id"`
+	Epoch uint64 `json:"epoch"`
+	Addrs Addrs  `json:"addrs"`
+}
+
+// Coordinator is the current coordinator registration; Epoch 0 means none yet.
+type Coordinator struct {
+	Node  NodeID `json:"node"`
+	Epoch uint64 `json:"epoch"`
+}
+
+// Table is a table and, for a partitioned table, its partitions.
+type Table struct {
+	ID         TableID                    `json:"id"`
+	Spec       TableSpec                  `json:"spec"`
+	Buckets    []BucketID                 `json:"buckets,omitempty"` // unpartitioned tables only
+	Partitions map[PartitionID]*Partition `json:"partitions,omitempty"`
+	Tiering    TieringState               `json:"tiering"`
+}
+
+// Partition is one LIST partition of a table.
+type Partition struct {
+	ID      PartitionID `json:"id"`
+	Value   string      `json:"value"`
+	Buckets []BucketID  `json:"buckets"`
+}
+
+// Bucket is the unit of ownership. Its stream has StreamID(ID).
+type Bucket struct {
+	ID        BucketID    `json:"id"`
+	Table     TableID     `json:"table"`
+	Partition PartitionID `json:"partition,omitempty"` // 0: unpartitioned
+	// Index is the bucket's position, 0..Spec.Buckets-1, in its table or partition.
+	Index int `json:"index"`
+	// Leader is 0 until the first LeadBucket.
+	Leader      NodeID `json:"leader"`
+	LeaderEpoch uint64 `json:"leader_epoch"`
+	// Snapshots are the retained KV snapshots, oldest first.
+	Snapshots []KVSnapshot `json:"snapshots,omitempty"`
+}
+
+// KVSnapshot is a committed KV tablet snapshot.
+type KVSnapshot struct {
+	ID          uint64 `json:"id"`
+	LeaderEpoch uint64 `json:"leader_epoch"`
+	LogOffset   uint64 `json:"log_offset"`
+	Manifest    string `json:"manifest"`
+}
+
+// Stream is an s3stream stream.
+type Stream struct {
+	ID StreamID `json:"id"`
+	// Epoch is the epoch the stream was last opened at.
+	Epoch uint64 `json:"epoch"`
+	Open  bool   `json:"open"`
+	// Node and NodeEpoch name the holder while Open (and the last holder after).
+	Node      NodeID `json:"node"`
+	NodeEpoch uint64 `json:"node_epoch"`
+	// End is the committed end offset: offsets [0, End) are in Objects.
+	End     uint64         `json:"end"`
+	Objects []StreamObject `json:"objects,omitempty"`
+}
+
+// WALID names one WAL: the WAL a node writes during one node epoch.
+type WALID struct {
+	Node  NodeID `json:"node"`
+	Epoch uint64 `json:"epoch"`
+}
+
+// TieringState is what CommitTieringRound recorded for a table.
+type TieringState struct {
+	Offsets        map[BucketID]uint64 `json:"offsets,omitempty"`
+	LakeSnapshotID int64               `json:"lake_snapshot_id,omitempty"`
+	At             time.Time           `json:"at,omitempty"`
+}

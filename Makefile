@@ -1,0 +1,51 @@
+# mink — see README.md. `make run` and `make test` work on a fresh machine:
+# they install what they need (Go modules, versitygw, Debian packages).
+
+GO      ?= go
+BIN     := bin/mink
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+GOBIN   := $(shell $(GO) env GOPATH)/bin
+export PATH := $(GOBIN):$(PATH)
+
+# Packages that link cgo dependencies (DuckDB, pg_query) are tested without
+# -race; every other package is pure Go and runs under the race detector.
+CGO_PKGS  :=
+ALL_PKGS   = $(shell $(GO) list ./...)
+PURE_PKGS  = $(filter-out $(CGO_PKGS),$(ALL_PKGS))
+
+.PHONY: all build run test test-deps deps bench lint clean
+
+all: build
+
+deps:
+	$(GO) mod download
+
+build: deps
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/mink
+
+# A single node with the embedded defaults: etcd inside the process, objects
+# in ./mink-data/objects, Postgres wire on 127.0.0.1:5433, admin on :9480.
+run: build
+	./$(BIN) server
+
+test-deps: deps
+	./scripts/install-test-deps.sh
+
+test: test-deps build
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 15m $(PURE_PKGS)
+ifneq ($(strip $(CGO_PKGS)),)
+	$(GO) test -count=1 -timeout 15m $(CGO_PKGS)
+endif
+
+# Benchmarks against their peers; results go to bench/RESULTS.md by hand,
+# with the command, the machine and the date.
+bench: test-deps build
+	$(GO) run ./bench/cmd/minkbench all
+
+lint: deps
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+clean:
+	rm -rf bin

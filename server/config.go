@@ -1,0 +1,127 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// Config is everything a node needs to start. cmd/mink fills it from flags, a
+// config file and the environment; the zero value is not valid, start from
+// DefaultConfig.
+type Config struct {
+	// DataDir holds the node's local state: the directory lock, the embedded
+	// etcd's data, caches and KV tablets. It is never the only copy of anything
+	// except the embedded etcd (single-node mode).
+	DataDir string
+	NodeID  uint32
+	// Cluster is the key prefix in etcd, so several clusters can share one.
+	Cluster string
+
+	// EtcdEndpoints, when set, names an external etcd; otherwise the node
+	// starts an embedded one with its client port at EmbeddedEtcdAddr.
+	EtcdEndpoints    []string
+	EmbeddedEtcdAddr string
+	// EtcdDialTimeout bounds how long an unreachable etcd is retried at start.
+	EtcdDialTimeout time.Duration
+
+	// ObjectStore is "file:///abs/path" or "s3://bucket/prefix"; empty means
+	// file://<DataDir>/objects.
+	ObjectStore string
+	S3Endpoint  string
+	S3Region    string
+
+	PGAddr        string
+	FlightAddr    string
+	AdminAddr     string
+	AdvertiseHost string
+
+	LeaseTTL        time.Duration
+	CoordinatorTick time.Duration
+	// MetadataSnapshotEvery is the number of metadata log entries between view
+	// snapshots (after which the log is truncated).
+	MetadataSnapshotEvery uint64
+}
+
+// DefaultConfig is `mink server` with no flags: node 1, data in ./mink-data,
+// embedded etcd, local-directory object store, loopback listeners.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:               "./mink-data",
+		NodeID:                1,
+		Cluster:               "mink",
+		EmbeddedEtcdAddr:      "127.0.0.1:2379",
+		EtcdDialTimeout:       30 * time.Second,
+		PGAddr:                "127.0.0.1:5433",
+		FlightAddr:            "127.0.0.1:8815",
+		AdminAddr:             "127.0.0.1:9480",
+		LeaseTTL:              30 * time.Second,
+		CoordinatorTick:       5 * time.Second,
+		MetadataSnapshotEvery: 1000,
+	}
+}
+
+// Validate reports the first thing wrong with c, as a one-line error.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return fmt.Errorf("--data-dir must not be empty")
+	}
+	if c.NodeID == 0 {
+		return fmt.Errorf("--node-id must be at least 1")
+	}
+	if c.Cluster == "" {
+		return fmt.Errorf("cluster name must not be empty")
+	}
+	for name, addr := range map[string]string{
+		"--pg-addr": c.PGAddr, "--flight-addr": c.FlightAddr, "--admin-addr": c.AdminAddr,
+	} {
+		if _, _, err := splitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q: %v", name, addr, err)
+		}
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		host, _, err := splitHostPort(c.EmbeddedEtcdAddr)
+		if err != nil {
+			return fmt.Errorf("--embedded-etcd-addr %q: %v", c.EmbeddedEtcdAddr, err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("--embedded-etcd-addr %q: the embedded etcd listens on loopback only", c.EmbeddedEtcdAddr)
+		}
+	}
+	if c.LeaseTTL < time.Second {
+		return fmt.Errorf("--lease-ttl %v: must be at least 1s", c.LeaseTTL)
+	}
+	if c.CoordinatorTick <= 0 {
+		return fmt.Errorf("--coordinator-tick %v: must be positive", c.CoordinatorTick)
+	}
+	if c.EtcdDialTimeout <= 0 {
+		return fmt.Errorf("--etcd-dial-timeout %v: must be positive", c.EtcdDialTimeout)
+	}
+	return nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", portText)
+	}
+	return host, port, nil
+}
+
+// advertised returns addr with its host replaced by AdvertiseHost when set,
+// which is what other nodes and clients are told to dial.
+func (c *Config) advertised(addr string) string {
+	if c.AdvertiseHost == "" {
+		return addr
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return net.JoinHostPort(c.AdvertiseHost, port)
+}

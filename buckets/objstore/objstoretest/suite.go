@@ -171,47 +171,56 @@ func testConcurrentPutOneWinner(t *testing.T, ctx context.Context, s objstore.St
 }
 
 func testNoPartialReads(t *testing.T, ctx context.Context, s objstore.Store) {
+	const rounds, readers = 4, 3
 	want := pattern(7, 4<<20)
-	const key = "partial/big"
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	var readerErr error
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			data, err := s.Get(ctx, key)
-			switch {
-			case errors.Is(err, objstore.ErrNotFound):
-			case err != nil:
-				readerErr = fmt.Errorf("Get during put: %w", err)
-				return
-			case !bytes.Equal(data, want):
-				readerErr = fmt.Errorf("Get during put returned %d bytes, want all %d or ErrNotFound", len(data), len(want))
-				return
-			default:
-				return // saw the whole object
-			}
+	for round := range rounds {
+		key := fmt.Sprintf("partial/%d", round)
+		done := make(chan struct{})
+		started := make(chan struct{}, readers)
+		errs := make(chan error, readers)
+		var wg sync.WaitGroup
+		for range readers {
+			wg.Go(func() {
+				started <- struct{}{}
+				for {
+					data, err := s.Get(ctx, key)
+					switch {
+					case errors.Is(err, objstore.ErrNotFound):
+					case err != nil:
+						errs <- fmt.Errorf("Get during put: %w", err)
+						return
+					case !bytes.Equal(data, want):
+						errs <- fmt.Errorf("Get during put returned %d bytes, want all %d or ErrNotFound", len(data), len(want))
+						return
+					}
+					select {
+					case <-done:
+						return
+					default:
+					}
+				}
+			})
 		}
-	})
-	err := s.PutIfAbsent(ctx, key, want)
-	close(done)
-	wg.Wait()
-	if err != nil {
-		t.Fatalf("PutIfAbsent: %v", err)
-	}
-	if readerErr != nil {
-		t.Fatal(readerErr)
+		for range readers {
+			<-started
+		}
+		err := s.PutIfAbsent(ctx, key, want)
+		close(done)
+		wg.Wait()
+		close(errs)
+		if err != nil {
+			t.Fatalf("PutIfAbsent(%s): %v", key, err)
+		}
+		for err := range errs {
+			t.Fatal(err)
+		}
 	}
 	listed, err := s.List(ctx, "partial/")
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	if len(listed) != 1 || listed[0].Size != int64(len(want)) {
-		t.Fatalf("List after put: got %v, want [{%s %d}]", listed, key, len(want))
+	if len(listed) != rounds || listed[0].Size != int64(len(want)) {
+		t.Fatalf("List after puts: got %v, want %d objects of %d bytes", listed, rounds, len(want))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"debug/buildinfo"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -66,6 +67,8 @@ type Server struct {
 	SecretKey string
 	// Region is the region the server expects in signatures.
 	Region string
+	// Version is the versitygw release running, if known (BinaryVersion).
+	Version string
 	// Dir is the server's posix root: the bucket is the directory
 	// Dir/Bucket and object "a/b" is the file Dir/Bucket/a/b.
 	Dir string
@@ -167,6 +170,7 @@ func startOnce(ctx context.Context, bin, dir, dataDir string) (*Server, error) {
 		SecretKey: secretKey,
 		Region:    region,
 		Dir:       dataDir,
+		Version:   BinaryVersion(bin),
 		cmd:       cmd,
 		logPath:   logPath,
 		exited:    make(chan struct{}),
@@ -250,19 +254,43 @@ func (s *Server) Stop() {
 	})
 }
 
-// FindBinary returns the path of the versitygw binary: on PATH, else in
-// $GOPATH/bin (GOPATH defaulting to ~/go). It does not check the version.
+// FindBinary returns the path of the versitygw binary, looking on PATH and
+// then in each $GOPATH/bin (GOPATH defaulting to ~/go). It prefers a binary
+// built from Version, and otherwise returns the first one found.
 func FindBinary() (string, error) {
+	var candidates []string
 	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p, nil
+		candidates = append(candidates, p)
 	}
 	for _, gopath := range filepath.SplitList(build.Default.GOPATH) {
 		p := filepath.Join(gopath, "bin", "versitygw")
 		if info, err := os.Stat(p); err == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
+			candidates = append(candidates, p)
+		}
+	}
+	if len(candidates) == 0 {
+		return "", ErrNotInstalled
+	}
+	for _, p := range candidates {
+		if BinaryVersion(p) == Version {
 			return p, nil
 		}
 	}
-	return "", ErrNotInstalled
+	return candidates[0], nil
+}
+
+// BinaryVersion returns the module version a Go-built versitygw binary was
+// built from ("v1.8.0"), or "" if unknown. versitygw --version prints "git"
+// for binaries built with go install, so this reads the Go build info.
+func BinaryVersion(path string) string {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if info.Main.Path == "github.com/versity/versitygw" {
+		return info.Main.Version
+	}
+	return ""
 }
 
 func randomHex(n int) string {

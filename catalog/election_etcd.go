@@ -1,0 +1,153 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// EtcdElection is the coordinator lease as an etcd election
+// (go.etcd.io/etcd/client/v3/concurrency) on the prefix /<cluster>/coordinator.
+// Each campaign holds a key /<cluster>/coordinator/<lease id> whose value is
+// the node id, attached to a lease with TTL; the campaigner whose key has the
+// lowest create revision holds the lease.
+//
+// Safe for concurrent use. Each Leadership owns a goroutine (and the
+// session's keepalive) until it is lost or resigned.
+type EtcdElection struct {
+	client *clientv3.Client
+	prefix string // without the trailing slash, as concurrency.NewElection wants
+	// TTL is the lease TTL of the campaigns started after it is set.
+	// Default DefaultLeaseTTL. When the holder stops renewing, another node
+	// takes over after at most TTL.
+	TTL time.Duration
+}
+
+// NewEtcdElection returns the coordinator election of cluster ("" means
+// DefaultCluster).
+func NewEtcdElection(client *clientv3.Client, cluster string) *EtcdElection {
+	prefix := keysFor(cluster).coordinator
+	return &EtcdElection{client: client, prefix: prefix[:len(prefix)-1], TTL: DefaultLeaseTTL}
+}
+
+// Campaign implements Election. A campaign broken by an etcd hiccup (a
+// compacted watch, a lost leader) continues with the same key.
+func (e *EtcdElection) Campaign(ctx context.Context, node NodeID) (*Leadership, error) {
+	seconds := leaseSeconds(e.TTL)
+	grant, err := e.client.Grant(ctx, seconds)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator campaign: grant lease: %w", err)
+	}
+	session, err := concurrency.NewSession(e.client, concurrency.WithLease(grant.ID),
+		concurrency.WithTTL(int(seconds)), concurrency.WithContext(e.client.Ctx()))
+	if err != nil {
+		e.client.Revoke(ctx, grant.ID)
+		return nil, fmt.Errorf("coordinator campaign: keepalive: %w", err)
+	}
+	election := concurrency.NewElection(session, e.prefix)
+	value := strconv.FormatUint(uint64(node), 10)
+	for attempt := 1; ; attempt++ {
+		err := election.Campaign(ctx, value)
+		if err == nil {
+			break
+		}
+		select {
+		case <-session.Done():
+			err = fmt.Errorf("session lease lost: %w", err)
+		default:
+		}
+		if ctx.Err() != nil || session.Ctx().Err() != nil || attempt >= 20 {
+			closeSession(e.client, session)
+			return nil, fmt.Errorf("coordinator campaign of node %d: %w", node, err)
+		}
+		if sleepCtx(ctx, backoff(attempt)) != nil {
+			closeSession(e.client, session)
+			return nil, fmt.Errorf("coordinator campaign of node %d: %w", node, ctx.Err())
+		}
+	}
+
+	done := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.holdUntilLost(session, election.Key(), election.Rev(), stop)
+	}()
+	return &Leadership{
+		node: node,
+		done: done,
+		resign: func(ctx context.Context) error {
+			err := election.Resign(ctx)
+			close(stop)
+			<-done
+			return errors.Join(err, closeSession(e.client, session))
+		},
+	}, nil
+}
+
+// closeSession stops the keepalive and revokes the lease, bounded by the
+// session's TTL.
+func closeSession(client *clientv3.Client, session *concurrency.Session) error {
+	err := session.Close()
+	if client.Ctx().Err() != nil {
+		return nil // the client is closing; the lease expires by itself
+	}
+	return err
+}
+
+// holdUntilLost returns when the session ends, stop is closed, or the leader
+// key (created at revision rev) is deleted.
+func (e *EtcdElection) holdUntilLost(session *concurrency.Session, key string, rev int64, stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(session.Ctx())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for attempt := 1; ctx.Err() == nil; attempt++ {
+		resp, err := e.client.Get(ctx, key)
+		if err == nil && (len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != rev) {
+			return // our key is gone: someone else may campaign and win
+		}
+		if err == nil {
+			wctx := clientv3.WithRequireLeader(ctx)
+			for wr := range e.client.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+				if wr.Canceled || wr.Err() != nil {
+					break
+				}
+				for _, ev := range wr.Events {
+					if ev.Type == mvccpb.DELETE {
+						return
+					}
+				}
+			}
+		}
+		if sleepCtx(ctx, backoff(attempt)) != nil {
+			return
+		}
+	}
+}
+
+// Leader implements Election.
+func (e *EtcdElection) Leader(ctx context.Context) (NodeID, bool, error) {
+	resp, err := e.client.Get(ctx, e.prefix+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return 0, false, fmt.Errorf("read coordinator lease: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 32)
+	if err != nil {
+		return 0, false, fmt.Errorf("coordinator lease key %q holds %q: %w", resp.Kvs[0].Key, resp.Kvs[0].Value, err)
+	}
+	return NodeID(n), true, nil
+}

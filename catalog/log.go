@@ -1,0 +1,66 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+)
+
+// Log is the storage of the metadata log: a dense, totally ordered sequence of
+// opaque entries, plus one snapshot. It knows nothing about records; the
+// Catalog driver encodes records into entries and views into snapshots.
+//
+// Implementations: EtcdLog (production), MemLog (tests, with fault injection).
+// All methods are safe to call concurrently.
+type Log interface {
+	// Append adds data at the end of the log and returns its index. Indexes
+	// are 1-based and dense: the n-th successful append anywhere gets index n.
+	//
+	// An error means the outcome is unknown (the entry may have been appended
+	// anyway: a timeout, a lost response) unless it wraps ErrNotAppended.
+	// Append never appends data twice on its own: an implementation that
+	// retries internally resolves its own earlier attempt first. Callers that
+	// retry after an ambiguous error must search the log for the entry before
+	// appending it again (the Catalog does this with proposal ids).
+	Append(ctx context.Context, data []byte) (index uint64, err error)
+
+	// Head returns the index of the last appended entry (0 for an empty log).
+	// It is linearizable: every Append that returned before Head was called is
+	// at or below the returned index.
+	Head(ctx context.Context) (uint64, error)
+
+	// Tail calls fn for every entry with index >= from, in order, then keeps
+	// waiting for new ones until ctx is done or fn returns an error, which Tail
+	// returns. If entry from has been truncated it returns ErrTruncated (the
+	// caller reloads the snapshot and tails from after it).
+	Tail(ctx context.Context, from uint64, fn func(index uint64, data []byte) error) error
+
+	// LoadSnapshot returns the stored snapshot, or (0, nil, nil) when none.
+	LoadSnapshot(ctx context.Context) (index uint64, data []byte, err error)
+
+	// SaveSnapshot stores data as the snapshot at index. It does nothing if
+	// a snapshot at index or above is stored already, so every node may call
+	// it. Afterwards entries at or below index may be truncated (EtcdLog and
+	// MemLog keep one snapshot interval: they truncate up to the previous
+	// snapshot's index).
+	SaveSnapshot(ctx context.Context, index uint64, data []byte) error
+
+	// Close releases the log's resources. It does not close a client passed
+	// in by the caller.
+	Close() error
+}
+
+var (
+	// ErrTruncated is returned by Tail when the requested entry has been
+	// removed after a snapshot. The caller reloads the snapshot.
+	ErrTruncated = errors.New("catalog: log entry truncated")
+	// ErrNotAppended marks an Append error after which the entry is known
+	// not to be in the log (for example: too large, log closed).
+	ErrNotAppended = errors.New("catalog: entry not appended")
+	// ErrClosed is returned by a closed Log or Catalog.
+	ErrClosed = errors.New("catalog: closed")
+	// ErrUnknownOutcome is returned by Propose when the record may or may not
+	// have been applied and the outcome cannot be learnt (the context ended
+	// while an append was unresolved, or the node skipped the record by
+	// loading a newer snapshot). The caller must re-read the view to decide.
+	ErrUnknownOutcome = errors.New("catalog: proposal outcome unknown")
+)

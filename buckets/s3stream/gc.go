@@ -1,0 +1,159 @@
+package s3stream
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/catalog"
+)
+
+// Collector deletes objects that nothing in the view references. It is the
+// only delete path of s3stream. An object is deleted only when no writer can
+// still commit it, and only after it has been seen deletable for Delay, so
+// that readers holding an older view can finish reading it.
+//
+// Deletable:
+//   - a WAL object below its WAL's trim point;
+//   - a stream object of a stream that no longer exists in the view;
+//   - a stream object not referenced by its stream whose range lies below
+//     the committed end (a duplicate of committed data) or whose epoch is
+//     below the stream's epoch (its writer is fenced and can never commit it).
+//
+// An unreferenced object at the stream's current epoch beyond its committed
+// end may be about to be committed, and is kept.
+//
+// Not safe for concurrent use; run one Collector (on the lease holder).
+type Collector struct {
+	store objstore.Store
+	meta  Metadata
+	delay time.Duration
+	now   func() time.Time
+
+	mu        sync.Mutex
+	firstSeen map[string]time.Time
+}
+
+// NewCollector returns a collector with the given reader grace delay.
+func NewCollector(store objstore.Store, meta Metadata, delay time.Duration) *Collector {
+	return &Collector{store: store, meta: meta, delay: delay, now: time.Now, firstSeen: map[string]time.Time{}}
+}
+
+// GCStats says what one pass did.
+type GCStats struct {
+	Deleted int
+	Waiting int // deletable but within the delay
+}
+
+// Collect runs one pass.
+func (c *Collector) Collect(ctx context.Context) (GCStats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var stats GCStats
+	now := c.now()
+	deletable := map[string]bool{}
+
+	walObjs, err := c.store.List(ctx, "wal/")
+	if err != nil {
+		return stats, fmt.Errorf("gc: list WAL: %w", err)
+	}
+	streamObjs, err := c.store.List(ctx, "streams/")
+	if err != nil {
+		return stats, fmt.Errorf("gc: list stream objects: %w", err)
+	}
+	c.meta.Read(func(v *catalog.View) {
+		for _, o := range walObjs {
+			node, epoch, seq, ok := parseWALKey(o.Key)
+			if ok && seq < v.WALTrims[catalog.WALID{Node: node, Epoch: epoch}] {
+				deletable[o.Key] = true
+			}
+		}
+		referenced := map[string]bool{}
+		for _, st := range v.Streams {
+			for _, so := range st.Objects {
+				referenced[so.Key] = true
+			}
+		}
+		for _, o := range streamObjs {
+			if referenced[o.Key] {
+				continue
+			}
+			id, _, end, epoch, ok := parseStreamObjectKey(o.Key)
+			if !ok {
+				continue
+			}
+			st, exists := v.Streams[id]
+			if !exists || end <= st.End || epoch < st.Epoch {
+				deletable[o.Key] = true
+			}
+		}
+	})
+	for key := range c.firstSeen {
+		if !deletable[key] {
+			delete(c.firstSeen, key)
+		}
+	}
+	for key := range deletable {
+		seen, ok := c.firstSeen[key]
+		if !ok {
+			c.firstSeen[key] = now
+			seen = now
+		}
+		if now.Sub(seen) < c.delay {
+			stats.Waiting++
+			continue
+		}
+		if err := c.store.Delete(ctx, key); err != nil {
+			return stats, fmt.Errorf("gc: %w", err)
+		}
+		delete(c.firstSeen, key)
+		stats.Deleted++
+	}
+	return stats, nil
+}
+
+func parseWALKey(key string) (catalog.NodeID, uint64, uint64, bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 || parts[0] != "wal" {
+		return 0, 0, 0, false
+	}
+	node, err1 := strconv.ParseUint(parts[1], 10, 32)
+	epoch, err2 := strconv.ParseUint(parts[2], 10, 64)
+	seq, err3 := strconv.ParseUint(parts[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, 0, 0, false
+	}
+	return catalog.NodeID(node), epoch, seq, true
+}
+
+// parseStreamObjectKey parses streams/<stream>/<start>-<end>.<epoch>.
+func parseStreamObjectKey(key string) (id catalog.StreamID, start, end, epoch uint64, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 3 || parts[0] != "streams" {
+		return
+	}
+	sid, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return
+	}
+	rng, ep, found := strings.Cut(parts[2], ".")
+	if !found {
+		return
+	}
+	s, e, found := strings.Cut(rng, "-")
+	if !found {
+		return
+	}
+	var err1, err2, err3 error
+	start, err1 = strconv.ParseUint(s, 10, 64)
+	end, err2 = strconv.ParseUint(e, 10, 64)
+	epoch, err3 = strconv.ParseUint(ep, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return
+	}
+	return catalog.StreamID(sid), start, end, epoch, true
+}

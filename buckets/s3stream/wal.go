@@ -1,0 +1,342 @@
+package s3stream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/minkdb/mink/buckets/objstore"
+)
+
+// pendingEntry is one append on its way through the WAL.
+type pendingEntry struct {
+	s    *Stream
+	e    walEntry
+	size int64
+	seq  uint64 // the WAL object it was batched into; set by the batcher
+	done chan error
+	once sync.Once
+}
+
+// finish reports the outcome to the appender. Only the first call counts: an
+// appender told ErrUnknownOutcome is not told again when a retry succeeds.
+func (p *pendingEntry) finish(err error) {
+	p.once.Do(func() { p.done <- err })
+}
+
+// walUpload is one WAL object: its entries and encoded bytes.
+type walUpload struct {
+	seq     uint64
+	entries []*pendingEntry
+	data    []byte
+	durable bool
+}
+
+// wal is a node epoch's write-ahead log on the object store.
+//
+// Lock order: Stream.mu → wal.mu. wal.ackMu is taken with neither held and
+// serialises acknowledgement so that entries are acked in WAL order.
+type wal struct {
+	n    *Node
+	kick chan struct{}
+	sem  chan struct{} // one slot per upload in flight
+
+	ackMu sync.Mutex
+
+	mu struct {
+		sync.Mutex
+		pending      []*pendingEntry
+		pendingBytes int
+		nextSeq      uint64
+		uploads      map[uint64]*walUpload // batched, not yet acknowledged
+		// durable: every WAL object with seq < durable is durable and its
+		// entries acknowledged.
+		durable uint64
+		// failed is sticky: the WAL is fenced or the node closed.
+		failed   error
+		buffered int64
+		space    chan struct{} // closed and replaced when buffered shrinks
+		lastTrim uint64
+	}
+}
+
+func newWAL(n *Node) *wal {
+	w := &wal{n: n, kick: make(chan struct{}, 1), sem: make(chan struct{}, n.cfg.MaxInflight)}
+	w.mu.uploads = make(map[uint64]*walUpload)
+	w.mu.space = make(chan struct{})
+	return w
+}
+
+// reserve waits until size more bytes fit under MaxBuffered. The caller must
+// hold no lock: space is freed by the flusher.
+func (w *wal) reserve(ctx context.Context, size int64) error {
+	for {
+		w.mu.Lock()
+		if w.mu.failed != nil {
+			err := w.mu.failed
+			w.mu.Unlock()
+			return err
+		}
+		if w.mu.buffered == 0 || w.mu.buffered+size <= w.n.cfg.MaxBuffered {
+			w.mu.buffered += size
+			w.mu.Unlock()
+			return nil
+		}
+		space := w.mu.space
+		w.mu.Unlock()
+		w.n.kickFlush()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-space:
+		}
+	}
+}
+
+// release returns reserved bytes.
+func (w *wal) release(size int64) {
+	w.mu.Lock()
+	w.mu.buffered -= size
+	if w.mu.buffered < 0 {
+		panic(fmt.Sprintf("s3stream: buffered bytes went negative (%d) after releasing %d", w.mu.buffered, size))
+	}
+	close(w.mu.space)
+	w.mu.space = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// add queues an entry for the next WAL object.
+// REQUIRES: p.s.mu held, so that a stream's entries queue in offset order.
+func (w *wal) add(p *pendingEntry) error {
+	w.mu.Lock()
+	if w.mu.failed != nil {
+		err := w.mu.failed
+		w.mu.Unlock()
+		return err
+	}
+	w.mu.pending = append(w.mu.pending, p)
+	w.mu.pendingBytes += int(p.size)
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// batchLoop groups pending entries into WAL objects and starts their
+// uploads, at most MaxInflight at a time.
+func (w *wal) batchLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+		}
+		if !sleepCtx(ctx, w.n.cfg.BatchWindow) {
+			return
+		}
+		for {
+			select {
+			case w.sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			u := w.nextBatch()
+			if u == nil {
+				<-w.sem
+				break
+			}
+			w.n.wg.Add(1)
+			go func() {
+				defer w.n.wg.Done()
+				defer func() { <-w.sem }()
+				w.upload(ctx, u)
+			}()
+		}
+	}
+}
+
+// nextBatch takes up to MaxBatchBytes of pending entries and assigns them the
+// next seq, or returns nil when nothing is pending.
+func (w *wal) nextBatch() *walUpload {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.mu.pending) == 0 || w.mu.failed != nil {
+		return nil
+	}
+	n, size := 0, 0
+	for n < len(w.mu.pending) && (n == 0 || size+int(w.mu.pending[n].size) <= w.n.cfg.MaxBatchBytes) {
+		size += int(w.mu.pending[n].size)
+		n++
+	}
+	u := &walUpload{seq: w.mu.nextSeq, entries: w.mu.pending[:n:n]}
+	w.mu.nextSeq++
+	w.mu.pending = w.mu.pending[n:]
+	w.mu.pendingBytes -= size
+	obj := walObject{Node: w.n.cfg.Node, Epoch: w.n.cfg.NodeEpoch, Seq: u.seq, Entries: make([]walEntry, n)}
+	for i, p := range u.entries {
+		p.seq = u.seq
+		obj.Entries[i] = p.e
+	}
+	u.data = encodeWAL(obj)
+	w.mu.uploads[u.seq] = u
+	return u
+}
+
+// upload writes one WAL object, retrying until it is durable, the WAL is
+// fenced or the node closes. The first failure tells the appenders of this
+// object and of everything after it that they are not acknowledged: nothing
+// after a failed object can be acknowledged before it.
+func (w *wal) upload(ctx context.Context, u *walUpload) {
+	key := walKey(w.n.cfg.Node, w.n.cfg.NodeEpoch, u.seq)
+	backoff := w.n.cfg.RetryBackoff
+	for attempt := 0; ; attempt++ {
+		err := putCreateOnly(ctx, w.n.cfg.Store, key, u.data)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errContentDiffers) {
+			// Someone else created our next WAL object: a node taking over
+			// sealed this epoch's WAL.
+			w.n.fence(fmt.Errorf("WAL object %s was created by another node (sealed)", key))
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if attempt == 0 {
+			w.notifyFrom(u.seq, fmt.Errorf("%w: %v", ErrUnknownOutcome, err))
+		}
+		w.n.cfg.Logger.Warn("WAL upload failed; retrying", "key", key, "attempt", attempt+1, "err", err)
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+	w.complete(u)
+}
+
+// complete marks u durable and acknowledges, in seq order, every upload that
+// is now preceded only by durable ones.
+func (w *wal) complete(u *walUpload) {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	w.mu.Lock()
+	u.durable = true
+	var ready []*walUpload
+	for {
+		next, ok := w.mu.uploads[w.mu.durable]
+		if !ok || !next.durable {
+			break
+		}
+		ready = append(ready, next)
+		delete(w.mu.uploads, w.mu.durable)
+		w.mu.durable++
+	}
+	failed := w.mu.failed
+	w.mu.Unlock()
+	if failed != nil {
+		return
+	}
+	for _, r := range ready {
+		for _, p := range r.entries {
+			p.s.ack(p)
+			p.finish(nil)
+		}
+	}
+}
+
+// notifyFrom fails the appenders of upload seq and of everything after it.
+func (w *wal) notifyFrom(seq uint64, err error) {
+	w.mu.Lock()
+	var victims []*pendingEntry
+	for s, u := range w.mu.uploads {
+		if s >= seq {
+			victims = append(victims, u.entries...)
+		}
+	}
+	victims = append(victims, w.mu.pending...)
+	w.mu.Unlock()
+	for _, p := range victims {
+		p.finish(err)
+	}
+}
+
+// fail makes the WAL refuse everything from now on and fails every waiter.
+func (w *wal) fail(err error) {
+	w.mu.Lock()
+	if w.mu.failed == nil {
+		w.mu.failed = err
+	}
+	var victims []*pendingEntry
+	for _, u := range w.mu.uploads {
+		victims = append(victims, u.entries...)
+	}
+	victims = append(victims, w.mu.pending...)
+	w.mu.pending = nil
+	close(w.mu.space)
+	w.mu.space = make(chan struct{})
+	w.mu.Unlock()
+	for _, p := range victims {
+		p.finish(err)
+	}
+}
+
+// durableSeq is the first WAL seq not yet durable and acknowledged.
+func (w *wal) durableSeq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.durable
+}
+
+func (w *wal) shouldTrim(trim uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return trim > w.mu.lastTrim
+}
+
+func (w *wal) trimmed(trim uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if trim > w.mu.lastTrim {
+		w.mu.lastTrim = trim
+	}
+}
+
+// errContentDiffers: a create-only put found the key holding other bytes.
+var errContentDiffers = errors.New("object exists with different content")
+
+// putCreateOnly creates key with data. If the key exists with the same bytes
+// (an earlier attempt whose response was lost), that is success.
+func putCreateOnly(ctx context.Context, store objstore.Store, key string, data []byte) error {
+	err := store.PutIfAbsent(ctx, key, data)
+	if err == nil || !errors.Is(err, objstore.ErrExists) {
+		return err
+	}
+	existing, gerr := store.Get(ctx, key)
+	if gerr != nil {
+		return fmt.Errorf("put %s: exists, and reading it back failed: %w", key, gerr)
+	}
+	if bytes.Equal(existing, data) {
+		return nil
+	}
+	return fmt.Errorf("put %s: %w", key, errContentDiffers)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

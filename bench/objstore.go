@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,9 +41,13 @@ type ObjstoreConfig struct {
 	// Concurrency is the number of goroutines issuing operations.
 	// Default: 8.
 	Concurrency int
-	// Ops is the number of puts (and then gets) per backend and size.
-	// Default: 256 MiB worth of objects, between 128 and 2048.
+	// Ops is the number of puts (and then gets) per backend and size,
+	// rounded up to a multiple of Rounds. Default: 256 MiB worth of
+	// objects, between 128 and 2048.
 	Ops int
+	// Rounds is how many turns the backends take per size and op (see
+	// MeasureObjstore). Default: 4.
+	Rounds int
 	// Backends selects which of BackendRaw, BackendDir and BackendVersityGW
 	// to run, in that order. Default: all three. The versitygw backend needs
 	// the binary (scripts/install-versitygw.sh).
@@ -60,6 +63,9 @@ func (c *ObjstoreConfig) fill() error {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 8
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 4
 	}
 	if len(c.Backends) == 0 {
 		c.Backends = []string{BackendRaw, BackendDir, BackendVersityGW}
@@ -107,7 +113,8 @@ func (r ObjstoreResult) MBPerSec() float64 { return r.OpsPerSec() * float64(r.Si
 // RunObjstore measures create-only put and get throughput and latency of
 // the object stores and the raw disk peer, and writes a markdown table to
 // w. Each backend gets Ops puts of distinct keys, then Ops gets of those
-// keys in random order, from Concurrency goroutines. Gets are served from
+// keys in random order, from Concurrency goroutines, in turns with the
+// other backends. Gets are served from
 // the page cache on every backend: they measure the store's overhead, not
 // the disk.
 func RunObjstore(ctx context.Context, w io.Writer, cfg ObjstoreConfig) error {
@@ -130,6 +137,11 @@ func dirOrDefault(dir string) string {
 
 // MeasureObjstore runs the measurements of RunObjstore and returns the
 // rows, ordered by size, op and backend.
+//
+// The backends take turns: each size's puts (then gets) are split into
+// Rounds rounds, and every round runs each backend once. A machine shared
+// with other work drifts over a run; interleaving spreads that drift over
+// all backends instead of charging it to whichever ran last.
 func MeasureObjstore(ctx context.Context, cfg ObjstoreConfig) ([]ObjstoreResult, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, fmt.Errorf("objstore bench: %w", err)
@@ -140,33 +152,81 @@ func MeasureObjstore(ctx context.Context, cfg ObjstoreConfig) ([]ObjstoreResult,
 	}
 	defer os.RemoveAll(base)
 
-	var results []ObjstoreResult
+	targets := make([]target, 0, len(cfg.Backends))
+	defer func() {
+		for _, t := range targets {
+			t.close()
+		}
+	}()
 	for _, backend := range cfg.Backends {
-		target, err := openTarget(ctx, backend, filepath.Join(base, backend))
+		t, err := openTarget(ctx, backend, filepath.Join(base, backend))
 		if err != nil {
 			return nil, fmt.Errorf("objstore bench: %s: %w", backend, err)
 		}
-		rows, err := measureTarget(ctx, cfg, backend, target)
-		target.close()
+		targets = append(targets, t)
+	}
+
+	var results []ObjstoreResult
+	for _, size := range cfg.Sizes {
+		rows, err := measureSize(ctx, cfg, targets, size)
 		if err != nil {
-			return nil, fmt.Errorf("objstore bench: %s: %w", backend, err)
+			return nil, fmt.Errorf("objstore bench: %w", err)
 		}
 		results = append(results, rows...)
 	}
-	order := map[string]int{}
-	for i, b := range cfg.Backends {
-		order[b] = i
-	}
-	slices.SortStableFunc(results, func(a, b ObjstoreResult) int {
-		if a.Size != b.Size {
-			return a.Size - b.Size
-		}
-		if a.Op != b.Op {
-			return -strings.Compare(a.Op, b.Op) // put before get
-		}
-		return order[a.Backend] - order[b.Backend]
-	})
 	return results, nil
+}
+
+func measureSize(ctx context.Context, cfg ObjstoreConfig, targets []target, size int) ([]ObjstoreResult, error) {
+	perRound := (cfg.opsFor(size) + cfg.Rounds - 1) / cfg.Rounds
+	ops := perRound * cfg.Rounds
+	data := make([]byte, size)
+	rng := rand.New(rand.NewPCG(uint64(size), 1))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	keyOf := func(i int) string { return fmt.Sprintf("obj/%d/%08d", size, i) }
+	// Warm up: directories, connections, the server's first requests.
+	for b, t := range targets {
+		for i := range cfg.Concurrency {
+			if err := t.put(ctx, fmt.Sprintf("warmup/%d/%d", size, i), data); err != nil {
+				return nil, fmt.Errorf("%s: warm-up put: %w", cfg.Backends[b], err)
+			}
+		}
+	}
+	getOrder := rand.New(rand.NewPCG(uint64(size), 2)).Perm(ops)
+	var rows []ObjstoreResult
+	for _, phase := range []string{"put", "get"} {
+		stats := make([]runStats, len(targets))
+		for round := range cfg.Rounds {
+			first := round * perRound
+			for b, t := range targets {
+				var op func(ctx context.Context, i int) error
+				if phase == "put" {
+					op = func(ctx context.Context, i int) error { return t.put(ctx, keyOf(first+i), data) }
+				} else {
+					op = func(ctx context.Context, i int) error {
+						got, err := t.get(ctx, keyOf(getOrder[first+i]))
+						if err == nil && len(got) != size {
+							err = fmt.Errorf("got %d bytes, want %d", len(got), size)
+						}
+						return err
+					}
+				}
+				st, err := runOps(ctx, cfg.Concurrency, perRound, op)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s %d B: %w", cfg.Backends[b], phase, size, err)
+				}
+				stats[b].elapsed += st.elapsed
+				stats[b].latencies = append(stats[b].latencies, st.latencies...)
+			}
+		}
+		for b := range targets {
+			slices.Sort(stats[b].latencies)
+			rows = append(rows, stats[b].result(cfg.Backends[b], size, phase, cfg.Concurrency))
+		}
+	}
+	return rows, nil
 }
 
 // target is one backend's put and get.
@@ -251,47 +311,6 @@ func rawTarget(dir string) target {
 		},
 		close: func() {},
 	}
-}
-
-func measureTarget(ctx context.Context, cfg ObjstoreConfig, backend string, t target) ([]ObjstoreResult, error) {
-	var rows []ObjstoreResult
-	for _, size := range cfg.Sizes {
-		ops := cfg.opsFor(size)
-		data := make([]byte, size)
-		rng := rand.New(rand.NewPCG(uint64(size), 1))
-		for i := range data {
-			data[i] = byte(rng.Uint32())
-		}
-		keyOf := func(i int) string { return fmt.Sprintf("obj/%d/%08d", size, i) }
-		// Warm up: directories, connections, the server's first requests.
-		for i := range cfg.Concurrency {
-			if err := t.put(ctx, fmt.Sprintf("warmup/%d/%d", size, i), data); err != nil {
-				return nil, fmt.Errorf("warm-up put: %w", err)
-			}
-		}
-
-		put, err := runOps(ctx, cfg.Concurrency, ops, func(ctx context.Context, i int) error {
-			return t.put(ctx, keyOf(i), data)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("put %d B: %w", size, err)
-		}
-		rows = append(rows, put.result(backend, size, "put", cfg.Concurrency))
-
-		order := rand.New(rand.NewPCG(uint64(size), 2)).Perm(ops)
-		get, err := runOps(ctx, cfg.Concurrency, ops, func(ctx context.Context, i int) error {
-			got, err := t.get(ctx, keyOf(order[i]))
-			if err == nil && len(got) != size {
-				err = fmt.Errorf("got %d bytes, want %d", len(got), size)
-			}
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("get %d B: %w", size, err)
-		}
-		rows = append(rows, get.result(backend, size, "get", cfg.Concurrency))
-	}
-	return rows, nil
 }
 
 type runStats struct {

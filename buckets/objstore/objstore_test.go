@@ -3,6 +3,11 @@ package objstore_test
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -313,4 +318,82 @@ func TestValidateKey(t *testing.T) {
 			t.Errorf("ValidatePrefix(%q): %v", prefix, err)
 		}
 	}
+}
+
+// TestS3RetriedPutAfterLostResponse pins down the behaviour documented on
+// S3 and in docs/format/objstore.md: when a create-only put reaches the
+// server and succeeds but the client never sees the answer, the SDK's
+// retry finds the object and the put returns ErrExists for a write that
+// was in fact the caller's own. A proxy between client and versitygw loses
+// the first response, either as a 503 or as a reset connection.
+func TestS3RetriedPutAfterLostResponse(t *testing.T) {
+	srv := s3test.Start(t)
+	for _, mode := range []string{"503", "reset"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := t.Context()
+			var sabotage atomic.Int32
+			proxy := httptest.NewServer(lossyProxy(t, srv.Endpoint, mode, &sabotage))
+			defer proxy.Close()
+			s, err := objstore.NewS3(ctx, objstore.S3Config{
+				Bucket: srv.Bucket, Prefix: "lost-" + mode, Endpoint: proxy.URL, Region: srv.Region,
+				AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			sabotage.Store(1)
+			err = s.PutIfAbsent(ctx, "wal/1/1/0001", []byte("mine"))
+			if !errors.Is(err, objstore.ErrExists) {
+				t.Fatalf("put whose first response was lost: got %v, want ErrExists from the retry", err)
+			}
+			if sabotage.Load() != 0 {
+				t.Fatal("the proxy never lost a response")
+			}
+			got, err := s.Get(ctx, "wal/1/1/0001")
+			if err != nil || string(got) != "mine" {
+				t.Fatalf("Get: %q, %v; want the caller's own content", got, err)
+			}
+		})
+	}
+}
+
+// lossyProxy forwards requests to endpoint unchanged (the Host header too,
+// which the request signature covers). While *sabotage > 0, a PUT is
+// forwarded and performed, and then its response is replaced by a 503 or
+// by a reset connection.
+func lossyProxy(t *testing.T, endpoint, mode string, sabotage *atomic.Int32) http.Handler {
+	target, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.Out.Host = pr.In.Host
+	}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPut || sabotage.Add(-1) < 0 {
+			sabotage.Store(0)
+			rp.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, r)
+		if rec.Code != http.StatusOK {
+			t.Errorf("proxied put: %d %s", rec.Code, rec.Body)
+		}
+		if mode == "503" {
+			http.Error(w, "lost", http.StatusServiceUnavailable)
+			return
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			tcp.SetLinger(0) // close with RST
+		}
+		conn.Close()
+	})
 }

@@ -470,6 +470,9 @@ func applyLeadBucket(v *View, r LeadBucket) Outcome {
 		}
 	} else {
 		// Renewal form: the leader asks for a fresh epoch for itself.
+		if b.Leader == 0 {
+			return reject(ErrStaleEpoch, "%s: renewal, but bucket %d has no leader yet", what, b.ID)
+		}
 		if b.Leader != r.Node {
 			return reject(ErrStaleEpoch, "%s: renewal by node %d, but bucket %d is led by node %d at leader epoch %d",
 				what, r.Node, b.ID, b.Leader, b.LeaderEpoch)
@@ -513,6 +516,9 @@ func applyOpenStream(v *View, r OpenStream) Outcome {
 	if b := v.Buckets[BucketID(r.Stream)]; b != nil {
 		// A bucket's stream is opened by its leader at its leader epoch: this
 		// is the fence that keeps a replaced leader from opening it again.
+		if b.Leader == 0 {
+			return reject(ErrStaleEpoch, "%s: bucket %d has no leader yet", what, b.ID)
+		}
 		if r.Node != b.Leader || r.Epoch != b.LeaderEpoch {
 			return reject(ErrStaleEpoch, "%s: bucket %d is led by node %d at leader epoch %d",
 				what, b.ID, b.Leader, b.LeaderEpoch)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -180,3 +181,7 @@ func (f *faultyMeta) setBefore(hook func(rec catalog.Record) error) {
 }
 
 var errCrash = fmt.Errorf("simulated crash")
+
+func listenLoopback(port int) (net.Listener, error) {
+	return net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+}

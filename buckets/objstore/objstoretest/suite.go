@@ -187,10 +187,10 @@ func testNoPartialReads(t *testing.T, ctx context.Context, s objstore.Store) {
 					switch {
 					case errors.Is(err, objstore.ErrNotFound):
 					case err != nil:
-						errs <- fmt.Errorf("Get during put: %w", err)
+						errs <- fmt.Errorf("get during put: %w", err)
 						return
 					case !bytes.Equal(data, want):
-						errs <- fmt.Errorf("Get during put returned %d bytes, want all %d or ErrNotFound", len(data), len(want))
+						errs <- fmt.Errorf("get during put returned %d bytes, want all %d or ErrNotFound", len(data), len(want))
 						return
 					}
 					select {

@@ -62,3 +62,15 @@ func TestPercentile(t *testing.T) {
 		t.Errorf("p50 of none = %d", got)
 	}
 }
+
+// BenchmarkObjstore runs RunObjstore with its defaults and prints the
+// table. Run it once, as the table is the result:
+//
+//	go test ./bench -run '^$' -bench BenchmarkObjstore -benchtime 1x
+func BenchmarkObjstore(b *testing.B) {
+	for range b.N {
+		if err := RunObjstore(b.Context(), os.Stdout, ObjstoreConfig{Dir: b.TempDir()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+// Command minkbench runs mink's benchmarks against their peers and prints
+// markdown tables for bench/RESULTS.md, headed by the command, the machine
+// and the date.
+//
+//	go run ./bench/cmd/minkbench all
+//	go run ./bench/cmd/minkbench s3stream -dir /mnt/disk
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/minkdb/mink/bench"
+)
+
+type workload func(ctx context.Context, dir string, quick bool) error
+
+var workloads = map[string]workload{
+	"objstore": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.ObjstoreConfig{Dir: dir}
+		if quick {
+			cfg.Ops, cfg.Sizes = 64, []int{4 << 10, 1 << 20}
+		}
+		return bench.RunObjstore(ctx, os.Stdout, cfg)
+	},
+	"s3stream": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.S3StreamConfig{Dir: dir}
+		if quick {
+			cfg.Duration = time.Second
+		}
+		return bench.RunS3Stream(ctx, os.Stdout, cfg)
+	},
+}
+
+func main() {
+	dir := flag.String("dir", "", "directory on the disk to measure (default: the temp dir)")
+	quick := flag.Bool("quick", false, "short runs, for a smoke test")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: minkbench [-dir DIR] [-quick] all|%s...\n", strings.Join(names(), "|"))
+	}
+	flag.Parse()
+	args := flag.Args()
+	if len(args) == 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if len(args) == 1 && args[0] == "all" {
+		args = names()
+	}
+	for _, name := range args {
+		if workloads[name] == nil {
+			fmt.Fprintf(os.Stderr, "minkbench: unknown workload %q\n", name)
+			flag.Usage()
+			os.Exit(2)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Printf("command: minkbench %s\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("machine: %s, %d cores, %s %s/%s\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	for _, name := range args {
+		fmt.Printf("## %s\n\n", name)
+		if err := workloads[name](ctx, *dir, *quick); err != nil {
+			fmt.Fprintf(os.Stderr, "minkbench: %s: %v\n", name, err)
+			os.Exit(1)
+		}
+		fmt.Println()
+	}
+}
+
+func names() []string {
+	var out []string
+	for name := range workloads {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}

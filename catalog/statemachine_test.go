@@ -539,10 +539,14 @@ func TestStateMachineDeterminism(t *testing.T) {
 	seed := testSeed(t)
 	accepted := map[Kind]int{}
 	rejected := map[Kind]int{}
-	for run := range 40 {
+	runs, steps := 25, 300
+	if testing.Short() {
+		runs = 5
+	}
+	for run := range runs {
 		rng := rand.New(rand.NewPCG(seed, uint64(run)))
 		a, b := NewView(), NewView()
-		for range 400 {
+		for range steps {
 			rec := randomRecord(rng, a)
 			oa := applyChecked(t, a, rec)
 
@@ -585,7 +589,7 @@ func TestStateMachineDeterminism(t *testing.T) {
 	// accepted (or rejected) tests nothing about it.
 	for k := KindRegisterNode; k <= KindCommitTieringRound; k++ {
 		t.Logf("%-20v accepted %5d rejected %5d", k, accepted[k], rejected[k])
-		if accepted[k] == 0 || rejected[k] == 0 {
+		if !testing.Short() && (accepted[k] == 0 || rejected[k] == 0) {
 			t.Errorf("seed %d: %v accepted %d times, rejected %d times; the generator needs both", seed, k, accepted[k], rejected[k])
 		}
 	}

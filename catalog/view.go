@@ -44,7 +44,7 @@ type Table struct {
 	Spec       TableSpec                  `json:"spec"`
 	Buckets    []BucketID                 `json:"buckets,omitempty"` // unpartitioned tables only
 	Partitions map[PartitionID]*Partition `json:"partitions,omitempty"`
-	Tiering    TieringState               `json:"tiering"`
+	Tiering    TieringState               `json:"tiering,omitzero"`
 }
 
 // Partition is one LIST partition of a table.
@@ -100,5 +100,5 @@ type WALID struct {
 type TieringState struct {
 	Offsets        map[BucketID]uint64 `json:"offsets,omitempty"`
 	LakeSnapshotID int64               `json:"lake_snapshot_id,omitempty"`
-	At             time.Time           `json:"at,omitempty"`
+	At             time.Time           `json:"at,omitzero"`
 }

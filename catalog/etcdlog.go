@@ -609,8 +609,9 @@ func Dial(ctx context.Context, endpoints []string, logger *slog.Logger, timeout 
 		return nil, fmt.Errorf("etcd at %s: %w", where, err)
 	}
 	deadline := time.Now().Add(timeout)
+	perTry := min(2*time.Second, max(timeout/4, 200*time.Millisecond))
 	for attempt := 1; ; attempt++ {
-		probeCtx, cancel := context.WithTimeout(ctx, min(2*time.Second, time.Until(deadline)))
+		probeCtx, cancel := context.WithTimeout(ctx, min(perTry, time.Until(deadline)))
 		_, err = client.Get(probeCtx, "health")
 		cancel()
 		if err == nil {

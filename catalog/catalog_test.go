@@ -1,0 +1,460 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func testOptions(every uint64) Options {
+	return Options{SnapshotEvery: every, Logger: quietLogger(), snapshotJitter: -1}
+}
+
+func openCatalog(t *testing.T, l Log, opts Options) *Catalog {
+	t.Helper()
+	c, err := Open(testContext(t, 30*time.Second), l, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func testTable(name string) CreateTable {
+	return CreateTable{Spec: TableSpec{
+		Name:    name,
+		Columns: []Column{{Name: "id", Type: "bigint", NotNull: true}, {Name: "v", Type: "text"}},
+		Buckets: 2,
+	}}
+}
+
+func encodeView(t testing.TB, v *View) []byte {
+	t.Helper()
+	b, err := EncodeView(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestProposeOutcome(t *testing.T) {
+	ctx := testContext(t, 10*time.Second)
+	l := NewMemLog()
+	defer l.Close()
+	c := openCatalog(t, l, testOptions(0))
+
+	out, err := c.Propose(ctx, RegisterNode{Node: 1, Addrs: Addrs{PG: "127.0.0.1:5433"}})
+	if err != nil || out.Index != 1 || out.Epoch != 1 {
+		t.Fatalf("RegisterNode = %+v, %v; want index 1, epoch 1", out, err)
+	}
+	out, err = c.Propose(ctx, testTable("orders"))
+	if err != nil || out.Index != 2 || out.Table == 0 || len(out.Buckets) != 2 {
+		t.Fatalf("CreateTable = %+v, %v", out, err)
+	}
+	if c.AppliedIndex() != 2 {
+		t.Fatalf("AppliedIndex = %d, want 2", c.AppliedIndex())
+	}
+	// Propose returns after the record is applied locally.
+	c.Read(func(v *View) {
+		if v.Nodes[1] == nil || v.Nodes[1].Epoch != 1 || v.Nodes[1].Addrs.PG != "127.0.0.1:5433" {
+			t.Errorf("node 1 in the view: %+v", v.Nodes[1])
+		}
+		if tbl := v.Tables[out.Table]; tbl == nil || tbl.Spec.Name != "orders" {
+			t.Errorf("table %d in the view: %+v", out.Table, tbl)
+		}
+	})
+	// View is a copy the caller may keep and change.
+	kept := c.View()
+	kept.Nodes[1].Epoch = 99
+	c.Read(func(v *View) {
+		if v.Nodes[1].Epoch != 1 {
+			t.Errorf("changing View()'s result changed the live view")
+		}
+	})
+}
+
+func TestProposeRejection(t *testing.T) {
+	ctx := testContext(t, 10*time.Second)
+	l := NewMemLog()
+	defer l.Close()
+	c := openCatalog(t, l, testOptions(0))
+
+	if _, err := c.Propose(ctx, testTable("t")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Propose(ctx, testTable("t"))
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("second CreateTable = %+v, %v; want ErrExists", out, err)
+	}
+	if out.Err != err || out.Index != 2 || out.Table != 0 {
+		t.Fatalf("outcome %+v: want Err == returned error, Index 2, no table", out)
+	}
+	out, err = c.Propose(ctx, RegisterNode{Node: 1, ExpectEpoch: 5})
+	if !errors.Is(err, ErrStaleEpoch) || out.Index != 3 {
+		t.Fatalf("RegisterNode with a wrong epoch = %+v, %v; want ErrStaleEpoch at 3", out, err)
+	}
+	// An unencodable record is not appended.
+	if _, err := c.Propose(ctx, testTable("bad\xff")); err == nil {
+		t.Fatal("proposing a record that cannot be encoded succeeded")
+	}
+	if h, _ := l.Head(ctx); h != 3 {
+		t.Fatalf("head = %d, want 3", h)
+	}
+}
+
+func TestChangedAndWaitIndex(t *testing.T) {
+	ctx := testContext(t, 10*time.Second)
+	l := NewMemLog()
+	defer l.Close()
+	a := openCatalog(t, l, testOptions(0))
+	b := openCatalog(t, l, testOptions(0))
+
+	changed := b.Changed()
+	select {
+	case <-changed:
+		t.Fatal("Changed closed before anything was applied")
+	default:
+	}
+	out, err := a.Propose(ctx, RegisterNode{Node: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitIndex(ctx, out.Index); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed not closed after an apply")
+	}
+	if b.Changed() == changed {
+		t.Fatal("Changed not replaced after an apply")
+	}
+	b.Read(func(v *View) {
+		if v.Nodes[7] == nil {
+			t.Error("node 7 missing on the other catalog")
+		}
+	})
+	// Waiting for an index nobody appends ends with ctx.
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := b.WaitIndex(wctx, 100); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitIndex(100) = %v, want deadline exceeded", err)
+	}
+}
+
+// countApplies records how often each entry (by index and by bytes) is
+// applied by a catalog.
+type applyLog struct {
+	mu      sync.Mutex
+	indexes []uint64
+	entries map[string]int
+}
+
+func (a *applyLog) hook(index uint64, entry []byte, out Outcome) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.indexes = append(a.indexes, index)
+	if a.entries == nil {
+		a.entries = map[string]int{}
+	}
+	a.entries[string(entry)]++
+}
+
+func TestAmbiguousAppend(t *testing.T) {
+	lost := errors.New("injected: response lost")
+	for _, tc := range []struct {
+		name string
+		// fault is installed for the first appends; nil after n of them.
+		commit   bool
+		failures int
+		record   Record
+		wantErr  error
+	}{
+		{name: "CommittedButFailed", commit: true, failures: 1, record: RegisterNode{Node: 1}},
+		{name: "CommittedButFailedRejected", commit: true, failures: 1, record: RegisterNode{Node: 1, ExpectEpoch: 3}, wantErr: ErrStaleEpoch},
+		{name: "NotCommitted", commit: false, failures: 2, record: RegisterNode{Node: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t, 10*time.Second)
+			l := NewMemLog()
+			defer l.Close()
+			var applies applyLog
+			opts := testOptions(0)
+			opts.onApply = applies.hook
+			c := openCatalog(t, l, opts)
+
+			var mu sync.Mutex
+			left := tc.failures
+			l.SetAppendFault(func(index uint64, data []byte) (bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if left == 0 {
+					return true, nil
+				}
+				left--
+				return tc.commit, lost
+			})
+			out, err := c.Propose(ctx, tc.record)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("Propose = %+v, %v; want %v", out, err, tc.wantErr)
+			}
+			if out.Index != 1 {
+				t.Fatalf("outcome index %d, want 1", out.Index)
+			}
+			if h, _ := l.Head(ctx); h != 1 {
+				t.Fatalf("head = %d: the record was appended more than once", h)
+			}
+			if !slices.Equal(applies.indexes, []uint64{1}) {
+				t.Fatalf("applied %v, want [1]", applies.indexes)
+			}
+		})
+	}
+
+	t.Run("ContextEndsUnresolved", func(t *testing.T) {
+		l := NewMemLog()
+		defer l.Close()
+		c := openCatalog(t, l, testOptions(0))
+		ctx, cancel := context.WithCancel(context.Background())
+		l.SetAppendFault(func(index uint64, data []byte) (bool, error) {
+			cancel() // the caller gives up while the append is in doubt
+			return false, lost
+		})
+		_, err := c.Propose(ctx, RegisterNode{Node: 1})
+		if !errors.Is(err, ErrUnknownOutcome) {
+			t.Fatalf("Propose = %v, want ErrUnknownOutcome", err)
+		}
+	})
+
+	t.Run("NotAppendedIsDefinite", func(t *testing.T) {
+		ctx := testContext(t, 10*time.Second)
+		l := NewMemLog()
+		defer l.Close()
+		c := openCatalog(t, l, testOptions(0))
+		calls := 0
+		l.SetAppendFault(func(index uint64, data []byte) (bool, error) {
+			calls++
+			return false, fmt.Errorf("too large: %w", ErrNotAppended)
+		})
+		if _, err := c.Propose(ctx, RegisterNode{Node: 1}); !errors.Is(err, ErrNotAppended) || calls != 1 {
+			t.Fatalf("Propose = %v after %d appends; want ErrNotAppended after 1", err, calls)
+		}
+	})
+}
+
+// TestConcurrentProposeWithFaults runs proposers on three catalogs sharing a
+// log whose appends fail a third of the time (half of those after
+// committing), and checks that every acknowledged record is in the log
+// exactly once and every catalog ends with the same view.
+func TestConcurrentProposeWithFaults(t *testing.T) {
+	ctx := testContext(t, 60*time.Second)
+	l := NewMemLog()
+	defer l.Close()
+	var mu sync.Mutex
+	n := 0
+	lost := errors.New("injected")
+	l.SetAppendFault(func(index uint64, data []byte) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		switch n % 6 {
+		case 1:
+			return true, lost
+		case 4:
+			return false, lost
+		}
+		return true, nil
+	})
+	var catalogs []*Catalog
+	for range 3 {
+		catalogs = append(catalogs, openCatalog(t, l, testOptions(30)))
+	}
+	var wg sync.WaitGroup
+	acked := make([][]uint64, len(catalogs))
+	for i, c := range catalogs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 30 {
+				out, err := c.Propose(ctx, testTable(fmt.Sprintf("t-%d-%d", i, j)))
+				if err != nil {
+					t.Errorf("catalog %d: %v", i, err)
+					return
+				}
+				acked[i] = append(acked[i], out.Index)
+			}
+		}()
+	}
+	wg.Wait()
+	head, _ := l.Head(ctx)
+	if head != 90 {
+		t.Fatalf("head = %d, want 90 (one entry per proposal)", head)
+	}
+	var want []byte
+	for i, c := range catalogs {
+		if err := c.WaitIndex(ctx, head); err != nil {
+			t.Fatal(err)
+		}
+		got := encodeView(t, c.View())
+		if i == 0 {
+			want = got
+			c.Read(func(v *View) {
+				if len(v.Tables) != 90 {
+					t.Fatalf("%d tables, want 90", len(v.Tables))
+				}
+			})
+		} else if !bytes.Equal(got, want) {
+			t.Fatalf("catalog %d's view differs from catalog 0's", i)
+		}
+	}
+}
+
+func TestRestartFromSnapshot(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	l := NewMemLog()
+	defer l.Close()
+	var first applyLog
+	opts := testOptions(10)
+	opts.onApply = first.hook
+	c, err := Open(ctx, l, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 35 {
+		if _, err := c.Propose(ctx, RegisterNode{Node: NodeID(i%3 + 1), ExpectEpoch: uint64(i / 3)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "snapshot at 30", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 30 })
+	want := encodeView(t, c.View())
+	c.Close()
+	// Truncated through the snapshot before 30 (10 or 20: the snapshot
+	// goroutine skips a view when a newer one is waiting).
+	if tr := l.Truncated(); tr != 10 && tr != 20 {
+		t.Fatalf("truncated through %d, want 10 or 20", tr)
+	}
+
+	// Restart: the snapshot at 30, then entries 31..35 and nothing else.
+	var second applyLog
+	opts.onApply = second.hook
+	c2 := openCatalog(t, l, opts)
+	if got := encodeView(t, c2.View()); !bytes.Equal(got, want) {
+		t.Fatalf("view after restart differs:\n%s\nwant\n%s", got, want)
+	}
+	if !slices.Equal(second.indexes, []uint64{31, 32, 33, 34, 35}) {
+		t.Fatalf("after restart applied %v, want 31..35", second.indexes)
+	}
+	// And it carries on.
+	out, err := c2.Propose(ctx, testTable("after-restart"))
+	if err != nil || out.Index != 36 {
+		t.Fatalf("Propose after restart = %+v, %v", out, err)
+	}
+}
+
+// TestLaggingCatalogReloadsSnapshot holds one catalog's tail back while
+// another appends past two snapshots; the entries it needs are truncated, so
+// it loads the snapshot and carries on from there.
+func TestLaggingCatalogReloadsSnapshot(t *testing.T) {
+	ctx := testContext(t, 60*time.Second)
+	l := NewMemLog()
+	defer l.Close()
+	a := openCatalog(t, l, testOptions(5))
+	if _, err := a.Propose(ctx, RegisterNode{Node: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	release := make(chan struct{})
+	var once sync.Once
+	var reloaded []uint64
+	var mu sync.Mutex
+	opts := testOptions(5)
+	opts.onApply = func(index uint64, entry []byte, out Outcome) {
+		if index == 2 {
+			once.Do(func() { <-release }) // the tail goroutine stalls at 2
+		}
+	}
+	opts.onReload = func(index uint64) {
+		mu.Lock()
+		reloaded = append(reloaded, index)
+		mu.Unlock()
+	}
+	b := openCatalog(t, l, opts)
+
+	for i := range 23 {
+		if _, err := a.Propose(ctx, testTable(fmt.Sprintf("t%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Snapshots at 5..20 are saved by a (b is stuck); the log is truncated
+	// through 15.
+	waitFor(t, "snapshot at 20", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 20 })
+	close(release)
+	head, _ := l.Head(ctx)
+	if err := b.WaitIndex(ctx, head); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reloaded) == 0 {
+		t.Fatal("the lagging catalog did not reload the snapshot")
+	}
+	if !bytes.Equal(encodeView(t, a.View()), encodeView(t, b.View())) {
+		t.Fatal("views differ after the reload")
+	}
+}
+
+func TestCorruptEntryStopsCatalog(t *testing.T) {
+	ctx := testContext(t, 10*time.Second)
+	l := NewMemLog()
+	defer l.Close()
+	c := openCatalog(t, l, testOptions(0))
+	if _, err := c.Propose(ctx, RegisterNode{Node: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, []byte{9, 9, 9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitIndex(ctx, 2); err == nil || !bytes.Contains([]byte(err.Error()), []byte("entry 2")) {
+		t.Fatalf("WaitIndex past a corrupt entry = %v, want an error naming entry 2", err)
+	}
+	if _, err := c.Propose(ctx, RegisterNode{Node: 2}); err == nil {
+		t.Fatal("Propose on a stopped catalog succeeded")
+	}
+	if c.AppliedIndex() != 1 {
+		t.Fatalf("applied %d, want 1", c.AppliedIndex())
+	}
+}
+
+func TestProposeAfterClose(t *testing.T) {
+	ctx := testContext(t, 10*time.Second)
+	l := NewMemLog()
+	defer l.Close()
+	c, err := Open(ctx, l, testOptions(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c.Close()
+	if _, err := c.Propose(ctx, RegisterNode{Node: 1}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Propose after Close = %v, want ErrClosed", err)
+	}
+	if err := c.WaitIndex(ctx, 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitIndex after Close = %v, want ErrClosed", err)
+	}
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,123 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+
+	"github.com/minkdb/mink/internal/embedetcd"
+)
+
+// The etcd tests share one embedded etcd, started on first use; each test
+// works under a cluster prefix of its own (testCluster). TestMain stops it
+// before checking for leaked goroutines.
+var shared struct {
+	once sync.Once
+	etcd *embedetcd.Etcd
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.etcd != nil {
+		shared.etcd.Close()
+		os.RemoveAll(shared.dir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// quietLogger drops everything below warnings, and warnings too unless
+// MINK_TEST_LOG is set.
+func quietLogger() *slog.Logger {
+	if os.Getenv("MINK_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// freePortPair returns a free loopback port whose successor is free too.
+func freePortPair(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
+		ln.Close()
+		if err == nil {
+			ln2.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port pair")
+	return 0
+}
+
+// sharedEndpoints returns the endpoints of the shared embedded etcd.
+func sharedEndpoints(t testing.TB) []string {
+	t.Helper()
+	shared.once.Do(func() {
+		shared.dir, shared.err = os.MkdirTemp("", "mink-catalog-etcd-")
+		if shared.err != nil {
+			return
+		}
+		port := freePortPair(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		shared.etcd, shared.err = embedetcd.Start(ctx, embedetcd.Config{
+			Dir:        filepath.Join(shared.dir, "etcd"),
+			ClientAddr: fmt.Sprintf("127.0.0.1:%d", port),
+			Logger:     quietLogger(),
+		})
+	})
+	if shared.err != nil {
+		t.Fatalf("start embedded etcd: %v", shared.err)
+	}
+	return shared.etcd.Endpoints()
+}
+
+// testClient returns a client of the shared etcd, closed at the end of t.
+func testClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := Dial(ctx, sharedEndpoints(t), quietLogger(), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+var clusterSeq atomic.Int64
+
+// testCluster returns a cluster name no other test uses.
+func testCluster(t testing.TB) string {
+	return fmt.Sprintf("test-%d-%d", os.Getpid(), clusterSeq.Add(1))
+}
+
+func testContext(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

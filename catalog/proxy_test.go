@@ -23,8 +23,8 @@ type faultProxy struct {
 		// direction: cutResponse etcd to client, else client to etcd.
 		cutArmed    bool
 		cutResponse bool
-		conns    map[net.Conn]struct{}
-		closed   bool
+		conns       map[net.Conn]struct{}
+		closed      bool
 	}
 }
 

@@ -124,7 +124,8 @@ type DropPartition struct {
 // either by the coordinator, carrying CoordinatorEpoch (rejected when stale),
 // or by the bucket's current leader renewing its own epoch after a restart
 // (CoordinatorEpoch 0, ExpectLeaderEpoch = the current leader epoch, NodeEpoch
-// = the proposer's current node epoch).
+// = the proposer's current node epoch). The coordinator form leaves
+// ExpectLeaderEpoch and NodeEpoch 0.
 type LeadBucket struct {
 	Bucket            BucketID `json:"bucket"`
 	Node              NodeID   `json:"node"`
@@ -134,9 +135,11 @@ type LeadBucket struct {
 }
 
 // OpenStream opens Stream on Node at Epoch (the bucket's leader epoch). It is
-// rejected when Epoch is lower than the stream's epoch (fenced), when the
-// stream is open (held by its holder), or when NodeEpoch is not Node's current
-// epoch. A stream that does not exist yet is created empty.
+// rejected when Epoch is lower than the stream's epoch or is the epoch the
+// stream was closed at (fenced: an epoch is used once), when Node is not the
+// bucket's leader at Epoch, when the stream is open (held by its holder), or
+// when NodeEpoch is not Node's current epoch. The same open again is
+// accepted. A stream that does not exist yet is created empty.
 type OpenStream struct {
 	Stream    StreamID `json:"stream"`
 	Epoch     uint64   `json:"epoch"`
@@ -159,8 +162,10 @@ type StreamObject struct {
 }
 
 // CommitStreamObjects adds Objects to Stream. Accepted only at the stream's
-// current Epoch and only when the objects are contiguous and the first starts
-// at the stream's committed end offset (no gap, no overlap).
+// current Epoch (open or closed: a node taking over commits a dead holder's
+// data at the holder's epoch) and only when the objects are contiguous and the
+// first starts at the stream's committed end offset (no gap, no overlap). The
+// same commit again is accepted.
 type CommitStreamObjects struct {
 	Stream  StreamID       `json:"stream"`
 	Epoch   uint64         `json:"epoch"`
@@ -189,7 +194,8 @@ type CommitKVSnapshot struct {
 
 // CommitTieringRound records that Table's buckets are tiered up to Offsets (per
 // bucket, exclusive end) in lake snapshot LakeSnapshotID. Rejected when
-// CoordinatorEpoch is stale or an offset moves backwards.
+// CoordinatorEpoch is stale, an offset moves backwards or LakeSnapshotID does
+// not increase. Buckets not in Offsets keep their tiered offsets.
 type CommitTieringRound struct {
 	Table            TableID             `json:"table"`
 	CoordinatorEpoch uint64              `json:"coordinator_epoch"`

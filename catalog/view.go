@@ -7,6 +7,10 @@ import "time"
 //
 // A View is mutated only by Apply. Readers outside the state machine get a
 // View that is never mutated again (see Catalog.View); they must not modify it.
+//
+// Apply keeps a View in one normal form, so that equal views are
+// reflect.DeepEqual and encode to equal bytes: the View's own maps are never
+// nil; every other empty map or slice in it is nil; times are in UTC.
 type View struct {
 	// Index is the log index of the last record applied (0: none).
 	Index uint64 `json:"index"`

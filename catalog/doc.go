@@ -30,5 +30,7 @@
 // snapshots likewise; decoders reject unknown versions and kinds and ignore
 // unknown JSON fields.
 //
-// The driver and its backends are described below.
+// The driver (Catalog: proposing, tailing, snapshotting) and its backends
+// (Log: MemLog, EtcdLog), node liveness and the coordinator election are
+// described in their own files.
 package catalog

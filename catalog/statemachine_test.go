@@ -519,14 +519,14 @@ func dumpView(v *View) string {
 	return b.String()
 }
 
-var seedFlag = flag.Uint64("seed", 0, "seed of the randomised state machine tests (0: pick one)")
+var seedFlag = flag.Uint64("statemachine.seed", 0, "seed of the randomised state machine tests (0: pick one)")
 
 func testSeed(t *testing.T) uint64 {
 	seed := *seedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
+	t.Logf("seed %d (rerun with -statemachine.seed=%d)", seed, seed)
 	return seed
 }
 

@@ -67,6 +67,12 @@ type Catalog struct {
 	// snapshot goroutine. Capacity 1; the tail goroutine replaces an unsaved
 	// view with a newer one.
 	snapshots chan *View
+	// appends carries entries from Propose to the append goroutine, which
+	// groups those that arrive while an append is in flight into one
+	// AppendBatch (group commit).
+	appends chan *appendRequest
+	// closing is closed when Close begins.
+	closing chan struct{}
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -127,6 +133,8 @@ func Open(ctx context.Context, log Log, opts Options) (*Catalog, error) {
 		opts:      opts,
 		logger:    opts.Logger,
 		snapshots: make(chan *View, 1),
+		appends:   make(chan *appendRequest),
+		closing:   make(chan struct{}),
 	}
 	c.mu.view = view
 	c.mu.changed = make(chan struct{})
@@ -136,9 +144,10 @@ func Open(ctx context.Context, log Log, opts Options) (*Catalog, error) {
 	// The goroutines outlive Open's ctx; Close cancels them.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go func() { defer c.wg.Done(); c.tailLoop(runCtx) }()
 	go func() { defer c.wg.Done(); c.snapshotLoop(runCtx) }()
+	go func() { defer c.wg.Done(); c.appendLoop(runCtx) }()
 
 	if err := c.WaitIndex(ctx, head); err != nil {
 		c.Close()
@@ -189,6 +198,10 @@ func (c *Catalog) Propose(ctx context.Context, rec Record) (Outcome, error) {
 	}
 	id := newProposalID()
 	entry := encodeEntry(id, body)
+	if len(entry) > MaxAppendBytes {
+		return Outcome{}, fmt.Errorf("propose %v: record of %d bytes exceeds the metadata log's %d: %w",
+			rec.Kind(), len(body), MaxAppendBytes-entryHeaderSize, ErrNotAppended)
+	}
 
 	w := &waiter{}
 	c.mu.Lock()
@@ -208,7 +221,7 @@ func (c *Catalog) Propose(ctx context.Context, rec Record) (Outcome, error) {
 
 	var appendErr error
 	for attempt := 1; attempt <= maxAppendAttempts; attempt++ {
-		index, err := c.log.Append(ctx, entry)
+		index, err := c.append(ctx, entry)
 		if err == nil {
 			return c.await(ctx, rec, w, index)
 		}
@@ -360,6 +373,7 @@ func (c *Catalog) WaitIndex(ctx context.Context, index uint64) error {
 // and later Proposes fail with ErrClosed.
 func (c *Catalog) Close() error {
 	c.closeOnce.Do(func() {
+		close(c.closing)
 		c.cancel()
 		c.wg.Wait()
 		c.stop(ErrClosed)
@@ -551,6 +565,118 @@ func (c *Catalog) saveSnapshot(ctx context.Context, v *View) {
 	}
 	c.logger.Debug("metadata snapshot saved", "index", v.Index, "bytes", len(data),
 		"elapsed", time.Since(start).Round(time.Millisecond))
+}
+
+// appendRequest is one entry handed to the append goroutine.
+type appendRequest struct {
+	// ctx is the proposer's: the batch holding the entry is abandoned only
+	// when every proposer in it has given up.
+	ctx   context.Context
+	entry []byte
+	// done receives the result; capacity 1.
+	done chan appendResult
+}
+
+type appendResult struct {
+	index uint64
+	err   error
+}
+
+// append appends entry through the append goroutine. The error contract is
+// Log.Append's.
+func (c *Catalog) append(ctx context.Context, entry []byte) (uint64, error) {
+	req := &appendRequest{ctx: ctx, entry: entry, done: make(chan appendResult, 1)}
+	select {
+	case c.appends <- req:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%w: %w", ErrNotAppended, ctx.Err())
+	case <-c.closing:
+		return 0, fmt.Errorf("%w: %w", ErrNotAppended, ErrClosed)
+	}
+	select {
+	case res := <-req.done:
+		return res.index, res.err
+	case <-ctx.Done():
+		// The batch may still commit the entry.
+		return 0, ctx.Err()
+	}
+}
+
+// appendLoop appends the entries Propose hands it, grouping the ones that
+// queue up while an append is in flight into one AppendBatch: concurrent
+// proposers of a node then share one round trip to the log instead of
+// competing for its head. It runs in its own goroutine, owned by the
+// Catalog.
+func (c *Catalog) appendLoop(ctx context.Context) {
+	var carry *appendRequest // did not fit in the previous batch
+	for {
+		var batch []*appendRequest
+		if carry != nil {
+			batch, carry = []*appendRequest{carry}, nil
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case req := <-c.appends:
+				batch = []*appendRequest{req}
+			}
+		}
+		size := len(batch[0].entry)
+	gather:
+		for len(batch) < MaxAppendEntries {
+			select {
+			case req := <-c.appends:
+				if size+len(req.entry) > MaxAppendBytes {
+					carry = req
+					break gather
+				}
+				batch = append(batch, req)
+				size += len(req.entry)
+			default:
+				break gather
+			}
+		}
+		c.appendBatch(ctx, batch)
+	}
+}
+
+// appendBatch appends the entries of batch whose proposers are still waiting
+// and answers every request.
+func (c *Catalog) appendBatch(ctx context.Context, batch []*appendRequest) {
+	live := batch[:0]
+	for _, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			req.done <- appendResult{err: fmt.Errorf("%w: %w", ErrNotAppended, err)}
+			continue
+		}
+		live = append(live, req)
+	}
+	if len(live) == 0 {
+		return
+	}
+	batchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var waiting atomic.Int64
+	waiting.Store(int64(len(live)))
+	entries := make([][]byte, len(live))
+	stops := make([]func() bool, len(live))
+	for i, req := range live {
+		entries[i] = req.entry
+		stops[i] = context.AfterFunc(req.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	first, err := c.log.AppendBatch(batchCtx, entries)
+	for i, req := range live {
+		stops[i]()
+		if err != nil {
+			req.done <- appendResult{err: err}
+		} else {
+			req.done <- appendResult{index: first + uint64(i)}
+		}
+	}
 }
 
 // proposalID identifies one Propose call across nodes and retries.

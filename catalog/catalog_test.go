@@ -191,7 +191,7 @@ func TestAmbiguousAppend(t *testing.T) {
 
 			var mu sync.Mutex
 			left := tc.failures
-			l.SetAppendFault(func(index uint64, data []byte) (bool, error) {
+			l.SetAppendFault(func(first uint64, entries [][]byte) (bool, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				if left == 0 {
@@ -221,7 +221,7 @@ func TestAmbiguousAppend(t *testing.T) {
 		defer l.Close()
 		c := openCatalog(t, l, testOptions(0))
 		ctx, cancel := context.WithCancel(context.Background())
-		l.SetAppendFault(func(index uint64, data []byte) (bool, error) {
+		l.SetAppendFault(func(first uint64, entries [][]byte) (bool, error) {
 			cancel() // the caller gives up while the append is in doubt
 			return false, lost
 		})
@@ -237,7 +237,7 @@ func TestAmbiguousAppend(t *testing.T) {
 		defer l.Close()
 		c := openCatalog(t, l, testOptions(0))
 		calls := 0
-		l.SetAppendFault(func(index uint64, data []byte) (bool, error) {
+		l.SetAppendFault(func(first uint64, entries [][]byte) (bool, error) {
 			calls++
 			return false, fmt.Errorf("too large: %w", ErrNotAppended)
 		})
@@ -258,7 +258,7 @@ func TestConcurrentProposeWithFaults(t *testing.T) {
 	var mu sync.Mutex
 	n := 0
 	lost := errors.New("injected")
-	l.SetAppendFault(func(index uint64, data []byte) (bool, error) {
+	l.SetAppendFault(func(first uint64, entries [][]byte) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		n++

@@ -31,10 +31,6 @@ import (
 const DefaultCluster = "mink"
 
 const (
-	// MaxEntryBytes is the largest log entry EtcdLog appends. An append is one
-	// etcd request holding the entry, its key and the head, and etcd refuses
-	// requests above --max-request-bytes (default 1.5 MiB).
-	MaxEntryBytes = 1 << 20
 	// SnapshotChunkBytes is the size of one snapshot chunk key, well under
 	// etcd's default request limit.
 	SnapshotChunkBytes = 1 << 20
@@ -142,34 +138,50 @@ func (l *EtcdLog) headIs(h uint64) clientv3.Cmp {
 	return clientv3.Compare(clientv3.Value(l.keys.head), "=", strconv.FormatUint(h, 10))
 }
 
-// Append implements Log. It writes the entry at head+1 with a transaction
-// that compares the head, retrying at the new head after a conflict.
+// Append implements Log.
+func (l *EtcdLog) Append(ctx context.Context, data []byte) (uint64, error) {
+	return l.AppendBatch(ctx, [][]byte{data})
+}
+
+// AppendBatch implements Log. It writes the entries at head+1, head+2, ...
+// and the new head in one transaction that compares the head, retrying at the
+// new head after a conflict.
 //
 // When the transaction fails ambiguously (etcd timed out, the leader changed,
-// the connection broke), the attempt at head h may still commit. Append then
-// stays at h: it retries the same conditional write (which cannot commit
-// twice) until it sees the head move past h, and then reads entry h+1 to see
-// whether the winner was its own attempt. So when Append returns with ctx
+// the connection broke), the attempt at head h may still commit. AppendBatch
+// then stays at h: it retries the same conditional write (which cannot
+// commit twice) until it sees the head move past h, and then reads entry h+1
+// to see whether the winner was its own attempt. So when it returns with ctx
 // still live, no attempt of it is in flight. If ctx ends first, the error
 // leaves the outcome unknown.
-func (l *EtcdLog) Append(ctx context.Context, data []byte) (uint64, error) {
-	if len(data) > MaxEntryBytes {
-		return 0, fmt.Errorf("etcd log append: entry of %d bytes exceeds %d: %w", len(data), MaxEntryBytes, ErrNotAppended)
+func (l *EtcdLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, error) {
+	size := 0
+	for _, e := range entries {
+		size += len(e)
 	}
+	switch {
+	case len(entries) == 0:
+		return 0, fmt.Errorf("etcd log append: no entries: %w", ErrNotAppended)
+	case len(entries) > MaxAppendEntries || size > MaxAppendBytes:
+		return 0, fmt.Errorf("etcd log append: %d entries of %d bytes exceed %d entries or %d bytes: %w",
+			len(entries), size, MaxAppendEntries, MaxAppendBytes, ErrNotAppended)
+	}
+	n := uint64(len(entries))
 	h := l.head.Load()
 	// pending: an attempt at head h failed ambiguously and may still commit.
 	pending := false
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		resp, err := l.client.Txn(ctx).
-			If(l.headIs(h)).
-			Then(clientv3.OpPut(l.keys.head, strconv.FormatUint(h+1, 10)), clientv3.OpPut(l.keys.entry(h+1), string(data))).
-			Else(clientv3.OpGet(l.keys.head)).
-			Commit()
+		puts := make([]clientv3.Op, 0, len(entries)+1)
+		puts = append(puts, clientv3.OpPut(l.keys.head, strconv.FormatUint(h+n, 10)))
+		for i, e := range entries {
+			puts = append(puts, clientv3.OpPut(l.keys.entry(h+1+uint64(i)), string(e)))
+		}
+		resp, err := l.client.Txn(ctx).If(l.headIs(h)).Then(puts...).Else(clientv3.OpGet(l.keys.head)).Commit()
 		var cur uint64
 		switch {
 		case err == nil && resp.Succeeded:
-			l.observeHead(h + 1)
+			l.observeHead(h + n)
 			return h + 1, nil
 		case err == nil:
 			if cur, err = parseIndex(resp.Responses[0].GetResponseRange().Kvs, "log head"); err != nil {
@@ -196,7 +208,7 @@ func (l *EtcdLog) Append(ctx context.Context, data []byte) (uint64, error) {
 		}
 		if pending && cur > h {
 			// The attempt at h either won h+1 or can never commit.
-			got, err := l.resolve(ctx, h+1, data)
+			got, err := l.resolve(ctx, h+1, entries[0])
 			if err != nil {
 				return 0, fmt.Errorf("etcd log append at %d: outcome unknown: %w (after %v)", h+1, err, lastErr)
 			}

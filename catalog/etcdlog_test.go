@@ -130,10 +130,23 @@ func TestEtcdSnapshotRace(t *testing.T) {
 }
 
 func TestEtcdAppendTooLarge(t *testing.T) {
+	ctx := testContext(t, 10*time.Second)
 	l := NewEtcdLog(testClient(t), testCluster(t))
-	_, err := l.Append(testContext(t, 10*time.Second), make([]byte, MaxEntryBytes+1))
-	if !errors.Is(err, ErrNotAppended) {
-		t.Fatalf("Append of %d bytes = %v, want ErrNotAppended", MaxEntryBytes+1, err)
+	if _, err := l.Append(ctx, make([]byte, MaxAppendBytes+1)); !errors.Is(err, ErrNotAppended) {
+		t.Fatalf("Append of %d bytes = %v, want ErrNotAppended", MaxAppendBytes+1, err)
+	}
+	if _, err := l.AppendBatch(ctx, make([][]byte, MaxAppendEntries+1)); !errors.Is(err, ErrNotAppended) {
+		t.Fatalf("AppendBatch of %d entries = %v, want ErrNotAppended", MaxAppendEntries+1, err)
+	}
+	if h, err := l.Head(ctx); err != nil || h != 0 {
+		t.Fatalf("head = %d, %v; want 0", h, err)
+	}
+	// The Catalog refuses such a record before appending it.
+	c := openCatalog(t, l, testOptions(0))
+	big := testTable("big")
+	big.Spec.Options = map[string]string{"comment": strings.Repeat("x", MaxAppendBytes)}
+	if _, err := c.Propose(ctx, big); !errors.Is(err, ErrNotAppended) {
+		t.Fatalf("Propose of a huge record = %v, want ErrNotAppended", err)
 	}
 }
 

@@ -13,15 +13,23 @@ import (
 // All methods are safe to call concurrently.
 type Log interface {
 	// Append adds data at the end of the log and returns its index. Indexes
-	// are 1-based and dense: the n-th successful append anywhere gets index n.
+	// are 1-based and dense: the n-th entry appended anywhere gets index n.
 	//
 	// An error means the outcome is unknown (the entry may have been appended
 	// anyway: a timeout, a lost response) unless it wraps ErrNotAppended.
-	// Append never appends data twice on its own: an implementation that
-	// retries internally resolves its own earlier attempt first. Callers that
-	// retry after an ambiguous error must search the log for the entry before
-	// appending it again (the Catalog does this with proposal ids).
+	// Append never appends data twice on its own, and when it returns an
+	// error while ctx is still live, no attempt of it is left in flight: the
+	// entry is in the log already or never will be through this call. Callers
+	// that retry after an ambiguous error must search the log for the entry
+	// before appending it again (the Catalog does this with proposal ids).
 	Append(ctx context.Context, data []byte) (index uint64, err error)
+
+	// AppendBatch appends entries as one atomic, contiguous run and returns
+	// the index of the first: all of them are appended or none is. The error
+	// contract is Append's, for the batch as a whole. The Catalog uses it to
+	// group concurrent proposals into one round trip; it never passes more
+	// than MaxAppendEntries entries or MaxAppendBytes bytes.
+	AppendBatch(ctx context.Context, entries [][]byte) (first uint64, err error)
 
 	// Head returns the index of the last appended entry (0 for an empty log).
 	// It is linearizable: every Append that returned before Head was called is
@@ -48,6 +56,14 @@ type Log interface {
 	// in by the caller.
 	Close() error
 }
+
+// Limits of one AppendBatch call made by the Catalog. They keep an append
+// within one etcd request (etcd's defaults: --max-request-bytes 1.5 MiB,
+// --max-txn-ops 128).
+const (
+	MaxAppendEntries = 64
+	MaxAppendBytes   = 1 << 20
+)
 
 var (
 	// ErrTruncated is returned by Tail when the requested entry has been

@@ -78,6 +78,36 @@ func testLogConformance(t *testing.T, newLog func(t *testing.T) Log) {
 		}
 	})
 
+	t.Run("AppendBatch", func(t *testing.T) {
+		ctx := testContext(t, 30*time.Second)
+		l := newLog(t)
+		if _, err := l.Append(ctx, entry(1)); err != nil {
+			t.Fatal(err)
+		}
+		first, err := l.AppendBatch(ctx, [][]byte{entry(2), entry(3), entry(4)})
+		if err != nil || first != 2 {
+			t.Fatalf("AppendBatch = %d, %v; want 2", first, err)
+		}
+		if _, err := l.AppendBatch(ctx, nil); !errors.Is(err, ErrNotAppended) {
+			t.Fatalf("AppendBatch of nothing = %v, want ErrNotAppended", err)
+		}
+		if i, err := l.Append(ctx, entry(5)); err != nil || i != 5 {
+			t.Fatalf("Append after a batch = %d, %v; want 5", i, err)
+		}
+		checkTail(t, l, 1, nil)
+		tctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		l.Tail(tctx, 1, func(index uint64, data []byte) error {
+			if !bytes.Equal(data, entry(index)) {
+				t.Errorf("entry %d = %q", index, data)
+			}
+			if index == 5 {
+				cancel()
+			}
+			return nil
+		})
+	})
+
 	t.Run("TailWaitsAndStops", func(t *testing.T) {
 		ctx := testContext(t, 30*time.Second)
 		l := newLog(t)
@@ -228,11 +258,11 @@ func TestMemLogFaults(t *testing.T) {
 	l := NewMemLog()
 	defer l.Close()
 	lost := errors.New("response lost")
-	l.SetAppendFault(func(index uint64, data []byte) (bool, error) { return true, lost })
+	l.SetAppendFault(func(first uint64, entries [][]byte) (bool, error) { return true, lost })
 	if _, err := l.Append(ctx, []byte("a")); !errors.Is(err, lost) {
 		t.Fatalf("Append = %v, want the injected error", err)
 	}
-	l.SetAppendFault(func(index uint64, data []byte) (bool, error) { return false, lost })
+	l.SetAppendFault(func(first uint64, entries [][]byte) (bool, error) { return false, lost })
 	if _, err := l.Append(ctx, []byte("b")); !errors.Is(err, lost) {
 		t.Fatalf("Append = %v, want the injected error", err)
 	}

@@ -30,10 +30,12 @@ type MemLog struct {
 	}
 }
 
-// AppendFault decides the fate of one Append that would get index: commit
-// says whether the entry is appended, err is what Append returns. (true, err)
-// is the ambiguous "committed but the response was lost" case.
-type AppendFault func(index uint64, data []byte) (commit bool, err error)
+// AppendFault decides the fate of one Append or AppendBatch whose first
+// entry would get index first: commit says whether the entries are appended,
+// err is what the call returns. (true, err) is the ambiguous "committed but
+// the response was lost" case; wrap ErrNotAppended in err to make a failure
+// definite.
+type AppendFault func(first uint64, entries [][]byte) (commit bool, err error)
 
 // NewMemLog returns an empty log.
 func NewMemLog() *MemLog {
@@ -52,34 +54,38 @@ func (l *MemLog) SetAppendFault(f AppendFault) {
 
 // Append implements Log.
 func (l *MemLog) Append(ctx context.Context, data []byte) (uint64, error) {
+	return l.AppendBatch(ctx, [][]byte{data})
+}
+
+// AppendBatch implements Log.
+func (l *MemLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("memlog append: %w: %w", ErrNotAppended, err)
+	}
+	if len(entries) == 0 {
+		return 0, fmt.Errorf("memlog append: no entries: %w", ErrNotAppended)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mu.closed {
 		return 0, fmt.Errorf("memlog append: %w: %w", ErrNotAppended, ErrClosed)
 	}
-	index := l.headLocked() + 1
+	first := l.headLocked() + 1
 	commit, err := true, error(nil)
 	if l.mu.fault != nil {
-		commit, err = l.mu.fault(index, data)
+		commit, err = l.mu.fault(first, entries)
 	}
 	if commit {
-		l.mu.entries = append(l.mu.entries, slices.Clone(data))
+		for _, e := range entries {
+			l.mu.entries = append(l.mu.entries, slices.Clone(e))
+		}
 		close(l.mu.changed)
 		l.mu.changed = make(chan struct{})
 	}
 	if err != nil {
-		if !commit {
-			// An injected failure that did not commit is still reported as
-			// ambiguous unless the fault says otherwise: callers must not
-			// rely on knowing.
-			return 0, fmt.Errorf("memlog append: %w", err)
-		}
-		return 0, fmt.Errorf("memlog append (committed): %w", err)
+		return 0, fmt.Errorf("memlog append at %d: %w", first, err)
 	}
-	return index, nil
+	return first, nil
 }
 
 // REQUIRES: l.mu held.

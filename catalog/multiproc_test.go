@@ -81,13 +81,17 @@ type flakyLog struct {
 var errInjected = errors.New("injected fault")
 
 func (f *flakyLog) Append(ctx context.Context, data []byte) (uint64, error) {
+	return f.AppendBatch(ctx, [][]byte{data})
+}
+
+func (f *flakyLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, error) {
 	f.mu.Lock()
 	roll := f.rng.Float64()
 	f.mu.Unlock()
 	if roll < f.rate {
 		return 0, fmt.Errorf("append request lost: %w", errInjected)
 	}
-	index, err := f.Log.Append(ctx, data)
+	index, err := f.Log.AppendBatch(ctx, entries)
 	if err == nil && roll < 2*f.rate {
 		f.mu.Lock()
 		f.lostResponses++

@@ -30,7 +30,31 @@
 // snapshots likewise; decoders reject unknown versions and kinds and ignore
 // unknown JSON fields.
 //
-// The driver (Catalog: proposing, tailing, snapshotting) and its backends
-// (Log: MemLog, EtcdLog), node liveness and the coordinator election are
-// described in their own files.
+// # The driver and its backends
+//
+// A Catalog (catalog.go) is a node's copy of the log. Open loads the latest
+// view snapshot from a Log, replays the entries after it, and returns once it
+// has caught up with the head; from then on its tail goroutine applies every
+// new entry to the live view. A record is applied exactly once, in log order,
+// on every node, across restarts: a view is only ever loaded from a snapshot
+// of the view at index n and then tailed from n+1. Propose wraps the record
+// in an envelope with a random 128-bit proposal id, hands it to the append
+// goroutine (which groups the proposals that queue up meanwhile into one
+// AppendBatch), and returns the outcome once the tail goroutine has applied
+// the entry. After an ambiguous append (a timeout, a lost response) it
+// searches the log for its proposal id before appending again, so a record
+// is never appended twice and never reported with an outcome nobody saw.
+// Every SnapshotEvery entries the snapshot goroutine saves the view (the
+// first node to do so wins); the Log then drops the entries older than the
+// previous snapshot. Close stops the three goroutines (tail, append,
+// snapshot) and waits. All Catalog methods are safe for concurrent use; Read
+// runs its function under the view's read lock.
+//
+// Log holds bytes only. EtcdLog keeps it in etcd (docs/metadata.md: key
+// layout, chunked snapshots, truncation, compaction, limits); MemLog keeps it
+// in memory for tests, with fault injection. Node liveness (EtcdLiveness,
+// MemLiveness: one leased key per live node) and the coordinator lease
+// (EtcdElection, MemElection) are not in the log. A LivenessSession, a
+// LiveCache and a Leadership each own goroutines that Revoke, Close and
+// Resign stop. internal/embedetcd runs a single-member etcd in the process.
 package catalog

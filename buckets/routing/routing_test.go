@@ -1,0 +1,116 @@
+package routing
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+func testRecord(t *testing.T, ids []int64, names []string) arrow.Record {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}, {Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for i := range ids {
+		b.Field(0).(*array.Int64Builder).Append(ids[i])
+		b.Field(1).(*array.StringBuilder).Append(names[i])
+	}
+	return b.NewRecord()
+}
+
+// The hash is an on-disk contract: these buckets must never change.
+func TestGoldenBuckets(t *testing.T) {
+	rec := testRecord(t, []int64{1, 2, 3, 42, -7, math.MaxInt64}, []string{"a", "b", "", "ann", "zoë", "x"})
+	defer rec.Release()
+	got, err := Buckets(rec, []int{0, 1}, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := goldenBuckets
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("row %d: bucket %d, want %d (the routing hash changed: existing tables would be misrouted)", i, got[i], want[i])
+		}
+	}
+}
+
+var goldenBuckets = []int{0, 6, 4, 5, 2, 6}
+
+// Integer keys hash the same whatever their width, and floats normalise.
+func TestCanonicalEncoding(t *testing.T) {
+	i32 := array.NewInt32Builder(memory.DefaultAllocator)
+	i32.Append(42)
+	a32 := i32.NewArray()
+	i64 := array.NewInt64Builder(memory.DefaultAllocator)
+	i64.Append(42)
+	a64 := i64.NewArray()
+	k32, _ := AppendArrowValue(nil, a32, 0)
+	k64, _ := AppendArrowValue(nil, a64, 0)
+	if string(k32) != string(k64) {
+		t.Fatalf("int32 and int64 42 encode differently: %x %x", k32, k64)
+	}
+	f := array.NewFloat64Builder(memory.DefaultAllocator)
+	f.Append(math.Copysign(0, -1))
+	f.Append(0)
+	f.AppendNull()
+	fa := f.NewArray()
+	neg, _ := AppendArrowValue(nil, fa, 0)
+	pos, _ := AppendArrowValue(nil, fa, 1)
+	null, _ := AppendArrowValue(nil, fa, 2)
+	if string(neg) != string(pos) || string(null) != "\x00" {
+		t.Fatalf("-0 %x, +0 %x, null %x", neg, pos, null)
+	}
+	// Length prefixes keep ("ab","c") and ("a","bc") apart.
+	r1 := testRecord(t, []int64{1}, []string{"ab"})
+	r2 := testRecord(t, []int64{1}, []string{"a"})
+	k1, _ := RowKey(nil, r1, []int{1, 1}, 0)
+	k2, _ := RowKey(nil, r2, []int{1, 1}, 0)
+	if string(k1) == string(k2) {
+		t.Fatal("composite keys collide")
+	}
+}
+
+func TestSplit(t *testing.T) {
+	var ids []int64
+	var names []string
+	for i := int64(0); i < 1000; i++ {
+		ids = append(ids, i)
+		names = append(names, string(rune('a'+i%26)))
+	}
+	rec := testRecord(t, ids, names)
+	defer rec.Release()
+	parts, err := Split(context.Background(), rec, []int{0}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for b, p := range parts {
+		if p == nil {
+			continue
+		}
+		defer p.Release()
+		total += int(p.NumRows())
+		of, _ := Buckets(p, []int{0}, 7)
+		last := int64(-1)
+		for i, ob := range of {
+			if ob != b {
+				t.Fatalf("row in part %d hashes to bucket %d", b, ob)
+			}
+			id := p.Column(0).(*array.Int64).Value(i)
+			if id <= last {
+				t.Fatalf("order not kept in bucket %d", b)
+			}
+			last = id
+			if p.Column(1).(*array.String).Value(i) != string(rune('a'+id%26)) {
+				t.Fatalf("row %d lost its name column", id)
+			}
+		}
+	}
+	if total != 1000 {
+		t.Fatalf("%d rows after split, want 1000", total)
+	}
+}

@@ -1,0 +1,441 @@
+package pgwire
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// flushThreshold is how many bytes of rows the server buffers before it
+// writes them to the socket in the middle of a result.
+const flushThreshold = 64 << 10
+
+var (
+	// errCloseConn unwinds the connection's goroutine after a FATAL error
+	// was sent, a Terminate arrived or the socket failed.
+	errCloseConn = errors.New("close connection")
+	// errCancelRequest ends a connection that carried a CancelRequest.
+	errCancelRequest = errors.New("cancel request served")
+)
+
+// conn is one client connection. Its goroutine (serve) runs the protocol and
+// every call into the Session; a second goroutine (socketReader.run) reads
+// the socket so that a disconnect cancels a running query.
+type conn struct {
+	srv *Server
+	log *slog.Logger
+	nc  net.Conn
+	rw  io.ReadWriter // nc, or the TLS connection over it
+	tls bool
+
+	pid    uint32
+	secret [4]byte
+
+	// ctx ends the connection: it is cancelled with errClientGone by the
+	// socket reader, errServerClosing by Server.Close, or nil on return.
+	ctx  context.Context
+	stop context.CancelCauseFunc
+
+	reader     *socketReader
+	readerDone chan struct{} // closed when the socket reader returns
+	be         *pgproto3.Backend
+	codec      *codec
+	session    Session
+	user       string
+	reported   map[string]string // parameter statuses as the client knows them
+	timeZone   string            // the TimeZone setting codec.loc was made from
+
+	stmts   map[string]*stmtEntry
+	portals map[string]*portal
+	// ignoreTillSync is set by an error in the extended protocol: every
+	// message up to the next Sync is discarded.
+	ignoreTillSync bool
+	// failed records that an error was sent since the last Sync.
+	failed bool
+	// txStatus is the session's status after the last statement, to detect
+	// the end of a transaction block.
+	txStatus  TxStatus
+	unflushed int // bytes of DataRow and CopyData sent since the last flush
+
+	// Reused by sendDataRow.
+	rowBuf     []byte
+	rowOffsets []int
+	rowValues  [][]byte
+
+	mu struct {
+		sync.Mutex
+		// cancelQuery cancels the context of the running query; nil
+		// between queries.
+		cancelQuery context.CancelCauseFunc
+	}
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, stop := context.WithCancelCause(context.Background())
+	c := &conn{
+		srv:      s,
+		log:      s.log.With("remote", nc.RemoteAddr().String()),
+		nc:       nc,
+		rw:       nc,
+		ctx:      ctx,
+		stop:     stop,
+		stmts:    make(map[string]*stmtEntry),
+		portals:  make(map[string]*portal),
+		reported: make(map[string]string),
+		txStatus: TxIdle,
+	}
+	_, _ = rand.Read(c.secret[:])
+	return c
+}
+
+// shutdown is Server.Close's request to end the connection. It may be called
+// from any goroutine.
+func (c *conn) shutdown() {
+	c.stop(errServerClosing)
+	// Unblock a startup read and the socket reader; leave a moment for the
+	// FATAL message to go out, but never wait on a client that does not
+	// read.
+	c.nc.SetReadDeadline(time.Now())
+	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+}
+
+// cancelQuery cancels the running query, if any (CancelRequest).
+func (c *conn) cancelQuery() {
+	c.mu.Lock()
+	cancel := c.mu.cancelQuery
+	c.mu.Unlock()
+	if cancel != nil {
+		c.log.Debug("pgwire: query canceled by cancel request", "pid", c.pid)
+		cancel(errCanceledByUser)
+	}
+}
+
+// beginQuery returns the context of one handler call that a CancelRequest
+// may cancel, and the function that ends it.
+func (c *conn) beginQuery() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	c.mu.Lock()
+	c.mu.cancelQuery = cancel
+	c.mu.Unlock()
+	return ctx, func() {
+		c.mu.Lock()
+		c.mu.cancelQuery = nil
+		c.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// serve runs the connection until it ends. tooMany rejects it after
+// startup (MaxConnections).
+func (c *conn) serve(tooMany bool) {
+	defer c.close()
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("pgwire: panic serving connection", "panic", r, "stack", string(debug.Stack()))
+			c.sendFatal(&Error{Severity: SeverityFatal, Code: CodeInternalError, Message: "internal error"})
+		}
+	}()
+	if err := c.startup(tooMany); err != nil {
+		if err != errCancelRequest && err != errCloseConn {
+			c.log.Debug("pgwire: startup failed", "err", err)
+		}
+		return
+	}
+	for {
+		msg, err := c.be.Receive()
+		if err != nil {
+			c.receiveFailed(err)
+			return
+		}
+		if err := c.dispatch(msg); err != nil {
+			return
+		}
+	}
+}
+
+// close releases everything the connection holds. It runs on the
+// connection's goroutine as it returns.
+func (c *conn) close() {
+	c.stop(nil)
+	c.nc.Close()
+	if c.readerDone != nil {
+		<-c.readerDone
+	}
+	// Handler code runs below; a panic in it must not escape the goroutine.
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("pgwire: panic closing session", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	for name := range c.portals {
+		c.dropPortal(name)
+	}
+	for name := range c.stmts {
+		c.dropStatement(name)
+	}
+	if c.session != nil {
+		c.session.Close()
+	}
+}
+
+// dispatch handles one message. A non-nil error closes the connection.
+func (c *conn) dispatch(msg pgproto3.FrontendMessage) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("pgwire: panic in handler", "panic", r, "stack", string(debug.Stack()))
+			c.sendFatal(&Error{Severity: SeverityFatal, Code: CodeInternalError, Message: "internal error"})
+			err = errCloseConn
+		}
+	}()
+	if c.ignoreTillSync {
+		switch msg.(type) {
+		case *pgproto3.Sync:
+		case *pgproto3.Terminate:
+			return errCloseConn
+		default:
+			return nil
+		}
+	}
+	switch m := msg.(type) {
+	case *pgproto3.Query:
+		return c.simpleQuery(m.String)
+	case *pgproto3.Parse:
+		return c.handleParse(m)
+	case *pgproto3.Bind:
+		return c.handleBind(m)
+	case *pgproto3.Describe:
+		return c.handleDescribe(m)
+	case *pgproto3.Execute:
+		return c.handleExecute(m)
+	case *pgproto3.Close:
+		return c.handleClose(m)
+	case *pgproto3.Sync:
+		return c.handleSync()
+	case *pgproto3.Flush:
+		return c.flush()
+	case *pgproto3.Terminate:
+		return errCloseConn
+	case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
+		// Left over from a COPY that failed early; PostgreSQL drops them.
+		return nil
+	case *pgproto3.FunctionCall:
+		if err := c.sendError(nil, Errorf(CodeFeatureNotSupported, "fastpath function calls are not supported")); err != nil {
+			return err
+		}
+		return c.readyForQuery()
+	default:
+		return c.sendFatal(Errorf(CodeProtocolViolation, "unexpected message type %T", msg))
+	}
+}
+
+// receiveFailed reports why reading the next message failed, where the
+// client can still be told.
+func (c *conn) receiveFailed(err error) {
+	var tooBig *pgproto3.ExceededMaxBodyLenErr
+	var rerr *readError
+	switch {
+	case context.Cause(c.ctx) == errServerClosing:
+		c.sendFatal(toError(c.ctx, err))
+	case errors.As(err, &tooBig):
+		c.log.Warn("pgwire: message too large", "size", tooBig.ActualBodyLen, "max", tooBig.MaxExpectedBodyLen)
+		c.sendFatal(&Error{Severity: SeverityFatal, Code: CodeProtocolViolation,
+			Message: "invalid message length",
+			Detail:  "Message of " + itoa(int64(tooBig.ActualBodyLen)) + " bytes exceeds the maximum of " + itoa(int64(tooBig.MaxExpectedBodyLen)) + " bytes."})
+	case errors.As(err, &rerr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		// The client went away, perhaps in the middle of a message.
+	default:
+		c.log.Warn("pgwire: malformed message", "err", err)
+		c.sendFatal(&Error{Severity: SeverityFatal, Code: CodeProtocolViolation, Message: "invalid frontend message: " + err.Error()})
+	}
+}
+
+// sendError sends err as an ErrorResponse and records the failure. ctx is
+// the context of the failed call (nil if none), to report cancellation. It
+// returns errCloseConn when the error is FATAL.
+func (c *conn) sendError(ctx context.Context, err error) error {
+	e := toError(ctx, err)
+	if e.Code == CodeInternalError && e.Err != nil {
+		c.log.Warn("pgwire: internal error", "err", e.Err)
+	}
+	if e.Severity == SeverityFatal {
+		return c.sendFatal(e)
+	}
+	c.failed = true
+	c.be.Send(e.response())
+	return nil
+}
+
+// sendFatal sends a FATAL error and returns errCloseConn: the caller ends
+// the connection.
+func (c *conn) sendFatal(e *Error) error {
+	e.Severity = SeverityFatal
+	if c.be == nil {
+		buf, err := e.response().Encode(nil)
+		if err == nil {
+			_, _ = c.rw.Write(buf)
+		}
+		return errCloseConn
+	}
+	c.be.Send(e.response())
+	_ = c.be.Flush()
+	return errCloseConn
+}
+
+func (c *conn) flush() error {
+	c.unflushed = 0
+	if err := c.be.Flush(); err != nil {
+		return errCloseConn
+	}
+	return nil
+}
+
+// maybeFlush writes buffered output once a result has grown large.
+func (c *conn) maybeFlush(n int) error {
+	c.unflushed += n
+	if c.unflushed < flushThreshold {
+		return nil
+	}
+	return c.flush()
+}
+
+// readyForQuery reports changed parameters and the transaction status and
+// flushes.
+func (c *conn) readyForQuery() error {
+	if pr, ok := c.session.(ParamReporter); ok {
+		c.reportParams(pr.ChangedParams())
+	}
+	c.txStatus = c.session.TxStatus()
+	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: byte(c.txStatus)})
+	return c.flush()
+}
+
+// reportParams sends ParameterStatus for every parameter whose value the
+// client does not know yet.
+func (c *conn) reportParams(params map[string]string) {
+	for _, name := range sortedKeys(params) {
+		value := params[name]
+		if old, ok := c.reported[name]; ok && old == value {
+			continue
+		}
+		c.reported[name] = value
+		c.be.Send(&pgproto3.ParameterStatus{Name: name, Value: value})
+	}
+	c.applyTimeZone(params)
+}
+
+// applyTimeZone follows a change of the session's TimeZone, which decides
+// how timestamptz values are rendered in text. It runs after every statement
+// so that "SET TimeZone ...; SELECT ..." renders in the new zone.
+func (c *conn) applyTimeZone(params map[string]string) {
+	tz, ok := params["TimeZone"]
+	if !ok || tz == c.timeZone {
+		return
+	}
+	if loc, err := loadLocation(tz); err == nil {
+		c.timeZone, c.codec.loc = tz, loc
+	}
+}
+
+// socketReader feeds the protocol goroutine from a goroutine that reads the
+// socket ahead, so that the end of the socket is seen (and the running query
+// cancelled) even while the protocol goroutine is busy in a handler.
+type socketReader struct {
+	ctx    context.Context
+	chunks chan []byte // read from the socket; closed after err is set
+	free   chan []byte // consumed chunk buffers, for reuse
+	err    error       // why reading stopped; written before chunks is closed
+	cur    []byte      // the chunk being consumed
+	curBuf []byte      // cur's whole buffer
+}
+
+// readError wraps an error from the socket, to tell it apart from a
+// malformed message.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "read: " + e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+const (
+	readChunkSize = 32 << 10
+	readAhead     = 8 // chunks buffered ahead of the protocol goroutine
+)
+
+func newSocketReader(ctx context.Context) *socketReader {
+	return &socketReader{
+		ctx:    ctx,
+		chunks: make(chan []byte, readAhead),
+		free:   make(chan []byte, readAhead+2),
+	}
+}
+
+// run reads r until it fails, then calls gone. It returns when reading
+// failed or ctx is done.
+func (r *socketReader) run(src io.Reader, gone func()) {
+	defer close(r.chunks)
+	for {
+		var buf []byte
+		select {
+		case buf = <-r.free:
+		default:
+			buf = make([]byte, readChunkSize)
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			select {
+			case r.chunks <- buf[:n]:
+			case <-r.ctx.Done():
+				r.err = &readError{err: context.Cause(r.ctx)}
+				return
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				r.err = io.EOF
+			} else {
+				r.err = &readError{err: err}
+			}
+			gone()
+			return
+		}
+	}
+}
+
+// Read implements io.Reader for pgproto3.Backend. Data already read from the
+// socket is returned even after the connection's context ended.
+func (r *socketReader) Read(p []byte) (int, error) {
+	if len(r.cur) == 0 {
+		if r.curBuf != nil {
+			select {
+			case r.free <- r.curBuf[:cap(r.curBuf)]:
+			default:
+			}
+			r.curBuf = nil
+		}
+		var chunk []byte
+		var ok bool
+		select {
+		case chunk, ok = <-r.chunks:
+		case <-r.ctx.Done():
+			select {
+			case chunk, ok = <-r.chunks:
+			default:
+				return 0, &readError{err: context.Cause(r.ctx)}
+			}
+		}
+		if !ok {
+			return 0, r.err
+		}
+		r.cur, r.curBuf = chunk, chunk
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}

@@ -1,0 +1,353 @@
+package pgwire
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Wire format codes.
+const (
+	textFormat   int16 = pgtype.TextFormatCode
+	binaryFormat int16 = pgtype.BinaryFormatCode
+)
+
+// codec encodes result values and decodes parameters and COPY fields for one
+// connection. It wraps a pgtype.Map, which is not safe for concurrent use, so
+// each connection has its own codec.
+type codec struct {
+	m *pgtype.Map
+	// loc is the session's TimeZone: timestamptz values are rendered in it
+	// in text format, and timestamptz input without an offset is read in it.
+	loc *time.Location
+}
+
+func newCodec(loc *time.Location) *codec {
+	m := pgtype.NewMap()
+	// Decoded timestamptz values are instants; give them in UTC rather than
+	// in the server process's local zone.
+	m.RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+	return &codec{m: m, loc: loc}
+}
+
+// encode appends the encoding of v, for a column of type oid in the given
+// format, to buf. null reports SQL NULL, in which case nothing is appended.
+func (c *codec) encode(buf []byte, oid uint32, format int16, v any) (out []byte, null bool, err error) {
+	switch v := v.(type) {
+	case nil:
+		return buf, true, nil
+	case Text:
+		if format == textFormat {
+			return append(buf, v...), false, nil
+		}
+		decoded, err := c.decode(oid, textFormat, []byte(v))
+		if err != nil {
+			return buf, false, fmt.Errorf("convert text value %q to binary %s: %w", string(v), typeName(oid), err)
+		}
+		if decoded == nil {
+			return buf, true, nil
+		}
+		return c.encode(buf, oid, format, decoded)
+	case time.Time:
+		if oid == pgtype.TimestamptzOID && format == textFormat {
+			return appendTimestamptz(buf, v.In(c.loc)), false, nil
+		}
+	}
+	if _, known := c.m.TypeForOID(oid); !known {
+		// A type pgtype does not know: pass bytes and strings through.
+		switch v := v.(type) {
+		case string:
+			return append(buf, v...), false, nil
+		case []byte:
+			return append(buf, v...), false, nil
+		}
+		if format == textFormat {
+			return fmt.Append(buf, v), false, nil
+		}
+		return buf, false, fmt.Errorf("cannot encode %T in binary format for unknown type OID %d", v, oid)
+	}
+	start := len(buf)
+	if buf == nil {
+		buf = make([]byte, 0, 16)
+	}
+	out, err = c.m.Encode(oid, format, v, buf)
+	if err != nil {
+		if format == textFormat && isTextType(oid) {
+			// Text columns take any scalar, printed the way PostgreSQL's
+			// ::text cast would.
+			if s, ok := scalarText(v); ok {
+				return append(buf[:start], s...), false, nil
+			}
+		}
+		return buf[:start], false, err
+	}
+	if out == nil {
+		return buf[:start], true, nil
+	}
+	return out, false, nil
+}
+
+// decode converts a parameter or COPY field of type oid from the wire to a Go
+// value. src nil is NULL. Errors are *Error with PostgreSQL's SQLSTATE and
+// message.
+func (c *codec) decode(oid uint32, format int16, src []byte) (any, error) {
+	if src == nil {
+		return nil, nil
+	}
+	if format == textFormat && !utf8.Valid(src) {
+		return nil, Errorf(CodeCharacterNotInRepertoire, "invalid byte sequence for encoding \"UTF8\"")
+	}
+	switch oid {
+	case 0, pgtype.UnknownOID, pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID:
+		if format == binaryFormat && !utf8.Valid(src) {
+			return nil, Errorf(CodeCharacterNotInRepertoire, "invalid byte sequence for encoding \"UTF8\"")
+		}
+		return string(src), nil
+	case pgtype.JSONOID, pgtype.JSONBOID:
+		var s string
+		if err := c.m.Scan(oid, format, src, &s); err != nil {
+			return nil, inputError(oid, format, src, err)
+		}
+		return s, nil
+	}
+	t, ok := c.m.TypeForOID(oid)
+	if !ok {
+		if format == textFormat {
+			return string(src), nil
+		}
+		return append([]byte(nil), src...), nil
+	}
+	if format == textFormat {
+		src = trimTextInput(oid, src)
+	}
+	v, err := t.Codec.DecodeValue(c.m, oid, format, src)
+	if err == nil {
+		return v, nil
+	}
+	if format == textFormat {
+		switch oid {
+		case pgtype.TimestamptzOID:
+			// PostgreSQL reads a timestamptz without an offset in the
+			// session's zone.
+			if ts, ok := c.m.TypeForOID(pgtype.TimestampOID); ok {
+				if v, err3 := ts.Codec.DecodeValue(c.m, pgtype.TimestampOID, format, src); err3 == nil {
+					if tm, ok := v.(time.Time); ok {
+						return time.Date(tm.Year(), tm.Month(), tm.Day(), tm.Hour(), tm.Minute(), tm.Second(), tm.Nanosecond(), c.loc).UTC(), nil
+					}
+					return v, nil
+				}
+			}
+		case pgtype.NumericOID:
+			if n, ok := parseNumericExponent(string(src)); ok {
+				return n, nil
+			}
+		}
+	}
+	return nil, inputError(oid, format, src, err)
+}
+
+// inputError builds PostgreSQL's error for a value that does not decode.
+func inputError(oid uint32, format int16, src []byte, err error) *Error {
+	if format == binaryFormat {
+		return &Error{Severity: SeverityError, Code: CodeInvalidBinaryRepresentation,
+			Message: fmt.Sprintf("incorrect binary data format for type %s", typeName(oid)), Detail: err.Error(), Err: err}
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return &Error{Severity: SeverityError, Code: CodeNumericValueOutOfRange,
+			Message: fmt.Sprintf("value %q is out of range for type %s", string(src), typeName(oid)), Err: err}
+	}
+	return &Error{Severity: SeverityError, Code: CodeInvalidTextRepresentation,
+		Message: fmt.Sprintf("invalid input syntax for type %s: %q", typeName(oid), string(src)), Err: err}
+}
+
+// trimTextInput drops the surrounding whitespace PostgreSQL's input functions
+// of numeric, boolean and date/time types ignore.
+func trimTextInput(oid uint32, src []byte) []byte {
+	switch oid {
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID, pgtype.Float4OID, pgtype.Float8OID,
+		pgtype.NumericOID, pgtype.BoolOID, pgtype.DateOID, pgtype.TimestampOID, pgtype.TimestamptzOID,
+		pgtype.UUIDOID, pgtype.IntervalOID, pgtype.TimeOID:
+		return []byte(strings.TrimSpace(string(src)))
+	}
+	return src
+}
+
+// parseNumericExponent parses numeric input in scientific notation ("1.5e3"),
+// which PostgreSQL accepts and pgtype does not.
+func parseNumericExponent(s string) (pgtype.Numeric, bool) {
+	i := strings.IndexAny(s, "eE")
+	if i <= 0 {
+		return pgtype.Numeric{}, false
+	}
+	exp, err := strconv.ParseInt(s[i+1:], 10, 32)
+	if err != nil {
+		return pgtype.Numeric{}, false
+	}
+	mant := s[:i]
+	var scale int64
+	if dot := strings.IndexByte(mant, '.'); dot >= 0 {
+		scale = int64(len(mant) - dot - 1)
+		mant = mant[:dot] + mant[dot+1:]
+	}
+	n, ok := new(big.Int).SetString(mant, 10)
+	if !ok {
+		return pgtype.Numeric{}, false
+	}
+	return pgtype.Numeric{Int: n, Exp: int32(exp - scale), Valid: true}, true
+}
+
+// appendTimestamptz renders t the way PostgreSQL does with DateStyle ISO:
+// "2024-01-02 03:04:05.123456+01", minutes and seconds of the offset only
+// when non-zero, BC years with " BC".
+func appendTimestamptz(buf []byte, t time.Time) []byte {
+	t = t.Truncate(time.Microsecond)
+	year := t.Year()
+	bc := year <= 0
+	if bc {
+		year = 1 - year
+	}
+	buf = fmt.Appendf(buf, "%04d-%02d-%02d %02d:%02d:%02d", year, int(t.Month()), t.Day(), t.Hour(), t.Minute(), t.Second())
+	if us := t.Nanosecond() / 1000; us != 0 {
+		frac := strings.TrimRight(fmt.Sprintf("%06d", us), "0")
+		buf = append(buf, '.')
+		buf = append(buf, frac...)
+	}
+	_, off := t.Zone()
+	sign := byte('+')
+	if off < 0 {
+		sign, off = '-', -off
+	}
+	buf = fmt.Appendf(buf, "%c%02d", sign, off/3600)
+	if m, s := off%3600/60, off%60; m != 0 || s != 0 {
+		buf = fmt.Appendf(buf, ":%02d", m)
+		if s != 0 {
+			buf = fmt.Appendf(buf, ":%02d", s)
+		}
+	}
+	if bc {
+		buf = append(buf, " BC"...)
+	}
+	return buf
+}
+
+func isTextType(oid uint32) bool {
+	switch oid {
+	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID, pgtype.UnknownOID:
+		return true
+	}
+	return false
+}
+
+// scalarText prints a Go scalar as text.
+func scalarText(v any) (string, bool) {
+	switch v := v.(type) {
+	case bool:
+		if v {
+			return "true", true
+		}
+		return "false", true
+	case int:
+		return strconv.FormatInt(int64(v), 10), true
+	case int8:
+		return strconv.FormatInt(int64(v), 10), true
+	case int16:
+		return strconv.FormatInt(int64(v), 10), true
+	case int32:
+		return strconv.FormatInt(int64(v), 10), true
+	case int64:
+		return strconv.FormatInt(v, 10), true
+	case uint8:
+		return strconv.FormatUint(uint64(v), 10), true
+	case uint16:
+		return strconv.FormatUint(uint64(v), 10), true
+	case uint32:
+		return strconv.FormatUint(uint64(v), 10), true
+	case uint64:
+		return strconv.FormatUint(v, 10), true
+	case float32:
+		return strconv.FormatFloat(float64(v), 'g', -1, 32), true
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64), true
+	case fmt.Stringer:
+		return v.String(), true
+	}
+	return "", false
+}
+
+// typeNames is only read (TypeForOID), which is safe concurrently.
+var typeNames = pgtype.NewMap()
+
+// typeName is the SQL name PostgreSQL uses for a type in messages.
+func typeName(oid uint32) string {
+	switch oid {
+	case pgtype.BoolOID:
+		return "boolean"
+	case pgtype.Int2OID:
+		return "smallint"
+	case pgtype.Int4OID:
+		return "integer"
+	case pgtype.Int8OID:
+		return "bigint"
+	case pgtype.Float4OID:
+		return "real"
+	case pgtype.Float8OID:
+		return "double precision"
+	case pgtype.NumericOID:
+		return "numeric"
+	case pgtype.TextOID:
+		return "text"
+	case pgtype.VarcharOID:
+		return "character varying"
+	case pgtype.BPCharOID:
+		return "character"
+	case pgtype.ByteaOID:
+		return "bytea"
+	case pgtype.DateOID:
+		return "date"
+	case pgtype.TimestampOID:
+		return "timestamp without time zone"
+	case pgtype.TimestamptzOID:
+		return "timestamp with time zone"
+	case pgtype.TimeOID:
+		return "time without time zone"
+	case pgtype.IntervalOID:
+		return "interval"
+	case pgtype.UUIDOID:
+		return "uuid"
+	case pgtype.JSONOID:
+		return "json"
+	case pgtype.JSONBOID:
+		return "jsonb"
+	}
+	if t, ok := typeNames.TypeForOID(oid); ok {
+		return t.Name
+	}
+	return fmt.Sprintf("oid %d", oid)
+}
+
+// typeSize is pg_type.typlen of the standard types.
+func typeSize(oid uint32) int16 {
+	switch oid {
+	case pgtype.BoolOID, pgtype.QCharOID:
+		return 1
+	case pgtype.Int2OID:
+		return 2
+	case pgtype.Int4OID, pgtype.Float4OID, pgtype.OIDOID, pgtype.DateOID, pgtype.XIDOID, pgtype.CIDOID:
+		return 4
+	case pgtype.Int8OID, pgtype.Float8OID, pgtype.TimestampOID, pgtype.TimestamptzOID, pgtype.TimeOID:
+		return 8
+	case pgtype.TimetzOID:
+		return 12
+	case pgtype.UUIDOID, pgtype.IntervalOID, pgtype.PointOID:
+		return 16
+	case pgtype.NameOID:
+		return 64
+	}
+	return -1
+}

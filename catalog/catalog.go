@@ -260,14 +260,14 @@ func (c *Catalog) Propose(ctx context.Context, rec Record) (Outcome, error) {
 func (c *Catalog) await(ctx context.Context, rec Record, w *waiter, index uint64) (Outcome, error) {
 	for {
 		c.mu.RLock()
-		done, out, stopped, changed := w.done, w.out, c.mu.err, c.mu.changed
+		done, out, stopped, changed, applied := w.done, w.out, c.mu.err, c.mu.changed, c.mu.view.Index
 		c.mu.RUnlock()
 		switch {
 		case done:
 			return out, out.Err
 		case stopped != nil:
 			return Outcome{Index: index}, fmt.Errorf("propose %v: appended at %d: %w: %w", rec.Kind(), index, ErrUnknownOutcome, stopped)
-		case c.applied.Load() >= index:
+		case applied >= index:
 			// Applied without our waiter seeing it: the entry was inside a
 			// snapshot this node loaded instead of tailing.
 			return Outcome{Index: index}, fmt.Errorf("propose %v: appended at %d, skipped by a snapshot load: %w", rec.Kind(), index, ErrUnknownOutcome)
@@ -369,8 +369,9 @@ func (c *Catalog) WaitIndex(ctx context.Context, index uint64) error {
 	}
 }
 
-// Close stops the tail and snapshot goroutines and waits for them. Pending
-// and later Proposes fail with ErrClosed.
+// Close stops the tail, append and snapshot goroutines and waits for them.
+// Later Proposes fail with ErrClosed; pending ones return ErrClosed, or
+// ErrUnknownOutcome if their entry may have been appended.
 func (c *Catalog) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closing)

@@ -180,7 +180,7 @@ func sampleRecords() []Record {
 		CommitStreamObjects{Stream: 14, Epoch: 7, Objects: []StreamObject{
 			{Key: "streams/14/0-10.e7", Start: 0, End: 10, Size: 1000},
 			{Key: "streams/14/10-18446744073709551615.e7", Start: 10, End: 1<<64 - 1, Size: 1<<63 - 1}}},
-		CommitWALTrim{Node: 3, NodeEpoch: 8, TrimSeq: 99},
+		CommitWALTrim{Node: 3, NodeEpoch: 8, TrimSeq: 99, By: 4, ByEpoch: 2},
 		CommitKVSnapshot{Bucket: 14, LeaderEpoch: 7, SnapshotID: 3, LogOffset: 1234, Manifest: "kv/14/3/MANIFEST"},
 		CommitTieringRound{Table: 12, CoordinatorEpoch: 5, Offsets: map[BucketID]uint64{14: 100, 15: 200},
 			LakeSnapshotID: -5, At: time.Date(2025, 3, 4, 5, 6, 7, 890, time.UTC)},

@@ -175,10 +175,18 @@ type CommitStreamObjects struct {
 // CommitWALTrim records that WAL objects of Node's WAL at NodeEpoch with a
 // sequence number below TrimSeq are no longer needed. Trim points only move
 // forward; a lower TrimSeq is rejected.
+//
+// By and ByEpoch name the node proposing the trim and its node epoch, which
+// must be current: a writer trims its own WAL at its own epoch, a node that
+// took over trims the dead epoch's WAL at its own. A fenced writer's late
+// trim is rejected (ErrStaleEpoch), so it cannot move a trim point past WAL
+// objects that the taker still has to replay.
 type CommitWALTrim struct {
 	Node      NodeID `json:"node"`
 	NodeEpoch uint64 `json:"node_epoch"`
 	TrimSeq   uint64 `json:"trim_seq"`
+	By        NodeID `json:"by"`
+	ByEpoch   uint64 `json:"by_epoch"`
 }
 
 // CommitKVSnapshot records a KV tablet snapshot of Bucket taken at LogOffset,

@@ -615,6 +615,9 @@ func applyCommitWALTrim(v *View, r CommitWALTrim) Outcome {
 	if r.NodeEpoch > n.Epoch {
 		return reject(ErrInvalid, "%s: node %d is at node epoch %d, no WAL exists at a later one", what, r.Node, n.Epoch)
 	}
+	if out := v.checkNodeEpoch(what+fmt.Sprintf(" by node %d", r.By), r.By, r.ByEpoch); out != nil {
+		return *out
+	}
 	id := WALID{Node: r.Node, Epoch: r.NodeEpoch}
 	current := v.WALTrims[id]
 	if r.TrimSeq < current {

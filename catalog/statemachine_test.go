@@ -224,7 +224,7 @@ func formatBucketIDs(ids []BucketID) string {
 //	open-stream stream=2 epoch=1 node=1 node-epoch=1
 //	close-stream stream=2 epoch=1
 //	commit-stream-objects stream=2 epoch=1 objects=(0-10, key@10-20)
-//	commit-wal-trim node=1 node-epoch=1 seq=5
+//	commit-wal-trim node=1 node-epoch=1 seq=5 [by=1 by-epoch=1] (default: by the WAL's own node and epoch)
 //	commit-kv-snapshot bucket=2 leader-epoch=1 id=1 offset=10 [manifest=m]
 //	commit-tiering-round table=1 coord=1 offsets=(2:10, 3:20) lake=7 [at=RFC3339]
 //
@@ -297,7 +297,15 @@ func parseRecord(line string) (Record, error) {
 		}
 		rec = r
 	case "commit-wal-trim":
-		rec = CommitWALTrim{Node: NodeID(a.uint("node")), NodeEpoch: a.uint("node-epoch"), TrimSeq: a.uint("seq")}
+		r := CommitWALTrim{Node: NodeID(a.uint("node")), NodeEpoch: a.uint("node-epoch"), TrimSeq: a.uint("seq"),
+			By: NodeID(a.uint("by")), ByEpoch: a.uint("by-epoch")}
+		if _, ok := a.vals["by"]; !ok {
+			r.By = r.Node
+		}
+		if _, ok := a.vals["by-epoch"]; !ok {
+			r.ByEpoch = r.NodeEpoch
+		}
+		rec = r
 	case "commit-kv-snapshot":
 		r := CommitKVSnapshot{Bucket: BucketID(a.uint("bucket")), LeaderEpoch: a.uint("leader-epoch"),
 			SnapshotID: a.uint("id"), LogOffset: a.uint("offset"), Manifest: a.str("manifest")}
@@ -761,6 +769,13 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		r := CommitWALTrim{Node: node, NodeEpoch: uint64(1 + rng.IntN(3)), TrimSeq: uint64(rng.IntN(5))}
 		if w := (WALID{Node: r.Node, Epoch: r.NodeEpoch}); likely() {
 			r.TrimSeq = v.WALTrims[w] + uint64(rng.IntN(3))
+		}
+		r.By, r.ByEpoch = node, uint64(rng.IntN(3))
+		if n := v.Nodes[node]; n != nil && likely() {
+			r.ByEpoch = n.Epoch
+			if likely() {
+				r.NodeEpoch = 1 + uint64(rng.IntN(int(n.Epoch)))
+			}
 		}
 		rec = r
 	case KindCommitKVSnapshot:

@@ -17,6 +17,11 @@ var ErrNotFenced = errors.New("s3stream: node epoch is still current")
 
 // FailoverOptions configures Failover.
 type FailoverOptions struct {
+	// By and ByEpoch are the node running the failover and its current node
+	// epoch; its metadata commits are fenced by them. Required.
+	By      catalog.NodeID
+	ByEpoch uint64
+
 	Logger         *slog.Logger
 	MaxObjectBytes int // default 64 MiB
 }
@@ -53,6 +58,9 @@ func Failover(ctx context.Context, store objstore.Store, meta Metadata, dead cat
 		opts.MaxObjectBytes = 64 << 20
 	}
 	var stats FailoverStats
+	if opts.By == 0 || opts.ByEpoch == 0 {
+		return stats, fmt.Errorf("failover of node %d epoch %d: FailoverOptions.By and ByEpoch are required", dead, deadEpoch)
+	}
 	var current, trim uint64
 	meta.Read(func(v *catalog.View) {
 		if n, ok := v.Nodes[dead]; ok {
@@ -78,7 +86,7 @@ func Failover(ctx context.Context, store objstore.Store, meta Metadata, dead cat
 		stats.Entries += n
 		stats.Streams++
 	}
-	if _, err := meta.Propose(ctx, catalog.CommitWALTrim{Node: dead, NodeEpoch: deadEpoch, TrimSeq: sealSeq + 1}); err != nil {
+	if _, err := meta.Propose(ctx, catalog.CommitWALTrim{Node: dead, NodeEpoch: deadEpoch, TrimSeq: sealSeq + 1, By: opts.By, ByEpoch: opts.ByEpoch}); err != nil {
 		return stats, fmt.Errorf("failover of node %d epoch %d: trim WAL: %w", dead, deadEpoch, err)
 	}
 	opts.Logger.Info("s3stream failover done", "node", dead, "node_epoch", deadEpoch,

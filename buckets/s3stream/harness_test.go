@@ -185,3 +185,14 @@ var errCrash = fmt.Errorf("simulated crash")
 func listenLoopback(port int) (net.Listener, error) {
 	return net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 }
+
+// failoverBy returns FailoverOptions for node by at its current epoch in meta.
+func failoverBy(meta Metadata, by catalog.NodeID) FailoverOptions {
+	var epoch uint64
+	meta.Read(func(v *catalog.View) {
+		if n, ok := v.Nodes[by]; ok {
+			epoch = n.Epoch
+		}
+	})
+	return FailoverOptions{By: by, ByEpoch: epoch, Logger: quietLogger()}
+}

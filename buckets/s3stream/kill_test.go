@@ -134,7 +134,7 @@ func TestKillAppender(t *testing.T) {
 					if _, err := meta.Propose(ctx, catalog.RegisterNode{Node: 1, ExpectEpoch: expect}); err != nil {
 						t.Fatal(err)
 					}
-					st, err := RecoverNode(ctx, store, meta, 1, FailoverOptions{Logger: quietLogger()})
+					st, err := RecoverNode(ctx, store, meta, 1, failoverBy(meta, 1))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -188,7 +188,7 @@ func TestKillAppender(t *testing.T) {
 			if _, err := meta.Propose(ctx, catalog.RegisterNode{Node: 1, ExpectEpoch: expect}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := RecoverNode(ctx, store, meta, 1, FailoverOptions{Logger: quietLogger()}); err != nil {
+			if _, err := RecoverNode(ctx, store, meta, 1, failoverBy(meta, 1)); err != nil {
 				t.Fatal(err)
 			}
 			checkExactlyOnce(t, store, meta, acked)

@@ -312,7 +312,7 @@ func (n *Node) trimWAL(ctx context.Context) error {
 	if !n.wal.shouldTrim(trim) {
 		return nil
 	}
-	_, err := n.cfg.Meta.Propose(ctx, catalog.CommitWALTrim{Node: n.cfg.Node, NodeEpoch: n.cfg.NodeEpoch, TrimSeq: trim})
+	_, err := n.cfg.Meta.Propose(ctx, catalog.CommitWALTrim{Node: n.cfg.Node, NodeEpoch: n.cfg.NodeEpoch, TrimSeq: trim, By: n.cfg.Node, ByEpoch: n.cfg.NodeEpoch})
 	if err != nil {
 		return fmt.Errorf("commit WAL trim %d: %w", trim, err)
 	}

@@ -100,7 +100,7 @@ func runRandomHistory(t *testing.T, seed uint64, steps int) {
 			if current {
 				h.register(n.meta, dead) // fence the dead node's epoch
 			}
-			if _, err := RecoverNode(ctx, h.store, n.meta, dead, FailoverOptions{Logger: quietLogger()}); err != nil {
+			if _, err := RecoverNode(ctx, h.store, n.meta, dead, failoverBy(n.meta, id)); err != nil {
 				t.Fatalf("seed %d: recover node %d: %v", seed, dead, err)
 			}
 		}

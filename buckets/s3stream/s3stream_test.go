@@ -249,7 +249,7 @@ func TestZombieLeader(t *testing.T) {
 	b := h.start(2)
 	h.register(b.meta, 1)
 	h.waitCatchUp(b.meta)
-	if _, err := Failover(context.Background(), h.store, b.meta, 1, a.cfg.NodeEpoch, FailoverOptions{Logger: quietLogger()}); err != nil {
+	if _, err := Failover(context.Background(), h.store, b.meta, 1, a.cfg.NodeEpoch, failoverBy(b.meta, 2)); err != nil {
 		t.Fatal(err)
 	}
 	sb := mustOpen(t, b, sid, 2)
@@ -448,7 +448,7 @@ func TestCrashDuringFlush(t *testing.T) {
 			meta := h.catalog()
 			h.register(meta, 1)
 			h.waitCatchUp(meta)
-			if _, err := RecoverNode(context.Background(), h.store, meta, 1, FailoverOptions{Logger: quietLogger()}); err != nil {
+			if _, err := RecoverNode(context.Background(), h.store, meta, 1, failoverBy(meta, 1)); err != nil {
 				t.Fatal(err)
 			}
 			if got := readAll(t, h.store, meta, sid); !slices.Equal(got, want) {
@@ -520,7 +520,7 @@ func TestCrashDuringFailover(t *testing.T) {
 			fm := &faultyMeta{Metadata: h.catalog()}
 			h.register(fm, 1)
 			p.setup(h, fm)
-			if _, err := Failover(context.Background(), h.store, fm, 1, a.cfg.NodeEpoch, FailoverOptions{Logger: quietLogger()}); err == nil {
+			if _, err := Failover(context.Background(), h.store, fm, 1, a.cfg.NodeEpoch, failoverBy(fm, 1)); err == nil {
 				t.Fatal("failover did not hit the crash point")
 			}
 			h.store.Reset()
@@ -528,11 +528,11 @@ func TestCrashDuringFailover(t *testing.T) {
 			// A new taker runs failover again and finishes the job.
 			meta := h.catalog()
 			h.waitCatchUp(meta)
-			if _, err := Failover(context.Background(), h.store, meta, 1, a.cfg.NodeEpoch, FailoverOptions{Logger: quietLogger()}); err != nil {
+			if _, err := Failover(context.Background(), h.store, meta, 1, a.cfg.NodeEpoch, failoverBy(meta, 1)); err != nil {
 				t.Fatal(err)
 			}
 			// And once more: idempotent.
-			if _, err := Failover(context.Background(), h.store, meta, 1, a.cfg.NodeEpoch, FailoverOptions{Logger: quietLogger()}); err != nil {
+			if _, err := Failover(context.Background(), h.store, meta, 1, a.cfg.NodeEpoch, failoverBy(meta, 1)); err != nil {
 				t.Fatal(err)
 			}
 			if got := readAll(t, h.store, meta, sid); !slices.Equal(got, want) {
@@ -560,7 +560,7 @@ func TestFailoverRefusesLiveEpoch(t *testing.T) {
 	h := newHarness(t)
 	a := h.start(1)
 	mustOpen(t, a, sid, 1)
-	_, err := Failover(context.Background(), h.store, a.meta, 1, a.cfg.NodeEpoch, FailoverOptions{Logger: quietLogger()})
+	_, err := Failover(context.Background(), h.store, a.meta, 1, a.cfg.NodeEpoch, failoverBy(a.meta, 1))
 	if !errors.Is(err, ErrNotFenced) {
 		t.Fatalf("failover of a live epoch: %v, want ErrNotFenced", err)
 	}
@@ -583,7 +583,7 @@ func TestFailoverCorruptWAL(t *testing.T) {
 	mem.PutIfAbsent(context.Background(), key, data)
 	meta := h.catalog()
 	h.register(meta, 1)
-	_, err := Failover(context.Background(), h.store, meta, 1, a.cfg.NodeEpoch, FailoverOptions{Logger: quietLogger()})
+	_, err := Failover(context.Background(), h.store, meta, 1, a.cfg.NodeEpoch, failoverBy(meta, 1))
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), key) {
 		t.Fatalf("failover over a corrupt WAL object: %v, want ErrCorrupt naming %s", err, key)
 	}

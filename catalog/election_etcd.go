@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -63,11 +64,11 @@ func (e *EtcdElection) Campaign(ctx context.Context, node NodeID) (*Leadership, 
 		default:
 		}
 		if ctx.Err() != nil || session.Ctx().Err() != nil || attempt >= 20 {
-			closeSession(e.client, session)
+			e.abandon(session)
 			return nil, fmt.Errorf("coordinator campaign of node %d: %w", node, err)
 		}
 		if sleepCtx(ctx, backoff(attempt)) != nil {
-			closeSession(e.client, session)
+			e.abandon(session)
 			return nil, fmt.Errorf("coordinator campaign of node %d: %w", node, ctx.Err())
 		}
 	}
@@ -85,19 +86,32 @@ func (e *EtcdElection) Campaign(ctx context.Context, node NodeID) (*Leadership, 
 			err := election.Resign(ctx)
 			close(stop)
 			<-done
-			return errors.Join(err, closeSession(e.client, session))
+			if err != nil && session.Ctx().Err() != nil {
+				err = nil // the lease is gone already, and the key with it
+			}
+			return errors.Join(err, closeSession(ctx, e.client, session))
 		},
 	}, nil
 }
 
-// closeSession stops the keepalive and revokes the lease, bounded by the
-// session's TTL.
-func closeSession(client *clientv3.Client, session *concurrency.Session) error {
-	err := session.Close()
-	if client.Ctx().Err() != nil {
-		return nil // the client is closing; the lease expires by itself
+// closeSession stops the keepalive and revokes the lease (bounded by ctx; if
+// the revoke fails, the lease expires after its TTL anyway).
+func closeSession(ctx context.Context, client *clientv3.Client, session *concurrency.Session) error {
+	session.Orphan()
+	_, err := client.Revoke(ctx, session.Lease())
+	if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || client.Ctx().Err() != nil {
+		return nil
 	}
-	return err
+	return fmt.Errorf("revoke coordinator lease: %w", err)
+}
+
+// abandon revokes the lease of a campaign that gave up, so that its key does
+// not stay queued until the TTL. The caller's ctx may be done: the revoke
+// gets a short timeout of its own.
+func (e *EtcdElection) abandon(session *concurrency.Session) {
+	ctx, cancel := context.WithTimeout(e.client.Ctx(), 5*time.Second)
+	defer cancel()
+	closeSession(ctx, e.client, session)
 }
 
 // holdUntilLost returns when the session ends, stop is closed, or the leader

@@ -170,21 +170,31 @@ func (c *conn) authenticate(user string) error {
 		return protocolError("malformed SCRAM message: unexpected SCRAM nonce")
 	}
 
+	serverFinal, ok := scramVerify(cred, first, serverFirst, final)
+	if !known || !ok {
+		c.log.Info("pgwire: password authentication failed", "user", user, "known_user", known)
+		return authFailed()
+	}
+	c.be.Send(&pgproto3.AuthenticationSASLFinal{Data: []byte(serverFinal)})
+	return nil
+}
+
+// scramVerify checks the client's proof. It returns the server-final-message
+// ("v=" and the server signature) and whether the proof is right.
+func scramVerify(cred scramCredential, first scramClientFirst, serverFirst string, final scramClientFinal) (string, bool) {
 	authMessage := []byte(first.bare + "," + serverFirst + "," + final.withoutProof)
 	clientSignature := hmacSHA256(cred.storedKey, authMessage)
 	if len(final.proof) != len(clientSignature) {
-		return authFailed()
+		return "", false
 	}
 	clientKey := make([]byte, len(clientSignature))
 	subtle.XORBytes(clientKey, final.proof, clientSignature)
 	got := sha256.Sum256(clientKey)
-	if !known || subtle.ConstantTimeCompare(got[:], cred.storedKey) != 1 {
-		c.log.Info("pgwire: password authentication failed", "user", user, "known_user", known)
-		return authFailed()
+	if subtle.ConstantTimeCompare(got[:], cred.storedKey) != 1 {
+		return "", false
 	}
 	serverSignature := hmacSHA256(cred.serverKey, authMessage)
-	c.be.Send(&pgproto3.AuthenticationSASLFinal{Data: []byte("v=" + base64.StdEncoding.EncodeToString(serverSignature))})
-	return nil
+	return "v=" + base64.StdEncoding.EncodeToString(serverSignature), true
 }
 
 type scramClientFirst struct {

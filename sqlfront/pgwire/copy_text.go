@@ -70,6 +70,9 @@ type fieldSpan struct {
 	null       bool
 }
 
+// emptyField is the empty, non-NULL field.
+var emptyField = []byte{}
+
 // errNeedMore means the buffered input ends inside a line.
 var errNeedMore = fmt.Errorf("need more input")
 
@@ -269,9 +272,12 @@ func (p *textParser) splitFields(line []byte) error {
 	}
 	p.fields = p.fields[:0]
 	for _, s := range p.spans {
-		if s.null {
+		switch {
+		case s.null:
 			p.fields = append(p.fields, nil)
-		} else {
+		case s.start == s.end:
+			p.fields = append(p.fields, emptyField) // not nil: nil is NULL
+		default:
 			p.fields = append(p.fields, p.decBuf[s.start:s.end:s.end])
 		}
 	}

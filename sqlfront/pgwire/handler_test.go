@@ -131,12 +131,13 @@ func (s *testSession) Split(ctx context.Context, query string) ([]Statement, err
 }
 
 var (
-	paramRE  = regexp.MustCompile(`\$(\d+)(?:::(\w+))?`)
-	seriesRE = regexp.MustCompile(`^select n from series\((\d+)\)$`)
-	copyInRE = regexp.MustCompile(`(?i)^copy c(?: \(([\w, ]+)\))? from stdin(?: with \((.*)\)| (.*))?$`)
-	copyToRE = regexp.MustCompile(`(?i)^copy c to stdout(?: with \((.*)\)| (.*))?$`)
-	failRE   = regexp.MustCompile(`^fail (\w{5})$`)
-	setTZRE  = regexp.MustCompile(`(?i)^set timezone to '([^']*)'$`)
+	paramRE   = regexp.MustCompile(`\$(\d+)(?:::(\w+))?`)
+	selectCRE = regexp.MustCompile(`^select ([\w, ]+) from c$`)
+	seriesRE  = regexp.MustCompile(`^select n from series\((\d+)\)$`)
+	copyInRE  = regexp.MustCompile(`(?i)^copy c(?: \(([\w, ]+)\))? from stdin(?: with \((.*)\)| (.*))?$`)
+	copyToRE  = regexp.MustCompile(`(?i)^copy c to stdout(?: with \((.*)\)| (.*))?$`)
+	failRE    = regexp.MustCompile(`^fail (\w{5})$`)
+	setTZRE   = regexp.MustCompile(`(?i)^set timezone to '([^']*)'$`)
 )
 
 var typeOIDs = map[string]uint32{
@@ -149,8 +150,9 @@ var typeOIDs = map[string]uint32{
 
 func (s *testSession) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (PreparedStatement, error) {
 	s.h.prepares.Add(1)
-	q := strings.ToLower(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(sql), ";")))
-	st := &testStmt{s: s, sql: q, orig: sql}
+	norm := normalizeSQL(sql)
+	q := strings.ToLower(norm)
+	st := &testStmt{s: s, sql: q, orig: norm}
 	if strings.HasPrefix(q, "--") {
 		return nil, ErrEmptyQuery
 	}
@@ -161,6 +163,14 @@ func (s *testSession) Prepare(ctx context.Context, sql string, paramOIDs []uint3
 		st.columns = tColumns
 	case q == "select * from c":
 		st.columns = cColumns
+	case selectCRE.MatchString(q):
+		for _, name := range strings.Split(selectCRE.FindStringSubmatch(q)[1], ",") {
+			i := cColumnIndex(name)
+			if i < 0 {
+				return nil, Errorf(CodeUndefinedColumn, "column %q does not exist", strings.TrimSpace(name))
+			}
+			st.columns = append(st.columns, cColumns[i])
+		}
 	case seriesRE.MatchString(q):
 		st.columns = []Column{NewColumn("n", pgtype.Int8OID)}
 	case q == "select pg_sleep":
@@ -221,8 +231,29 @@ type testStmt struct {
 	columns []Column
 }
 
-func (st *testStmt) origTrimmed() string {
-	return strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(st.orig), ";"))
+func (st *testStmt) origTrimmed() string { return st.orig }
+
+// normalizeSQL drops identifier quotes, a trailing semicolon and extra
+// blanks, so that the statements drivers generate (pgx: `copy "c" ( "id" )
+// from stdin binary;`, lib/pq: `COPY "c" ("id") FROM STDIN`, psql's \copy)
+// match the fixed forms above.
+func normalizeSQL(sql string) string {
+	s := strings.TrimSpace(sql)
+	s = strings.TrimSpace(strings.TrimSuffix(s, ";"))
+	s = strings.ReplaceAll(s, `"`, "")
+	s = strings.Join(strings.Fields(s), " ")
+	s = strings.ReplaceAll(s, "( ", "(")
+	s = strings.ReplaceAll(s, " )", ")")
+	return s
+}
+
+func cColumnIndex(name string) int {
+	for i, c := range cColumns {
+		if c.Name == strings.ToLower(strings.TrimSpace(name)) {
+			return i
+		}
+	}
+	return -1
 }
 
 func (st *testStmt) ParamOIDs() []uint32 { return st.params }
@@ -240,6 +271,16 @@ func (st *testStmt) Execute(ctx context.Context, params []any) (Result, error) {
 		return Result{Rows: RowsFromSlice(tColumns, tRows())}, nil
 	case q == "select * from c":
 		return Result{Rows: RowsFromSlice(cColumns, h.committed())}, nil
+	case selectCRE.MatchString(q):
+		var rows [][]any
+		for _, full := range h.committed() {
+			row := make([]any, len(st.columns))
+			for i, c := range st.columns {
+				row[i] = full[cColumnIndex(c.Name)]
+			}
+			rows = append(rows, row)
+		}
+		return Result{Rows: RowsFromSlice(st.columns, rows)}, nil
 	case seriesRE.MatchString(q):
 		n, _ := strconv.ParseInt(seriesRE.FindStringSubmatch(q)[1], 10, 64)
 		return Result{Rows: &seriesRows{n: n, columns: st.columns}}, nil
@@ -285,10 +326,8 @@ func (st *testStmt) Execute(ctx context.Context, params []any) (Result, error) {
 		if m[1] != "" {
 			columns = nil
 			for _, name := range strings.Split(m[1], ",") {
-				for _, c := range cColumns {
-					if c.Name == strings.ToLower(strings.TrimSpace(name)) {
-						columns = append(columns, c)
-					}
+				if i := cColumnIndex(name); i >= 0 {
+					columns = append(columns, cColumns[i])
 				}
 			}
 		}

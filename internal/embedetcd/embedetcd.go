@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -66,6 +67,9 @@ type Etcd struct {
 	etcd      *embed.Etcd
 	endpoints []string
 	closeOnce sync.Once
+	// closing demotes etcd's log lines to debug during Close, when its
+	// listeners report their own closing as errors.
+	closing *atomic.Bool
 }
 
 // Start starts the member and waits until it serves clients (or ctx ends, or
@@ -117,7 +121,8 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = autoCompactionRetention
 	ec.LogLevel = "warn"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(ZapLogger(cfg.Logger.With("component", "etcd"), zapcore.WarnLevel))
+	core := &slogCore{logger: cfg.Logger.With("component", "etcd"), level: zapcore.WarnLevel, closing: new(atomic.Bool)}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(core))
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -137,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd at %s: %w", cfg.ClientAddr, ctx.Err())
 	}
-	return &Etcd{etcd: e, endpoints: []string{clientURL.String()}}, nil
+	return &Etcd{etcd: e, endpoints: []string{clientURL.String()}, closing: core.closing}, nil
 }
 
 // loopbackHostPort splits addr and checks that its host is a loopback address.
@@ -169,6 +174,7 @@ func (e *Etcd) Err() <-chan error { return e.etcd.Err() }
 // Close stops the member and waits for its goroutines.
 func (e *Etcd) Close() error {
 	e.closeOnce.Do(func() {
+		e.closing.Store(true)
 		e.etcd.Close()
 		<-e.etcd.Server.StopNotify()
 	})
@@ -179,7 +185,7 @@ func (e *Etcd) Close() error {
 // logger (zap debug and info map to slog's; warn to Warn; error and above to
 // Error).
 func ZapLogger(logger *slog.Logger, level zapcore.Level) *zap.Logger {
-	return zap.New(&slogCore{logger: logger, level: level})
+	return zap.New(&slogCore{logger: logger, level: level, closing: new(atomic.Bool)})
 }
 
 // slogCore is a zapcore.Core writing to a slog.Logger.
@@ -187,12 +193,14 @@ type slogCore struct {
 	logger *slog.Logger
 	level  zapcore.Level
 	fields []zapcore.Field
+	// closing, when set, demotes every entry to debug.
+	closing *atomic.Bool
 }
 
 func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= c.level }
 
 func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
-	return &slogCore{logger: c.logger, level: c.level, fields: append(append([]zapcore.Field(nil), c.fields...), fields...)}
+	return &slogCore{logger: c.logger, level: c.level, fields: append(append([]zapcore.Field(nil), c.fields...), fields...), closing: c.closing}
 }
 
 func (c *slogCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -218,7 +226,7 @@ func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 		attrs = append(attrs, k, enc.Fields[k])
 	}
 	switch {
-	case ent.Level < zapcore.InfoLevel:
+	case ent.Level < zapcore.InfoLevel || c.closing.Load():
 		c.logger.Debug(ent.Message, attrs...)
 	case ent.Level < zapcore.WarnLevel:
 		c.logger.Info(ent.Message, attrs...)

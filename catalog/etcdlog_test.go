@@ -354,3 +354,51 @@ func TestDialUnreachable(t *testing.T) {
 		t.Fatalf("no retry log line naming %s:\n%s", dead, logs.String())
 	}
 }
+
+// TestEtcdSnapshotInterruptedSave leaves behind what a node that crashed in
+// the middle of SaveSnapshot leaves: chunks without a pointer, and log keys
+// that the truncation did not get to. The next save cleans both up, and
+// loads never see the half-written snapshot.
+func TestEtcdSnapshotInterruptedSave(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	client := testClient(t)
+	l := NewEtcdLog(client, testCluster(t))
+	for i := 1; i <= 30; i++ {
+		if _, err := l.Append(ctx, fmt.Appendf(nil, "e%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.SaveSnapshot(ctx, 10, []byte("v10")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SaveSnapshot(ctx, 20, []byte("v20")); err != nil {
+		t.Fatal(err)
+	}
+	// A save of 25 that died after its chunks; a truncation through 10 that
+	// died before deleting entries 4..10.
+	orphan := fmt.Sprintf("%s%020d/%s/", l.keys.snapPrefix, 25, "deadbeefdeadbeef")
+	for i := range 2 {
+		if _, err := client.Put(ctx, chunkKey(orphan, i), "half"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := uint64(4); i <= 10; i++ {
+		if _, err := client.Put(ctx, l.keys.entry(i), "left behind"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkSnapshot(t, l, 20, "v20")
+
+	if err := l.SaveSnapshot(ctx, 30, []byte("v30")); err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, l, 30, "v30")
+	if n := countKeys(t, client, l.keys.snapPrefix); n != 1 {
+		t.Fatalf("%d chunk keys after the next save, want 1 (the orphans deleted)", n)
+	}
+	if n := countKeys(t, client, l.keys.logPrefix); n != 10 {
+		t.Fatalf("%d log keys after truncating through 20, want 10 (21..30)", n)
+	}
+	checkTail(t, l, 21, nil)
+	checkTail(t, l, 20, ErrTruncated)
+}

@@ -6,3 +6,9 @@ cd "$(dirname "$0")/.."
 
 # versitygw: the real S3 server the object-store and end-to-end tests use.
 ./scripts/install-versitygw.sh
+
+# psql: the sqlfront/pgwire tests drive the wire server with the real client.
+if ! command -v psql >/dev/null 2>&1 || ! dpkg -s postgresql-client >/dev/null 2>&1; then
+	if ! apt-cache show postgresql-client >/dev/null 2>&1; then apt-get update -qq; fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-client >/dev/null
+fi

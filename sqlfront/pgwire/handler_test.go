@@ -152,6 +152,9 @@ func (s *testSession) Prepare(ctx context.Context, sql string, paramOIDs []uint3
 	s.h.prepares.Add(1)
 	norm := normalizeSQL(sql)
 	q := strings.ToLower(norm)
+	if strings.HasPrefix(q, "begin ") || strings.HasPrefix(q, "start transaction") {
+		q = "begin" // isolation levels and access modes are all the same here
+	}
 	st := &testStmt{s: s, sql: q, orig: norm}
 	if strings.HasPrefix(q, "--") {
 		return nil, ErrEmptyQuery

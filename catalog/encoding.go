@@ -31,25 +31,26 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindCommitTieringRound
+	maxKnownKind           = KindCompactStreamObjects
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
 
 var kindNames = map[Kind]string{
-	KindRegisterNode:        "RegisterNode",
-	KindRegisterCoordinator: "RegisterCoordinator",
-	KindCreateTable:         "CreateTable",
-	KindDropTable:           "DropTable",
-	KindCreatePartition:     "CreatePartition",
-	KindDropPartition:       "DropPartition",
-	KindLeadBucket:          "LeadBucket",
-	KindOpenStream:          "OpenStream",
-	KindCloseStream:         "CloseStream",
-	KindCommitStreamObjects: "CommitStreamObjects",
-	KindCommitWALTrim:       "CommitWALTrim",
-	KindCommitKVSnapshot:    "CommitKVSnapshot",
-	KindCommitTieringRound:  "CommitTieringRound",
+	KindRegisterNode:         "RegisterNode",
+	KindRegisterCoordinator:  "RegisterCoordinator",
+	KindCreateTable:          "CreateTable",
+	KindDropTable:            "DropTable",
+	KindCreatePartition:      "CreatePartition",
+	KindDropPartition:        "DropPartition",
+	KindLeadBucket:           "LeadBucket",
+	KindOpenStream:           "OpenStream",
+	KindCloseStream:          "CloseStream",
+	KindCommitStreamObjects:  "CommitStreamObjects",
+	KindCommitWALTrim:        "CommitWALTrim",
+	KindCommitKVSnapshot:     "CommitKVSnapshot",
+	KindCommitTieringRound:   "CommitTieringRound",
+	KindCompactStreamObjects: "CompactStreamObjects",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -123,6 +124,8 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[CommitKVSnapshot](kind, body)
 	case KindCommitTieringRound:
 		return decodeRecordBody[CommitTieringRound](kind, body)
+	case KindCompactStreamObjects:
+		return decodeRecordBody[CompactStreamObjects](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)

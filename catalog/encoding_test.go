@@ -184,6 +184,9 @@ func sampleRecords() []Record {
 		CommitKVSnapshot{Bucket: 14, LeaderEpoch: 7, SnapshotID: 3, LogOffset: 1234, Manifest: "kv/14/3/MANIFEST"},
 		CommitTieringRound{Table: 12, CoordinatorEpoch: 5, Offsets: map[BucketID]uint64{14: 100, 15: 200},
 			LakeSnapshotID: -5, At: time.Date(2025, 3, 4, 5, 6, 7, 890, time.UTC)},
+		CompactStreamObjects{Stream: 14, Epoch: 7, Replaces: []StreamObject{
+			{Key: "streams/14/5-10.7", Start: 5, End: 10, Size: 1000}, {Key: "streams/14/10-12.7", Start: 10, End: 12, Size: 20}},
+			With: StreamObject{Key: "streams/14/5-12.7c", Start: 5, End: 12, Size: 1020}},
 	}
 }
 

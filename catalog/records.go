@@ -21,19 +21,20 @@ type (
 type Kind uint16
 
 const (
-	KindRegisterNode        Kind = 1
-	KindRegisterCoordinator Kind = 2
-	KindCreateTable         Kind = 3
-	KindDropTable           Kind = 4
-	KindCreatePartition     Kind = 5
-	KindDropPartition       Kind = 6
-	KindLeadBucket          Kind = 7
-	KindOpenStream          Kind = 8
-	KindCloseStream         Kind = 9
-	KindCommitStreamObjects Kind = 10
-	KindCommitWALTrim       Kind = 11
-	KindCommitKVSnapshot    Kind = 12
-	KindCommitTieringRound  Kind = 13
+	KindRegisterNode         Kind = 1
+	KindRegisterCoordinator  Kind = 2
+	KindCreateTable          Kind = 3
+	KindDropTable            Kind = 4
+	KindCreatePartition      Kind = 5
+	KindDropPartition        Kind = 6
+	KindLeadBucket           Kind = 7
+	KindOpenStream           Kind = 8
+	KindCloseStream          Kind = 9
+	KindCommitStreamObjects  Kind = 10
+	KindCommitWALTrim        Kind = 11
+	KindCommitKVSnapshot     Kind = 12
+	KindCommitTieringRound   Kind = 13
+	KindCompactStreamObjects Kind = 14
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -172,6 +173,19 @@ type CommitStreamObjects struct {
 	Objects []StreamObject `json:"objects"`
 }
 
+// CompactStreamObjects replaces a run of Stream's committed objects with one
+// object holding the same entries. It is accepted only at the stream's
+// current Epoch while the stream is open (the leader compacts), and only when
+// Replaces is exactly a contiguous run of the stream's objects (keys and
+// offsets) and With covers exactly their offsets. Readers see the same
+// entries before and after; the replaced objects become garbage.
+type CompactStreamObjects struct {
+	Stream   StreamID       `json:"stream"`
+	Epoch    uint64         `json:"epoch"`
+	Replaces []StreamObject `json:"replaces"`
+	With     StreamObject   `json:"with"`
+}
+
 // CommitWALTrim records that WAL objects of Node's WAL at NodeEpoch with a
 // sequence number below TrimSeq are no longer needed. Trim points only move
 // forward; a lower TrimSeq is rejected.
@@ -212,16 +226,17 @@ type CommitTieringRound struct {
 	At               time.Time           `json:"at"`
 }
 
-func (RegisterNode) Kind() Kind        { return KindRegisterNode }
-func (RegisterCoordinator) Kind() Kind { return KindRegisterCoordinator }
-func (CreateTable) Kind() Kind         { return KindCreateTable }
-func (DropTable) Kind() Kind           { return KindDropTable }
-func (CreatePartition) Kind() Kind     { return KindCreatePartition }
-func (DropPartition) Kind() Kind       { return KindDropPartition }
-func (LeadBucket) Kind() Kind          { return KindLeadBucket }
-func (OpenStream) Kind() Kind          { return KindOpenStream }
-func (CloseStream) Kind() Kind         { return KindCloseStream }
-func (CommitStreamObjects) Kind() Kind { return KindCommitStreamObjects }
-func (CommitWALTrim) Kind() Kind       { return KindCommitWALTrim }
-func (CommitKVSnapshot) Kind() Kind    { return KindCommitKVSnapshot }
-func (CommitTieringRound) Kind() Kind  { return KindCommitTieringRound }
+func (RegisterNode) Kind() Kind         { return KindRegisterNode }
+func (RegisterCoordinator) Kind() Kind  { return KindRegisterCoordinator }
+func (CreateTable) Kind() Kind          { return KindCreateTable }
+func (DropTable) Kind() Kind            { return KindDropTable }
+func (CreatePartition) Kind() Kind      { return KindCreatePartition }
+func (DropPartition) Kind() Kind        { return KindDropPartition }
+func (LeadBucket) Kind() Kind           { return KindLeadBucket }
+func (OpenStream) Kind() Kind           { return KindOpenStream }
+func (CloseStream) Kind() Kind          { return KindCloseStream }
+func (CommitStreamObjects) Kind() Kind  { return KindCommitStreamObjects }
+func (CommitWALTrim) Kind() Kind        { return KindCommitWALTrim }
+func (CommitKVSnapshot) Kind() Kind     { return KindCommitKVSnapshot }
+func (CommitTieringRound) Kind() Kind   { return KindCommitTieringRound }
+func (CompactStreamObjects) Kind() Kind { return KindCompactStreamObjects }

@@ -116,6 +116,8 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyCommitKVSnapshot(v, r)
 	case CommitTieringRound:
 		return applyCommitTieringRound(v, r)
+	case CompactStreamObjects:
+		return applyCompactStreamObjects(v, r)
 	}
 	panic(fmt.Sprintf("catalog: recordValue accepted record type %T that Apply does not handle", rec))
 }
@@ -139,7 +141,7 @@ func recordValue(rec Record) (Record, error) {
 	switch rec.(type) {
 	case RegisterNode, RegisterCoordinator, CreateTable, DropTable, CreatePartition,
 		DropPartition, LeadBucket, OpenStream, CloseStream, CommitStreamObjects,
-		CommitWALTrim, CommitKVSnapshot, CommitTieringRound:
+		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)
@@ -601,6 +603,40 @@ func committedAlready(s *Stream, objects []StreamObject) bool {
 		return false
 	}
 	return slices.Equal(s.Objects[i:i+len(objects)], objects)
+}
+
+func applyCompactStreamObjects(v *View, r CompactStreamObjects) Outcome {
+	what := fmt.Sprintf("compact %d objects of stream %d at epoch %d", len(r.Replaces), r.Stream, r.Epoch)
+	s := v.Streams[r.Stream]
+	if s == nil {
+		return reject(ErrNotFound, "%s: no such stream", what)
+	}
+	if r.Epoch < s.Epoch {
+		return reject(ErrFenced, "%s: the stream is at epoch %d", what, s.Epoch)
+	}
+	if r.Epoch > s.Epoch || !s.Open {
+		return reject(ErrStaleEpoch, "%s: the stream is not open at that epoch (epoch %d, open %v)", what, s.Epoch, s.Open)
+	}
+	if len(r.Replaces) < 2 {
+		return reject(ErrInvalid, "%s: a compaction replaces at least 2 objects", what)
+	}
+	w := r.With
+	if w.Key == "" || w.Start != r.Replaces[0].Start || w.End != r.Replaces[len(r.Replaces)-1].End || w.Size < 0 {
+		return reject(ErrInvalid, "%s: the new object (key %q, offsets [%d, %d)) must cover the replaced objects' offsets [%d, %d)",
+			what, w.Key, w.Start, w.End, r.Replaces[0].Start, r.Replaces[len(r.Replaces)-1].End)
+	}
+	if slices.IndexFunc(s.Objects, func(o StreamObject) bool { return o.Key == w.Key }) >= 0 {
+		if committedAlready(s, []StreamObject{w}) {
+			return Outcome{} // the same compaction again, after a lost response
+		}
+		return reject(ErrExists, "%s: key %q is already a different object of the stream", what, w.Key)
+	}
+	if !committedAlready(s, r.Replaces) {
+		return reject(ErrGap, "%s: the replaced objects are not a run of the stream's objects", what)
+	}
+	i := slices.IndexFunc(s.Objects, func(o StreamObject) bool { return o.Key == r.Replaces[0].Key })
+	s.Objects = slices.Concat(s.Objects[:i], []StreamObject{w}, s.Objects[i+len(r.Replaces):])
+	return Outcome{}
 }
 
 func applyCommitWALTrim(v *View, r CommitWALTrim) Outcome {

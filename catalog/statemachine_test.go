@@ -224,11 +224,29 @@ func formatBucketIDs(ids []BucketID) string {
 //	open-stream stream=2 epoch=1 node=1 node-epoch=1
 //	close-stream stream=2 epoch=1
 //	commit-stream-objects stream=2 epoch=1 objects=(0-10, key@10-20)
+//	compact-stream-objects stream=2 epoch=1 replaces=(0-10, 10-15) with=c@0-15
 //	commit-wal-trim node=1 node-epoch=1 seq=5 [by=1 by-epoch=1] (default: by the WAL's own node and epoch)
 //	commit-kv-snapshot bucket=2 leader-epoch=1 id=1 offset=10 [manifest=m]
 //	commit-tiering-round table=1 coord=1 offsets=(2:10, 3:20) lake=7 [at=RFC3339]
 //
 // An object without key@ gets the key "s<stream>/e<epoch>/<start>-<end>".
+// parseObject parses [key@]start-end; without a key, the object gets the key
+// "s<stream>/e<epoch>/<start>-<end>".
+func parseObject(a *recordArgs, o string, stream StreamID, epoch uint64) StreamObject {
+	key, rng, hasKey := strings.Cut(o, "@")
+	if !hasKey {
+		rng = key
+	}
+	start, end, _ := strings.Cut(rng, "-")
+	so := StreamObject{Start: mustUint(a, start), End: mustUint(a, end)}
+	so.Size = int64(so.End-so.Start) * 100
+	if !hasKey {
+		key = fmt.Sprintf("s%d/e%d/%d-%d", stream, epoch, so.Start, so.End)
+	}
+	so.Key = key
+	return so
+}
+
 func parseRecord(line string) (Record, error) {
 	cmd, args, err := datadriven.ParseLine(line)
 	if err != nil {
@@ -282,19 +300,15 @@ func parseRecord(line string) (Record, error) {
 	case "commit-stream-objects":
 		r := CommitStreamObjects{Stream: StreamID(a.uint("stream")), Epoch: a.uint("epoch")}
 		for _, o := range a.list("objects") {
-			key, rng, hasKey := strings.Cut(o, "@")
-			if !hasKey {
-				rng = key
-			}
-			start, end, _ := strings.Cut(rng, "-")
-			so := StreamObject{Start: mustUint(a, start), End: mustUint(a, end)}
-			so.Size = int64(so.End-so.Start) * 100
-			if !hasKey {
-				key = fmt.Sprintf("s%d/e%d/%d-%d", r.Stream, r.Epoch, so.Start, so.End)
-			}
-			so.Key = key
-			r.Objects = append(r.Objects, so)
+			r.Objects = append(r.Objects, parseObject(a, o, r.Stream, r.Epoch))
 		}
+		rec = r
+	case "compact-stream-objects":
+		r := CompactStreamObjects{Stream: StreamID(a.uint("stream")), Epoch: a.uint("epoch")}
+		for _, o := range a.list("replaces") {
+			r.Replaces = append(r.Replaces, parseObject(a, o, r.Stream, r.Epoch))
+		}
+		r.With = parseObject(a, a.str("with"), r.Stream, r.Epoch)
 		rec = r
 	case "commit-wal-trim":
 		r := CommitWALTrim{Node: NodeID(a.uint("node")), NodeEpoch: a.uint("node-epoch"), TrimSeq: a.uint("seq"),
@@ -595,7 +609,7 @@ func TestStateMachineDeterminism(t *testing.T) {
 	}
 	// Guard the generator: a history that never gets a record of some kind
 	// accepted (or rejected) tests nothing about it.
-	for k := KindRegisterNode; k <= KindCommitTieringRound; k++ {
+	for k := KindRegisterNode; k <= maxKnownKind; k++ {
 		t.Logf("%-20v accepted %5d rejected %5d", k, accepted[k], rejected[k])
 		if !testing.Short() && (accepted[k] == 0 || rejected[k] == 0) {
 			t.Errorf("seed %d: %v accepted %d times, rejected %d times; the generator needs both", seed, k, accepted[k], rejected[k])
@@ -649,7 +663,7 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		return uint64(rng.IntN(3))
 	}
 	var rec Record
-	switch Kind(1 + rng.IntN(int(KindCommitTieringRound))) {
+	switch Kind(1 + rng.IntN(int(maxKnownKind))) {
 	case KindRegisterNode:
 		r := RegisterNode{Node: node, ExpectEpoch: nodeEpoch(node)}
 		if rng.IntN(2) == 0 {
@@ -807,6 +821,24 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		}
 		if rng.IntN(10) == 0 {
 			r.Offsets[BucketID(rng.Uint64N(v.NextID+2))] = 1
+		}
+		rec = r
+	case KindCompactStreamObjects:
+		id, s := pickStream()
+		r := CompactStreamObjects{Stream: id, Epoch: uint64(rng.IntN(4))}
+		if s != nil && len(s.Objects) >= 2 {
+			if likely() {
+				r.Epoch = s.Epoch
+			}
+			i := rng.IntN(len(s.Objects) - 1)
+			n := 2 + rng.IntN(len(s.Objects)-i-1)
+			r.Replaces = append(r.Replaces, s.Objects[i:i+n]...)
+			if !likely() && len(r.Replaces) > 2 {
+				r.Replaces = r.Replaces[1:]
+				r.Replaces[0].Start++
+			}
+			r.With = StreamObject{Key: fmt.Sprintf("c%d/%d", id, rng.IntN(1000)), Start: s.Objects[i].Start,
+				End: s.Objects[i+n-1].End, Size: 7}
 		}
 		rec = r
 	}

@@ -249,7 +249,7 @@ func (c *conn) receiveFailed(err error) {
 		c.sendFatal(&Error{Severity: SeverityFatal, Code: CodeProtocolViolation,
 			Message: "invalid message length",
 			Detail:  "Message of " + itoa(int64(tooBig.ActualBodyLen)) + " bytes exceeds the maximum of " + itoa(int64(tooBig.MaxExpectedBodyLen)) + " bytes."})
-	case errors.As(err, &rerr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+	case errors.As(err, &rerr):
 		// The client went away, perhaps in the middle of a message.
 	default:
 		c.log.Warn("pgwire: malformed message", "err", err)
@@ -397,11 +397,10 @@ func (r *socketReader) run(src io.Reader, gone func()) {
 			}
 		}
 		if err != nil {
-			if err == io.EOF {
-				r.err = io.EOF
-			} else {
-				r.err = &readError{err: err}
-			}
+			// Even EOF is wrapped: pgproto3 reports a body that ends
+			// early with io.EOF too, and that is a malformed message,
+			// not a client that went away.
+			r.err = &readError{err: err}
 			gone()
 			return
 		}

@@ -82,12 +82,25 @@ func (c *Collector) Collect(ctx context.Context) (GCStats, error) {
 			if referenced[o.Key] {
 				continue
 			}
-			id, _, end, epoch, ok := parseStreamObjectKey(o.Key)
+			k, ok := parseStreamObjectKey(o.Key)
 			if !ok {
 				continue
 			}
-			st, exists := v.Streams[id]
-			if !exists || end <= st.End || epoch < st.Epoch {
+			st, exists := v.Streams[k.stream]
+			switch {
+			case !exists || k.epoch < st.Epoch:
+				deletable[o.Key] = true
+			case k.compacted:
+				// An output of the current leader's compaction may be about
+				// to be committed; it is garbage only once a committed
+				// compaction covers its offsets.
+				for _, so := range st.Objects {
+					if so.Start <= k.start && k.end <= so.End && strings.HasSuffix(so.Key, "c") {
+						deletable[o.Key] = true
+						break
+					}
+				}
+			case k.end <= st.End:
 				deletable[o.Key] = true
 			}
 		}
@@ -130,30 +143,40 @@ func parseWALKey(key string) (catalog.NodeID, uint64, uint64, bool) {
 	return catalog.NodeID(node), epoch, seq, true
 }
 
-// parseStreamObjectKey parses streams/<stream>/<start>-<end>.<epoch>.
-func parseStreamObjectKey(key string) (id catalog.StreamID, start, end, epoch uint64, ok bool) {
+// objectKey is a parsed stream object key.
+type objectKey struct {
+	stream            catalog.StreamID
+	start, end, epoch uint64
+	compacted         bool
+}
+
+// parseStreamObjectKey parses streams/<stream>/<start>-<end>.<epoch>[c].
+func parseStreamObjectKey(key string) (objectKey, bool) {
+	var k objectKey
 	parts := strings.Split(key, "/")
 	if len(parts) != 3 || parts[0] != "streams" {
-		return
+		return k, false
 	}
 	sid, err := strconv.ParseUint(parts[1], 10, 64)
 	if err != nil {
-		return
+		return k, false
 	}
 	rng, ep, found := strings.Cut(parts[2], ".")
 	if !found {
-		return
+		return k, false
 	}
+	ep, k.compacted = strings.CutSuffix(ep, "c")
 	s, e, found := strings.Cut(rng, "-")
 	if !found {
-		return
+		return k, false
 	}
 	var err1, err2, err3 error
-	start, err1 = strconv.ParseUint(s, 10, 64)
-	end, err2 = strconv.ParseUint(e, 10, 64)
-	epoch, err3 = strconv.ParseUint(ep, 10, 64)
+	k.start, err1 = strconv.ParseUint(s, 10, 64)
+	k.end, err2 = strconv.ParseUint(e, 10, 64)
+	k.epoch, err3 = strconv.ParseUint(ep, 10, 64)
 	if err1 != nil || err2 != nil || err3 != nil {
-		return
+		return k, false
 	}
-	return catalog.StreamID(sid), start, end, epoch, true
+	k.stream = catalog.StreamID(sid)
+	return k, true
 }

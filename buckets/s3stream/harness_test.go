@@ -84,7 +84,7 @@ func (h *harness) start(node catalog.NodeID, tweak ...func(*Config)) *testNode {
 	epoch := h.register(meta, node)
 	cfg := Config{
 		Node: node, NodeEpoch: epoch, Store: h.store, Meta: meta, Logger: quietLogger(),
-		BatchWindow: time.Millisecond, FlushInterval: time.Hour, RetryBackoff: 5 * time.Millisecond,
+		BatchWindow: time.Millisecond, FlushInterval: time.Hour, RetryBackoff: 5 * time.Millisecond, CompactMinObjects: 3,
 	}
 	for _, f := range tweak {
 		f(&cfg)

@@ -57,6 +57,11 @@ type Config struct {
 	FlushBytes int64
 	// MaxObjectBytes caps the size of one stream object. Default 64 MiB.
 	MaxObjectBytes int
+	// CompactSmallBytes: committed objects smaller than this are merged in
+	// the background once CompactMinObjects of them are adjacent. Defaults
+	// 4 MiB and 8.
+	CompactSmallBytes int64
+	CompactMinObjects int
 	// Cache serves committed reads; nil reads straight from the store.
 	Cache *Cache
 	// RetryBackoff is the first delay before retrying a failed WAL upload;
@@ -91,6 +96,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxObjectBytes == 0 {
 		c.MaxObjectBytes = 64 << 20
+	}
+	if c.CompactSmallBytes == 0 {
+		c.CompactSmallBytes = 4 << 20
+	}
+	if c.CompactMinObjects == 0 {
+		c.CompactMinObjects = 8
 	}
 	if c.RetryBackoff == 0 {
 		c.RetryBackoff = 50 * time.Millisecond
@@ -286,7 +297,7 @@ func (n *Node) flushLoop(ctx context.Context) {
 }
 
 // FlushAll writes every open stream's acknowledged entries to stream objects,
-// commits them and advances the WAL trim point.
+// commits them, advances the WAL trim point and merges small objects.
 func (n *Node) FlushAll(ctx context.Context) error {
 	var errs []error
 	for _, s := range n.openStreams() {
@@ -296,6 +307,11 @@ func (n *Node) FlushAll(ctx context.Context) error {
 	}
 	if err := n.trimWAL(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	for _, s := range n.openStreams() {
+		if _, err := s.Compact(ctx); err != nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -626,3 +626,118 @@ func TestGCKeepsWhatMayStillCommit(t *testing.T) {
 		t.Fatalf("committed data after GC: %v", got)
 	}
 }
+
+func TestCompaction(t *testing.T) {
+	h := newHarness(t)
+	a := h.start(1)
+	ctx := context.Background()
+	s := mustOpen(t, a, sid, 1)
+	var want []uint64
+	for i := uint64(0); i < 10; i++ {
+		mustAppend(t, s, i)
+		want = append(want, i)
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objectsOf := func() []catalog.StreamObject {
+		var objs []catalog.StreamObject
+		a.meta.Read(func(v *catalog.View) { objs = slices.Clone(v.Streams[sid].Objects) })
+		return objs
+	}
+	before := objectsOf()
+	if len(before) != 10 {
+		t.Fatalf("%d objects after 10 flushes", len(before))
+	}
+	n, err := s.Compact(ctx)
+	if err != nil || n != 10 {
+		t.Fatalf("compact: %d objects, %v", n, err)
+	}
+	after := objectsOf()
+	if len(after) != 1 || after[0].Start != 0 || after[0].End != 10 || !strings.HasSuffix(after[0].Key, "c") {
+		t.Fatalf("after compaction: %+v", after)
+	}
+	if got := readAll(t, h.store, a.meta, sid); !slices.Equal(got, want) {
+		t.Fatalf("read after compaction: %v", got)
+	}
+	// A reader with a cache reads the same.
+	cache, err := NewCache(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := NewReader(h.store, a.meta, cache).Read(ctx, sid, 3, 7)
+	if err != nil || !slices.Equal(idsOf(t, entries, 3, 7), want[3:7]) {
+		t.Fatalf("cached read after compaction: %v", err)
+	}
+
+	// An in-flight compaction output at the current epoch survives GC; the
+	// replaced objects go once the delay has passed.
+	inflight := compactionKey(sid, 10, 20, 1)
+	h.store.PutIfAbsent(ctx, inflight, []byte("x"))
+	gc := NewCollector(h.store, a.meta, 0)
+	st, err := gc.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range before {
+		if _, err := h.store.Get(ctx, o.Key); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("replaced object %s survived GC (%+v): %v", o.Key, st, err)
+		}
+	}
+	if _, err := h.store.Get(ctx, inflight); err != nil {
+		t.Fatalf("in-flight compaction output deleted: %v", err)
+	}
+	if got := readAll(t, h.store, a.meta, sid); !slices.Equal(got, want) {
+		t.Fatalf("read after GC: %v", got)
+	}
+
+	// A compaction from a fenced epoch is rejected and deletes nothing.
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2 := mustOpen(t, a, sid, 2)
+	for i := uint64(10); i < 14; i++ {
+		mustAppend(t, s2, i)
+		want = append(want, i)
+		if err := s2.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs := objectsOf()
+	_, err = a.meta.Propose(ctx, catalog.CompactStreamObjects{Stream: sid, Epoch: 1, Replaces: objs[1:3],
+		With: catalog.StreamObject{Key: compactionKey(sid, objs[1].Start, objs[2].End, 1), Start: objs[1].Start, End: objs[2].End}})
+	if !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("compaction at a fenced epoch: %v", err)
+	}
+	if _, err := gc.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.Get(ctx, inflight); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("the old epoch's uncommitted compaction output survived GC: %v", err)
+	}
+	if err := a.FlushAll(ctx); err != nil { // compacts the 4 new objects with the old one
+		t.Fatal(err)
+	}
+	if got := objectsOf(); len(got) != 1 || got[0].End != 14 {
+		t.Fatalf("second compaction: %+v", got)
+	}
+	if got := readAll(t, h.store, a.meta, sid); !slices.Equal(got, want) {
+		t.Fatalf("read after the second compaction: %v", got)
+	}
+}
+
+func TestPlanCompaction(t *testing.T) {
+	obj := func(start, end uint64, size int64) catalog.StreamObject {
+		return catalog.StreamObject{Key: fmt.Sprint(start), Start: start, End: end, Size: size}
+	}
+	objs := []catalog.StreamObject{obj(0, 1, 10), obj(1, 2, 1000), obj(2, 3, 10), obj(3, 4, 10), obj(4, 5, 10), obj(5, 6, 10)}
+	if got := planCompaction(objs, 100, 3, 1<<20); len(got) != 4 || got[0].Start != 2 {
+		t.Fatalf("plan: %+v", got)
+	}
+	if got := planCompaction(objs, 100, 5, 1<<20); got != nil {
+		t.Fatalf("plan with too few small objects: %+v", got)
+	}
+	if got := planCompaction(objs, 100, 2, 25); len(got) != 2 || got[0].Start != 2 {
+		t.Fatalf("plan capped by size: %+v", got)
+	}
+}

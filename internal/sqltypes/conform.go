@@ -1,0 +1,221 @@
+package sqltypes
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/google/uuid"
+)
+
+// CheckText returns the stored form of a value assigned to a column of
+// type t, for varchar(n) and char(n) (see the package comment); any other
+// type returns s unchanged. A value longer than n is an *Error with
+// SQLSTATE 22001 unless the excess is spaces.
+func (t Type) CheckText(s string) (string, error) {
+	switch t.kind {
+	case Char:
+		s = strings.TrimRight(s, " ")
+		if t.length > 0 && len(s) > int(t.length) && utf8.RuneCountInString(s) > int(t.length) {
+			return "", errorf(codeStringDataRightTrunc, "value too long for type %s", t.Name())
+		}
+		return s, nil
+	case Varchar:
+		if t.length == 0 || len(s) <= int(t.length) || utf8.RuneCountInString(s) <= int(t.length) {
+			return s, nil
+		}
+		if utf8.RuneCountInString(strings.TrimRight(s, " ")) > int(t.length) {
+			return "", errorf(codeStringDataRightTrunc, "value too long for type %s", t.Name())
+		}
+		return truncateRunes(s, int(t.length)), nil
+	}
+	return s, nil
+}
+
+func truncateRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}
+
+// PadChar pads a stored char(n) value with spaces to n characters, which
+// is how PostgreSQL prints char(n) values.
+func PadChar(s string, n int) string {
+	if c := utf8.RuneCountInString(s); c < n {
+		return s + strings.Repeat(" ", n-c)
+	}
+	return s
+}
+
+// Conform turns a batch computed for a table (by DuckDB, from
+// SELECT CAST(… AS Type.DuckDBType()) …, or received from a client) into a
+// batch of exactly Schema(cols), checking each column on the way:
+//
+//   - NOT NULL columns must have no nulls (23502);
+//   - varchar(n) and char(n) values go through CheckText (22001);
+//   - uuid accepts arrow.uuid, FixedSizeBinary(16), or String in the
+//     textual form DuckDB exports by default (22P02 if malformed);
+//   - json and jsonb accept arrow.json or String (the text is not
+//     re-validated: DuckDB's CAST to JSON validated it);
+//   - timestamptz accepts a microsecond timestamp in any zone (the values
+//     are instants; DuckDB labels them with the session zone);
+//   - every other column must already have the column's Arrow type (42804).
+//
+// The batch must have one column per table column, in order; names are
+// taken from cols. Arrays are shared with rec where no change is needed, so
+// the result must be released independently of rec. table is used only in
+// messages. Errors are *Error.
+func Conform(table string, cols []Column, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	if int(rec.NumCols()) != len(cols) {
+		return nil, errorf(codeDatatypeMismatch, "table %q has %d columns but the batch has %d", table, len(cols), rec.NumCols())
+	}
+	out := make([]arrow.Array, 0, len(cols))
+	defer func() {
+		for _, a := range out {
+			a.Release()
+		}
+	}()
+	for i, c := range cols {
+		a, err := conformColumn(table, c, rec.Column(i), mem)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return array.NewRecordBatch(Schema(cols), out, rec.NumRows()), nil
+}
+
+// conformColumn returns a new reference to an array of c's Arrow type.
+func conformColumn(table string, c Column, a arrow.Array, mem memory.Allocator) (arrow.Array, error) {
+	if c.NotNull && a.NullN() > 0 {
+		return nil, errorf(codeNotNullViolation, "null value in column %q of relation %q violates not-null constraint", c.Name, table)
+	}
+	target := c.Type.ArrowType()
+	src := a.DataType()
+	mismatch := func() error {
+		return errorf(codeDatatypeMismatch, "column %q is of type %s but expression is of Arrow type %s", c.Name, c.Type.Name(), src)
+	}
+	switch c.Type.kind {
+	case Varchar, Char:
+		s, ok := a.(*array.String)
+		if !ok {
+			return nil, mismatch()
+		}
+		return conformText(c.Type, s, mem)
+	case UUID:
+		switch src.ID() {
+		case arrow.EXTENSION:
+			if arrow.TypeEqual(src, target) {
+				a.Retain()
+				return a, nil
+			}
+		case arrow.FIXED_SIZE_BINARY:
+			if src.(*arrow.FixedSizeBinaryType).ByteWidth == 16 {
+				return array.NewExtensionArrayWithStorage(uuidType, a), nil
+			}
+		case arrow.STRING:
+			return parseUUIDs(c, a.(*array.String), mem)
+		}
+		return nil, mismatch()
+	case JSON, JSONB:
+		if arrow.TypeEqual(src, target) {
+			a.Retain()
+			return a, nil
+		}
+		if src.ID() == arrow.STRING {
+			return array.NewExtensionArrayWithStorage(jsonType.(arrow.ExtensionType), a), nil
+		}
+		return nil, mismatch()
+	case Timestamptz:
+		if ts, ok := src.(*arrow.TimestampType); ok && ts.Unit == arrow.Microsecond && ts.TimeZone != "" {
+			return retype(a, target), nil
+		}
+		return nil, mismatch()
+	case Array, Unknown, Invalid:
+		return nil, errorf(codeFeatureNotSupported, "column %q has type %s, which a table cannot store", c.Name, c.Type.Name())
+	}
+	if !arrow.TypeEqual(src, target) {
+		return nil, mismatch()
+	}
+	a.Retain()
+	return a, nil
+}
+
+// retype returns a with another, layout-compatible type, sharing buffers.
+func retype(a arrow.Array, to arrow.DataType) arrow.Array {
+	d := a.Data()
+	nd := array.NewData(to, d.Len(), d.Buffers(), d.Children(), d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd)
+}
+
+// conformText applies CheckText to every value, copying only if a value
+// changes.
+func conformText(t Type, s *array.String, mem memory.Allocator) (arrow.Array, error) {
+	var b *array.StringBuilder
+	for i := 0; i < s.Len(); i++ {
+		if s.IsNull(i) {
+			if b != nil {
+				b.AppendNull()
+			}
+			continue
+		}
+		v := s.Value(i)
+		stored, err := t.CheckText(v)
+		if err != nil {
+			if b != nil {
+				b.Release()
+			}
+			return nil, err
+		}
+		if b == nil && stored != v {
+			b = array.NewStringBuilder(mem)
+			b.Reserve(s.Len())
+			for j := 0; j < i; j++ {
+				if s.IsNull(j) {
+					b.AppendNull()
+				} else {
+					b.Append(s.Value(j))
+				}
+			}
+		}
+		if b != nil {
+			b.Append(stored)
+		}
+	}
+	if b == nil {
+		s.Retain()
+		return s, nil
+	}
+	defer b.Release()
+	return b.NewArray(), nil
+}
+
+func parseUUIDs(c Column, s *array.String, mem memory.Allocator) (arrow.Array, error) {
+	b := extensions.NewUUIDBuilder(mem)
+	defer b.Release()
+	b.Reserve(s.Len())
+	for i := 0; i < s.Len(); i++ {
+		if s.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		u, err := uuid.Parse(s.Value(i))
+		if err != nil {
+			return nil, errorf(codeInvalidTextRepr, "invalid input syntax for type uuid: %q (column %q)", s.Value(i), c.Name)
+		}
+		b.Append(u)
+	}
+	return b.NewArray(), nil
+}
+
+// GoString helps test failure messages.
+func (t Type) GoString() string { return fmt.Sprintf("sqltypes.Type(%s)", t.Name()) }

@@ -46,7 +46,9 @@ type FailoverStats struct {
 //     open at deadEpoch, the entries at or beyond its committed end.
 //  3. Write them as stream objects and commit them at the stream's epoch.
 //  4. Close the streams.
-//  5. Move the WAL trim point past the seal.
+//  5. Move the WAL trim point to the seal. Everything below it is garbage;
+//     the seal itself stays for good, because a writer still running at
+//     deadEpoch would otherwise find its next seq free again.
 //
 // Every step is idempotent, so running Failover again after a crash at any
 // point finishes the job.
@@ -86,7 +88,7 @@ func Failover(ctx context.Context, store objstore.Store, meta Metadata, dead cat
 		stats.Entries += n
 		stats.Streams++
 	}
-	if _, err := meta.Propose(ctx, catalog.CommitWALTrim{Node: dead, NodeEpoch: deadEpoch, TrimSeq: sealSeq + 1, By: opts.By, ByEpoch: opts.ByEpoch}); err != nil {
+	if _, err := meta.Propose(ctx, catalog.CommitWALTrim{Node: dead, NodeEpoch: deadEpoch, TrimSeq: sealSeq, By: opts.By, ByEpoch: opts.ByEpoch}); err != nil {
 		return stats, fmt.Errorf("failover of node %d epoch %d: trim WAL: %w", dead, deadEpoch, err)
 	}
 	opts.Logger.Info("s3stream failover done", "node", dead, "node_epoch", deadEpoch,
@@ -98,14 +100,6 @@ func Failover(ctx context.Context, store objstore.Store, meta Metadata, dead cat
 // first free seq, and returns the entries below the seal by stream.
 func sealAndReplay(ctx context.Context, store objstore.Store, node catalog.NodeID, epoch, trim uint64) (map[catalog.StreamID][]walEntry, uint64, int, error) {
 	entries := make(map[catalog.StreamID][]walEntry)
-	if trim > 0 {
-		// A finished failover leaves the trim just past the seal.
-		if w, err := getWAL(ctx, store, node, epoch, trim-1); err == nil && w.Sealed {
-			return entries, trim - 1, 0, nil
-		} else if err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return nil, 0, 0, err
-		}
-	}
 	replayed := 0
 	for seq := trim; ; {
 		w, err := getWAL(ctx, store, node, epoch, seq)

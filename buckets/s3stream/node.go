@@ -319,7 +319,7 @@ func (n *Node) FlushAll(ctx context.Context) error {
 // trimWAL commits the node's WAL trim point: the lowest seq that still holds
 // an entry not committed to a stream object.
 func (n *Node) trimWAL(ctx context.Context) error {
-	trim := n.wal.durableSeq()
+	trim := n.wal.ackedSeq()
 	for _, s := range n.openStreams() {
 		if seq, ok := s.firstUncommittedSeq(); ok && seq < trim {
 			trim = seq

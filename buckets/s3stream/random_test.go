@@ -113,16 +113,26 @@ func runRandomHistory(t *testing.T, seed uint64, steps int) {
 	}
 
 	takeOver(1)
+	trace := os.Getenv("S3STREAM_TRACE") != ""
 	for step := 0; step < steps; step++ {
-		switch r := rng.IntN(100); {
+		r := rng.IntN(100)
+		if trace {
+			t.Logf("step %d r=%d next id %d leader node %d epoch %d", step, r, nextID+1, leader.node.id, epoch)
+		}
+		switch {
 		case r < 55:
 			appendVia(leader, false)
 		case r < 62 && len(zombies) > 0:
 			appendVia(zombies[rng.IntN(len(zombies))], true)
 		case r < 70:
 			_ = leader.stream.Flush(ctx)
-		case r < 74:
+		case r < 72:
 			_ = leader.node.FlushAll(ctx)
+		case r < 74:
+			// Garbage collection with no grace delay, from the leader's view.
+			if _, err := NewCollector(h.store, leader.node.meta, 0).Collect(ctx); err != nil && !errors.Is(err, objstore.ErrInjected) {
+				t.Fatalf("seed %d: gc: %v", seed, err)
+			}
 		case r < 80:
 			// Store faults for a while: errors or lost responses on puts.
 			rule := objstore.Rule{Ops: objstore.OpPut, Times: 1 + rng.IntN(3), Prob: 0.5}

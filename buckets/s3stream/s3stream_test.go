@@ -253,6 +253,11 @@ func TestZombieLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := mustOpen(t, b, sid, 2)
+	// Garbage collection of the sealed WAL must keep the seal: otherwise the
+	// zombie's next create-only put would find its seq free again.
+	if _, err := NewCollector(h.store, b.meta, 0).Collect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 
 	// The zombie is fenced: its appends fail from here on.
 	deadline := time.Now().Add(5 * time.Second)

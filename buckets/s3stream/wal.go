@@ -52,9 +52,13 @@ type wal struct {
 		pendingBytes int
 		nextSeq      uint64
 		uploads      map[uint64]*walUpload // batched, not yet acknowledged
-		// durable: every WAL object with seq < durable is durable and its
-		// entries acknowledged.
+		// durable: every WAL object with seq < durable is durable.
 		durable uint64
+		// acked: every WAL object with seq < acked is durable and its entries
+		// have been handed to their streams. It trails durable while complete
+		// runs; the WAL trim point is computed from it, never from durable,
+		// or it could pass entries that no stream holds yet.
+		acked uint64
 		// failed is sticky: the WAL is fenced or the node closed.
 		failed   error
 		buffered int64
@@ -238,6 +242,7 @@ func (w *wal) complete(u *walUpload) {
 		w.mu.durable++
 	}
 	failed := w.mu.failed
+	durable := w.mu.durable
 	w.mu.Unlock()
 	if failed != nil {
 		return
@@ -248,6 +253,9 @@ func (w *wal) complete(u *walUpload) {
 			p.finish(nil)
 		}
 	}
+	w.mu.Lock()
+	w.mu.acked = durable
+	w.mu.Unlock()
 }
 
 // notifyFrom fails the appenders of upload seq and of everything after it.
@@ -286,11 +294,12 @@ func (w *wal) fail(err error) {
 	}
 }
 
-// durableSeq is the first WAL seq not yet durable and acknowledged.
-func (w *wal) durableSeq() uint64 {
+// ackedSeq is the first WAL seq whose entries are not all held by their
+// streams yet.
+func (w *wal) ackedSeq() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.mu.durable
+	return w.mu.acked
 }
 
 func (w *wal) shouldTrim(trim uint64) bool {

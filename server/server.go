@@ -118,6 +118,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	}
 	s.liveness = catalog.NewEtcdLiveness(s.client, cfg.Cluster)
 	s.election = catalog.NewEtcdElection(s.client, cfg.Cluster)
+	// A dead coordinator must lose the lease as fast as a dead node loses
+	// liveness.
+	s.election.TTL = cfg.LeaseTTL
 	s.metrics = newMetrics(s)
 
 	runCtx, cancel := context.WithCancel(context.Background())

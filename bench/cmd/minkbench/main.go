@@ -30,6 +30,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunObjstore(ctx, os.Stdout, cfg)
 	},
+	"metadata": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.MetadataConfig{Dir: dir}
+		if quick {
+			cfg.Proposals = 200
+		}
+		return bench.RunMetadata(ctx, os.Stdout, cfg)
+	},
 	"s3stream": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.S3StreamConfig{Dir: dir}
 		if quick {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/internal/s3test"
 	"github.com/minkdb/mink/server"
 )
 
@@ -74,6 +77,7 @@ func freePort(t *testing.T, pair bool) int {
 type node struct {
 	t       *testing.T
 	args    []string
+	env     []string
 	admin   string
 	cmd     *exec.Cmd
 	mu      sync.Mutex
@@ -121,6 +125,7 @@ func newNode(t *testing.T, o nodeOpts) *node {
 func (n *node) start() {
 	n.t.Helper()
 	n.cmd = exec.Command(minkBin, n.args...)
+	n.cmd.Env = append(os.Environ(), n.env...)
 	n.stderr.Reset()
 	n.cmd.Stderr = &lockedWriter{mu: &n.mu, w: &n.stderr}
 	n.exited = make(chan struct{})
@@ -419,4 +424,65 @@ func TestConfigFile(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, `unknown key "no-such-key"`) {
 		t.Fatalf("bad config key: exit %d\n%s", code, errOut)
 	}
+}
+
+// Two nodes share an external etcd and a versitygw S3 store: both register
+// and are live; when the coordinator is killed with SIGKILL, it leaves the
+// live set after lease_ttl and the other node takes the coordinator lease
+// with the next coordinator epoch. The restarted node gets a new node epoch.
+func TestTwoNodesSharedEtcdAndS3(t *testing.T) {
+	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
+		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	s3 := s3test.Start(t)
+	endpoints := strings.Join(etcd.Endpoints(), ",")
+	extra := []string{"--object-store", s3.URL("cluster"), "--s3-endpoint", s3.Endpoint, "--coordinator-tick", "200ms"}
+	env := []string{"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey, "AWS_REGION=" + s3.Region}
+
+	n1 := newNode(t, nodeOpts{nodeID: 1, etcd: endpoints, leaseTTL: "2s", extra: extra})
+	n1.env = env
+	n1.start()
+	n1.waitHealthy()
+	n2 := newNode(t, nodeOpts{nodeID: 2, etcd: endpoints, leaseTTL: "2s", extra: extra})
+	n2.env = env
+	n2.start()
+	n2.waitHealthy()
+
+	var st server.ClusterStatus
+	waitFor(t, 30*time.Second, "both nodes live, node 1 coordinator", func() bool {
+		st = clusterStatus(t, n2.admin)
+		a, _ := findNode(st, 1)
+		b, _ := findNode(st, 2)
+		return a.Live && b.Live && st.Coordinator.Node == 1 && st.Coordinator.Epoch == 1
+	})
+	if b, _ := findNode(st, 2); b.Epoch != 1 || !strings.HasSuffix(b.Addrs.Admin, n2.admin[strings.LastIndex(n2.admin, ":"):]) {
+		t.Fatalf("node 2 as seen from node 2: %+v", b)
+	}
+
+	killed := time.Now()
+	n1.kill()
+	waitFor(t, 30*time.Second, "node 1 dead and node 2 coordinator", func() bool {
+		st = clusterStatus(t, n2.admin)
+		a, _ := findNode(st, 1)
+		return !a.Live && st.Coordinator.Node == 2 && st.Coordinator.Epoch == 2 && st.Coordinator.LeaseHolder == 2
+	})
+	t.Logf("coordinator moved %v after kill -9 (lease ttl 2s)", time.Since(killed).Round(10*time.Millisecond))
+
+	n1.start()
+	n1.waitHealthy()
+	waitFor(t, 30*time.Second, "node 1 back with epoch 2", func() bool {
+		st = clusterStatus(t, n1.admin)
+		a, _ := findNode(st, 1)
+		return a.Live && a.Epoch == 2
+	})
+	if st.Coordinator.Node != 2 {
+		t.Fatalf("the coordinator moved back to node 1 by itself: %+v", st.Coordinator)
+	}
+	n1.stop()
+	n2.stop()
 }

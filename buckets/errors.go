@@ -1,0 +1,32 @@
+package buckets
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/minkdb/mink/catalog"
+)
+
+// ErrUnavailable: the bucket has a leader but is not serving yet (it is
+// opening, taking over, or has no leader assigned). Retry after a moment.
+var ErrUnavailable = errors.New("bucket unavailable")
+
+// NotLeaderError: another node leads the bucket. To is that node's
+// advertised Flight address (empty if unknown); clients retry there.
+type NotLeaderError struct {
+	Bucket catalog.BucketID
+	Leader catalog.NodeID
+	To     string
+}
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("bucket %d is led by node %d at %s, not by this node", e.Bucket, e.Leader, e.To)
+}
+
+// ErrNotLeader matches any *NotLeaderError with errors.Is.
+var ErrNotLeader = errors.New("not the bucket leader")
+
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// ErrNoSuchBucket: the bucket is not in the view (dropped, or never existed).
+var ErrNoSuchBucket = errors.New("no such bucket")

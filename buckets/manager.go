@@ -1,0 +1,314 @@
+package buckets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/buckets/s3stream"
+	"github.com/minkdb/mink/catalog"
+)
+
+// Metadata is what the manager needs from the metadata log;
+// *catalog.Catalog implements it.
+type Metadata interface {
+	s3stream.Metadata
+	Changed() <-chan struct{}
+}
+
+// Config configures a Manager.
+type Config struct {
+	Node      catalog.NodeID
+	NodeEpoch uint64
+	Meta      Metadata
+	Store     objstore.Store
+	// Live reports whether a node holds its liveness lease.
+	Live func(catalog.NodeID) bool
+	// Stream is the template for the node's s3stream configuration; Node,
+	// NodeEpoch, Store, Meta and Logger are filled in.
+	Stream s3stream.Config
+	// SyncInterval is how often the sync task runs without a view change
+	// (to retry HeldBy). Default 500 ms.
+	SyncInterval time.Duration
+	Logger       *slog.Logger
+	// OnFenced is called once if the node's s3stream epoch is fenced; the
+	// owner must register the node again and start a new Manager.
+	OnFenced func(err error)
+}
+
+// Manager runs a node's buckets for one node epoch.
+type Manager struct {
+	cfg  Config
+	node *s3stream.Node
+	kick chan struct{}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		open map[catalog.BucketID]*LogBucket
+		busy map[catalog.BucketID]bool // an action is running for the bucket
+		closed bool
+	}
+	fencedOnce sync.Once
+}
+
+// NewManager starts the node's s3stream node and the sync task.
+func NewManager(cfg Config) (*Manager, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SyncInterval == 0 {
+		cfg.SyncInterval = 500 * time.Millisecond
+	}
+	if cfg.Live == nil {
+		return nil, fmt.Errorf("buckets: Config.Live is required")
+	}
+	sc := cfg.Stream
+	sc.Node, sc.NodeEpoch, sc.Store, sc.Meta, sc.Logger = cfg.Node, cfg.NodeEpoch, cfg.Store, cfg.Meta, cfg.Logger
+	node, err := s3stream.NewNode(sc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{cfg: cfg, node: node, kick: make(chan struct{}, 1), cancel: cancel}
+	m.mu.open = make(map[catalog.BucketID]*LogBucket)
+	m.mu.busy = make(map[catalog.BucketID]bool)
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.syncLoop(ctx) }()
+	return m, nil
+}
+
+// Reader returns the reader of committed stream data.
+func (m *Manager) Reader() *s3stream.Reader { return m.node.Reader() }
+
+// Kick makes the sync task run now.
+func (m *Manager) Kick() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) syncLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		changed := m.cfg.Meta.Changed()
+		m.syncOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-m.kick:
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Manager) syncOnce(ctx context.Context) {
+	if err := m.node.Fenced(); err != nil {
+		m.fenced(err)
+		return
+	}
+	m.mu.Lock()
+	local := localState{open: make(map[catalog.BucketID]uint64, len(m.mu.open)), busy: make(map[catalog.BucketID]bool, len(m.mu.busy))}
+	for id, b := range m.mu.open {
+		local.open[id] = b.epoch
+	}
+	for id := range m.mu.busy {
+		local.busy[id] = true
+	}
+	m.mu.Unlock()
+	var actions []action
+	m.cfg.Meta.Read(func(v *catalog.View) {
+		actions = decide(v, m.cfg.Node, m.cfg.NodeEpoch, m.cfg.Live, local)
+	})
+	for _, a := range actions {
+		if a.kind == actWait {
+			continue
+		}
+		m.mu.Lock()
+		if m.mu.closed || m.mu.busy[a.bucket] {
+			m.mu.Unlock()
+			continue
+		}
+		m.mu.busy[a.bucket] = true
+		m.mu.Unlock()
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			err := m.act(ctx, a)
+			m.mu.Lock()
+			delete(m.mu.busy, a.bucket)
+			m.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				m.cfg.Logger.Warn("bucket sync step failed; will retry", "action", a.String(), "err", err)
+			}
+			m.Kick()
+		}()
+	}
+}
+
+// act carries out one action.
+func (m *Manager) act(ctx context.Context, a action) error {
+	opts := s3stream.FailoverOptions{By: m.cfg.Node, ByEpoch: m.cfg.NodeEpoch, Logger: m.cfg.Logger}
+	switch a.kind {
+	case actOpen:
+		stream, err := m.node.OpenStream(ctx, catalog.StreamID(a.bucket), a.epoch)
+		if err != nil {
+			return err
+		}
+		m.mu.Lock()
+		m.mu.open[a.bucket] = &LogBucket{id: a.bucket, epoch: a.epoch, stream: stream}
+		m.mu.Unlock()
+		m.cfg.Logger.Info("bucket open", "bucket", a.bucket, "leader_epoch", a.epoch, "end", stream.End())
+	case actRenew:
+		out, err := m.cfg.Meta.Propose(ctx, catalog.LeadBucket{Bucket: a.bucket, Node: m.cfg.Node, ExpectLeaderEpoch: a.epoch, NodeEpoch: m.cfg.NodeEpoch})
+		if err != nil {
+			return fmt.Errorf("renew leader epoch of bucket %d: %w", a.bucket, err)
+		}
+		m.cfg.Logger.Info("bucket leader epoch renewed", "bucket", a.bucket, "leader_epoch", out.Epoch)
+	case actRecover:
+		st, err := s3stream.RecoverNode(ctx, m.cfg.Store, m.cfg.Meta, m.cfg.Node, opts)
+		if err != nil {
+			return fmt.Errorf("recover this node's earlier epochs: %w", err)
+		}
+		m.cfg.Logger.Info("recovered earlier epochs of this node", "entries", st.Entries, "streams", st.Streams, "wal_objects", st.WALObjects)
+	case actTakeover:
+		if err := m.fence(ctx, a.holder, a.holderEpoch); err != nil {
+			return err
+		}
+		st, err := s3stream.Failover(ctx, m.cfg.Store, m.cfg.Meta, a.holder, a.holderEpoch, opts)
+		if err != nil {
+			return fmt.Errorf("take over from node %d epoch %d: %w", a.holder, a.holderEpoch, err)
+		}
+		m.cfg.Logger.Info("took over from dead node", "holder", a.holder, "holder_epoch", a.holderEpoch, "entries", st.Entries, "streams", st.Streams)
+	case actClose:
+		m.mu.Lock()
+		b := m.mu.open[a.bucket]
+		m.mu.Unlock()
+		if b == nil {
+			return nil
+		}
+		err := b.stream.Close(ctx)
+		if err != nil && !errors.Is(err, s3stream.ErrFenced) {
+			return fmt.Errorf("close bucket %d: %w", a.bucket, err)
+		}
+		m.mu.Lock()
+		delete(m.mu.open, a.bucket)
+		m.mu.Unlock()
+		m.cfg.Logger.Info("bucket closed", "bucket", a.bucket, "leader_epoch", a.epoch, "err", err)
+	}
+	return nil
+}
+
+// fence bumps a dead holder's node epoch so that its WAL can be sealed,
+// unless it has moved on already (it re-registered, or another node fenced
+// it first).
+func (m *Manager) fence(ctx context.Context, holder catalog.NodeID, holderEpoch uint64) error {
+	var current uint64
+	m.cfg.Meta.Read(func(v *catalog.View) {
+		if n, ok := v.Nodes[holder]; ok {
+			current = n.Epoch
+		}
+	})
+	if current > holderEpoch {
+		return nil
+	}
+	_, err := m.cfg.Meta.Propose(ctx, catalog.RegisterNode{Node: holder, ExpectEpoch: holderEpoch})
+	if err != nil && !errors.Is(err, catalog.ErrStaleEpoch) {
+		return fmt.Errorf("fence node %d epoch %d: %w", holder, holderEpoch, err)
+	}
+	return nil
+}
+
+func (m *Manager) fenced(err error) {
+	m.fencedOnce.Do(func() {
+		m.cfg.Logger.Error("node fenced: stop serving buckets", "err", err)
+		if m.cfg.OnFenced != nil {
+			go m.cfg.OnFenced(err)
+		}
+	})
+}
+
+// Bucket returns the log bucket if this node leads it and has it open, a
+// *NotLeaderError naming the leader, or ErrUnavailable.
+func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
+	m.mu.Lock()
+	b := m.mu.open[id]
+	m.mu.Unlock()
+	var err error
+	m.cfg.Meta.Read(func(v *catalog.View) {
+		vb, ok := v.Buckets[id]
+		switch {
+		case !ok:
+			err = fmt.Errorf("bucket %d: %w", id, ErrNoSuchBucket)
+		case vb.Leader == 0:
+			err = fmt.Errorf("bucket %d has no leader yet: %w", id, ErrUnavailable)
+		case vb.Leader != m.cfg.Node:
+			nle := &NotLeaderError{Bucket: id, Leader: vb.Leader}
+			if n, ok := v.Nodes[vb.Leader]; ok {
+				nle.To = n.Addrs.Flight
+			}
+			err = nle
+		case b == nil || b.epoch != vb.LeaderEpoch:
+			err = fmt.Errorf("bucket %d is opening on this node: %w", id, ErrUnavailable)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if serr := b.stream.Err(); serr != nil {
+		return nil, fmt.Errorf("bucket %d: %w: %v", id, ErrUnavailable, serr)
+	}
+	return b, nil
+}
+
+
+// ReadCommitted returns the committed batches of bucket id overlapping
+// [from, to), from stream objects; any node can serve it.
+func (m *Manager) ReadCommitted(ctx context.Context, id catalog.BucketID, from, to uint64) ([]Batch, error) {
+	entries, err := m.node.Reader().Read(ctx, catalog.StreamID(id), from, to)
+	if err != nil {
+		return nil, err
+	}
+	return decodeEntries(entries)
+}
+
+// Close stops the sync task and the node's s3stream goroutines. Open
+// buckets are abandoned, not closed: their acknowledged data is in the WAL,
+// and the next start of this node (or a node taking over) recovers it. Use
+// CloseBuckets first for a clean hand-over.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.mu.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	return m.node.Close()
+}
+
+// CloseBuckets closes every open bucket cleanly: flush, commit, CloseStream.
+// A restart then takes the "closed at the current leader epoch" path.
+func (m *Manager) CloseBuckets(ctx context.Context) error {
+	m.mu.Lock()
+	m.mu.closed = true
+	open := make([]*LogBucket, 0, len(m.mu.open))
+	for _, b := range m.mu.open {
+		open = append(open, b)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, b := range open {
+		if err := b.stream.Close(ctx); err != nil && !errors.Is(err, s3stream.ErrFenced) {
+			errs = append(errs, fmt.Errorf("close bucket %d: %w", b.id, err))
+		}
+	}
+	return errors.Join(errs...)
+}

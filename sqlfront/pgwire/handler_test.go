@@ -39,6 +39,9 @@ type testHandler struct {
 	prepares   atomic.Int64
 	sessions   atomic.Int64  // open sessions
 	sleeping   chan struct{} // receives when pg_sleep starts, if non-nil
+	// fuzzing makes pg_sleep fail at once and COPY keep no rows, so that a
+	// fuzzer can run for hours.
+	fuzzing bool
 
 	mu struct {
 		sync.Mutex
@@ -182,7 +185,10 @@ func (s *testSession) Prepare(ctx context.Context, sql string, paramOIDs []uint3
 		return nil, &Error{Code: CodeUndefinedTable, Message: `relation "missing" does not exist`, Position: 15}
 	case strings.HasPrefix(q, "select $"):
 		for _, m := range paramRE.FindAllStringSubmatch(q, -1) {
-			n, _ := strconv.Atoi(m[1])
+			n, err := strconv.Atoi(m[1])
+			if err != nil || n < 1 || n > 100 {
+				return nil, Errorf(CodeProgramLimitExceeded, "parameter $%s out of range", m[1])
+			}
 			for len(st.params) < n {
 				st.params = append(st.params, 0)
 			}
@@ -288,6 +294,9 @@ func (st *testStmt) Execute(ctx context.Context, params []any) (Result, error) {
 		n, _ := strconv.ParseInt(seriesRE.FindStringSubmatch(q)[1], 10, 64)
 		return Result{Rows: &seriesRows{n: n, columns: st.columns}}, nil
 	case q == "select pg_sleep":
+		if h.fuzzing {
+			return Result{}, Errorf(CodeFeatureNotSupported, "no sleeping while fuzzing")
+		}
 		if h.sleeping != nil {
 			h.sleeping <- struct{}{}
 		}
@@ -414,7 +423,9 @@ func (s *testSink) Commit(ctx context.Context, rows int64) error {
 	}
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
-	s.h.mu.c = append(s.h.mu.c, s.staged...)
+	if !s.h.fuzzing {
+		s.h.mu.c = append(s.h.mu.c, s.staged...)
+	}
 	s.h.mu.commits++
 	return nil
 }
@@ -422,7 +433,9 @@ func (s *testSink) Commit(ctx context.Context, rows int64) error {
 func (s *testSink) Abort(ctx context.Context, cause error) {
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
-	s.h.mu.aborts = append(s.h.mu.aborts, cause)
+	if !s.h.fuzzing {
+		s.h.mu.aborts = append(s.h.mu.aborts, cause)
+	}
 }
 
 // seriesRows yields 1..n lazily.

@@ -473,3 +473,41 @@ func TestCopyBinaryParser(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeNumericBinary(t *testing.T) {
+	c := newCodec(time.UTC)
+	for _, s := range []string{"0", "0.00", "1.50", "-1.50", "123456789012345678901234567890.123456789", "100", "1e20", "0.0001", "-0.000123400", "NaN", "Infinity", "-Infinity", "99990000"} {
+		v, err := c.decode(pgtype.NumericOID, textFormat, []byte(s))
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		// pgtype's encoder is the reference for the binary format.
+		bin, _, err := c.encode(nil, pgtype.NumericOID, binaryFormat, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeNumericBinary(bin)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		text, _, _ := c.encode(nil, pgtype.NumericOID, textFormat, got)
+		want, _, _ := c.encode(nil, pgtype.NumericOID, textFormat, v)
+		if string(text) != string(want) {
+			t.Errorf("%s: binary round trip gives %s, want %s", s, text, want)
+		}
+	}
+	// A huge weight with a scale costs little and yields the exact value.
+	start := time.Now()
+	v, err := decodeNumericBinary([]byte{0, 1, 0x7f, 0xff, 0, 0, 0x3f, 0xff, 0, 7})
+	if err != nil || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("huge numeric: %v after %v", err, time.Since(start))
+	}
+	if n := v.(pgtype.Numeric); n.Exp != -16383 || len(n.Int.String()) != 1+4*32767+16383 {
+		t.Fatalf("huge numeric has %d digits, exp %d", len(n.Int.String()), n.Exp)
+	}
+	for _, bad := range [][]byte{{0, 1}, {0, 1, 0, 0, 0x12, 0x34, 0, 0, 0, 1}, {0, 1, 0, 0, 0, 0, 0, 0, 0x27, 0x10}, {0, 2, 0, 0, 0, 0, 0, 0, 0, 1}} {
+		if _, err := decodeNumericBinary(bad); err == nil {
+			t.Errorf("accepted %x", bad)
+		}
+	}
+}

@@ -64,6 +64,9 @@ type conn struct {
 	// the end of a transaction block.
 	txStatus  TxStatus
 	unflushed int // bytes of DataRow and CopyData sent since the last flush
+	// errPosShift is added to error positions while a statement of a
+	// multi-statement simple Query runs (Statement.Offset in characters).
+	errPosShift int32
 
 	// Reused by sendDataRow.
 	rowBuf     []byte
@@ -264,6 +267,11 @@ func (c *conn) sendError(ctx context.Context, err error) error {
 	e := toError(ctx, err)
 	if e.Code == CodeInternalError && e.Err != nil {
 		c.log.Warn("pgwire: internal error", "err", e.Err)
+	}
+	if e.Position > 0 && c.errPosShift > 0 {
+		shifted := *e // the handler's *Error may be shared; do not modify it
+		shifted.Position += c.errPosShift
+		e = &shifted
 	}
 	if e.Severity == SeverityFatal {
 		return c.sendFatal(e)

@@ -328,7 +328,7 @@ func (st *testStmt) Execute(ctx context.Context, params []any) (Result, error) {
 		return Result{Tag: "CREATE TABLE"}, nil
 	case failRE.MatchString(q):
 		code := failRE.FindStringSubmatch(q)[1]
-		return Result{}, &Error{Code: strings.ToUpper(code), Message: "failed on purpose", Detail: "some detail", Hint: "some hint"}
+		return Result{}, &Error{Code: strings.ToUpper(code), Message: "failed on purpose", Detail: "some detail", Hint: "some hint", Position: 1}
 	case setTZRE.MatchString(q):
 		st.s.params["TimeZone"] = setTZRE.FindStringSubmatch(st.origTrimmed())[1]
 		return Result{Tag: "SET"}, nil

@@ -68,7 +68,7 @@ func (c *conn) runSimple(ctx context.Context, query string) error {
 		return nil
 	}
 	for _, st := range stmts {
-		ok, err := c.runSimpleStatement(ctx, query, st)
+		ok, err := c.runSimpleStatement(ctx, query, st, len(stmts) == 1)
 		if err != nil {
 			return err
 		}
@@ -84,12 +84,22 @@ func (c *conn) runSimple(ctx context.Context, query string) error {
 
 // runSimpleStatement prepares and runs one statement of a Query message. ok
 // is false when an error was sent.
-func (c *conn) runSimpleStatement(ctx context.Context, query string, st Statement) (ok bool, fatal error) {
+func (c *conn) runSimpleStatement(ctx context.Context, query string, st Statement, only bool) (ok bool, fatal error) {
+	// Positions in this statement's errors count from the start of query.
+	if st.Offset > 0 && st.Offset <= len(query) {
+		c.errPosShift = int32(utf8.RuneCountInString(query[:st.Offset]))
+		defer func() { c.errPosShift = 0 }()
+	}
 	e, err := c.prepare(ctx, st.SQL, nil)
 	if err != nil {
-		return false, c.sendError(ctx, shiftPosition(err, query, st.Offset))
+		return false, c.sendError(ctx, err)
 	}
 	defer e.release()
+	if e.ps == nil && !only {
+		// An empty statement among others (a comment between two
+		// semicolons) produces nothing, as in PostgreSQL.
+		return true, nil
+	}
 	if n := len(e.paramOIDs); n > 0 {
 		return false, c.sendError(ctx, Errorf(CodeProtocolViolation,
 			"bind message supplies 0 parameters, but prepared statement \"\" requires %d", n))
@@ -102,18 +112,6 @@ func (c *conn) runSimpleStatement(ctx context.Context, query string, st Statemen
 		c.afterStatement(nil)
 	}
 	return ok, fatal
-}
-
-// shiftPosition makes the Position of a statement's error count from the
-// start of the whole query string.
-func shiftPosition(err error, query string, offset int) error {
-	var e *Error
-	if !errors.As(err, &e) || e.Position <= 0 || offset <= 0 || offset > len(query) {
-		return err
-	}
-	shifted := *e
-	shifted.Position += int32(utf8.RuneCountInString(query[:offset]))
-	return &shifted
 }
 
 // prepare prepares a statement through the session.

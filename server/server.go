@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
 )
@@ -31,6 +34,7 @@ type Server struct {
 	store    objstore.Store
 	cat      *catalog.Catalog
 	liveness *catalog.EtcdLiveness
+	live     *catalog.LiveCache // the live nodes, kept current by a watch
 	election *catalog.EtcdElection
 	admin    *http.Server
 	adminLn  net.Listener
@@ -38,6 +42,8 @@ type Server struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// refenced is signalled when the node's storage epoch is fenced.
+	refenced chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -47,7 +53,10 @@ type Server struct {
 		// lease and is registered as coordinator.
 		coordinatorEpoch uint64
 		live             bool
+		// buckets runs this node epoch's buckets; replaced on re-registration.
+		buckets *buckets.Manager
 	}
+	cache *s3stream.Cache
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -63,7 +72,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, logger: logger.With("node", cfg.NodeID)}
+	s := &Server{cfg: cfg, logger: logger.With("node", cfg.NodeID), refenced: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -121,6 +130,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	// A dead coordinator must lose the lease as fast as a dead node loses
 	// liveness.
 	s.election.TTL = cfg.LeaseTTL
+	if s.live, err = s.liveness.Watch(ctx); err != nil {
+		return nil, fmt.Errorf("watch live nodes: %w", err)
+	}
 	s.metrics = newMetrics(s)
 
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -133,6 +145,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	session, err := s.liveness.KeepAlive(ctx, catalog.NodeID(cfg.NodeID), s.liveInfo(epoch), cfg.LeaseTTL)
 	if err != nil {
 		return nil, fmt.Errorf("start heartbeat: %w", err)
+	}
+	if s.cache, err = s3stream.NewCache(filepath.Join(cfg.DataDir, "cache"), 1<<30); err != nil {
+		session.Close()
+		return nil, err
+	}
+	if err := s.startBuckets(epoch); err != nil {
+		session.Close()
+		return nil, err
 	}
 	s.setLive(true)
 	s.logger.Info("node registered", "epoch", epoch, "lease_ttl", cfg.LeaseTTL)
@@ -198,16 +218,23 @@ func (s *Server) heartbeat(ctx context.Context, session *catalog.LivenessSession
 			cancel()
 			return
 		case <-session.Lost():
+			s.logger.Warn("liveness lease lost; registering again with a new epoch")
+		case <-s.refenced:
+			s.logger.Warn("this node epoch was fenced; registering again with a new epoch")
+			session.Revoke(ctx)
 		}
 		s.setLive(false)
-		s.logger.Warn("liveness lease lost; registering again with a new epoch")
 		for {
 			if ctx.Err() != nil {
 				return
 			}
+			s.stopBuckets(false)
 			epoch, err := s.register(ctx)
 			if err == nil {
 				session, err = s.liveness.KeepAlive(ctx, catalog.NodeID(s.cfg.NodeID), s.liveInfo(epoch), s.cfg.LeaseTTL)
+			}
+			if err == nil {
+				err = s.startBuckets(epoch)
 			}
 			if err == nil {
 				s.setLive(true)
@@ -251,11 +278,24 @@ func (s *Server) campaign(ctx context.Context) {
 		s.mu.coordinatorEpoch = epoch
 		s.mu.Unlock()
 		s.logger.Info("coordinator lease acquired", "coordinator_epoch", epoch)
+		leadCtx, stopLead := context.WithCancel(ctx)
+		coordDone := make(chan struct{})
+		go func() {
+			defer close(coordDone)
+			s.coordinate(leadCtx, epoch, s.live)
+		}()
 		select {
 		case <-ctx.Done():
 		case <-leadership.Done():
 			s.logger.Warn("coordinator lease lost", "coordinator_epoch", epoch)
+		case <-coordDone:
+			// Stale epoch: another node registered as coordinator.
+			resignCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			leadership.Resign(resignCtx)
+			cancel()
 		}
+		stopLead()
+		<-coordDone
 		s.mu.Lock()
 		s.mu.coordinatorEpoch = 0
 		s.mu.Unlock()
@@ -281,6 +321,57 @@ func (s *Server) registerCoordinator(ctx context.Context) (uint64, error) {
 		}
 		sleepCtx(ctx, 50*time.Millisecond)
 	}
+}
+
+// startBuckets starts the bucket manager for node epoch epoch.
+func (s *Server) startBuckets(epoch uint64) error {
+	stream := s3stream.Config{Cache: s.cache}
+	if strings.HasPrefix(s.cfg.ObjectStore, "s3://") {
+		stream.BatchWindow = s3stream.DefaultS3BatchWindow
+	}
+	m, err := buckets.NewManager(buckets.Config{
+		Node: catalog.NodeID(s.cfg.NodeID), NodeEpoch: epoch, Meta: s.cat, Store: s.store,
+		Live: s.live.IsLive, Stream: stream, Logger: s.logger,
+		OnFenced: func(error) {
+			select {
+			case s.refenced <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("start buckets: %w", err)
+	}
+	s.mu.Lock()
+	s.mu.buckets = m
+	s.mu.Unlock()
+	return nil
+}
+
+// stopBuckets stops the bucket manager; clean closes the buckets first.
+func (s *Server) stopBuckets(clean bool) {
+	s.mu.Lock()
+	m := s.mu.buckets
+	s.mu.buckets = nil
+	s.mu.Unlock()
+	if m == nil {
+		return
+	}
+	if clean {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := m.CloseBuckets(ctx); err != nil {
+			s.logger.Warn("closing buckets at shutdown failed; the next start recovers them from the WAL", "err", err)
+		}
+		cancel()
+	}
+	m.Close()
+}
+
+// Buckets is the current bucket manager, or nil while re-registering.
+func (s *Server) Buckets() *buckets.Manager {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.buckets
 }
 
 // NodeEpoch is the node's current epoch.
@@ -309,10 +400,17 @@ func (s *Server) Close() error {
 			_ = s.admin.Shutdown(shutCtx)
 			cancel()
 		}
+		// Hand buckets over cleanly (flush, commit, close their streams) while
+		// the heartbeat still runs, so that a restart takes the renewal path
+		// and other nodes need no failover.
+		s.stopBuckets(true)
 		if s.cancel != nil {
 			s.cancel()
 		}
 		s.wg.Wait()
+		if s.live != nil {
+			s.live.Close()
+		}
 		if s.cat != nil {
 			s.closeErr = errors.Join(s.closeErr, s.cat.Close())
 		}

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/minkdb/mink/catalog"
+)
+
+func applyAll(t *testing.T, recs ...catalog.Record) *catalog.View {
+	t.Helper()
+	v := catalog.NewView()
+	for _, r := range recs {
+		if out := catalog.Apply(v, v.Index+1, r); out.Err != nil {
+			t.Fatalf("%T: %v", r, out.Err)
+		}
+	}
+	return v
+}
+
+func table(name string, buckets int) catalog.CreateTable {
+	return catalog.CreateTable{Spec: catalog.TableSpec{Name: name, Columns: []catalog.Column{{Name: "a", Type: "bigint"}}, Buckets: buckets}}
+}
+
+func describe(plan []catalog.LeadBucket) string {
+	s := ""
+	for _, lb := range plan {
+		s += fmt.Sprintf("%d→%d ", lb.Bucket, lb.Node)
+	}
+	return s
+}
+
+func TestPlanAssign(t *testing.T) {
+	v := applyAll(t, catalog.RegisterNode{Node: 1}, catalog.RegisterNode{Node: 2}, catalog.RegisterNode{Node: 3},
+		table("a", 4), table("b", 2))
+	// Table a has buckets 2..5, table b 7..8. With start 1: bucket i of a
+	// goes to live[(i+1)%3], and b starts one node later.
+	got := describe(planAssign(v, []catalog.NodeID{1, 2, 3}, 1, 9))
+	if want := "2→2 3→3 4→1 5→2 7→3 8→1 "; got != want {
+		t.Fatalf("assign: %s, want %s", got, want)
+	}
+	for _, lb := range planAssign(v, []catalog.NodeID{1, 2, 3}, 1, 9) {
+		if lb.CoordinatorEpoch != 9 {
+			t.Fatalf("LeadBucket without the coordinator epoch: %+v", lb)
+		}
+	}
+	if plan := planAssign(v, nil, 0, 9); plan != nil {
+		t.Fatalf("assigned with no live node: %v", describe(plan))
+	}
+}
+
+func TestPlanFailover(t *testing.T) {
+	v := applyAll(t, catalog.RegisterNode{Node: 1}, catalog.RegisterNode{Node: 2}, catalog.RegisterNode{Node: 3},
+		catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1}, table("a", 5))
+	for i, n := range []catalog.NodeID{1, 2, 2, 3, 3} {
+		if out := catalog.Apply(v, v.Index+1, catalog.LeadBucket{Bucket: catalog.BucketID(2 + i), Node: n, CoordinatorEpoch: 1}); out.Err != nil {
+			t.Fatal(out.Err)
+		}
+	}
+	// Node 3 dies: its buckets 5 and 6 go to the least loaded live node,
+	// node 1 (load 1) first, then the tie between 1 and 2 goes to 1.
+	if got, want := describe(planFailover(v, []catalog.NodeID{1, 2}, 1)), "5→1 6→1 "; got != want {
+		t.Fatalf("failover: %s, want %s", got, want)
+	}
+	// Nothing to do while everyone is live; a joining node moves nothing.
+	if plan := planFailover(v, []catalog.NodeID{1, 2, 3, 4}, 1); plan != nil {
+		t.Fatalf("failover with all live: %s", describe(plan))
+	}
+}

@@ -101,8 +101,7 @@ func (c *conn) runSimpleStatement(ctx context.Context, query string, st Statemen
 		return true, nil
 	}
 	if n := len(e.paramOIDs); n > 0 {
-		return false, c.sendError(ctx, Errorf(CodeProtocolViolation,
-			"bind message supplies 0 parameters, but prepared statement \"\" requires %d", n))
+		return false, c.sendError(ctx, Errorf(CodeUndefinedParameter, "there is no parameter $%d", n))
 	}
 	p := &portal{stmt: e, formats: make([]int16, len(e.columns))}
 	e.refs++

@@ -119,7 +119,7 @@ func FromDuckDB(name string) Type {
 		return Of(Bytea)
 	case "DATE":
 		return Of(Date)
-	case "TIME":
+	case "TIME", "TIME_NS":
 		return Of(Time)
 	case "TIMESTAMP", "DATETIME", "TIMESTAMP_US", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS":
 		return Of(Timestamp)

@@ -172,21 +172,27 @@ func (c *conn) close() {
 	if c.readerDone != nil {
 		<-c.readerDone
 	}
-	// Handler code runs below; a panic in it must not escape the goroutine.
-	defer func() {
-		if r := recover(); r != nil {
-			c.log.Error("pgwire: panic closing session", "panic", r, "stack", string(debug.Stack()))
-		}
-	}()
+	// Handler code runs below, perhaps after it panicked once already:
+	// each call is guarded so that Session.Close still runs.
 	for name := range c.portals {
-		c.dropPortal(name)
+		c.guard("close portal", func() { c.dropPortal(name) })
 	}
 	for name := range c.stmts {
-		c.dropStatement(name)
+		c.guard("close statement", func() { c.dropStatement(name) })
 	}
 	if c.session != nil {
-		c.session.Close()
+		c.guard("close session", c.session.Close)
 	}
+}
+
+// guard runs f, logging a panic instead of propagating it.
+func (c *conn) guard(what string, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("pgwire: panic in "+what, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	f()
 }
 
 // dispatch handles one message. A non-nil error closes the connection.
@@ -230,7 +236,7 @@ func (c *conn) dispatch(msg pgproto3.FrontendMessage) (err error) {
 		// Left over from a COPY that failed early; PostgreSQL drops them.
 		return nil
 	case *pgproto3.FunctionCall:
-		if err := c.sendError(nil, Errorf(CodeFeatureNotSupported, "fastpath function calls are not supported")); err != nil {
+		if err := c.reportError(Errorf(CodeFeatureNotSupported, "fastpath function calls are not supported")); err != nil {
 			return err
 		}
 		return c.readyForQuery()
@@ -246,7 +252,7 @@ func (c *conn) receiveFailed(err error) {
 	var rerr *readError
 	switch {
 	case context.Cause(c.ctx) == errServerClosing:
-		c.sendFatal(toError(c.ctx, err))
+		c.sendFatal(toError(canceled(c.ctx, err)))
 	case errors.As(err, &tooBig):
 		c.log.Warn("pgwire: message too large", "size", tooBig.ActualBodyLen, "max", tooBig.MaxExpectedBodyLen)
 		c.sendFatal(&Error{Severity: SeverityFatal, Code: CodeProtocolViolation,
@@ -260,11 +266,16 @@ func (c *conn) receiveFailed(err error) {
 	}
 }
 
-// sendError sends err as an ErrorResponse and records the failure. ctx is
-// the context of the failed call (nil if none), to report cancellation. It
-// returns errCloseConn when the error is FATAL.
+// sendError sends the error of a handler call that ran under ctx (see
+// canceled) and records the failure. It returns errCloseConn when the error
+// is FATAL.
 func (c *conn) sendError(ctx context.Context, err error) error {
-	e := toError(ctx, err)
+	return c.reportError(toError(canceled(ctx, err)))
+}
+
+// reportError sends e as an ErrorResponse and records the failure. It
+// returns errCloseConn when e is FATAL.
+func (c *conn) reportError(e *Error) error {
 	if e.Code == CodeInternalError && e.Err != nil {
 		c.log.Warn("pgwire: internal error", "err", e.Err)
 	}

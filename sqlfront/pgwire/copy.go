@@ -138,9 +138,9 @@ func (c *conn) copyIn(ctx context.Context, req *CopyIn) (ok bool, fatal error) {
 func copyError(ctx context.Context, table string, err error) *Error {
 	var le *lineError
 	if !errors.As(err, &le) {
-		return toError(ctx, err)
+		return toError(canceled(ctx, err))
 	}
-	e := *toError(ctx, le.err)
+	e := *toError(canceled(ctx, le.err))
 	if e.Code == CodeQueryCanceled || e.Code == CodeAdminShutdown {
 		return &e
 	}

@@ -552,7 +552,7 @@ func (w *copyWriter) appendCSV(buf, val []byte) []byte {
 	q, esc := w.opts.Quote, w.opts.Escape
 	need := string(val) == w.opts.Null || string(val) == `\.` ||
 		bytes.IndexByte(val, w.opts.Delimiter) >= 0 || bytes.IndexByte(val, q) >= 0 ||
-		bytes.IndexByte(val, esc) >= 0 || bytes.IndexAny(val, "\r\n") >= 0
+		bytes.IndexByte(val, esc) >= 0 || bytes.ContainsAny(val, "\r\n")
 	if !need {
 		return append(buf, val...)
 	}

@@ -163,19 +163,26 @@ var (
 	errClientGone = errors.New("client disconnected")
 )
 
-// toError converts an error from a handler, or from the server's own
-// processing, into the *Error the client is sent. ctx is the context the
-// failing call ran under: when it was cancelled by a CancelRequest or by
-// Close, PostgreSQL's cancel errors replace whatever the handler returned.
-func toError(ctx context.Context, err error) *Error {
-	if ctx != nil && ctx.Err() != nil {
-		switch context.Cause(ctx) {
-		case errCanceledByUser:
-			return &Error{Severity: SeverityError, Code: CodeQueryCanceled, Message: "canceling statement due to user request", Err: err}
-		case errServerClosing:
-			return &Error{Severity: SeverityFatal, Code: CodeAdminShutdown, Message: "terminating connection due to administrator command", Err: err}
-		}
+// canceled replaces err with PostgreSQL's error for a cancelled call when
+// ctx, the context the failing call ran under, was cancelled by a
+// CancelRequest or by Server.Close, whatever the handler returned.
+func canceled(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
 	}
+	switch context.Cause(ctx) {
+	case errCanceledByUser:
+		return &Error{Severity: SeverityError, Code: CodeQueryCanceled, Message: "canceling statement due to user request", Err: err}
+	case errServerClosing:
+		return &Error{Severity: SeverityFatal, Code: CodeAdminShutdown, Message: "terminating connection due to administrator command", Err: err}
+	}
+	return err
+}
+
+// toError converts an error from a handler, or from the server's own
+// processing, into the *Error the client is sent: the *Error it wraps, or
+// XX000 with the error's text.
+func toError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e

@@ -1,7 +1,6 @@
 package pgwire
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -13,22 +12,22 @@ import (
 
 // extError sends an error of the extended protocol and starts discarding
 // messages until Sync.
-func (c *conn) extError(ctx context.Context, err error) error {
+func (c *conn) extError(err error) error {
 	c.ignoreTillSync = true
-	return c.sendError(ctx, err)
+	return c.reportError(toError(err))
 }
 
 func (c *conn) handleParse(m *pgproto3.Parse) error {
 	if m.Name != "" {
 		if _, exists := c.stmts[m.Name]; exists {
-			return c.extError(nil, Errorf(CodeDuplicatePreparedStatement, "prepared statement %q already exists", m.Name))
+			return c.extError(Errorf(CodeDuplicatePreparedStatement, "prepared statement %q already exists", m.Name))
 		}
 	}
 	ctx, end := c.beginQuery()
 	e, err := c.prepare(ctx, m.Query, m.ParameterOIDs)
 	end()
 	if err != nil {
-		return c.extError(ctx, err)
+		return c.extError(canceled(ctx, err))
 	}
 	c.dropStatement(m.Name) // the unnamed statement is replaced
 	e.name = m.Name
@@ -40,36 +39,36 @@ func (c *conn) handleParse(m *pgproto3.Parse) error {
 func (c *conn) handleBind(m *pgproto3.Bind) error {
 	e, ok := c.stmts[m.PreparedStatement]
 	if !ok {
-		return c.extError(nil, noStatement(m.PreparedStatement))
+		return c.extError(noStatement(m.PreparedStatement))
 	}
 	if m.DestinationPortal != "" {
 		if _, exists := c.portals[m.DestinationPortal]; exists {
-			return c.extError(nil, Errorf(CodeDuplicateCursor, "portal %q already exists", m.DestinationPortal))
+			return c.extError(Errorf(CodeDuplicateCursor, "portal %q already exists", m.DestinationPortal))
 		}
 	}
 	nparams := len(e.paramOIDs)
 	if len(m.Parameters) != nparams {
-		return c.extError(nil, Errorf(CodeProtocolViolation, "bind message supplies %d parameters, but prepared statement %q requires %d",
+		return c.extError(Errorf(CodeProtocolViolation, "bind message supplies %d parameters, but prepared statement %q requires %d",
 			len(m.Parameters), m.PreparedStatement, nparams))
 	}
 	paramFormats, err := expandFormats(m.ParameterFormatCodes, nparams)
 	if err != nil {
-		return c.extError(nil, Errorf(CodeProtocolViolation, "bind message has %d parameter formats but %d parameters", len(m.ParameterFormatCodes), nparams))
+		return c.extError(Errorf(CodeProtocolViolation, "bind message has %d parameter formats but %d parameters", len(m.ParameterFormatCodes), nparams))
 	}
 	resultFormats, err := expandFormats(m.ResultFormatCodes, len(e.columns))
 	if err != nil {
-		return c.extError(nil, Errorf(CodeProtocolViolation, "bind message has %d result formats but query has %d columns", len(m.ResultFormatCodes), len(e.columns)))
+		return c.extError(Errorf(CodeProtocolViolation, "bind message has %d result formats but query has %d columns", len(m.ResultFormatCodes), len(e.columns)))
 	}
 	for _, f := range append(paramFormats, resultFormats...) {
 		if f != textFormat && f != binaryFormat {
-			return c.extError(nil, Errorf(CodeProtocolViolation, "unsupported format code: %d", f))
+			return c.extError(Errorf(CodeProtocolViolation, "unsupported format code: %d", f))
 		}
 	}
 	params := make([]any, nparams)
 	for i, raw := range m.Parameters {
 		v, err := c.codec.decode(e.paramOIDs[i], paramFormats[i], raw)
 		if err != nil {
-			return c.extError(nil, paramError(err, m.DestinationPortal, i, paramFormats[i], raw))
+			return c.extError(paramError(err, m.DestinationPortal, i, paramFormats[i], raw))
 		}
 		params[i] = v
 	}
@@ -100,7 +99,7 @@ func expandFormats(codes []int16, n int) ([]int16, error) {
 
 // paramError gives a parameter's decoding error PostgreSQL's context.
 func paramError(err error, portalName string, i int, format int16, raw []byte) error {
-	e := *toError(nil, err)
+	e := *toError(err)
 	if format == binaryFormat {
 		e.Message = fmt.Sprintf("incorrect binary data format in bind parameter %d", i+1)
 		return &e
@@ -136,7 +135,7 @@ func (c *conn) handleDescribe(m *pgproto3.Describe) error {
 	case 'S':
 		e, ok := c.stmts[m.Name]
 		if !ok {
-			return c.extError(nil, noStatement(m.Name))
+			return c.extError(noStatement(m.Name))
 		}
 		c.be.Send(&pgproto3.ParameterDescription{ParameterOIDs: e.paramOIDs})
 		if e.columns == nil {
@@ -147,7 +146,7 @@ func (c *conn) handleDescribe(m *pgproto3.Describe) error {
 	case 'P':
 		p, ok := c.portals[m.Name]
 		if !ok {
-			return c.extError(nil, noPortal(m.Name))
+			return c.extError(noPortal(m.Name))
 		}
 		if p.stmt.columns == nil {
 			c.be.Send(&pgproto3.NoData{})
@@ -155,7 +154,7 @@ func (c *conn) handleDescribe(m *pgproto3.Describe) error {
 			c.be.Send(rowDescription(p.stmt.columns, p.formats))
 		}
 	default:
-		return c.extError(nil, Errorf(CodeProtocolViolation, "invalid DESCRIBE message subtype %d", m.ObjectType))
+		return c.extError(Errorf(CodeProtocolViolation, "invalid DESCRIBE message subtype %d", m.ObjectType))
 	}
 	return nil
 }
@@ -163,7 +162,7 @@ func (c *conn) handleDescribe(m *pgproto3.Describe) error {
 func (c *conn) handleExecute(m *pgproto3.Execute) error {
 	p, ok := c.portals[m.Portal]
 	if !ok {
-		return c.extError(nil, noPortal(m.Portal))
+		return c.extError(noPortal(m.Portal))
 	}
 	ctx, end := c.beginQuery()
 	ok, fatal := c.execute(ctx, p, int64(m.MaxRows), false)
@@ -186,7 +185,7 @@ func (c *conn) handleClose(m *pgproto3.Close) error {
 	case 'P':
 		c.dropPortal(m.Name)
 	default:
-		return c.extError(nil, Errorf(CodeProtocolViolation, "invalid CLOSE message subtype %d", m.ObjectType))
+		return c.extError(Errorf(CodeProtocolViolation, "invalid CLOSE message subtype %d", m.ObjectType))
 	}
 	c.be.Send(&pgproto3.CloseComplete{})
 	return nil

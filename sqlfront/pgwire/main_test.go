@@ -120,12 +120,11 @@ func (b *syncBuffer) String() string {
 // rawClient speaks the protocol message by message, for the cases real
 // drivers never produce.
 type rawClient struct {
-	t    testing.TB
-	nc   net.Conn
-	fe   *pgproto3.Frontend
-	pid  uint32
-	key  []byte
-	last []pgproto3.BackendMessage
+	t   testing.TB
+	nc  net.Conn
+	fe  *pgproto3.Frontend
+	pid uint32
+	key []byte
 }
 
 func dialRaw(t testing.TB, addr string) *rawClient {

@@ -115,7 +115,6 @@ func TestPgxQueryModes(t *testing.T) {
 				data   []byte
 				day    *time.Time
 				uid    pgtype.UUID
-				doc    map[string]any
 				docRaw any
 			}
 			var got []row

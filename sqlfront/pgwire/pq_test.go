@@ -87,12 +87,12 @@ func TestLibPQ(t *testing.T) {
 		t.Fatalf("error: %#v", err)
 	}
 
-	// COPY through pq.CopyIn inside a transaction.
+	// COPY FROM STDIN prepared inside a transaction: lib/pq's COPY support.
 	txn, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := txn.PrepareContext(ctx, pq.CopyIn("c", "id", "name", "score"))
+	cp, err := txn.PrepareContext(ctx, `COPY "c" ("id", "name", "score") FROM STDIN`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestLibPQ(t *testing.T) {
 
 	// A COPY whose data fails stores nothing; lib/pq reports the error.
 	txn, _ = db.BeginTx(ctx, nil)
-	cp, err = txn.PrepareContext(ctx, pq.CopyIn("c", "id", "name"))
+	cp, err = txn.PrepareContext(ctx, `COPY "c" ("id", "name") FROM STDIN`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func (c *conn) startup(tooMany bool) error {
 	}
 	session, err := c.srv.cfg.Handler.NewSession(c.ctx, info)
 	if err != nil {
-		return c.sendFatal(toError(c.ctx, err))
+		return c.sendFatal(toError(canceled(c.ctx, err)))
 	}
 	c.session = session
 

@@ -53,8 +53,9 @@
 //	unknown or unspecified (0)     string (text format), []byte (binary)
 //	bytea                          []byte
 //	date                           time.Time (UTC midnight); pgtype.InfinityModifier for ±infinity
-//	timestamp                      time.Time (UTC, no zone meaning)
-//	timestamptz                    time.Time (UTC); input without an offset is read in the session TimeZone
+//	timestamp                      time.Time (UTC, no zone meaning); pgtype.InfinityModifier for ±infinity
+//	timestamptz                    time.Time (UTC); input without an offset is read in the session TimeZone;
+//	                               pgtype.InfinityModifier for ±infinity
 //	time                           pgtype.Time
 //	interval                       pgtype.Interval
 //	uuid                           [16]byte
@@ -64,7 +65,8 @@
 //	types pgtype does not know     string (text format), []byte (binary)
 //
 // Result values (Rows.Next) may be any Go value that pgtype can encode as the
-// column's type, in both formats: the types above, plus int, int32 for
+// column's type, in both formats: the types above (pgtype.InfinityModifier
+// included), plus int, int32 for
 // int8, float64 for numeric, strings for uuid or numeric, and so on. nil is
 // NULL. A value of type Text is taken as already in PostgreSQL's text
 // output format. Text columns also accept numbers and bools. The client

@@ -40,8 +40,10 @@ func encodeMessages(msgs ...pgproto3.FrontendMessage) []byte {
 	return b
 }
 
+// fuzzStartup has one parameter, so that its encoding (from a map) is
+// stable; the database defaults to the user.
 var fuzzStartup = encodeMessages(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30,
-	Parameters: map[string]string{"user": "mink", "database": "mink"}})
+	Parameters: map[string]string{"user": "mink"}})
 
 func fuzzSeeds() map[string][][]any {
 	binaryCopy := string(binaryHeader()) + "\x00\x03\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01a\xff\xff\xff\xff\xff\xff"

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"reflect"
 	"strings"
@@ -126,6 +127,15 @@ func TestDecode(t *testing.T) {
 		{pgtype.DateOID, "2024-03-04", time.Date(2024, 3, 4, 0, 0, 0, 0, time.UTC)},
 		{pgtype.TimestampOID, "2024-03-04 05:06:07.89", ts},
 		{pgtype.TimestamptzOID, "2024-03-04 06:06:07.89+01", ts},
+		{pgtype.TimestamptzOID, "1500-06-07 08:09:10.5+00", time.Date(1500, 6, 7, 8, 9, 10, 500000000, time.UTC)},
+		{pgtype.TimestamptzOID, "2500-06-07 08:09:10.000001+00", time.Date(2500, 6, 7, 8, 9, 10, 1000, time.UTC)},
+		{pgtype.TimestamptzOID, "infinity", pgtype.Infinity},
+		{pgtype.TimestampOID, "1999-12-31 23:59:59.999999", time.Date(1999, 12, 31, 23, 59, 59, 999999000, time.UTC)},
+		{pgtype.DateOID, "1200-02-29", time.Date(1200, 2, 29, 0, 0, 0, 0, time.UTC)},
+		{pgtype.DateOID, "-infinity", pgtype.NegativeInfinity},
+		{pgtype.Float8OID, "NaN", math.NaN()},
+		{pgtype.Float4OID, "-Infinity", float32(math.Inf(-1))},
+		{pgtype.BoolOID, "f", false},
 		{pgtype.UUIDOID, "00010203-0405-0607-0809-0a0b0c0d0e0f", [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}},
 		{pgtype.JSONOID, `{"a": [1]}`, `{"a": [1]}`},
 		{pgtype.JSONBOID, `{"a": [1]}`, `{"a": [1]}`},
@@ -138,7 +148,7 @@ func TestDecode(t *testing.T) {
 			t.Errorf("decode text %s %q: %v", typeName(tc.oid), tc.text, err)
 			continue
 		}
-		if !reflect.DeepEqual(got, tc.want) {
+		if !sameValue(got, tc.want) {
 			t.Errorf("decode text %s %q = %#v, want %#v", typeName(tc.oid), tc.text, got, tc.want)
 		}
 		if tc.oid == 0 {
@@ -151,7 +161,7 @@ func TestDecode(t *testing.T) {
 			continue
 		}
 		got, err = c.decode(tc.oid, binaryFormat, bin)
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
+		if err != nil || !sameValue(got, tc.want) {
 			t.Errorf("decode binary %s = %#v, %v; want %#v", typeName(tc.oid), got, err, tc.want)
 		}
 	}
@@ -170,6 +180,21 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+// sameValue is reflect.DeepEqual with NaN equal to NaN and times compared
+// as instants.
+func sameValue(a, b any) bool {
+	switch a := a.(type) {
+	case float64:
+		if bf, ok := b.(float64); ok && math.IsNaN(a) && math.IsNaN(bf) {
+			return true
+		}
+	case time.Time:
+		bt, ok := b.(time.Time)
+		return ok && a.Equal(bt) && a.Location() == bt.Location()
+	}
+	return reflect.DeepEqual(a, b)
+}
+
 func TestDecodeErrors(t *testing.T) {
 	c := newCodec(time.UTC)
 	for _, tc := range []struct {
@@ -186,6 +211,9 @@ func TestDecodeErrors(t *testing.T) {
 		{pgtype.UUIDOID, textFormat, "nope", CodeInvalidTextRepresentation, `invalid input syntax for type uuid: "nope"`},
 		{pgtype.TextOID, textFormat, "\xff\xfe", CodeCharacterNotInRepertoire, `invalid byte sequence for encoding "UTF8"`},
 		{pgtype.Int8OID, binaryFormat, "\x00\x01", CodeInvalidBinaryRepresentation, `incorrect binary data format for type bigint`},
+		{pgtype.Float8OID, textFormat, "1e400", CodeNumericValueOutOfRange, `value "1e400" is out of range for type double precision`},
+		{pgtype.BoolOID, binaryFormat, "\x02", CodeInvalidBinaryRepresentation, `incorrect binary data format for type boolean`},
+		{pgtype.DateOID, binaryFormat, "\x00", CodeInvalidBinaryRepresentation, `incorrect binary data format for type date`},
 	} {
 		_, err := c.decode(tc.oid, tc.format, []byte(tc.input))
 		var e *Error

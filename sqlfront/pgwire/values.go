@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -58,6 +59,16 @@ func (c *codec) encode(buf []byte, oid uint32, format int16, v any) (out []byte,
 	case time.Time:
 		if oid == pgtype.TimestamptzOID && format == textFormat {
 			return appendTimestamptz(buf, v.In(c.loc)), false, nil
+		}
+	case pgtype.InfinityModifier:
+		// ±infinity, as decode returns it for dates and timestamps.
+		switch oid {
+		case pgtype.TimestamptzOID:
+			return c.encode(buf, oid, format, pgtype.Timestamptz{InfinityModifier: v, Valid: true})
+		case pgtype.TimestampOID:
+			return c.encode(buf, oid, format, pgtype.Timestamp{InfinityModifier: v, Valid: true})
+		case pgtype.DateOID:
+			return c.encode(buf, oid, format, pgtype.Date{InfinityModifier: v, Valid: true})
 		}
 	}
 	if _, known := c.m.TypeForOID(oid); !known {
@@ -117,6 +128,12 @@ func (c *codec) decode(oid uint32, format int16, src []byte) (any, error) {
 		}
 		return s, nil
 	}
+	if v, err, ok := decodeFast(oid, format, src); ok {
+		if err != nil {
+			return nil, inputError(oid, format, src, err)
+		}
+		return v, nil
+	}
 	if oid == pgtype.NumericOID {
 		if format == binaryFormat {
 			return decodeNumericBinary(src)
@@ -159,6 +176,96 @@ func (c *codec) decode(oid uint32, format int16, src []byte) (any, error) {
 		}
 	}
 	return nil, inputError(oid, format, src, err)
+}
+
+// errBinarySize is a binary value of the wrong length for its type.
+var errBinarySize = errors.New("wrong binary size")
+
+// postgresEpoch is 2000-01-01, the zero of PostgreSQL's date and timestamp.
+var postgresEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// decodeFast decodes the types that bulk loads carry most, giving the same
+// values as pgtype without its type lookups and plans. ok is false for a
+// type it leaves to pgtype.
+func decodeFast(oid uint32, format int16, src []byte) (v any, err error, ok bool) {
+	if format == binaryFormat {
+		switch oid {
+		case pgtype.Int8OID:
+			if len(src) != 8 {
+				return nil, errBinarySize, true
+			}
+			return int64(binary.BigEndian.Uint64(src)), nil, true
+		case pgtype.Int4OID:
+			if len(src) != 4 {
+				return nil, errBinarySize, true
+			}
+			return int32(binary.BigEndian.Uint32(src)), nil, true
+		case pgtype.Int2OID:
+			if len(src) != 2 {
+				return nil, errBinarySize, true
+			}
+			return int16(binary.BigEndian.Uint16(src)), nil, true
+		case pgtype.Float8OID:
+			if len(src) != 8 {
+				return nil, errBinarySize, true
+			}
+			return math.Float64frombits(binary.BigEndian.Uint64(src)), nil, true
+		case pgtype.Float4OID:
+			if len(src) != 4 {
+				return nil, errBinarySize, true
+			}
+			return math.Float32frombits(binary.BigEndian.Uint32(src)), nil, true
+		case pgtype.BoolOID:
+			if len(src) != 1 || src[0] > 1 {
+				return nil, errBinarySize, true
+			}
+			return src[0] == 1, nil, true
+		case pgtype.TimestamptzOID, pgtype.TimestampOID:
+			if len(src) != 8 {
+				return nil, errBinarySize, true
+			}
+			switch us := int64(binary.BigEndian.Uint64(src)); us {
+			case math.MaxInt64:
+				return pgtype.Infinity, nil, true
+			case math.MinInt64:
+				return pgtype.NegativeInfinity, nil, true
+			default:
+				return time.Unix(postgresEpoch.Unix()+us/1e6, us%1e6*1e3).UTC(), nil, true
+			}
+		case pgtype.DateOID:
+			if len(src) != 4 {
+				return nil, errBinarySize, true
+			}
+			switch days := int32(binary.BigEndian.Uint32(src)); days {
+			case math.MaxInt32:
+				return pgtype.Infinity, nil, true
+			case math.MinInt32:
+				return pgtype.NegativeInfinity, nil, true
+			default:
+				return postgresEpoch.AddDate(0, 0, int(days)), nil, true
+			}
+		}
+		return nil, nil, false
+	}
+	switch oid {
+	case pgtype.Int8OID:
+		n, err := strconv.ParseInt(trimASCIISpace(src), 10, 64)
+		return n, err, true
+	case pgtype.Int4OID:
+		n, err := strconv.ParseInt(trimASCIISpace(src), 10, 32)
+		return int32(n), err, true
+	case pgtype.Int2OID:
+		n, err := strconv.ParseInt(trimASCIISpace(src), 10, 16)
+		return int16(n), err, true
+	case pgtype.Float8OID:
+		f, err := strconv.ParseFloat(trimASCIISpace(src), 64)
+		return f, err, true
+	}
+	return nil, nil, false
+}
+
+func trimASCIISpace(b []byte) string {
+	return strings.TrimSpace(string(b))
 }
 
 // inputError builds PostgreSQL's error for a value that does not decode.

@@ -23,7 +23,9 @@ type benchSession struct{}
 type benchStmt struct{ copy bool }
 type discardSink struct{ rows int64 }
 
-func (benchHandler) NewSession(context.Context, SessionInfo) (Session, error) { return benchSession{}, nil }
+func (benchHandler) NewSession(context.Context, SessionInfo) (Session, error) {
+	return benchSession{}, nil
+}
 func (benchSession) Split(_ context.Context, q string) ([]Statement, error) {
 	return []Statement{{SQL: q}}, nil
 }
@@ -34,9 +36,9 @@ func (benchSession) Prepare(_ context.Context, sql string, _ []uint32) (Prepared
 	return benchStmt{}, nil
 }
 func (benchSession) Sync(context.Context, bool) error { return nil }
-func (benchSession) TxStatus() TxStatus                { return TxIdle }
-func (benchSession) Close()                            {}
-func (benchStmt) ParamOIDs() []uint32                  { return nil }
+func (benchSession) TxStatus() TxStatus               { return TxIdle }
+func (benchSession) Close()                           {}
+func (benchStmt) ParamOIDs() []uint32                 { return nil }
 func (s benchStmt) Columns() []Column {
 	if s.copy {
 		return nil
@@ -49,10 +51,13 @@ func (s benchStmt) Execute(context.Context, []any) (Result, error) {
 	}
 	return Result{Rows: RowsFromSlice(benchColumns, nil)}, nil
 }
-func (benchStmt) Close()                                             {}
-func (s *discardSink) WriteRows(_ context.Context, b *CopyBatch) error { s.rows += int64(len(b.Rows)); return nil }
-func (s *discardSink) Commit(context.Context, int64) error            { return nil }
-func (s *discardSink) Abort(context.Context, error)                   {}
+func (benchStmt) Close() {}
+func (s *discardSink) WriteRows(_ context.Context, b *CopyBatch) error {
+	s.rows += int64(len(b.Rows))
+	return nil
+}
+func (s *discardSink) Commit(context.Context, int64) error { return nil }
+func (s *discardSink) Abort(context.Context, error)        {}
 
 // BenchmarkCopyFromBinary measures pgx CopyFrom of narrow 8-column rows
 // through the wire layer into a sink that discards them.

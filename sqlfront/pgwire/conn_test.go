@@ -17,6 +17,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -265,8 +266,9 @@ func TestBadInputIsolated(t *testing.T) {
 	ctx := testCtx(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var queries int
-	var queryErr error
+	var queries atomic.Int64
+	var failed atomic.Bool
+	var queryErr error // read after wg.Wait
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -286,9 +288,10 @@ func TestBadInputIsolated(t *testing.T) {
 			}
 			if err != nil {
 				queryErr = err
+				failed.Store(true)
 				return
 			}
-			queries++
+			queries.Add(1)
 		}
 	}()
 
@@ -333,11 +336,11 @@ func TestBadInputIsolated(t *testing.T) {
 		}
 	}
 	// The well-behaved client never noticed.
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, "the pgx client to run queries", func() bool { return queries.Load() >= 3 || failed.Load() })
 	close(stop)
 	wg.Wait()
-	if queryErr != nil || queries == 0 {
-		t.Fatalf("pgx client next to the bad ones: %d queries, error %v", queries, queryErr)
+	if queryErr != nil {
+		t.Fatalf("pgx client next to the bad ones failed after %d queries: %v", queries.Load(), queryErr)
 	}
 	waitFor(t, "bad connections to close their sessions", func() bool { return ts.h.sessions.Load() == 1 })
 	if !strings.Contains(ts.logs.String(), "message too large") {

@@ -25,10 +25,11 @@ type SessionInfo struct {
 	User            string
 	Database        string // the startup "database" parameter, defaulting to User
 	ApplicationName string
-	// Params holds every startup parameter the client sent, with the
+	// Params holds every startup parameter the client sent, names
+	// lower-cased (setting names are case-insensitive), with the
 	// "-c name=value" and "--name=value" switches of the "options"
 	// parameter expanded into their own entries (psql's PGOPTIONS,
-	// pgjdbc's options=). Settings such as TimeZone, DateStyle,
+	// pgjdbc's options=). Settings such as timezone, datestyle,
 	// extra_float_digits or search_path arrive here.
 	Params     map[string]string
 	RemoteAddr net.Addr

@@ -96,10 +96,13 @@ type Session interface {
 // client can change (SET TimeZone, SET application_name). The server calls
 // ChangedParams before every ReadyForQuery, including the first, and sends a
 // ParameterStatus message for every entry whose value differs from what the
-// client was last told. The server itself reports the parameters listed in
+// client was last told, so returning every reportable setting each time is
+// fine. The server itself reports the parameters listed in
 // docs/sql-protocol.md; returning one of them overrides it (for example
-// is_superuser). A "TimeZone" entry also changes the zone in which the
-// server renders timestamptz values in text format.
+// is_superuser). A "TimeZone" entry (a zone name or an offset like "+02")
+// also sets the zone in which timestamptz values are rendered in text; the
+// server looks at it after every statement, so "SET TimeZone ...; SELECT
+// ..." in one string renders in the new zone.
 type ParamReporter interface {
 	ChangedParams() map[string]string
 }
@@ -123,8 +126,9 @@ type PreparedStatement interface {
 	ParamOIDs() []uint32
 
 	// Columns describes the rows the statement returns, or nil when it
-	// returns none (INSERT without RETURNING, DDL, COPY). It answers
-	// Describe, so it must be known without executing the statement.
+	// returns none (INSERT without RETURNING, DDL, COPY); an empty non-nil
+	// slice means rows without columns ("SELECT"). It answers Describe, so
+	// it must be known without executing the statement.
 	Columns() []Column
 
 	// Execute runs the statement once with decoded parameters (see the
@@ -161,7 +165,9 @@ type Result struct {
 	Notices []*Error
 }
 
-// Rows is a forward-only stream of result rows.
+// Rows is a forward-only stream of result rows. Inside a transaction block
+// a client may hold several named portals and fetch from them in turns, so
+// several Rows of one session can be open at once.
 type Rows interface {
 	// Columns describes every row. In the simple protocol it is sent as
 	// RowDescription; in the extended protocol it must agree in length with

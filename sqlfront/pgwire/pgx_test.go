@@ -462,3 +462,23 @@ func TestPgxCancel(t *testing.T) {
 		t.Fatalf("second cancel: %v", err)
 	}
 }
+
+// TestPgxProtocol32 connects with a client that asks for protocol 3.2 (longer
+// cancel keys): the server negotiates 3.0 and everything, cancel included,
+// works as usual.
+func TestPgxProtocol32(t *testing.T) {
+	ts := startServer(t, Config{})
+	conn := ts.pgx(t, "max_protocol_version=3.2")
+	ctx := testCtx(t)
+	var one int32
+	if err := conn.QueryRow(ctx, "select 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("query over negotiated protocol: %v", err)
+	}
+	if len(conn.PgConn().SecretKey()) != 4 {
+		t.Fatalf("secret key of %d bytes", len(conn.PgConn().SecretKey()))
+	}
+	// A client that requires 3.2 gives up.
+	if _, err := pgx.Connect(ctx, ts.url("", "min_protocol_version=3.2")); err == nil {
+		t.Fatal("min_protocol_version=3.2 connected to a 3.0 server")
+	}
+}

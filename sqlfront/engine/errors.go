@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -156,6 +155,12 @@ func classify(de duckdbError, msg string) (code, message string) {
 		}
 	}
 	switch de.Type {
+	case "Parser", "Catalog", "Binder", "Invalid Input":
+		if strings.Contains(lower, "not supported") || strings.Contains(lower, "not implemented") || strings.Contains(lower, "unimplemented") {
+			return CodeFeatureNotSupported, msg
+		}
+	}
+	switch de.Type {
 	case "Parser", "Syntax":
 		return CodeSyntaxError, msg
 	case "Catalog":
@@ -190,18 +195,16 @@ func classify(de duckdbError, msg string) (code, message string) {
 		case strings.HasPrefix(msg, "Cannot compare values") || strings.HasPrefix(msg, "Cannot mix values") ||
 			strings.Contains(msg, "implicitly cast"):
 			return CodeDatatypeMismatch, msg
-		case strings.Contains(lower, "could not determine type of parameter") || strings.Contains(lower, "parameter"):
-			if strings.Contains(lower, "type") {
-				return CodeIndeterminateDatatype, msg
-			}
+		case strings.Contains(lower, "could not determine type"):
+			return CodeIndeterminateDatatype, msg
 		}
 		return CodeSyntaxOrAccessRule, msg
 	case "Conversion":
 		switch {
-		case strings.Contains(lower, "out of range"):
-			return CodeNumericValueOutOfRange, msg
 		case strings.Contains(lower, "date field value out of range") || strings.Contains(lower, "time field value out of range"):
 			return CodeDatetimeFieldOverflow, msg
+		case strings.Contains(lower, "out of range"):
+			return CodeNumericValueOutOfRange, msg
 		case strings.Contains(lower, "field format") || strings.Contains(lower, "date format") ||
 			strings.Contains(lower, "timestamp format") || strings.Contains(lower, "time format"):
 			return CodeInvalidDatetimeFormat, msg
@@ -258,13 +261,4 @@ func classify(de duckdbError, msg string) (code, message string) {
 		return CodeDivisionByZero, "division by zero"
 	}
 	return CodeInternalError, msg
-}
-
-// errorCode returns the SQLSTATE of err: its *Error's Code, or XX000.
-func errorCode(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return CodeInternalError
 }

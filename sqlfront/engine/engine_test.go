@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/minkdb/mink/internal/sqltypes"
+)
+
+func TestMain(m *testing.M) {
+	if !arrowEnabled {
+		fmt.Fprintln(os.Stderr, "sqlfront/engine tests need -tags duckdb_arrow (the Makefile sets it)")
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+func openDB(t testing.TB, opts Options) *DB {
+	t.Helper()
+	if opts.Threads == 0 {
+		opts.Threads = 2
+	}
+	db, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func openConn(t testing.TB, db *DB) *Conn {
+	t.Helper()
+	c, err := db.Conn(context.Background(), ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// fromJSON builds a batch of schema from JSON rows.
+func fromJSON(t testing.TB, schema *arrow.Schema, rows string) arrow.RecordBatch {
+	t.Helper()
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema, strings.NewReader(rows))
+	if err != nil {
+		t.Fatalf("RecordFromJSON: %v", err)
+	}
+	t.Cleanup(rec.Release)
+	return rec
+}
+
+func register(t testing.TB, c *Conn, name string, recs ...arrow.RecordBatch) {
+	t.Helper()
+	rel, err := c.RegisterRecords(context.Background(), name, recs[0].Schema(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rel)
+}
+
+// query runs sql and returns its rows as strings, one per row, values
+// separated by "|", NULL as "NULL".
+func query(t testing.TB, c *Conn, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := c.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		vals := make([]string, len(rows.Values()))
+		for i, v := range rows.Values() {
+			vals[i] = text(v)
+		}
+		out = append(out, strings.Join(vals, "|"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return out
+}
+
+// text prints a value the way the tests expect it: NULL, numerics with
+// their scale.
+func text(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "NULL"
+	case pgtype.Numeric:
+		s := v.Int.String()
+		if v.Exp >= 0 {
+			return s + strings.Repeat("0", int(v.Exp))
+		}
+		neg := strings.HasPrefix(s, "-")
+		s = strings.TrimPrefix(s, "-")
+		scale := int(-v.Exp)
+		if len(s) <= scale {
+			s = strings.Repeat("0", scale-len(s)+1) + s
+		}
+		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
+		if neg {
+			s = "-" + s
+		}
+		return s
+	}
+	return fmt.Sprint(v)
+}
+
+func expectRows(t testing.TB, c *Conn, sql string, want ...string) {
+	t.Helper()
+	got := query(t, c, sql)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s:\ngot:\n  %s\nwant:\n  %s", sql, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// sqlState returns the SQLSTATE of err, "" if it is not an *Error.
+func sqlState(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// readAll runs sql with QueryArrow and returns the batches.
+func readAll(t testing.TB, c *Conn, sql string) (*arrow.Schema, []arrow.RecordBatch) {
+	t.Helper()
+	rdr, err := c.QueryArrow(context.Background(), sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	defer rdr.Release()
+	var recs []arrow.RecordBatch
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		rec.Retain()
+		recs = append(recs, rec)
+		t.Cleanup(rec.Release)
+	}
+	if err := rdr.Err(); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return rdr.Schema(), recs
+}
+
+func mustType(t testing.TB, s string) sqltypes.Type {
+	t.Helper()
+	typ, err := sqltypes.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return typ
+}

@@ -55,7 +55,7 @@ func (c *conn) copyIn(ctx context.Context, req *CopyIn) (ok bool, fatal error) {
 	if batchRows <= 0 {
 		batchRows = defaultCopyBatchRows
 	}
-	parser := newCopyParser(opts, req.Columns)
+	parser := newCopyParser(opts, req.Columns, c.srv.cfg.MaxMessageSize)
 	batch := &CopyBatch{}
 	var total int64
 	writeBatch := func() error {

@@ -25,7 +25,8 @@ func binaryHeader() []byte {
 
 // binaryParser parses the binary format.
 type binaryParser struct {
-	ncols int
+	ncols  int
+	maxRow int
 
 	pending   []byte
 	gotHeader bool
@@ -141,6 +142,8 @@ func (p *binaryParser) parseOne(b []byte, emit emitFunc) (int, error) {
 			continue
 		case size < -1:
 			return 0, &lineError{line: line, err: Errorf(CodeBadCopyFileFormat, "invalid field size")}
+		case p.maxRow > 0 && pos+int(size) > p.maxRow:
+			return 0, rowTooLong(line, p.maxRow)
 		case len(b)-pos < int(size):
 			return 0, nil
 		}

@@ -23,16 +23,22 @@ type copyParser interface {
 type emitFunc func(line int64, fields [][]byte) error
 
 // newCopyParser returns the parser for opts (defaults filled in) and the
-// given target columns.
-func newCopyParser(opts CopyOptions, columns []Column) copyParser {
+// given target columns. A row (a line, or a binary tuple) longer than
+// maxRow bytes fails with 54000, so that input without line breaks cannot
+// grow the buffer without bound; 0 means no limit.
+func newCopyParser(opts CopyOptions, columns []Column, maxRow int) copyParser {
 	if opts.Format == CopyBinary {
-		return &binaryParser{ncols: len(columns)}
+		return &binaryParser{ncols: len(columns), maxRow: maxRow}
 	}
 	names := make([]string, len(columns))
 	for i, c := range columns {
 		names[i] = c.Name
 	}
-	return &textParser{opts: opts, csv: opts.Format == CopyCSV, names: names, header: opts.Header}
+	return &textParser{opts: opts, csv: opts.Format == CopyCSV, names: names, header: opts.Header, maxRow: maxRow}
+}
+
+func rowTooLong(line int64, maxRow int) error {
+	return &lineError{line: line, err: Errorf(CodeProgramLimitExceeded, "COPY row is longer than the limit of %d bytes", maxRow)}
 }
 
 // eolStyle is the line ending of a text or csv COPY. Like PostgreSQL, the
@@ -53,6 +59,7 @@ type textParser struct {
 	csv    bool
 	names  []string // column names, for the field count and HEADER MATCH
 	header bool     // the next line is the header
+	maxRow int
 
 	pending []byte // input not yet parsed into lines
 	lineNo  int64  // physical lines consumed
@@ -83,7 +90,13 @@ func (p *textParser) feed(data []byte, emit emitFunc) error {
 		return nil
 	}
 	p.pending = append(p.pending, data...)
-	return p.parse(false, emit)
+	if err := p.parse(false, emit); err != nil {
+		return err
+	}
+	if p.maxRow > 0 && len(p.pending) > p.maxRow {
+		return rowTooLong(p.lineNo+1, p.maxRow)
+	}
+	return nil
 }
 
 func (p *textParser) finish(emit emitFunc) error {

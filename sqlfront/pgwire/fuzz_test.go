@@ -237,9 +237,9 @@ func fuzzCopyColumns(n int) []Column {
 func fuzzCopyFormat(t *testing.T, opts CopyOptions, data []byte, split uint) {
 	opts = opts.withDefaults()
 	cols := fuzzCopyColumns(3)
-	whole, wholeErr := parseChunks(newCopyParser(opts, cols), data, len(data))
+	whole, wholeErr := parseChunks(newCopyParser(opts, cols, 0), data, len(data))
 	cut := int(split % uint(len(data)+1))
-	parts, partsErr := parseChunks(newCopyParser(opts, cols), data, cut)
+	parts, partsErr := parseChunks(newCopyParser(opts, cols, 0), data, cut)
 	if wholeErr != partsErr || !reflect.DeepEqual(whole, parts) {
 		t.Fatalf("split at %d changes the result:\nwhole: %q %s\nsplit: %q %s", cut, whole, wholeErr, parts, partsErr)
 	}
@@ -265,7 +265,7 @@ func fuzzCopyFormat(t *testing.T, opts CopyOptions, data []byte, split uint) {
 		}
 	}
 	out = append(out, w.trailer()...)
-	again, againErr := parseChunks(newCopyParser(opts, cols), out, len(out))
+	again, againErr := parseChunks(newCopyParser(opts, cols, 0), out, len(out))
 	if againErr != "" || !reflect.DeepEqual(again, whole) {
 		t.Fatalf("round trip changed the rows:\nparsed %q\nwrote  %q\nreread %q %s", whole, out, again, againErr)
 	}

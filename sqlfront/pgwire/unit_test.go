@@ -315,7 +315,7 @@ func parseAll(opts CopyOptions, ncols int, chunks ...string) ([]string, error) {
 	for i := range cols {
 		cols[i] = NewColumn(fmt.Sprintf("c%d", i+1), pgtype.TextOID)
 	}
-	p := newCopyParser(opts.withDefaults(), cols)
+	p := newCopyParser(opts.withDefaults(), cols, 0)
 	var rows []string
 	emit := func(line int64, fields [][]byte) error {
 		var parts []string
@@ -446,7 +446,7 @@ func TestCopyWriteRoundTrip(t *testing.T) {
 		}
 		data, _ = w.appendRow(data, values)
 		data = append(data, w.trailer()...)
-		p := newCopyParser(opts, cols)
+		p := newCopyParser(opts, cols, 0)
 		var rows [][]any
 		emit := func(line int64, fields [][]byte) error {
 			row := make([]any, len(fields))
@@ -536,6 +536,30 @@ func TestDecodeNumericBinary(t *testing.T) {
 	for _, bad := range [][]byte{{0, 1}, {0, 1, 0, 0, 0x12, 0x34, 0, 0, 0, 1}, {0, 1, 0, 0, 0, 0, 0, 0, 0x27, 0x10}, {0, 2, 0, 0, 0, 0, 0, 0, 0, 1}} {
 		if _, err := decodeNumericBinary(bad); err == nil {
 			t.Errorf("accepted %x", bad)
+		}
+	}
+}
+
+func TestCopyRowLimit(t *testing.T) {
+	cols := fuzzCopyColumns(1)
+	for _, tc := range []struct {
+		opts   CopyOptions
+		chunks []string
+	}{
+		{CopyOptions{Format: CopyText}, []string{"ok\n0123456", "789abcdef"}},
+		{CopyOptions{Format: CopyCSV}, []string{"\"an open quote\n", "that never closes"}},
+		{CopyOptions{Format: CopyBinary}, []string{string(binaryHeader()) + "\x00\x01\x00\x00\x00\x20"}},
+	} {
+		p := newCopyParser(tc.opts.withDefaults(), cols, 12)
+		var err error
+		for _, c := range tc.chunks {
+			if err = p.feed([]byte(c), func(int64, [][]byte) error { return nil }); err != nil {
+				break
+			}
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeProgramLimitExceeded {
+			t.Errorf("%v: got %v, want 54000", tc.opts.Format, err)
 		}
 	}
 }

@@ -114,6 +114,8 @@ func (o *CopyOptions) Set(name, value string) error {
 	case "freeze":
 	case "oids":
 		return Errorf(CodeFeatureNotSupported, "COPY with OIDS is not supported")
+	case "force_quote", "force_not_null", "force_null", "on_error", "default", "log_verbosity", "reject_limit":
+		return Errorf(CodeFeatureNotSupported, "COPY option %s is not supported", strings.ToUpper(name))
 	default:
 		return Errorf(CodeSyntaxError, "option %q not recognized", name)
 	}

@@ -286,7 +286,8 @@ func TestCopyOptions(t *testing.T) {
 		{[][2]string{{"header", "sometimes"}}, CodeInvalidParameterValue},
 		{[][2]string{{"encoding", "latin1"}}, CodeFeatureNotSupported},
 		{[][2]string{{"oids", "true"}}, CodeFeatureNotSupported},
-		{[][2]string{{"force_quote", "*"}}, CodeSyntaxError},
+		{[][2]string{{"force_quote", "*"}}, CodeFeatureNotSupported},
+		{[][2]string{{"colour", "blue"}}, CodeSyntaxError},
 	} {
 		var o CopyOptions
 		var err error

@@ -92,7 +92,7 @@ func (c *Conn) Register(ctx context.Context, name string, src Source) (release f
 	// Binding the view's query already calls mink_scan's bind, which finds
 	// the registration above.
 	c.setStatementContext(ctx)
-	defer c.setStatementContext(nil)
+	defer c.clearStatementContext()
 	q := "CREATE OR REPLACE TEMPORARY VIEW " + quoteIdent(name) + " AS SELECT * FROM " + scanFunctionName + "(" + quoteString(reg.key) + ")"
 	if err := execSimple(c.duck, q); err != nil {
 		unregister()
@@ -303,7 +303,14 @@ func (c *Conn) setStatementContext(ctx context.Context) {
 	c.mu.Unlock()
 }
 
-// statementContext returns the running statement's context, for scans.
+func (c *Conn) clearStatementContext() {
+	c.mu.Lock()
+	c.mu.stmtCtx = nil
+	c.mu.Unlock()
+}
+
+// statementContext returns the running statement's context, for scans;
+// nil if no statement runs.
 func (c *Conn) statementContext() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -369,7 +376,7 @@ func (c *Conn) run(ctx context.Context, query string, args []any, stream bool) (
 	intr := startInterrupter(ctx, c.duck)
 	fail := func(err error) (*resultReader, error) {
 		intr.stop()
-		c.setStatementContext(nil)
+		c.clearStatementContext()
 		return nil, err
 	}
 	for i := duck.IdxT(0); i < n; i++ {

@@ -165,7 +165,7 @@ func (r *resultReader) finish() {
 	duck.DestroyResult(&r.res)
 	duck.DestroyPrepare(&r.stmt)
 	duck.DestroyArrowOptions(&r.opts)
-	r.c.setStatementContext(nil)
+	r.c.clearStatementContext()
 	if r.c.active == r {
 		r.c.active = nil
 	}

@@ -199,8 +199,13 @@ func minkScanInit(infoPtr unsafe.Pointer) {
 const smallSourceRows = 64 * 1024
 
 func (reg *registration) openScan(info duck.InitInfo) (*scan, error) {
+	ctx := reg.conn.statementContext()
+	if ctx == nil {
+		// DuckDB scans only while a statement of the Conn runs.
+		return nil, errors.New("no statement is running on the source's connection")
+	}
 	n := int(duck.InitGetColumnCount(info))
-	s := &scan{reg: reg, ctx: reg.conn.statementContext(), outCols: make([]int, n)}
+	s := &scan{reg: reg, ctx: ctx, outCols: make([]int, n)}
 	var columns []int
 	var fields []arrow.Field
 	for i := 0; i < n; i++ {

@@ -82,6 +82,8 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
+	// A connection lives until its client leaves or Server.Close ends it,
+	// not for the span of a caller's context: it roots its own.
 	ctx, stop := context.WithCancelCause(context.Background())
 	c := &conn{
 		srv:      s,

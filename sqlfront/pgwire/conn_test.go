@@ -1,7 +1,6 @@
 package pgwire
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -424,5 +423,4 @@ func TestServerClose(t *testing.T) {
 	if err := ts.srv.Serve(nil); !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("Serve after Close: %v", err)
 	}
-	_ = context.Background
 }

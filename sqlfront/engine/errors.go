@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -141,6 +142,28 @@ func firstQuoted(s string) string {
 	return ""
 }
 
+var convertStringRE = regexp.MustCompile(`^Could not convert string ['"](.*)['"] to (\w+)`)
+
+// numberOutOfRange reports whether msg is DuckDB's failure to convert a
+// well-formed number to a numeric type, which can only be because it is out
+// of the type's range ('300' to INT8, '1e30' to DECIMAL(38,10)).
+func numberOutOfRange(msg string) bool {
+	m := convertStringRE.FindStringSubmatch(msg)
+	if m == nil {
+		return false
+	}
+	text, target := strings.TrimSpace(m[1]), m[2]
+	switch {
+	case target == "DECIMAL":
+		_, err := strconv.ParseFloat(text, 64)
+		return err == nil
+	case strings.HasPrefix(target, "INT") || strings.HasPrefix(target, "UINT"):
+		_, err := strconv.ParseInt(text, 10, 64)
+		return err == nil || errors.Is(err, strconv.ErrRange)
+	}
+	return false
+}
+
 // classify picks a SQLSTATE for a DuckDB error and, where PostgreSQL words
 // the same error differently and clients or users may match on it, a
 // PostgreSQL-style message.
@@ -203,7 +226,9 @@ func classify(de duckdbError, msg string) (code, message string) {
 		switch {
 		case strings.Contains(lower, "date field value out of range") || strings.Contains(lower, "time field value out of range"):
 			return CodeDatetimeFieldOverflow, msg
-		case strings.Contains(lower, "out of range"):
+		case strings.Contains(lower, "out of range") || strings.HasPrefix(msg, "Could not cast value"):
+			return CodeNumericValueOutOfRange, msg
+		case numberOutOfRange(msg):
 			return CodeNumericValueOutOfRange, msg
 		case strings.Contains(lower, "field format") || strings.Contains(lower, "date format") ||
 			strings.Contains(lower, "timestamp format") || strings.Contains(lower, "time format"):

@@ -5,6 +5,7 @@ package engine
 
 void minkScanBind(void *);
 void minkScanInit(void *);
+void minkScanLocalInit(void *);
 void minkScanFunc(void *, void *);
 void minkFreeSlot(void *);
 */
@@ -32,8 +33,15 @@ import (
 //	       statement is only prepared): declares the columns
 //	init   once per scan, before it starts: learns the projected columns and
 //	       opens the Source for them
+//	local  once per thread taking part in the scan
 //	func   repeatedly, from up to DB.threads threads at once: returns the
-//	       next ≤ 2048 rows as a DuckDB chunk, converted from Arrow
+//	       next ≤ 2048 rows as a DuckDB chunk
+//
+// A thread takes a whole batch from the source's reader (under the scan's
+// lock), converts it into one DuckDB chunk (DuckDB takes over the Arrow
+// buffers; strings are copied) and hands it out 2048 rows at a time, as
+// slices of that chunk. Converting whole batches matters: the fixed cost of
+// one conversion is about that of converting 2048 rows.
 //
 // Each reference opens the Source anew, so a statement may read one source
 // several times (self-joins, subqueries, CTEs referenced twice).
@@ -52,6 +60,7 @@ func registerScanFunction(db *DB) error {
 	duck.TableFunctionSetExtraInfo(f, db.self, nil)
 	duck.TableFunctionSetBind(f, unsafe.Pointer(C.minkScanBind))
 	duck.TableFunctionSetInit(f, unsafe.Pointer(C.minkScanInit))
+	duck.TableFunctionSetLocalInit(f, unsafe.Pointer(C.minkScanLocalInit))
 	duck.TableFunctionSetFunction(f, unsafe.Pointer(C.minkScanFunc))
 	duck.TableFunctionSupportsProjectionPushdown(f, true)
 	if duck.RegisterTableFunction(db.conv, f) == duck.StateError {
@@ -165,11 +174,26 @@ type scan struct {
 
 	mu struct {
 		sync.Mutex
-		rdr    array.RecordReader
-		cur    arrow.RecordBatch // retained; nil between batches
-		offset int64
-		done   bool
+		rdr  array.RecordReader
+		done bool
 	}
+}
+
+// scanThread is one DuckDB thread's part of a scan: the converted batch it
+// is handing out.
+type scanThread struct {
+	chunk  duck.DataChunk // nil Ptr if none
+	rows   int            // rows in the current batch
+	offset int            // rows handed out
+}
+
+func (t *scanThread) close() { t.drop() }
+
+func (t *scanThread) drop() {
+	if t.chunk.Ptr != nil {
+		duck.DestroyDataChunk(&t.chunk)
+	}
+	t.rows, t.offset = 0, 0
 }
 
 //export minkScanInit
@@ -259,10 +283,6 @@ func checkSchema(got, want *arrow.Schema) error {
 func (s *scan) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.cur != nil {
-		s.mu.cur.Release()
-		s.mu.cur = nil
-	}
 	if s.mu.rdr != nil {
 		s.mu.rdr.Release()
 		s.mu.rdr = nil
@@ -270,45 +290,40 @@ func (s *scan) close() {
 	destroyConvertedSchema(&s.conv)
 }
 
-// next returns the next slice of at most duck.VectorSize() rows, nil at the
-// end. The caller releases it.
-func (s *scan) next() (arrow.RecordBatch, error) {
+// nextBatch returns the source's next batch, retained; nil at the end.
+func (s *scan) nextBatch() (arrow.RecordBatch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	max := int64(duck.VectorSize())
-	for {
-		if s.mu.done {
-			return nil, nil
-		}
-		if cur := s.mu.cur; cur != nil {
-			if s.mu.offset < cur.NumRows() {
-				end := min(s.mu.offset+max, cur.NumRows())
-				slice := cur.NewSlice(s.mu.offset, end)
-				s.mu.offset = end
-				return slice, nil
-			}
-			cur.Release()
-			s.mu.cur = nil
-		}
-		if err := s.ctx.Err(); err != nil {
-			return nil, err
-		}
-		if !s.mu.rdr.Next() {
-			s.mu.done = true
-			return nil, s.mu.rdr.Err()
-		}
-		rec := s.mu.rdr.RecordBatch()
-		if int(rec.NumCols()) != s.schema.NumFields() {
-			return nil, fmt.Errorf("source returned a batch with %d columns, want %d", rec.NumCols(), s.schema.NumFields())
-		}
-		for i := range s.schema.Fields() {
-			if !arrow.TypeEqual(rec.Column(i).DataType(), s.schema.Field(i).Type) {
-				return nil, fmt.Errorf("source returned column %d as %s, want %s", i, rec.Column(i).DataType(), s.schema.Field(i).Type)
-			}
-		}
-		rec.Retain()
-		s.mu.cur, s.mu.offset = rec, 0
+	if s.mu.done {
+		return nil, nil
 	}
+	if err := s.ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !s.mu.rdr.Next() {
+		s.mu.done = true
+		return nil, s.mu.rdr.Err()
+	}
+	rec := s.mu.rdr.RecordBatch()
+	if int(rec.NumCols()) != s.schema.NumFields() {
+		s.mu.done = true
+		return nil, fmt.Errorf("source returned a batch with %d columns, want %d", rec.NumCols(), s.schema.NumFields())
+	}
+	for i := range s.schema.Fields() {
+		if !arrow.TypeEqual(rec.Column(i).DataType(), s.schema.Field(i).Type) {
+			s.mu.done = true
+			return nil, fmt.Errorf("source returned column %d as %s, want %s", i, rec.Column(i).DataType(), s.schema.Field(i).Type)
+		}
+	}
+	rec.Retain()
+	return rec, nil
+}
+
+//export minkScanLocalInit
+func minkScanLocalInit(infoPtr unsafe.Pointer) {
+	info := duck.InitInfo{Ptr: infoPtr}
+	defer catch(func(msg string) { duck.InitSetError(info, msg) })
+	duck.InitSetInitData(info, newSlot(&scanThread{}), unsafe.Pointer(C.minkFreeSlot))
 }
 
 //export minkScanFunc
@@ -317,46 +332,60 @@ func minkScanFunc(infoPtr, outPtr unsafe.Pointer) {
 	out := duck.DataChunk{Ptr: outPtr}
 	defer catch(func(msg string) { duck.FunctionSetError(info, msg) })
 	s := slotValue(duck.FunctionGetInitData(info)).(*scan)
-	if err := s.fill(out); err != nil {
+	t := slotValue(duck.FunctionGetLocalInitData(info)).(*scanThread)
+	if err := s.fill(t, out); err != nil {
+		duck.DataChunkSetSize(out, 0)
 		s.reg.conn.noteSourceError(s.reg.name, err)
 		duck.FunctionSetError(info, fmt.Sprintf("mink_scan: source %q: %v", s.reg.name, err))
 	}
 }
 
-// fill puts the next rows into out; no rows means the scan is over.
-func (s *scan) fill(out duck.DataChunk) error {
-	rec, err := s.next()
-	if err != nil || rec == nil {
-		duck.DataChunkSetSize(out, 0)
-		return err
+// fill puts this thread's next rows into out; no rows means the thread is
+// done with the scan.
+func (s *scan) fill(t *scanThread, out duck.DataChunk) error {
+	for t.offset >= t.rows {
+		t.drop()
+		rec, err := s.nextBatch()
+		if err != nil || rec == nil {
+			duck.DataChunkSetSize(out, 0)
+			return err
+		}
+		t.rows = int(rec.NumRows())
+		if s.schema.NumFields() > 0 && t.rows > 0 {
+			t.chunk, err = chunkFromArrow(s.reg.conn.db.conv, rec, s.conv)
+		}
+		rec.Release()
+		if err != nil {
+			t.rows = 0
+			return err
+		}
 	}
-	defer rec.Release()
-	if s.schema.NumFields() == 0 {
-		s.fillNoColumns(out)
-		duck.DataChunkSetSize(out, duck.IdxT(rec.NumRows()))
-		return nil
+	n := min(int(duck.VectorSize()), t.rows-t.offset)
+	var sel duck.SelectionVector
+	if t.chunk.Ptr != nil && t.offset > 0 {
+		// Rows [offset, offset+n) of the converted batch, as a slice (a
+		// DuckDB dictionary vector) that shares its buffers.
+		sel = duck.CreateSelectionVector(duck.IdxT(n))
+		defer duck.DestroySelectionVector(&sel)
+		idx := unsafe.Slice((*uint32)(unsafe.Pointer(duck.SelectionVectorGetDataPtr(sel))), n)
+		for i := range idx {
+			idx[i] = uint32(t.offset + i)
+		}
 	}
-	chunk, err := chunkFromArrow(s.reg.conn.db.conv, rec, s.conv)
-	if err != nil {
-		return err
-	}
-	defer duck.DestroyDataChunk(&chunk)
 	for i, col := range s.outCols {
 		vec := duck.DataChunkGetVector(out, duck.IdxT(i))
-		if col == noColumn {
+		if col == noColumn || t.chunk.Ptr == nil {
 			fillZero(vec)
 			continue
 		}
-		duck.VectorReferenceVector(vec, duck.DataChunkGetVector(chunk, duck.IdxT(col)))
+		duck.VectorReferenceVector(vec, duck.DataChunkGetVector(t.chunk, duck.IdxT(col)))
+		if sel.Ptr != nil {
+			duck.SliceVector(vec, sel, duck.IdxT(n))
+		}
 	}
-	duck.DataChunkSetSize(out, duck.DataChunkGetSize(chunk))
+	t.offset += n
+	duck.DataChunkSetSize(out, duck.IdxT(n))
 	return nil
-}
-
-func (s *scan) fillNoColumns(out duck.DataChunk) {
-	for i := range s.outCols {
-		fillZero(duck.DataChunkGetVector(out, duck.IdxT(i)))
-	}
 }
 
 // fillZero makes vec (a row id column) the constant 0.

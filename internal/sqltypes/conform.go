@@ -72,8 +72,12 @@ func PadChar(s string, n int) string {
 // The batch must have one column per table column, in order; names are
 // taken from cols. Arrays are shared with rec where no change is needed, so
 // the result must be released independently of rec. table is used only in
-// messages. Errors are *Error.
+// messages. mem allocates converted columns; nil means
+// memory.DefaultAllocator. Errors are *Error.
 func Conform(table string, cols []Column, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
 	if int(rec.NumCols()) != len(cols) {
 		return nil, errorf(codeDatatypeMismatch, "table %q has %d columns but the batch has %d", table, len(cols), rec.NumCols())
 	}

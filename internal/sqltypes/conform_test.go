@@ -173,4 +173,15 @@ func TestConformErrors(t *testing.T) {
 	if _, err := Conform("t", base[:3], rec, mem); err == nil {
 		t.Errorf("column count mismatch accepted")
 	}
+	// A nil allocator means the default one.
+	cols := append([]Column(nil), base...)
+	cols[1] = Column{Name: "name", Type: mustParse(t, "char(5)")}
+	out, err := Conform("t", cols, rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Column(1).(*array.String).Value(1); got != "bob" {
+		t.Errorf("char(5) 'bob  ' stored as %q", got)
+	}
+	out.Release()
 }

@@ -336,14 +336,9 @@ func (c *Conn) failure(ctx context.Context, query, duckText string) error {
 	srcErr := c.mu.sourceErr
 	c.mu.Unlock()
 	if srcErr != nil {
-		var e *Error
-		if errors.As(srcErr, &e) {
-			return e
-		}
-		if errors.Is(srcErr, context.Canceled) || errors.Is(srcErr, context.DeadlineExceeded) {
-			return &Error{Code: CodeQueryCanceled, Message: "canceling statement due to user request", Err: srcErr}
-		}
-		return &Error{Code: CodeInternalError, Message: srcErr.Error(), Err: srcErr}
+		// Not DuckDB's error: the caller knows the source's errors
+		// (buckets.ErrUnavailable, …) and maps them itself.
+		return srcErr
 	}
 	return newDuckDBError(query, duckText)
 }

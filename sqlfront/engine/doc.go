@@ -57,7 +57,8 @@
 // features, 53200 for out of memory, XX000 otherwise. A statement whose
 // context is cancelled is interrupted inside DuckDB and fails with 57014,
 // and errors.Is(err, context.Canceled) holds. An error returned by a Source
-// is returned as is when it is an *Error, else wrapped (XX000).
+// fails the statement and is returned wrapped with the view's name
+// ("read orders: …"), not as an *Error, for the caller to map.
 //
 // # Goroutines and concurrency
 //

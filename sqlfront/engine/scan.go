@@ -176,6 +176,16 @@ type scan struct {
 		sync.Mutex
 		rdr  array.RecordReader
 		done bool
+		// held keeps every batch handed to DuckDB until the scan ends.
+		// DuckDB's vectors point into the batches' buffers (numbers and
+		// strings are not copied), and duckdb_data_chunk_from_arrow ties
+		// the Arrow data's lifetime to the chunk's first column only: a
+		// vector of another column that outlived it would point into
+		// freed memory. Sources hold their batches for the scan anyway
+		// (Records, table sources reading buckets), so this costs no
+		// memory today; a source that streams more data than fits in
+		// memory would need DuckDB to own each column's buffers.
+		held []arrow.RecordBatch
 	}
 }
 
@@ -287,6 +297,10 @@ func (s *scan) close() {
 		s.mu.rdr.Release()
 		s.mu.rdr = nil
 	}
+	for _, rec := range s.mu.held {
+		rec.Release()
+	}
+	s.mu.held = nil
 	destroyConvertedSchema(&s.conv)
 }
 
@@ -316,6 +330,8 @@ func (s *scan) nextBatch() (arrow.RecordBatch, error) {
 		}
 	}
 	rec.Retain()
+	rec.Retain()
+	s.mu.held = append(s.mu.held, rec)
 	return rec, nil
 }
 

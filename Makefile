@@ -6,10 +6,14 @@ BIN     := bin/mink
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 GOBIN   := $(shell $(GO) env GOPATH)/bin
 export PATH := $(GOBIN):$(PATH)
+# DuckDB's Arrow interface is compiled in only with this tag (sqlfront/engine).
+export GOFLAGS := -tags=duckdb_arrow
 
 # Packages that link cgo dependencies (DuckDB, pg_query) are tested without
 # -race; every other package is pure Go and runs under the race detector.
-CGO_PKGS  :=
+CGO_PKGS  := github.com/minkdb/mink/sqlfront github.com/minkdb/mink/sqlfront/engine \
+	github.com/minkdb/mink/server github.com/minkdb/mink/cmd/mink github.com/minkdb/mink/bench \
+	github.com/minkdb/mink/bench/cmd/minkbench
 ALL_PKGS   = $(shell $(GO) list ./...)
 PURE_PKGS  = $(filter-out $(CGO_PKGS),$(ALL_PKGS))
 

@@ -20,6 +20,9 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/sqlfront"
+	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
 // Server is one mink node. New starts it; Close stops it and waits for every
@@ -38,6 +41,9 @@ type Server struct {
 	election *catalog.EtcdElection
 	admin    *http.Server
 	adminLn  net.Listener
+	engine   *engine.DB
+	pg       *pgwire.Server
+	pgLn     net.Listener
 	metrics  *metrics
 
 	cancel context.CancelFunc
@@ -158,6 +164,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	s.logger.Info("node registered", "epoch", epoch, "lease_ttl", cfg.LeaseTTL)
 
 	if err := s.startAdmin(); err != nil {
+		session.Close()
+		return nil, err
+	}
+	if err := s.startSQL(); err != nil {
 		session.Close()
 		return nil, err
 	}
@@ -323,6 +333,32 @@ func (s *Server) registerCoordinator(ctx context.Context) (uint64, error) {
 	}
 }
 
+// startSQL starts the embedded engine and the Postgres wire listener.
+func (s *Server) startSQL() error {
+	var err error
+	s.engine, err = engine.Open(engine.Options{TempDir: filepath.Join(s.cfg.DataDir, "engine-tmp")})
+	if err != nil {
+		return fmt.Errorf("start the SQL engine: %w", err)
+	}
+	front := sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Logger: s.logger})
+	s.pg, err = pgwire.NewServer(pgwire.Config{Handler: front, Logger: s.logger})
+	if err != nil {
+		return err
+	}
+	if s.pgLn, err = net.Listen("tcp", s.cfg.PGAddr); err != nil {
+		return fmt.Errorf("Postgres listener on %s: %w", s.cfg.PGAddr, err)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.pg.Serve(s.pgLn); err != nil && !errors.Is(err, pgwire.ErrServerClosed) {
+			s.logger.Error("Postgres listener stopped", "err", err)
+		}
+	}()
+	s.logger.Info("Postgres wire listening", "addr", s.pgLn.Addr().String())
+	return nil
+}
+
 // startBuckets starts the bucket manager for node epoch epoch.
 func (s *Server) startBuckets(epoch uint64) error {
 	stream := s3stream.Config{Cache: s.cache}
@@ -395,6 +431,12 @@ func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
 // metadata log, etcd and the directory lock, in that order.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		if s.pg != nil {
+			s.pg.Close() // cancels running queries, tells clients 57P01
+		}
+		if s.engine != nil {
+			s.engine.Close()
+		}
 		if s.admin != nil {
 			shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_ = s.admin.Shutdown(shutCtx)

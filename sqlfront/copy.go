@@ -1,0 +1,179 @@
+package sqlfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// copyStageRows is how many COPY rows are turned into one Arrow batch.
+const copyStageRows = 64 << 10
+
+func (s *session) planCopy(ctx context.Context, cs *pg.CopyStmt) (*stmt, error) {
+	if cs.Filename != "" || cs.IsProgram {
+		return nil, &pgwire.Error{Code: pgwire.CodeInsufficientPrivilege, Message: "COPY to or from a server file or program is not allowed",
+			Hint: "Use COPY … FROM STDIN / TO STDOUT, or psql's \\copy."}
+	}
+	var opts pgwire.CopyOptions
+	for _, o := range cs.Options {
+		de := o.GetDefElem()
+		v := ""
+		if de.Arg != nil {
+			var err error
+			if de.Arg.GetList() != nil {
+				return nil, unsupported("COPY option %s with a column list is not supported", de.Defname)
+			}
+			if v, err = defElemValue(de); err != nil {
+				return nil, err
+			}
+		}
+		if err := opts.Set(de.Defname, v); err != nil {
+			return nil, err
+		}
+	}
+	if cs.Query != nil {
+		if cs.IsFrom {
+			return nil, errorf(pgwire.CodeSyntaxError, "COPY FROM needs a table")
+		}
+		text, err := deparse(cs.Query)
+		if err != nil {
+			return nil, err
+		}
+		return s.planCopyOut(ctx, text, opts)
+	}
+	table, err := s.lookupTable(cs.Relation)
+	if err != nil {
+		return nil, err
+	}
+	targets := make([]int, 0, len(table.cols))
+	if len(cs.Attlist) == 0 {
+		for i := range table.cols {
+			targets = append(targets, i)
+		}
+	} else {
+		for _, a := range cs.Attlist {
+			name := a.GetString_().Sval
+			i, ok := table.colIdx[name]
+			if !ok {
+				return nil, errorf(pgwire.CodeUndefinedColumn, "column %q of relation %q does not exist", name, table.name)
+			}
+			targets = append(targets, i)
+		}
+	}
+	if !cs.IsFrom {
+		names := make([]string, len(targets))
+		for j, i := range targets {
+			names[j] = quoteIdent(table.cols[i].Name)
+		}
+		return s.planCopyOut(ctx, "SELECT "+strings.Join(names, ", ")+" FROM "+quoteIdent(table.name), opts)
+	}
+	if cs.WhereClause != nil {
+		return nil, unsupported("COPY FROM … WHERE is not supported")
+	}
+	cols := make([]pgwire.Column, len(targets))
+	for j, i := range targets {
+		c := table.cols[i]
+		cols[j] = pgwire.Column{Name: c.Name, TypeOID: c.Type.OID(), TypeSize: c.Type.Len(), TypeMod: c.Type.TypMod()}
+	}
+	return &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		// Defaults of columns not in the list are not evaluated per row:
+		// refuse a COPY that would need them rather than store NULLs.
+		for i, c := range table.spec.Columns {
+			if c.Default != "" && !containsInt(targets, i) {
+				return pgwire.Result{}, unsupported("COPY into %q without column %q, which has a DEFAULT, is not supported; list the column", table.name, c.Name)
+			}
+		}
+		sink := &copySink{s: s, table: table, targets: targets}
+		return pgwire.Result{CopyIn: &pgwire.CopyIn{Table: table.name, Columns: cols, Options: opts, Sink: sink}}, nil
+	}}, nil
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *session) planCopyOut(ctx context.Context, query string, opts pgwire.CopyOptions) (*stmt, error) {
+	q, err := s.planQuery(ctx, query, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &stmt{run: func(ctx context.Context, args []any) (pgwire.Result, error) {
+		res, err := q.run(ctx, nil)
+		if err != nil {
+			return res, err
+		}
+		return pgwire.Result{CopyOut: &pgwire.CopyOut{Options: opts, Rows: res.Rows}}, nil
+	}}, nil
+}
+
+// copySink stages COPY rows as Arrow batches and writes them at Commit, so a
+// COPY with one bad row stores none of its rows.
+type copySink struct {
+	s       *session
+	table   *tableInfo
+	targets []int
+	rows    [][]any
+	lines   []int64
+	staged  []arrow.RecordBatch
+}
+
+func (c *copySink) WriteRows(ctx context.Context, batch *pgwire.CopyBatch) error {
+	c.rows = append(c.rows, batch.Rows...)
+	c.lines = append(c.lines, batch.Lines...)
+	if len(c.rows) >= copyStageRows {
+		return c.stage()
+	}
+	return nil
+}
+
+func (c *copySink) stage() error {
+	if len(c.rows) == 0 {
+		return nil
+	}
+	rec, err := rowsToRecord(c.table, c.targets, c.rows)
+	if err != nil {
+		var re *rowError
+		if errors.As(err, &re) {
+			re.err.Where = fmt.Sprintf("COPY %s, line %d, column %s", c.table.name, c.lines[re.row], re.col)
+			return re.err
+		}
+		return toWire(err)
+	}
+	c.staged = append(c.staged, rec)
+	c.rows, c.lines = c.rows[:0], c.lines[:0]
+	return nil
+}
+
+func (c *copySink) Commit(ctx context.Context, rows int64) error {
+	defer c.release()
+	if err := c.stage(); err != nil {
+		return err
+	}
+	for _, rec := range c.staged {
+		if err := c.s.write(ctx, c.table, rec); err != nil {
+			return toWire(err)
+		}
+	}
+	return nil
+}
+
+func (c *copySink) Abort(ctx context.Context, cause error) { c.release() }
+
+func (c *copySink) release() {
+	releaseAll(c.staged)
+	c.staged, c.rows, c.lines = nil, nil, nil
+}

@@ -1,0 +1,431 @@
+package sqlfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// tableOptions are the WITH (…) options of CREATE TABLE, with their checks.
+var tableOptions = map[string]func(v string) (string, error){
+	"buckets": func(v string) (string, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > catalog.MaxBuckets {
+			return "", fmt.Errorf("buckets must be an integer from 1 to %d", catalog.MaxBuckets)
+		}
+		return strconv.Itoa(n), nil
+	},
+	"bucket_key": func(v string) (string, error) { return v, nil },
+	"tiering": func(v string) (string, error) {
+		switch strings.ToLower(v) {
+		case "on", "true", "1":
+			return "on", nil
+		case "off", "false", "0":
+			return "off", nil
+		}
+		return "", fmt.Errorf("tiering must be on or off")
+	},
+	"tiering_freshness":   checkInterval,
+	"log_retention":       checkInterval,
+	"partition_retention": checkInterval,
+}
+
+func checkInterval(v string) (string, error) {
+	if _, err := time.ParseDuration(v); err != nil {
+		return "", fmt.Errorf("want a duration such as '90s', '15m' or '168h'")
+	}
+	return v, nil
+}
+
+// relName returns a RangeVar's table name; mink has one schema, public.
+func relName(rv *pg.RangeVar) (string, error) {
+	if rv.Catalogname != "" && rv.Catalogname != "mink" {
+		return "", errorf(pgwire.CodeFeatureNotSupported, "cross-database references are not implemented: %s.%s.%s", rv.Catalogname, rv.Schemaname, rv.Relname)
+	}
+	if rv.Schemaname != "" && rv.Schemaname != "public" {
+		return "", errorf(pgwire.CodeInvalidSchemaName, "schema %q does not exist", rv.Schemaname)
+	}
+	return rv.Relname, nil
+}
+
+func (s *session) lookupTable(rv *pg.RangeVar) (*tableInfo, error) {
+	name, err := relName(rv)
+	if err != nil {
+		return nil, err
+	}
+	return s.f.lookupTableByName(name)
+}
+
+// typeOf resolves a column's type name.
+func typeOf(tn *pg.TypeName) (sqltypes.Type, error) {
+	if len(tn.ArrayBounds) > 0 {
+		return sqltypes.Type{}, unsupported("array columns are not supported")
+	}
+	var name string
+	for _, n := range tn.Names {
+		if str := n.GetString_(); str != nil && str.Sval != "pg_catalog" {
+			name = str.Sval
+		}
+	}
+	var mods []int32
+	for _, m := range tn.Typmods {
+		c := m.GetAConst()
+		if c == nil || c.GetIval() == nil {
+			return sqltypes.Type{}, errorf(pgwire.CodeSyntaxError, "type modifiers must be simple constants")
+		}
+		mods = append(mods, c.GetIval().Ival)
+	}
+	return sqltypes.Lookup(name, mods)
+}
+
+func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt, error) {
+	name, err := relName(cs.Relation)
+	if err != nil {
+		return nil, err
+	}
+	if cs.Relation.Relpersistence == "t" {
+		return nil, unsupported("temporary tables are not supported")
+	}
+	if len(cs.InhRelations) > 0 {
+		return s.planCreatePartition(ctx, name, cs)
+	}
+	if cs.Partbound != nil {
+		return nil, errorf(pgwire.CodeSyntaxError, "FOR VALUES needs PARTITION OF")
+	}
+	spec := catalog.TableSpec{Name: name, Options: map[string]string{}}
+	var defaults []string // SQL default expressions, "" for none, by column
+	for _, elt := range cs.TableElts {
+		switch e := elt.Node.(type) {
+		case *pg.Node_ColumnDef:
+			cd := e.ColumnDef
+			typ, err := typeOf(cd.TypeName)
+			if err != nil {
+				return nil, err
+			}
+			col := catalog.Column{Name: cd.Colname, Type: typ.Name(), NotNull: cd.IsNotNull}
+			var def string
+			for _, c := range cd.Constraints {
+				con := c.GetConstraint()
+				switch con.Contype {
+				case pg.ConstrType_CONSTR_NOTNULL:
+					col.NotNull = true
+				case pg.ConstrType_CONSTR_NULL:
+				case pg.ConstrType_CONSTR_DEFAULT:
+					if def, err = constantExpr(con.RawExpr); err != nil {
+						return nil, err
+					}
+					col.Default = def
+				case pg.ConstrType_CONSTR_PRIMARY:
+					spec.PrimaryKey = append(spec.PrimaryKey, cd.Colname)
+				default:
+					return nil, unsupported("%s constraints are not supported", constraintName(con.Contype))
+				}
+			}
+			spec.Columns = append(spec.Columns, col)
+			defaults = append(defaults, def)
+		case *pg.Node_Constraint:
+			con := e.Constraint
+			if con.Contype != pg.ConstrType_CONSTR_PRIMARY {
+				return nil, unsupported("%s constraints are not supported", constraintName(con.Contype))
+			}
+			for _, k := range con.Keys {
+				spec.PrimaryKey = append(spec.PrimaryKey, k.GetString_().Sval)
+			}
+		case *pg.Node_TableLikeClause:
+			return nil, unsupported("CREATE TABLE … LIKE is not supported")
+		}
+	}
+	if len(spec.PrimaryKey) > 0 {
+		return nil, unsupported("primary-key tables are not supported yet; create a log table (no PRIMARY KEY)")
+	}
+	if ps := cs.Partspec; ps != nil {
+		if ps.Strategy != pg.PartitionStrategy_PARTITION_STRATEGY_LIST {
+			return nil, unsupported("only PARTITION BY LIST is supported")
+		}
+		if len(ps.PartParams) != 1 || ps.PartParams[0].GetPartitionElem().GetName() == "" {
+			return nil, unsupported("PARTITION BY LIST takes exactly one column")
+		}
+		spec.PartitionBy = ps.PartParams[0].GetPartitionElem().Name
+	}
+	for _, o := range cs.Options {
+		de := o.GetDefElem()
+		check, ok := tableOptions[de.Defname]
+		if !ok {
+			return nil, errorf(pgwire.CodeInvalidParameterValue, "unrecognized parameter %q", de.Defname)
+		}
+		raw, err := defElemValue(de)
+		if err != nil {
+			return nil, err
+		}
+		v, err := check(raw)
+		if err != nil {
+			return nil, errorf(pgwire.CodeInvalidParameterValue, "invalid value for parameter %q: %v", de.Defname, err)
+		}
+		spec.Options[de.Defname] = v
+	}
+	if n, ok := spec.Options["buckets"]; ok {
+		spec.Buckets, _ = strconv.Atoi(n)
+		delete(spec.Options, "buckets")
+	}
+	if k, ok := spec.Options["bucket_key"]; ok {
+		for _, part := range strings.Split(k, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				spec.BucketKey = append(spec.BucketKey, strings.ToLower(part))
+			}
+		}
+		delete(spec.Options, "bucket_key")
+	}
+	if len(spec.Options) == 0 {
+		spec.Options = nil
+	}
+	if err := checkColumns(spec); err != nil {
+		return nil, err
+	}
+	return s.tagOnly("CREATE TABLE", func(ctx context.Context) error {
+		if s.tx.status == pgwire.TxInBlock {
+			return unsupported("CREATE TABLE cannot run inside a transaction block")
+		}
+		for i, def := range defaults {
+			if def == "" {
+				continue
+			}
+			typ, _ := sqltypes.Parse(spec.Columns[i].Type)
+			if err := s.conn.Exec(ctx, "SELECT CAST("+def+" AS "+typ.DuckDBType()+")"); err != nil {
+				return wrapf(toWire(err), "default of column %q", spec.Columns[i].Name)
+			}
+		}
+		out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec})
+		if errors.Is(err, catalog.ErrExists) {
+			if cs.IfNotExists {
+				return nil // PostgreSQL sends a NOTICE; the tag is the same
+			}
+			return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", name)
+		}
+		if err != nil {
+			return err
+		}
+		return s.f.waitLeaders(ctx, out.Buckets)
+	}), nil
+}
+
+// checkColumns reports what PostgreSQL would: duplicate columns, and key or
+// partition columns that do not exist.
+func checkColumns(spec catalog.TableSpec) error {
+	if len(spec.Columns) == 0 {
+		return unsupported("tables need at least one column")
+	}
+	seen := map[string]bool{}
+	for _, c := range spec.Columns {
+		if seen[c.Name] {
+			return errorf(pgwire.CodeDuplicateColumn, "column %q specified more than once", c.Name)
+		}
+		seen[c.Name] = true
+	}
+	for _, k := range spec.BucketKey {
+		if !seen[k] {
+			return errorf(pgwire.CodeUndefinedColumn, "bucket_key column %q does not exist", k)
+		}
+	}
+	if spec.PartitionBy != "" && !seen[spec.PartitionBy] {
+		return errorf(pgwire.CodeUndefinedColumn, "column %q named in partition key does not exist", spec.PartitionBy)
+	}
+	return nil
+}
+
+func constraintName(t pg.ConstrType) string {
+	return strings.TrimPrefix(t.String(), "CONSTR_")
+}
+
+// constantExpr renders a DEFAULT expression as SQL, if it is a constant.
+func constantExpr(n *pg.Node) (string, error) {
+	if !isConstant(n) {
+		return "", unsupported("only constant DEFAULT values are supported")
+	}
+	return deparseExpr(n)
+}
+
+func isConstant(n *pg.Node) bool {
+	switch e := n.Node.(type) {
+	case *pg.Node_AConst:
+		return true
+	case *pg.Node_TypeCast:
+		return isConstant(e.TypeCast.Arg)
+	case *pg.Node_AExpr:
+		if e.AExpr.Kind == pg.A_Expr_Kind_AEXPR_OP && e.AExpr.Lexpr == nil {
+			return isConstant(e.AExpr.Rexpr) // -1
+		}
+	}
+	return false
+}
+
+// deparseExpr renders an expression node back to SQL.
+func deparseExpr(n *pg.Node) (string, error) {
+	sel := &pg.SelectStmt{TargetList: []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Val: n}}}}}
+	text, err := deparse(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}})
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(text, "SELECT "), nil
+}
+
+func defElemValue(de *pg.DefElem) (string, error) {
+	if de.Arg == nil {
+		return "on", nil
+	}
+	switch a := de.Arg.Node.(type) {
+	case *pg.Node_String_:
+		return a.String_.Sval, nil
+	case *pg.Node_Integer:
+		return strconv.Itoa(int(a.Integer.Ival)), nil
+	case *pg.Node_Float:
+		return a.Float.Fval, nil
+	case *pg.Node_Boolean:
+		return strconv.FormatBool(a.Boolean.Boolval), nil
+	case *pg.Node_TypeName:
+		return a.TypeName.Names[len(a.TypeName.Names)-1].GetString_().Sval, nil
+	}
+	return "", errorf(pgwire.CodeSyntaxError, "invalid value for option %q", de.Defname)
+}
+
+// waitLeaders waits until every bucket has a leader, so that a write right
+// after CREATE TABLE does not wait on assignment.
+func (f *Frontend) waitLeaders(ctx context.Context, ids []catalog.BucketID) error {
+	deadline := time.Now().Add(f.cfg.BucketWait)
+	for {
+		changed := f.cfg.Meta.Changed()
+		missing := 0
+		f.cfg.Meta.Read(func(v *catalog.View) {
+			for _, id := range ids {
+				if b, ok := v.Buckets[id]; ok && b.Leader == 0 {
+					missing++
+				}
+			}
+		})
+		if missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errorf(codeUnavailable, "%d buckets have no leader yet: is a coordinator running?", missing)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// planCreatePartition handles CREATE TABLE name PARTITION OF parent FOR
+// VALUES IN (value). The partition is named by its value; name is only
+// checked not to clash.
+func (s *session) planCreatePartition(ctx context.Context, name string, cs *pg.CreateStmt) (*stmt, error) {
+	if len(cs.InhRelations) != 1 {
+		return nil, unsupported("inheritance is not supported")
+	}
+	parent, err := s.lookupTable(cs.InhRelations[0].GetRangeVar())
+	if err != nil {
+		return nil, err
+	}
+	if parent.partCol < 0 {
+		return nil, errorf("42809", "table %q is not partitioned", parent.name)
+	}
+	pb := cs.Partbound
+	if pb == nil || pb.Strategy != "l" || len(pb.Listdatums) != 1 {
+		return nil, unsupported("a partition needs FOR VALUES IN (one value)")
+	}
+	lit, err := deparseExpr(pb.Listdatums[0])
+	if err != nil {
+		return nil, err
+	}
+	col := parent.cols[parent.partCol]
+	return s.tagOnly("CREATE TABLE", func(ctx context.Context) error {
+		value, err := s.canonicalPartitionValue(ctx, lit, col.Type)
+		if err != nil {
+			return err
+		}
+		out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreatePartition{Table: parent.id, Value: value})
+		if errors.Is(err, catalog.ErrExists) {
+			if cs.IfNotExists {
+				return nil
+			}
+			return errorf(pgwire.CodeDuplicateTable, "partition of %q for value %s already exists", parent.name, lit)
+		}
+		if err != nil {
+			return err
+		}
+		return s.f.waitLeaders(ctx, out.Buckets)
+	}), nil
+}
+
+// canonicalPartitionValue evaluates a literal as the partition column's type
+// and returns its canonical text, the same text rows with that value get.
+func (s *session) canonicalPartitionValue(ctx context.Context, lit string, typ sqltypes.Type) (string, error) {
+	rdr, err := s.conn.QueryArrow(ctx, "SELECT CAST("+lit+" AS "+typ.DuckDBType()+") AS v")
+	if err != nil {
+		return "", err
+	}
+	defer rdr.Release()
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		if rec.NumRows() == 0 {
+			continue
+		}
+		conformed, err := sqltypes.Conform("partition", []sqltypes.Column{{Name: "v", Type: typ}}, rec, nil)
+		if err != nil {
+			return "", err
+		}
+		defer conformed.Release()
+		return partitionValue(conformed.Column(0), 0)
+	}
+	if err := rdr.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("partition value %s evaluated to no row", lit)
+}
+
+func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
+	if d.RemoveType != pg.ObjectType_OBJECT_TABLE {
+		return nil, unsupported("DROP %s is not supported", strings.TrimPrefix(d.RemoveType.String(), "OBJECT_"))
+	}
+	var names []string
+	for _, obj := range d.Objects {
+		parts := obj.GetList().GetItems()
+		last := parts[len(parts)-1].GetString_().Sval
+		if len(parts) > 1 && parts[len(parts)-2].GetString_().Sval != "public" {
+			return nil, errorf(pgwire.CodeInvalidSchemaName, "schema %q does not exist", parts[len(parts)-2].GetString_().Sval)
+		}
+		names = append(names, last)
+	}
+	return s.tagOnly("DROP TABLE", func(ctx context.Context) error {
+		if s.tx.status == pgwire.TxInBlock {
+			return unsupported("DROP TABLE cannot run inside a transaction block")
+		}
+		var ids []catalog.TableID
+		for _, name := range names {
+			t, err := s.f.lookupTableByName(name)
+			if err != nil {
+				if d.MissingOk {
+					continue
+				}
+				return errorf(pgwire.CodeUndefinedTable, "table %q does not exist", name)
+			}
+			ids = append(ids, t.id)
+		}
+		for _, id := range ids {
+			if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropTable{Table: id}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	}), nil
+}

@@ -1,0 +1,75 @@
+package sqlfront
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// Metadata is what the front end needs from the metadata log;
+// *catalog.Catalog implements it.
+type Metadata interface {
+	Propose(ctx context.Context, rec catalog.Record) (catalog.Outcome, error)
+	Read(fn func(v *catalog.View))
+	Changed() <-chan struct{}
+	AppliedIndex() uint64
+}
+
+// Config configures a Frontend.
+type Config struct {
+	Meta Metadata
+	// Buckets returns the node's current bucket manager (nil while the node
+	// registers again).
+	Buckets func() *buckets.Manager
+	Engine  *engine.DB
+	Logger  *slog.Logger
+	// Database is the one database name clients may connect to. Default
+	// "mink".
+	Database string
+	// BucketWait bounds how long a statement waits for a bucket that is
+	// opening or moving before failing with 57P03. Default 30 s.
+	BucketWait time.Duration
+}
+
+// Frontend is the SQL side of the Postgres wire protocol.
+type Frontend struct {
+	cfg Config
+}
+
+var _ pgwire.Handler = (*Frontend)(nil)
+
+// New returns a front end.
+func New(cfg Config) *Frontend {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Database == "" {
+		cfg.Database = "mink"
+	}
+	if cfg.BucketWait == 0 {
+		cfg.BucketWait = 30 * time.Second
+	}
+	return &Frontend{cfg: cfg}
+}
+
+// NewSession implements pgwire.Handler.
+func (f *Frontend) NewSession(ctx context.Context, info pgwire.SessionInfo) (pgwire.Session, error) {
+	if info.Database != f.cfg.Database {
+		return nil, errorf(pgwire.CodeInvalidCatalogName, "database %q does not exist", info.Database)
+	}
+	conn, err := f.cfg.Engine.Conn(ctx, engine.ConnOptions{TimeZone: sessionTimeZone(info)})
+	if err != nil {
+		return nil, toWire(err)
+	}
+	s := newSession(f, conn, info)
+	if err := s.applyStartupParams(ctx); err != nil {
+		conn.Close()
+		return nil, toWire(err)
+	}
+	return s, nil
+}

@@ -1,0 +1,343 @@
+package sqlfront
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// insertedView is the engine view RETURNING reads the inserted rows from.
+const insertedView = "__mink_inserted"
+
+// planInsert plans INSERT … VALUES / SELECT / DEFAULT VALUES [RETURNING].
+// The engine evaluates the source and casts it to the table's column types,
+// producing Arrow batches with exactly the table's schema; mink appends them
+// to the table's buckets.
+func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt, paramOIDs []uint32) (*stmt, error) {
+	table, err := s.lookupTable(ins.Relation)
+	if err != nil {
+		return nil, err
+	}
+	if ins.OnConflictClause != nil {
+		return nil, unsupported("ON CONFLICT needs a primary-key table; %q is a log table", table.name)
+	}
+	if ins.Override != pg.OverridingKind_OVERRIDING_NOT_SET {
+		return nil, unsupported("OVERRIDING is not supported")
+	}
+	// Target columns, in the order the source provides them. Without a
+	// column list, a source with fewer columns fills the first ones, as in
+	// PostgreSQL.
+	targets := make([]int, 0, len(table.cols))
+	if len(ins.Cols) == 0 {
+		n, err := s.sourceWidth(ctx, ins)
+		if err != nil {
+			return nil, err
+		}
+		if n > len(table.cols) {
+			return nil, errorf(pgwire.CodeSyntaxError, "INSERT has more expressions than target columns")
+		}
+		for i := 0; i < n; i++ {
+			targets = append(targets, i)
+		}
+	} else {
+		seen := map[int]bool{}
+		for _, c := range ins.Cols {
+			rt := c.GetResTarget()
+			if len(rt.Indirection) > 0 {
+				return nil, unsupported("assigning to a field or element of column %q is not supported", rt.Name)
+			}
+			i, ok := table.colIdx[rt.Name]
+			if !ok {
+				return nil, &pgwire.Error{Code: pgwire.CodeUndefinedColumn, Message: fmt.Sprintf("column %q of relation %q does not exist", rt.Name, table.name), Position: rt.Location + 1}
+			}
+			if seen[i] {
+				return nil, errorf(pgwire.CodeDuplicateColumn, "column %q specified more than once", rt.Name)
+			}
+			seen[i] = true
+			targets = append(targets, i)
+		}
+	}
+
+	source, err := s.insertSource(ins, table, targets)
+	if err != nil {
+		return nil, err
+	}
+	// The evaluation query: every table column, cast to its type, from the
+	// source's columns, a default, or NULL.
+	pos := map[int]int{}
+	for j, i := range targets {
+		pos[i] = j
+	}
+	var sel []string
+	for i, c := range table.cols {
+		var expr string
+		if j, ok := pos[i]; ok && source != "" {
+			expr = fmt.Sprintf("src.%s", quoteIdent(fmt.Sprintf("c%d", j+1)))
+		} else if def := table.spec.Columns[i].Default; def != "" {
+			expr = def
+		} else {
+			expr = "NULL"
+		}
+		sel = append(sel, fmt.Sprintf("CAST(%s AS %s) AS %s", expr, c.Type.DuckDBType(), quoteIdent(c.Name)))
+	}
+	eval := "SELECT " + strings.Join(sel, ", ")
+	if source != "" {
+		aliases := make([]string, len(targets))
+		for j := range targets {
+			aliases[j] = quoteIdent(fmt.Sprintf("c%d", j+1))
+		}
+		eval += " FROM (" + source + ") AS src(" + strings.Join(aliases, ", ") + ")"
+	}
+
+	if err := s.tables.sync(ctx); err != nil {
+		return nil, err
+	}
+	desc, err := s.conn.Describe(ctx, eval)
+	if err != nil {
+		return nil, err
+	}
+	params := resolveParams(paramOIDs, desc.Params)
+
+	st := &stmt{params: params}
+	var returning string
+	if len(ins.ReturningList) > 0 {
+		alias := table.name
+		if ins.Relation.Alias != nil {
+			alias = ins.Relation.Alias.Aliasname
+		}
+		returning, err = deparseSelect(&pg.SelectStmt{
+			TargetList: ins.ReturningList,
+			FromClause: []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: &pg.RangeVar{Relname: insertedView, Inh: true, Relpersistence: "p",
+				Alias: &pg.Alias{Aliasname: alias}}}}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		release, err := s.conn.RegisterRecords(ctx, insertedView, table.schema, nil)
+		if err != nil {
+			return nil, err
+		}
+		rdesc, err := s.conn.Describe(ctx, returning)
+		release()
+		if err != nil {
+			return nil, err
+		}
+		st.columns = wireColumns(rdesc.Columns)
+	}
+	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		if err := s.tables.sync(ctx); err != nil {
+			return pgwire.Result{}, err
+		}
+		batches, rows, err := s.evaluate(ctx, table, eval, args)
+		if err != nil {
+			return pgwire.Result{}, err
+		}
+		defer releaseAll(batches)
+		for _, b := range batches {
+			if err := s.write(ctx, table, b); err != nil {
+				return pgwire.Result{}, err
+			}
+		}
+		if returning == "" {
+			return pgwire.Result{Tag: fmt.Sprintf("INSERT 0 %d", rows)}, nil
+		}
+		release, err := s.conn.RegisterRecords(ctx, insertedView, table.schema, batches)
+		if err != nil {
+			return pgwire.Result{}, err
+		}
+		r, err := s.conn.Query(ctx, returning)
+		if err != nil {
+			release()
+			return pgwire.Result{}, err
+		}
+		return pgwire.Result{Tag: "INSERT 0", Rows: &engineRows{rows: r, columns: st.columns, release: release}}, nil
+	}
+	return st, nil
+}
+
+// sourceWidth is the number of columns the INSERT's source provides.
+func (s *session) sourceWidth(ctx context.Context, ins *pg.InsertStmt) (int, error) {
+	if ins.SelectStmt == nil {
+		return 0, nil
+	}
+	sel := ins.SelectStmt.GetSelectStmt()
+	if sel == nil {
+		return 0, unsupported("this INSERT source is not supported")
+	}
+	if len(sel.ValuesLists) > 0 {
+		return len(sel.ValuesLists[0].GetList().GetItems()), nil
+	}
+	for sel.Op != pg.SetOperation_SETOP_NONE && sel.Larg != nil {
+		sel = sel.Larg
+	}
+	star := false
+	for _, t := range sel.TargetList {
+		if cr := t.GetResTarget().GetVal().GetColumnRef(); cr != nil && cr.Fields[len(cr.Fields)-1].GetAStar() != nil {
+			star = true
+		}
+	}
+	if !star {
+		return len(sel.TargetList), nil
+	}
+	text, err := deparse(ins.SelectStmt)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.tables.sync(ctx); err != nil {
+		return 0, err
+	}
+	d, err := s.conn.Describe(ctx, text)
+	if err != nil {
+		return 0, err
+	}
+	return len(d.Columns), nil
+}
+
+// insertSource returns the SQL of the INSERT's source rows ("" for DEFAULT
+// VALUES), with DEFAULT in VALUES replaced by the column's default.
+func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []int) (string, error) {
+	if ins.SelectStmt == nil {
+		return "", nil
+	}
+	sel := ins.SelectStmt.GetSelectStmt()
+	if sel == nil {
+		return "", unsupported("this INSERT source is not supported")
+	}
+	if len(sel.ValuesLists) > 0 {
+		for _, row := range sel.ValuesLists {
+			items := row.GetList().GetItems()
+			if len(items) > len(targets) {
+				return "", errorf(pgwire.CodeSyntaxError, "INSERT has more expressions than target columns")
+			}
+			if len(items) < len(targets) {
+				return "", errorf(pgwire.CodeSyntaxError, "INSERT has more target columns than expressions")
+			}
+			for j, item := range items {
+				if item.GetSetToDefault() == nil {
+					continue
+				}
+				c := targets[j]
+				def := table.spec.Columns[c].Default
+				if def == "" {
+					def = "NULL"
+				}
+				parsed, err := parseExpr("CAST(" + def + " AS " + table.cols[c].Type.Name() + ")")
+				if err != nil {
+					return "", err
+				}
+				items[j] = parsed
+			}
+		}
+	}
+	if ins.WithClause != nil {
+		sel.WithClause = ins.WithClause
+	}
+	return deparseSelect(sel)
+}
+
+// evaluate runs the evaluation query and conforms its batches to the table.
+func (s *session) evaluate(ctx context.Context, table *tableInfo, eval string, args []any) ([]arrow.RecordBatch, int64, error) {
+	rdr, err := s.conn.QueryArrow(ctx, eval, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rdr.Release()
+	var out []arrow.RecordBatch
+	var rows int64
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		conformed, err := sqltypes.Conform(table.name, table.cols, rec, memory.DefaultAllocator)
+		if err != nil {
+			releaseAll(out)
+			return nil, 0, err
+		}
+		if err := checkNotNull(table, conformed); err != nil {
+			conformed.Release()
+			releaseAll(out)
+			return nil, 0, err
+		}
+		rows += conformed.NumRows()
+		out = append(out, conformed)
+	}
+	if err := rdr.Err(); err != nil {
+		releaseAll(out)
+		return nil, 0, err
+	}
+	return out, rows, nil
+}
+
+// checkNotNull rejects a batch with a NULL in a NOT NULL column (23502).
+func checkNotNull(table *tableInfo, rec arrow.RecordBatch) error {
+	for i, c := range table.cols {
+		if c.NotNull && rec.Column(i).NullN() > 0 {
+			return &pgwire.Error{Code: pgwire.CodeNotNullViolation,
+				Message:    fmt.Sprintf("null value in column %q of relation %q violates not-null constraint", c.Name, table.name),
+				TableName:  table.name,
+				ColumnName: c.Name, SchemaName: "public"}
+		}
+	}
+	return nil
+}
+
+func releaseAll(batches []arrow.RecordBatch) {
+	for _, b := range batches {
+		b.Release()
+	}
+}
+
+// resolveParams picks each parameter's type: the client's when given, else
+// the engine's inference, else text.
+func resolveParams(client []uint32, inferred []sqltypes.Type) []uint32 {
+	n := max(len(client), len(inferred))
+	out := make([]uint32, n)
+	for i := range out {
+		switch {
+		case i < len(client) && client[i] != 0:
+			out[i] = client[i]
+		case i < len(inferred) && inferred[i].Valid():
+			out[i] = inferred[i].OID()
+		default:
+			out[i] = 25 // text
+		}
+	}
+	return out
+}
+
+// parseExpr parses one SQL expression.
+func parseExpr(expr string) (*pg.Node, error) {
+	tree, err := pg.Parse("SELECT " + expr)
+	if err != nil {
+		return nil, err
+	}
+	return tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val, nil
+}
+
+func deparseSelect(sel *pg.SelectStmt) (string, error) {
+	return deparse(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}})
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// parserVersion is the parse tree version pg_query's deparser expects.
+var parserVersion = func() int32 {
+	tree, err := pg.Parse("SELECT 1")
+	if err != nil {
+		panic(fmt.Sprintf("sqlfront: pg_query cannot parse SELECT 1: %v", err))
+	}
+	return tree.Version
+}()
+
+// deparse renders one statement node back to SQL.
+func deparse(stmt *pg.Node) (string, error) {
+	return pg.Deparse(&pg.ParseResult{Version: parserVersion, Stmts: []*pg.RawStmt{{Stmt: stmt}}})
+}

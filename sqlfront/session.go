@@ -1,0 +1,264 @@
+package sqlfront
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// txState is a session's transaction block state.
+type txState struct {
+	status pgwire.TxStatus
+	// pending are the writes of the open transaction block, applied at
+	// COMMIT and discarded at ROLLBACK.
+	pending []*pendingWrite
+}
+
+// session is the SQL side of one connection. pgwire calls it from one
+// goroutine at a time.
+type session struct {
+	f    *Frontend
+	conn *engine.Conn
+	info pgwire.SessionInfo
+
+	settings *settings
+	tx       txState
+	tables   *tableRegistry
+}
+
+var (
+	_ pgwire.Session       = (*session)(nil)
+	_ pgwire.ParamReporter = (*session)(nil)
+)
+
+func newSession(f *Frontend, conn *engine.Conn, info pgwire.SessionInfo) *session {
+	s := &session{f: f, conn: conn, info: info, settings: newSettings(info), tx: txState{status: pgwire.TxIdle}}
+	s.tables = newTableRegistry(s)
+	return s
+}
+
+// Split implements pgwire.Session: it parses the whole string once, so a
+// syntax error anywhere fails it before any statement runs.
+func (s *session) Split(ctx context.Context, query string) ([]pgwire.Statement, error) {
+	tree, err := pg.Parse(query)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	var out []pgwire.Statement
+	for _, raw := range tree.Stmts {
+		start := int(raw.StmtLocation)
+		end := len(query)
+		if raw.StmtLen > 0 {
+			end = start + int(raw.StmtLen)
+		}
+		text := query[start:end]
+		// Leading whitespace and comments are part of the statement's span;
+		// keep positions exact by not trimming.
+		out = append(out, pgwire.Statement{SQL: text, Offset: start})
+	}
+	return out, nil
+}
+
+// Prepare implements pgwire.Session.
+func (s *session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (pgwire.PreparedStatement, error) {
+	tree, err := pg.Parse(sql)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	switch len(tree.Stmts) {
+	case 0:
+		return nil, pgwire.ErrEmptyQuery
+	case 1:
+	default:
+		return nil, errorf(pgwire.CodeSyntaxError, "cannot insert multiple commands into a prepared statement")
+	}
+	st, err := s.plan(ctx, sql, tree.Stmts[0].Stmt, paramOIDs)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	return st, nil
+}
+
+// plan turns one parsed statement into a prepared statement.
+func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (*stmt, error) {
+	switch n := node.Node.(type) {
+	case *pg.Node_TransactionStmt:
+		return s.planTransaction(n.TransactionStmt)
+	case *pg.Node_VariableSetStmt:
+		return s.planSet(n.VariableSetStmt)
+	case *pg.Node_VariableShowStmt:
+		return s.planShow(n.VariableShowStmt)
+	case *pg.Node_DiscardStmt:
+		return s.planDiscard(n.DiscardStmt)
+	case *pg.Node_CreateStmt:
+		return s.planCreateTable(ctx, n.CreateStmt)
+	case *pg.Node_DropStmt:
+		return s.planDrop(n.DropStmt)
+	case *pg.Node_InsertStmt:
+		return s.planInsert(ctx, sql, n.InsertStmt, paramOIDs)
+	case *pg.Node_SelectStmt, *pg.Node_ExplainStmt:
+		st, err := s.planQuery(ctx, sql, paramOIDs)
+		if err == nil {
+			postgresColumnNames(node, st.columns)
+		}
+		return st, err
+	case *pg.Node_CopyStmt:
+		return s.planCopy(ctx, n.CopyStmt)
+	case *pg.Node_UpdateStmt:
+		return nil, s.appendOnly(n.UpdateStmt.GetRelation(), "UPDATE")
+	case *pg.Node_DeleteStmt:
+		return nil, s.appendOnly(n.DeleteStmt.GetRelation(), "DELETE")
+	case *pg.Node_CreateSchemaStmt, *pg.Node_CreateTableAsStmt, *pg.Node_IndexStmt, *pg.Node_AlterTableStmt,
+		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateRoleStmt,
+		*pg.Node_GrantStmt, *pg.Node_TruncateStmt, *pg.Node_RenameStmt, *pg.Node_CreateFunctionStmt:
+		return nil, unsupported("%s is not supported by mink", statementName(node))
+	}
+	return nil, unsupported("%s is not supported by mink", statementName(node))
+}
+
+// statementName is a readable name of a statement's type, for errors.
+func statementName(node *pg.Node) string {
+	name := strings.TrimPrefix(fmt.Sprintf("%T", node.Node), "*pg_query.Node_")
+	name = strings.TrimSuffix(name, "Stmt")
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
+
+func (s *session) appendOnly(rel *pg.RangeVar, verb string) error {
+	name := rel.GetRelname()
+	if _, err := s.lookupTable(rel); err != nil {
+		return err
+	}
+	return unsupported("%s on table %q: log tables are append-only (primary-key tables support UPDATE and DELETE)", verb, name)
+}
+
+// Sync implements pgwire.Session. Writes outside a transaction block are
+// applied when each statement runs, so the implicit transaction has nothing
+// left to commit; a failure inside a block fails the block.
+func (s *session) Sync(ctx context.Context, failed bool) error {
+	if failed && s.tx.status == pgwire.TxInBlock {
+		s.tx.status = pgwire.TxFailed
+	}
+	return nil
+}
+
+// TxStatus implements pgwire.Session.
+func (s *session) TxStatus() pgwire.TxStatus { return s.tx.status }
+
+// ChangedParams implements pgwire.ParamReporter.
+func (s *session) ChangedParams() map[string]string { return s.settings.reported() }
+
+// Close implements pgwire.Session.
+func (s *session) Close() {
+	s.tables.close()
+	s.tx.pending = nil
+	s.conn.Close()
+}
+
+// checkTx rejects statements in a failed transaction block.
+func (s *session) checkTx() error {
+	if s.tx.status == pgwire.TxFailed {
+		return errorf(pgwire.CodeInFailedSQLTransaction, "current transaction is aborted, commands ignored until end of transaction block")
+	}
+	return nil
+}
+
+// stmt is the prepared statement of every kind of statement: its parameter
+// types, its result columns, and how to run it.
+type stmt struct {
+	params  []uint32
+	columns []pgwire.Column
+	// allowInFailedTx marks ROLLBACK and COMMIT, which end a failed block.
+	allowInFailedTx bool
+	run             func(ctx context.Context, params []any) (pgwire.Result, error)
+	close           func()
+}
+
+func (st *stmt) ParamOIDs() []uint32      { return st.params }
+func (st *stmt) Columns() []pgwire.Column { return st.columns }
+func (st *stmt) Close() {
+	if st.close != nil {
+		st.close()
+	}
+}
+
+// Execute runs the statement; errors come back as *pgwire.Error.
+func (st *stmt) Execute(ctx context.Context, params []any) (pgwire.Result, error) {
+	res, err := st.run(ctx, params)
+	if err != nil {
+		return pgwire.Result{}, toWire(err)
+	}
+	return res, nil
+}
+
+// tagOnly is a statement that returns a command tag and nothing else.
+func (s *session) tagOnly(tag string, fn func(ctx context.Context) error) *stmt {
+	return &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		if err := fn(ctx); err != nil {
+			return pgwire.Result{}, err
+		}
+		return pgwire.Result{Tag: tag}, nil
+	}}
+}
+
+func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
+	switch t.Kind {
+	case pg.TransactionStmtKind_TRANS_STMT_BEGIN, pg.TransactionStmtKind_TRANS_STMT_START:
+		return &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+			res := pgwire.Result{Tag: "BEGIN"}
+			switch s.tx.status {
+			case pgwire.TxFailed:
+				return res, s.checkTx()
+			case pgwire.TxInBlock:
+				res.Notices = append(res.Notices, &pgwire.Error{Severity: "WARNING", Code: "25001", Message: "there is already a transaction in progress"})
+			default:
+				s.tx.status = pgwire.TxInBlock
+			}
+			return res, nil
+		}}, nil
+	case pg.TransactionStmtKind_TRANS_STMT_COMMIT:
+		return &stmt{allowInFailedTx: true, run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+			switch s.tx.status {
+			case pgwire.TxIdle:
+				return pgwire.Result{Tag: "COMMIT", Notices: []*pgwire.Error{{Severity: "WARNING", Code: "25P01", Message: "there is no transaction in progress"}}}, nil
+			case pgwire.TxFailed:
+				s.endTx()
+				return pgwire.Result{Tag: "ROLLBACK"}, nil
+			}
+			pending := s.tx.pending
+			s.endTx()
+			if err := s.applyWrites(ctx, pending); err != nil {
+				return pgwire.Result{}, err
+			}
+			return pgwire.Result{Tag: "COMMIT"}, nil
+		}}, nil
+	case pg.TransactionStmtKind_TRANS_STMT_ROLLBACK:
+		return &stmt{allowInFailedTx: true, run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+			if s.tx.status == pgwire.TxIdle {
+				return pgwire.Result{Tag: "ROLLBACK", Notices: []*pgwire.Error{{Severity: "WARNING", Code: "25P01", Message: "there is no transaction in progress"}}}, nil
+			}
+			s.endTx()
+			return pgwire.Result{Tag: "ROLLBACK"}, nil
+		}}, nil
+	}
+	return nil, unsupported("savepoints and two-phase commit are not supported by mink")
+}
+
+func (s *session) endTx() {
+	s.tx.status = pgwire.TxIdle
+	s.tx.pending = nil
+}

@@ -1,0 +1,348 @@
+package sqlfront
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// setting is one session setting (GUC).
+type setting struct {
+	def         string
+	description string
+	readOnly    bool
+	// report: changes are sent to the client as ParameterStatus.
+	report bool
+	// check validates and normalises a new value.
+	check func(v string) (string, error)
+}
+
+var knownSettings = map[string]*setting{
+	"application_name":                    {description: "Sets the application name to be reported in statistics and logs.", report: true},
+	"client_encoding":                     {def: "UTF8", description: "Sets the client's character set encoding.", report: true, check: checkEncoding},
+	"server_encoding":                     {def: "UTF8", readOnly: true, description: "Shows the server (database) character set encoding."},
+	"datestyle":                           {def: "ISO, MDY", description: "Sets the display format for date and time values.", report: true, check: checkDateStyle},
+	"intervalstyle":                       {def: "postgres", description: "Sets the display format for interval values.", report: true, check: checkOneOf("postgres")},
+	"timezone":                            {def: "UTC", description: "Sets the time zone for displaying and interpreting time stamps.", report: true},
+	"integer_datetimes":                   {def: "on", readOnly: true, description: "Shows whether datetimes are integer based.", report: true},
+	"standard_conforming_strings":         {def: "on", description: "Causes '...' strings to treat backslashes literally.", report: true, check: checkOneOf("on")},
+	"server_version":                      {def: pgwire.DefaultServerVersion, readOnly: true, description: "Shows the server version."},
+	"server_version_num":                  {def: "150000", readOnly: true, description: "Shows the server version as an integer."},
+	"search_path":                         {def: `"$user", public`, description: "Sets the schema search order for names that are not schema-qualified."},
+	"extra_float_digits":                  {def: "1", description: "Sets the number of digits displayed for floating-point values."},
+	"statement_timeout":                   {def: "0", description: "Sets the maximum allowed duration of any statement."},
+	"lock_timeout":                        {def: "0", description: "Sets the maximum allowed duration of any wait for a lock."},
+	"idle_in_transaction_session_timeout": {def: "0", description: "Sets the maximum allowed idle time between queries, when in a transaction."},
+	"default_transaction_read_only":       {def: "off", description: "Sets the default read-only status of new transactions.", report: true},
+	"default_transaction_isolation":       {def: "read committed", description: "Sets the transaction isolation level of each new transaction."},
+	"transaction_isolation":               {def: "read committed", description: "Sets the current transaction's isolation level."},
+	"transaction_read_only":               {def: "off", description: "Sets the current transaction's read-only status."},
+	"is_superuser":                        {def: "on", readOnly: true, description: "Shows whether the current user is a superuser.", report: true},
+	"session_authorization":               {readOnly: true, description: "Sets the session user name.", report: true},
+	"in_hot_standby":                      {def: "off", readOnly: true, description: "Shows whether hot standby is currently active.", report: true},
+	"max_identifier_length":               {def: "63", readOnly: true, description: "Shows the maximum identifier length."},
+	"lc_messages":                         {def: "C", description: "Sets the language in which messages are displayed."},
+	"lc_monetary":                         {def: "C", description: "Sets the locale for formatting monetary amounts."},
+	"lc_numeric":                          {def: "C", description: "Sets the locale for formatting numbers."},
+	"lc_time":                             {def: "C", description: "Sets the locale for formatting date and time values."},
+	"bytea_output":                        {def: "hex", description: "Sets the output format for bytea.", check: checkOneOf("hex")},
+	"client_min_messages":                 {def: "notice", description: "Sets the message levels that are sent to the client."},
+	"row_security":                        {def: "on", description: "Enable row security."},
+	"synchronous_commit":                  {def: "on", description: "Sets the current transaction's synchronization level."},
+	"work_mem":                            {def: "4MB", description: "Sets the maximum memory to be used for query workspaces."},
+	"jit":                                 {def: "off", description: "Allow JIT compilation."},
+}
+
+// displayName is how SHOW ALL and error messages spell a setting.
+var displayName = map[string]string{
+	"datestyle": "DateStyle", "intervalstyle": "IntervalStyle", "timezone": "TimeZone",
+}
+
+func display(name string) string {
+	if d, ok := displayName[name]; ok {
+		return d
+	}
+	return name
+}
+
+func checkOneOf(allowed ...string) func(string) (string, error) {
+	return func(v string) (string, error) {
+		for _, a := range allowed {
+			if strings.EqualFold(v, a) {
+				return a, nil
+			}
+		}
+		return "", fmt.Errorf("only %s is supported", strings.Join(allowed, ", "))
+	}
+}
+
+func checkEncoding(v string) (string, error) {
+	switch strings.ToUpper(strings.ReplaceAll(strings.ReplaceAll(v, "-", ""), "_", "")) {
+	case "UTF8", "UNICODE":
+		return "UTF8", nil
+	}
+	return "", fmt.Errorf("mink only speaks UTF8")
+}
+
+func checkDateStyle(v string) (string, error) {
+	parts := strings.Split(v, ",")
+	order := "MDY"
+	for _, p := range parts {
+		switch strings.ToUpper(strings.TrimSpace(p)) {
+		case "ISO", "":
+		case "MDY", "US", "NONEURO", "NONEUROPEAN":
+			order = "MDY"
+		case "DMY", "EURO", "EUROPEAN":
+			order = "DMY"
+		case "YMD":
+			order = "YMD"
+		default:
+			return "", fmt.Errorf("only the ISO output style is supported")
+		}
+	}
+	return "ISO, " + order, nil
+}
+
+// settings are a session's settings.
+type settings struct {
+	values map[string]string
+	// custom holds placeholder settings with a dot in the name ("app.x").
+	told map[string]string
+}
+
+func newSettings(info pgwire.SessionInfo) *settings {
+	st := &settings{values: map[string]string{}, told: map[string]string{}}
+	for name, s := range knownSettings {
+		st.values[name] = s.def
+	}
+	st.values["session_authorization"] = info.User
+	st.values["application_name"] = info.ApplicationName
+	return st
+}
+
+func sessionTimeZone(info pgwire.SessionInfo) string {
+	for k, v := range info.Params {
+		if strings.EqualFold(k, "timezone") {
+			return v
+		}
+	}
+	return "UTC"
+}
+
+// applyStartupParams applies settings the client sent at startup (TimeZone,
+// DateStyle, application_name, options -c …).
+func (s *session) applyStartupParams(ctx context.Context) error {
+	for k, v := range s.info.Params {
+		name := strings.ToLower(k)
+		if name == "user" || name == "database" || name == "options" || name == "replication" {
+			continue
+		}
+		if _, known := knownSettings[name]; !known && !strings.Contains(name, ".") {
+			continue // PostgreSQL rejects these; drivers send harmless extras
+		}
+		if err := s.set(ctx, name, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// set changes one setting.
+func (s *session) set(ctx context.Context, name, value string) error {
+	name = strings.ToLower(name)
+	def, known := knownSettings[name]
+	if !known {
+		if strings.Contains(name, ".") {
+			s.settings.values[name] = value
+			return nil
+		}
+		return errorf(pgwire.CodeUndefinedObject, "unrecognized configuration parameter %q", name)
+	}
+	if def.readOnly {
+		if value == s.settings.values[name] {
+			return nil
+		}
+		return errorf("55P02", "parameter %q cannot be changed", name)
+	}
+	if def.check != nil {
+		v, err := def.check(value)
+		if err != nil {
+			return errorf(pgwire.CodeInvalidParameterValue, "invalid value for parameter %q: %q: %v", display(name), value, err)
+		}
+		value = v
+	}
+	if name == "timezone" {
+		if err := s.conn.SetTimeZone(ctx, value); err != nil {
+			return errorf(pgwire.CodeInvalidParameterValue, "invalid value for parameter \"TimeZone\": %q", value)
+		}
+	}
+	s.settings.values[name] = value
+	return nil
+}
+
+func (s *session) reset(ctx context.Context, name string) error {
+	name = strings.ToLower(name)
+	def, known := knownSettings[name]
+	if !known {
+		if strings.Contains(name, ".") {
+			delete(s.settings.values, name)
+			return nil
+		}
+		return errorf(pgwire.CodeUndefinedObject, "unrecognized configuration parameter %q", name)
+	}
+	if def.readOnly {
+		return nil
+	}
+	value := def.def
+	switch name {
+	case "timezone":
+		value = sessionTimeZone(s.info)
+	case "application_name":
+		value = s.info.ApplicationName
+	}
+	return s.set(ctx, name, value)
+}
+
+// reported returns every reported setting whose value the client has not
+// been told yet.
+func (st *settings) reported() map[string]string {
+	out := map[string]string{}
+	for name, def := range knownSettings {
+		if !def.report {
+			continue
+		}
+		v := st.values[name]
+		if st.told[name] != v {
+			out[display(name)] = v
+			st.told[name] = v
+		}
+	}
+	return out
+}
+
+// settingValue renders a VariableSetStmt argument list as a setting value.
+func settingValue(args []*pg.Node) (string, error) {
+	var parts []string
+	for _, a := range args {
+		c := a.GetAConst()
+		if c == nil {
+			if tc := a.GetTypeCast(); tc != nil && tc.Arg.GetAConst() != nil {
+				c = tc.Arg.GetAConst()
+			} else {
+				return "", unsupported("SET with a non-constant value")
+			}
+		}
+		switch v := c.Val.(type) {
+		case *pg.A_Const_Sval:
+			parts = append(parts, v.Sval.Sval)
+		case *pg.A_Const_Ival:
+			parts = append(parts, fmt.Sprint(v.Ival.Ival))
+		case *pg.A_Const_Fval:
+			parts = append(parts, v.Fval.Fval)
+		case *pg.A_Const_Boolval:
+			parts = append(parts, map[bool]string{true: "on", false: "off"}[v.Boolval.Boolval])
+		default:
+			return "", unsupported("SET to NULL")
+		}
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+func (s *session) planSet(v *pg.VariableSetStmt) (*stmt, error) {
+	switch v.Kind {
+	case pg.VariableSetKind_VAR_SET_VALUE:
+		value, err := settingValue(v.Args)
+		if err != nil {
+			return nil, err
+		}
+		return s.tagOnly("SET", func(ctx context.Context) error { return s.set(ctx, v.Name, value) }), nil
+	case pg.VariableSetKind_VAR_SET_DEFAULT, pg.VariableSetKind_VAR_RESET:
+		tag := "SET"
+		if v.Kind == pg.VariableSetKind_VAR_RESET {
+			tag = "RESET"
+		}
+		return s.tagOnly(tag, func(ctx context.Context) error { return s.reset(ctx, v.Name) }), nil
+	case pg.VariableSetKind_VAR_RESET_ALL:
+		return s.tagOnly("RESET", func(ctx context.Context) error { return s.resetAll(ctx) }), nil
+	case pg.VariableSetKind_VAR_SET_MULTI:
+		// SET TRANSACTION …, SET SESSION CHARACTERISTICS …: mink has one
+		// isolation level; accept and ignore.
+		return s.tagOnly("SET", func(ctx context.Context) error { return nil }), nil
+	case pg.VariableSetKind_VAR_SET_CURRENT:
+		return nil, unsupported("SET … FROM CURRENT is not supported")
+	}
+	return nil, unsupported("this form of SET is not supported")
+}
+
+func (s *session) resetAll(ctx context.Context) error {
+	for name, def := range knownSettings {
+		if !def.readOnly {
+			if err := s.reset(ctx, name); err != nil {
+				return err
+			}
+		}
+	}
+	for name := range s.settings.values {
+		if strings.Contains(name, ".") {
+			delete(s.settings.values, name)
+		}
+	}
+	return nil
+}
+
+func (s *session) planShow(v *pg.VariableShowStmt) (*stmt, error) {
+	name := strings.ToLower(v.Name)
+	if name == "all" {
+		cols := []pgwire.Column{pgwire.NewColumn("name", 25), pgwire.NewColumn("setting", 25), pgwire.NewColumn("description", 25)}
+		return &stmt{columns: cols, run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+			names := make([]string, 0, len(knownSettings))
+			for n := range knownSettings {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			rows := make([][]any, 0, len(names))
+			for _, n := range names {
+				rows = append(rows, []any{display(n), s.settings.values[n], knownSettings[n].description})
+			}
+			return pgwire.Result{Tag: "SHOW", Rows: pgwire.RowsFromSlice(cols, rows)}, nil
+		}}, nil
+	}
+	if name == "transaction isolation level" {
+		name = "transaction_isolation"
+	}
+	if _, known := knownSettings[name]; !known && !strings.Contains(name, ".") {
+		return nil, errorf(pgwire.CodeUndefinedObject, "unrecognized configuration parameter %q", v.Name)
+	}
+	cols := []pgwire.Column{pgwire.NewColumn(display(name), 25)}
+	return &stmt{columns: cols, run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		value, ok := s.settings.values[name]
+		if !ok {
+			return pgwire.Result{}, errorf(pgwire.CodeUndefinedObject, "unrecognized configuration parameter %q", v.Name)
+		}
+		return pgwire.Result{Tag: "SHOW", Rows: pgwire.RowsFromSlice(cols, [][]any{{value}})}, nil
+	}}, nil
+}
+
+func (s *session) planDiscard(d *pg.DiscardStmt) (*stmt, error) {
+	switch d.Target {
+	case pg.DiscardMode_DISCARD_ALL:
+		return s.tagOnly("DISCARD ALL", func(ctx context.Context) error {
+			if s.tx.status != pgwire.TxIdle {
+				return errorf(pgwire.CodeActiveSQLTransaction, "DISCARD ALL cannot run inside a transaction block")
+			}
+			return s.resetAll(ctx)
+		}), nil
+	case pg.DiscardMode_DISCARD_PLANS:
+		return s.tagOnly("DISCARD PLANS", func(ctx context.Context) error { return nil }), nil
+	case pg.DiscardMode_DISCARD_SEQUENCES:
+		return s.tagOnly("DISCARD SEQUENCES", func(ctx context.Context) error { return nil }), nil
+	case pg.DiscardMode_DISCARD_TEMP:
+		return s.tagOnly("DISCARD TEMP", func(ctx context.Context) error { return nil }), nil
+	}
+	return nil, unsupported("DISCARD")
+}

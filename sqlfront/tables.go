@@ -1,0 +1,245 @@
+package sqlfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/engine"
+)
+
+// tableInfo is what the SQL layer knows about a table, derived from the view.
+type tableInfo struct {
+	id      catalog.TableID
+	name    string
+	spec    catalog.TableSpec
+	cols    []sqltypes.Column
+	schema  *arrow.Schema
+	colIdx  map[string]int
+	keyCols []int // bucket key column indexes; nil: round-robin
+	partCol int   // partition column index, -1 if unpartitioned
+}
+
+// newTableInfo derives a tableInfo from a table of the view.
+func newTableInfo(t *catalog.Table) (*tableInfo, error) {
+	ti := &tableInfo{id: t.ID, name: t.Spec.Name, spec: t.Spec, colIdx: map[string]int{}, partCol: -1}
+	for i, c := range t.Spec.Columns {
+		typ, err := sqltypes.Parse(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("table %q column %q: %w", t.Spec.Name, c.Name, err)
+		}
+		ti.cols = append(ti.cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull})
+		ti.colIdx[c.Name] = i
+	}
+	ti.schema = sqltypes.Schema(ti.cols)
+	for _, k := range t.Spec.BucketKey {
+		ti.keyCols = append(ti.keyCols, ti.colIdx[k])
+	}
+	if t.Spec.PartitionBy != "" {
+		ti.partCol = ti.colIdx[t.Spec.PartitionBy]
+	}
+	return ti, nil
+}
+
+// lookupTableByName returns the table called name.
+func (f *Frontend) lookupTableByName(name string) (*tableInfo, error) {
+	var t *catalog.Table
+	f.cfg.Meta.Read(func(v *catalog.View) {
+		if tt, ok := v.TableByName(name); ok {
+			t = tt
+		}
+	})
+	if t == nil {
+		return nil, undefinedTable(name)
+	}
+	return newTableInfo(t)
+}
+
+// tableRegistry keeps one engine view per table registered on the
+// session's DuckDB connection, so that SQL text runs as the user wrote it.
+// Each view's source reads the table's current data when a statement scans
+// it.
+type tableRegistry struct {
+	s *session
+	// index is the metadata index the registrations were made at.
+	index uint64
+	// views maps table ids to their registration.
+	views map[catalog.TableID]*registeredTable
+	// partitions, when set for a statement, restricts the scans of a
+	// partitioned table to the listed partition values (pruning).
+	partitions map[catalog.TableID]map[string]bool
+}
+
+type registeredTable struct {
+	info    *tableInfo
+	release func()
+}
+
+func newTableRegistry(s *session) *tableRegistry {
+	return &tableRegistry{s: s, views: map[catalog.TableID]*registeredTable{}}
+}
+
+// sync registers new tables and releases dropped ones.
+func (r *tableRegistry) sync(ctx context.Context) error {
+	index := r.s.f.cfg.Meta.AppliedIndex()
+	if index == r.index && r.index != 0 {
+		return nil
+	}
+	var tables []*catalog.Table
+	r.s.f.cfg.Meta.Read(func(v *catalog.View) {
+		for _, t := range v.Tables {
+			tables = append(tables, t)
+		}
+	})
+	live := map[catalog.TableID]bool{}
+	for _, t := range tables {
+		live[t.ID] = true
+		if _, ok := r.views[t.ID]; ok {
+			continue
+		}
+		info, err := newTableInfo(t)
+		if err != nil {
+			return err
+		}
+		release, err := r.s.conn.Register(ctx, info.name, &tableSource{r: r, info: info})
+		if err != nil {
+			return fmt.Errorf("register table %q: %w", info.name, err)
+		}
+		r.views[t.ID] = &registeredTable{info: info, release: release}
+	}
+	for id, rt := range r.views {
+		if !live[id] {
+			rt.release()
+			delete(r.views, id)
+		}
+	}
+	r.index = index
+	return nil
+}
+
+func (r *tableRegistry) close() {
+	for id, rt := range r.views {
+		rt.release()
+		delete(r.views, id)
+	}
+}
+
+// tableSource is an engine.Source over one table's buckets, plus the
+// session's own uncommitted writes to it.
+type tableSource struct {
+	r    *tableRegistry
+	info *tableInfo
+}
+
+var _ engine.Source = (*tableSource)(nil)
+
+func (t *tableSource) Schema() *arrow.Schema { return t.info.schema }
+
+// Open reads every bucket of the table (of the selected partitions) up to
+// its acknowledged end at the time of the call.
+func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordReader, error) {
+	f := t.r.s.f
+	var bucketIDs []catalog.BucketID
+	filter := t.r.partitions[t.info.id]
+	f.cfg.Meta.Read(func(v *catalog.View) {
+		tbl, ok := v.Tables[t.info.id]
+		if !ok {
+			return
+		}
+		if tbl.Spec.PartitionBy == "" {
+			bucketIDs = append(bucketIDs, tbl.Buckets...)
+			return
+		}
+		for _, p := range tbl.Partitions {
+			if filter == nil || filter[p.Value] {
+				bucketIDs = append(bucketIDs, p.Buckets...)
+			}
+		}
+	})
+	sort.Slice(bucketIDs, func(i, j int) bool { return bucketIDs[i] < bucketIDs[j] })
+	var batches []arrow.RecordBatch
+	release := func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}
+	for _, id := range bucketIDs {
+		got, err := f.readBucket(ctx, id)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("read table %q: %w", t.info.name, err)
+		}
+		for _, b := range got {
+			batches = append(batches, project(b.Record, columns))
+			b.Record.Release()
+		}
+	}
+	for _, w := range t.r.s.tx.pending {
+		if w.table.id == t.info.id {
+			for _, rec := range w.records {
+				batches = append(batches, project(rec, columns))
+			}
+		}
+	}
+	schema := projectSchema(t.info.schema, columns)
+	rdr, err := array.NewRecordReader(schema, batches)
+	release()
+	if err != nil {
+		return nil, err
+	}
+	return rdr, nil
+}
+
+// readBucket returns every acknowledged batch of a bucket. It waits, up to
+// BucketWait, for a bucket that is opening.
+func (f *Frontend) readBucket(ctx context.Context, id catalog.BucketID) ([]buckets.Batch, error) {
+	deadline := time.Now().Add(f.cfg.BucketWait)
+	for {
+		m := f.cfg.Buckets()
+		if m == nil {
+			return nil, fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
+		}
+		b, err := m.Bucket(id)
+		if err == nil {
+			return b.Read(ctx, 0, b.End())
+		}
+		if errors.Is(err, buckets.ErrNotLeader) {
+			// Another node leads it: its committed data is readable from
+			// the object store here; the tail still in the leader's memory
+			// needs the node-to-node transport (Arrow Flight).
+			return nil, fmt.Errorf("bucket %d: %w (reading other nodes' buckets needs the Flight transport)", id, err)
+		}
+		if !errors.Is(err, buckets.ErrUnavailable) || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func project(rec arrow.RecordBatch, columns []int) arrow.RecordBatch {
+	cols := make([]arrow.Array, len(columns))
+	for i, c := range columns {
+		cols[i] = rec.Column(c)
+	}
+	return array.NewRecordBatch(projectSchema(rec.Schema(), columns), cols, rec.NumRows())
+}
+
+func projectSchema(s *arrow.Schema, columns []int) *arrow.Schema {
+	fields := make([]arrow.Field, len(columns))
+	for i, c := range columns {
+		fields[i] = s.Field(c)
+	}
+	return arrow.NewSchema(fields, nil)
+}

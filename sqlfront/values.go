@@ -1,0 +1,267 @@
+package sqlfront
+
+import (
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// rowError is a value that cannot be stored, with the row it came from.
+type rowError struct {
+	row int
+	col string
+	err *pgwire.Error
+}
+
+func (e *rowError) Error() string { return e.err.Message }
+
+// rowsToRecord builds a batch with a table's schema from rows of Go values
+// as pgwire decodes them (see pgwire's package documentation). uuid and json
+// columns are built as FixedSizeBinary(16) and String and then conformed.
+func rowsToRecord(table *tableInfo, targets []int, rows [][]any) (arrow.RecordBatch, error) {
+	mem := memory.DefaultAllocator
+	fields := make([]arrow.Field, len(table.cols))
+	builders := make([]array.Builder, len(table.cols))
+	for i, c := range table.cols {
+		dt := c.Type.ArrowType()
+		switch c.Type.Kind() {
+		case sqltypes.UUID:
+			dt = &arrow.FixedSizeBinaryType{ByteWidth: 16}
+		case sqltypes.JSON, sqltypes.JSONB:
+			dt = arrow.BinaryTypes.String
+		}
+		fields[i] = arrow.Field{Name: c.Name, Type: dt, Nullable: true}
+		builders[i] = array.NewBuilder(mem, dt)
+		builders[i].Reserve(len(rows))
+	}
+	defer func() {
+		for _, b := range builders {
+			b.Release()
+		}
+	}()
+	pos := make([]int, len(table.cols))
+	for i := range pos {
+		pos[i] = -1
+	}
+	for j, i := range targets {
+		pos[i] = j
+	}
+	for r, row := range rows {
+		for i, c := range table.cols {
+			var v any
+			if pos[i] >= 0 {
+				v = row[pos[i]]
+			}
+			if err := appendValue(builders[i], c.Type, v); err != nil {
+				return nil, &rowError{row: r, col: c.Name, err: err}
+			}
+		}
+	}
+	cols := make([]arrow.Array, len(builders))
+	for i, b := range builders {
+		cols[i] = b.NewArray()
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(rows)))
+	for _, c := range cols {
+		c.Release()
+	}
+	defer rec.Release()
+	conformed, err := sqltypes.Conform(table.name, table.cols, rec, mem)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkNotNull(table, conformed); err != nil {
+		conformed.Release()
+		return nil, err
+	}
+	return conformed, nil
+}
+
+func badValue(t sqltypes.Type, v any) *pgwire.Error {
+	return errorf(pgwire.CodeDatatypeMismatch, "cannot store a %T value in a %s column", v, t.Name())
+}
+
+// appendValue appends one Go value to a builder of the column type's
+// pre-conform Arrow type.
+func appendValue(b array.Builder, t sqltypes.Type, v any) *pgwire.Error {
+	if v == nil {
+		b.AppendNull()
+		return nil
+	}
+	switch bb := b.(type) {
+	case *array.BooleanBuilder:
+		x, ok := v.(bool)
+		if !ok {
+			return badValue(t, v)
+		}
+		bb.Append(x)
+	case *array.Int16Builder:
+		x, ok := asInt(v)
+		if !ok || x < -1<<15 || x >= 1<<15 {
+			return outOfRange(t, v, ok)
+		}
+		bb.Append(int16(x))
+	case *array.Int32Builder:
+		x, ok := asInt(v)
+		if !ok || x < -1<<31 || x >= 1<<31 {
+			return outOfRange(t, v, ok)
+		}
+		bb.Append(int32(x))
+	case *array.Int64Builder:
+		x, ok := asInt(v)
+		if !ok {
+			return badValue(t, v)
+		}
+		bb.Append(x)
+	case *array.Float32Builder:
+		switch x := v.(type) {
+		case float32:
+			bb.Append(x)
+		case float64:
+			bb.Append(float32(x))
+		default:
+			return badValue(t, v)
+		}
+	case *array.Float64Builder:
+		switch x := v.(type) {
+		case float64:
+			bb.Append(x)
+		case float32:
+			bb.Append(float64(x))
+		default:
+			return badValue(t, v)
+		}
+	case *array.Decimal128Builder:
+		n, ok := v.(pgtype.Numeric)
+		if !ok {
+			return badValue(t, v)
+		}
+		dt := bb.Type().(*arrow.Decimal128Type)
+		d, err := numericToDecimal(n, dt.Precision, dt.Scale)
+		if err != nil {
+			return err
+		}
+		bb.Append(d)
+	case *array.StringBuilder:
+		switch x := v.(type) {
+		case string:
+			bb.Append(x)
+		case []byte:
+			bb.Append(string(x))
+		default:
+			return badValue(t, v)
+		}
+	case *array.BinaryBuilder:
+		switch x := v.(type) {
+		case []byte:
+			bb.Append(x)
+		case string:
+			bb.Append([]byte(x))
+		default:
+			return badValue(t, v)
+		}
+	case *array.FixedSizeBinaryBuilder:
+		x, ok := v.([16]byte)
+		if !ok {
+			return badValue(t, v)
+		}
+		bb.Append(x[:])
+	case *array.Date32Builder:
+		x, ok := v.(time.Time)
+		if !ok {
+			return infiniteOr(t, v)
+		}
+		bb.Append(arrow.Date32FromTime(x))
+	case *array.TimestampBuilder:
+		x, ok := v.(time.Time)
+		if !ok {
+			return infiniteOr(t, v)
+		}
+		bb.Append(arrow.Timestamp(x.UnixMicro()))
+	case *array.Time64Builder:
+		x, ok := v.(pgtype.Time)
+		if !ok {
+			return badValue(t, v)
+		}
+		bb.Append(arrow.Time64(x.Microseconds))
+	case *array.MonthDayNanoIntervalBuilder:
+		x, ok := v.(pgtype.Interval)
+		if !ok {
+			return badValue(t, v)
+		}
+		bb.Append(arrow.MonthDayNanoInterval{Months: x.Months, Days: x.Days, Nanoseconds: x.Microseconds * 1000})
+	default:
+		return unsupported("storing %s values is not supported", t.Name())
+	}
+	return nil
+}
+
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	}
+	return 0, false
+}
+
+func outOfRange(t sqltypes.Type, v any, isInt bool) *pgwire.Error {
+	if !isInt {
+		return badValue(t, v)
+	}
+	return errorf(pgwire.CodeNumericValueOutOfRange, "%s out of range", t.Name())
+}
+
+func infiniteOr(t sqltypes.Type, v any) *pgwire.Error {
+	switch v.(type) {
+	case pgtype.InfinityModifier, pgtype.Date, pgtype.Timestamp, pgtype.Timestamptz:
+		return errorf(pgwire.CodeDatetimeFieldOverflow, "infinite %s values are not supported by mink", t.Name())
+	}
+	return badValue(t, v)
+}
+
+var bigTen = big.NewInt(10)
+
+// numericToDecimal scales a numeric to a decimal(precision, scale), rounding
+// half away from zero, and checks it fits.
+func numericToDecimal(n pgtype.Numeric, precision, scale int32) (decimal128.Num, *pgwire.Error) {
+	if n.NaN || n.InfinityModifier != pgtype.Finite {
+		return decimal128.Num{}, errorf(pgwire.CodeFeatureNotSupported, "NaN and infinite numeric values are not supported by mink")
+	}
+	v := new(big.Int).Set(n.Int)
+	shift := int(n.Exp) + int(scale)
+	if shift >= 0 {
+		v.Mul(v, new(big.Int).Exp(bigTen, big.NewInt(int64(shift)), nil))
+	} else {
+		div := new(big.Int).Exp(bigTen, big.NewInt(int64(-shift)), nil)
+		q, r := new(big.Int).QuoRem(v, div, new(big.Int))
+		if new(big.Int).Mul(new(big.Int).Abs(r), big.NewInt(2)).Cmp(div) >= 0 {
+			if v.Sign() < 0 {
+				q.Sub(q, big.NewInt(1))
+			} else {
+				q.Add(q, big.NewInt(1))
+			}
+		}
+		v = q
+	}
+	limit := new(big.Int).Exp(bigTen, big.NewInt(int64(precision)), nil)
+	if new(big.Int).Abs(v).Cmp(limit) >= 0 {
+		return decimal128.Num{}, &pgwire.Error{Code: pgwire.CodeNumericValueOutOfRange, Message: "numeric field overflow",
+			Detail: fmt.Sprintf("A field with precision %d, scale %d must round to an absolute value less than 10^%d.", precision, scale, precision-scale)}
+	}
+	return decimal128.FromBigInt(v), nil
+}

@@ -1,0 +1,260 @@
+package sqlfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/buckets/routing"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// pendingWrite is a write buffered in a transaction block.
+type pendingWrite struct {
+	table   *tableInfo
+	records []arrow.RecordBatch
+}
+
+// roundRobin spreads writes to log tables without a bucket key: each
+// statement's batch goes to the next bucket.
+var roundRobin atomic.Uint64
+
+// write applies rec to table now, or buffers it until COMMIT inside a
+// transaction block. rec must already conform to the table's schema.
+func (s *session) write(ctx context.Context, table *tableInfo, rec arrow.RecordBatch) error {
+	if rec.NumRows() == 0 {
+		return nil
+	}
+	if s.tx.status == pgwire.TxInBlock {
+		rec.Retain()
+		s.tx.pending = append(s.tx.pending, &pendingWrite{table: table, records: []arrow.RecordBatch{rec}})
+		return nil
+	}
+	return s.f.appendTable(ctx, table, rec)
+}
+
+// applyWrites applies a committed transaction block's writes in order.
+func (s *session) applyWrites(ctx context.Context, pending []*pendingWrite) error {
+	defer func() {
+		for _, w := range pending {
+			for _, r := range w.records {
+				r.Release()
+			}
+		}
+	}()
+	for _, w := range pending {
+		for _, r := range w.records {
+			if err := s.f.appendTable(ctx, w.table, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// appendTable routes rec to its partitions and buckets and appends each part
+// to its bucket. It returns once every part is durable.
+func (f *Frontend) appendTable(ctx context.Context, table *tableInfo, rec arrow.RecordBatch) error {
+	if table.partCol < 0 {
+		var bucketIDs []catalog.BucketID
+		f.cfg.Meta.Read(func(v *catalog.View) {
+			if t, ok := v.Tables[table.id]; ok {
+				bucketIDs = t.Buckets
+			}
+		})
+		if len(bucketIDs) == 0 {
+			return undefinedTable(table.name)
+		}
+		return f.appendToBuckets(ctx, table, bucketIDs, rec)
+	}
+	parts, err := splitByPartition(rec, table.partCol)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range parts {
+			p.rec.Release()
+		}
+	}()
+	for _, p := range parts {
+		bucketIDs, err := f.ensurePartition(ctx, table, p.value)
+		if err != nil {
+			return err
+		}
+		if err := f.appendToBuckets(ctx, table, bucketIDs, p.rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *Frontend) appendToBuckets(ctx context.Context, table *tableInfo, bucketIDs []catalog.BucketID, rec arrow.RecordBatch) error {
+	if len(table.keyCols) == 0 {
+		id := bucketIDs[roundRobin.Add(1)%uint64(len(bucketIDs))]
+		return f.appendBucket(ctx, id, rec)
+	}
+	parts, err := routing.Split(ctx, rec, table.keyCols, len(bucketIDs))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range parts {
+			if p != nil {
+				p.Release()
+			}
+		}
+	}()
+	for i, p := range parts {
+		if p == nil {
+			continue
+		}
+		if err := f.appendBucket(ctx, bucketIDs[i], p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendBucket appends rec to a bucket led by this node, waiting up to
+// BucketWait for a bucket that is opening.
+func (f *Frontend) appendBucket(ctx context.Context, id catalog.BucketID, rec arrow.RecordBatch) error {
+	deadline := time.Now().Add(f.cfg.BucketWait)
+	for {
+		m := f.cfg.Buckets()
+		var err error
+		if m == nil {
+			err = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
+		} else {
+			var b *buckets.LogBucket
+			if b, err = m.Bucket(id); err == nil {
+				_, err = b.Append(ctx, rec)
+				if err == nil {
+					return nil
+				}
+				return fmt.Errorf("append to bucket %d: %w", id, err)
+			}
+		}
+		if errors.Is(err, buckets.ErrNotLeader) {
+			return fmt.Errorf("bucket %d: %w (writing to other nodes' buckets needs the Flight transport)", id, err)
+		}
+		if !errors.Is(err, buckets.ErrUnavailable) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// ensurePartition returns the buckets of the partition holding value,
+// creating the partition on first write.
+func (f *Frontend) ensurePartition(ctx context.Context, table *tableInfo, value string) ([]catalog.BucketID, error) {
+	find := func() []catalog.BucketID {
+		var ids []catalog.BucketID
+		f.cfg.Meta.Read(func(v *catalog.View) {
+			if t, ok := v.Tables[table.id]; ok {
+				for _, p := range t.Partitions {
+					if p.Value == value {
+						ids = p.Buckets
+					}
+				}
+			}
+		})
+		return ids
+	}
+	if ids := find(); ids != nil {
+		return ids, nil
+	}
+	out, err := f.cfg.Meta.Propose(ctx, catalog.CreatePartition{Table: table.id, Value: value})
+	if err != nil && !errors.Is(err, catalog.ErrExists) {
+		return nil, fmt.Errorf("create partition %q of %q: %w", value, table.name, err)
+	}
+	if err == nil {
+		return out.Buckets, nil
+	}
+	if ids := find(); ids != nil {
+		return ids, nil
+	}
+	return nil, fmt.Errorf("partition %q of %q vanished", value, table.name)
+}
+
+type partitionPart struct {
+	value string
+	rec   arrow.RecordBatch
+}
+
+// splitByPartition groups rows by the text form of their partition value.
+func splitByPartition(rec arrow.RecordBatch, col int) ([]partitionPart, error) {
+	arr := rec.Column(col)
+	order := []string{}
+	rows := map[string][]int64{}
+	for i := 0; i < int(rec.NumRows()); i++ {
+		v, err := partitionValue(arr, i)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := rows[v]; !ok {
+			order = append(order, v)
+		}
+		rows[v] = append(rows[v], int64(i))
+	}
+	if len(order) == 1 {
+		rec.Retain()
+		return []partitionPart{{value: order[0], rec: rec}}, nil
+	}
+	var out []partitionPart
+	for _, v := range order {
+		b := array.NewInt64Builder(memory.DefaultAllocator)
+		b.AppendValues(rows[v], nil)
+		idx := b.NewArray()
+		b.Release()
+		taken, err := compute.Take(context.Background(), *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(rec), compute.NewDatumWithoutOwning(idx))
+		idx.Release()
+		if err != nil {
+			for _, p := range out {
+				p.rec.Release()
+			}
+			return nil, err
+		}
+		out = append(out, partitionPart{value: v, rec: taken.(*compute.RecordDatum).Value})
+	}
+	return out, nil
+}
+
+// partitionValue is the canonical text of a partition column value; it
+// names the partition in the metadata log. NULL is its own partition.
+func partitionValue(arr arrow.Array, i int) (string, error) {
+	if arr.IsNull(i) {
+		return "NULL", nil
+	}
+	switch a := arr.(type) {
+	case *array.String:
+		return a.Value(i), nil
+	case *array.Int16:
+		return strconv.FormatInt(int64(a.Value(i)), 10), nil
+	case *array.Int32:
+		return strconv.FormatInt(int64(a.Value(i)), 10), nil
+	case *array.Int64:
+		return strconv.FormatInt(a.Value(i), 10), nil
+	case *array.Boolean:
+		return strconv.FormatBool(a.Value(i)), nil
+	case *array.Date32:
+		return a.Value(i).ToTime().Format("2006-01-02"), nil
+	case *array.Timestamp:
+		unit := a.DataType().(*arrow.TimestampType).Unit
+		return a.Value(i).ToTime(unit).UTC().Format("2006-01-02 15:04:05.999999"), nil
+	}
+	return "", unsupported("partitioning by a %s column is not supported", arr.DataType())
+}

@@ -62,7 +62,7 @@ type Server struct {
 		// buckets runs this node epoch's buckets; replaced on re-registration.
 		buckets *buckets.Manager
 	}
-	cache *s3stream.Cache
+	cache     *s3stream.Cache
 	closeOnce sync.Once
 	closeErr  error
 }

@@ -137,7 +137,11 @@ func logicalTypes(conv duck.Connection, schema *arrow.Schema) ([]duck.LogicalTyp
 		return nil, err
 	}
 	defer destroyConvertedSchema(&cs)
-	empty := array.NewRecordBatch(schema, emptyColumns(schema), 0)
+	cols := emptyColumns(schema)
+	empty := array.NewRecordBatch(schema, cols, 0)
+	for _, c := range cols {
+		c.Release()
+	}
 	defer empty.Release()
 	chunk, err := chunkFromArrow(conv, empty, cs)
 	if err != nil {

@@ -24,7 +24,8 @@ type Source interface {
 	// the source is registered.
 	Schema() *arrow.Schema
 	// Open returns a reader of the source's rows with only the given
-	// columns (indexes into Schema, ascending, possibly none: then only the
+	// columns (indexes into Schema, distinct, in the order DuckDB asks for
+	// them, which need not be ascending; possibly none, when only the
 	// number of rows matters), so that a source can skip decoding columns
 	// a query does not use. Batches must have exactly those columns, with
 	// Schema's types, in that order; their size is up to the source. ctx is

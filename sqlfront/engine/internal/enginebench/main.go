@@ -36,6 +36,7 @@ var (
 	runsFlag    = flag.Int("runs", 5, "timed runs per query and variant")
 	threadsFlag = flag.Int("threads", runtime.NumCPU(), "DuckDB threads")
 	batchFlag   = flag.Int("batch", 64*1024, "rows per Arrow batch of the source")
+	queryFlag   = flag.String("query", "", "time only this query instead of the standard ones (%[1]s is the big table, %[2]s the small one)")
 	explainFlag = flag.String("explain", "", "print EXPLAIN ANALYZE of the named query for each variant, then exit")
 	profileFlag = flag.String("cpuprofile", "", "write a CPU profile of the timed runs of mink's variant to this file")
 )
@@ -69,6 +70,9 @@ var queries = []struct{ name, sql string }{
 
 func main() {
 	flag.Parse()
+	if *queryFlag != "" {
+		queries = []struct{ name, sql string }{{"query", *queryFlag}}
+	}
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "enginebench")
 	check(err)

@@ -104,6 +104,28 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 		return nil, err
 	}
 	params := resolveParams(paramOIDs, desc.Params)
+	// A parameter standing alone for a column in VALUES takes the column's
+	// type (the engine cannot see through the VALUES list).
+	if sel := ins.SelectStmt.GetSelectStmt(); sel != nil {
+		for _, row := range sel.ValuesLists {
+			for j, item := range row.GetList().GetItems() {
+				pr := item.GetParamRef()
+				if tc := item.GetTypeCast(); tc != nil {
+					continue // the cast decides
+				}
+				if pr == nil || j >= len(targets) {
+					continue
+				}
+				k := int(pr.Number) - 1
+				for len(params) <= k {
+					params = append(params, 25)
+				}
+				if k >= len(paramOIDs) || paramOIDs[k] == 0 {
+					params[k] = table.cols[targets[j]].Type.OID()
+				}
+			}
+		}
+	}
 
 	st := &stmt{params: params}
 	var returning string

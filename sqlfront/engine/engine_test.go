@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgtype"
+	"go.uber.org/goleak"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 )
@@ -21,7 +22,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "sqlfront/engine tests need -tags duckdb_arrow (the Makefile sets it)")
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		// Statement interrupters must be gone once their results are.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func openDB(t testing.TB, opts Options) *DB {

@@ -1,0 +1,114 @@
+// Package minktest starts a single-node mink server inside a test process:
+// embedded etcd, a local-directory object store and every listener on free
+// loopback ports. End-to-end tests that need the real binary start it
+// themselves (cmd/mink); this is for tests that drive the SQL front end with
+// real clients and want to be fast.
+package minktest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/minkdb/mink/server"
+)
+
+// Node is a running in-process mink server.
+type Node struct {
+	Server *server.Server
+	Config server.Config
+	// DSN is a libpq connection string for the node's Postgres listener.
+	DSN string
+	// URL is the same as a postgres:// URL.
+	URL string
+}
+
+// Options tweak the node's configuration.
+type Options struct {
+	DataDir string
+	// Verbose logs to stderr instead of discarding.
+	Verbose bool
+	Tweak   func(*server.Config)
+}
+
+// Start starts a node and stops it when the test ends.
+func Start(t testing.TB, opts Options) *Node {
+	t.Helper()
+	n, err := StartNode(opts, t.TempDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Server.Close() })
+	return n
+}
+
+// StartNode starts a node; tempDir makes a fresh directory.
+func StartNode(opts Options, tempDir func() string) (*Node, error) {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = opts.DataDir
+	if cfg.DataDir == "" {
+		cfg.DataDir = tempDir()
+	}
+	var err error
+	if cfg.PGAddr, err = freeAddr(false); err != nil {
+		return nil, err
+	}
+	if cfg.FlightAddr, err = freeAddr(false); err != nil {
+		return nil, err
+	}
+	if cfg.AdminAddr, err = freeAddr(false); err != nil {
+		return nil, err
+	}
+	if cfg.EmbeddedEtcdAddr, err = freeAddr(true); err != nil {
+		return nil, err
+	}
+	cfg.CoordinatorTick = 200 * time.Millisecond
+	cfg.LeaseTTL = 5 * time.Second
+	if opts.Tweak != nil {
+		opts.Tweak(&cfg)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if opts.Verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, err := server.New(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(cfg.PGAddr)
+	return &Node{
+		Server: srv, Config: cfg,
+		DSN: fmt.Sprintf("host=%s port=%s user=mink dbname=mink sslmode=disable", host, port),
+		URL: fmt.Sprintf("postgres://mink@%s/mink?sslmode=disable", cfg.PGAddr),
+	}, nil
+}
+
+// freeAddr returns a free loopback address; with pair, the next port is
+// free too (the embedded etcd's peer port).
+func freeAddr(pair bool) (string, error) {
+	for i := 0; i < 100; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		if !pair {
+			ln.Close()
+			return ln.Addr().String(), nil
+		}
+		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
+		ln.Close()
+		if err == nil {
+			ln2.Close()
+			return fmt.Sprintf("127.0.0.1:%d", port), nil
+		}
+	}
+	return "", fmt.Errorf("no free port")
+}

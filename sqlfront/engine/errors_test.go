@@ -262,3 +262,40 @@ func TestSourceErrors(t *testing.T) {
 		expectRows(t, c, "SELECT 1", "1")
 	}
 }
+
+// TestCancelMidStream: a result being streamed stops with 57014 when its
+// context is cancelled between rows; successful statements with a
+// cancellable context leave no goroutine behind (TestMain checks).
+func TestCancelMidStream(t *testing.T) {
+	c := openConn(t, openDB(t, Options{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	expectRowsCtx := func() {
+		rows, err := c.Query(ctx, "SELECT 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+		}
+		rows.Close()
+	}
+	expectRowsCtx()
+	rows, err := c.Query(ctx, "SELECT range FROM range(100000000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		if n++; n == 5000 {
+			cancel()
+		}
+	}
+	if !errors.Is(rows.Err(), context.Canceled) || sqlState(rows.Err()) != CodeQueryCanceled {
+		t.Errorf("after %d rows: %v", n, rows.Err())
+	}
+	if n > 100000 {
+		t.Errorf("read %d rows after cancelling at 5000", n)
+	}
+	expectRows(t, c, "SELECT 1", "1")
+}

@@ -27,6 +27,13 @@
 //   - views are per connection and keys are unguessable, so sessions never
 //     see each other's sources, even under the same view names.
 //
+// What DuckDB cannot know about a source: column statistics (min/max,
+// string lengths), so the plans that need them — perfect hash joins and
+// aggregates, compressed keys, zone-map skipping, late materialisation —
+// are not available, and a selective filter still converts every row. On
+// 10 M rows, group-by aggregates run within ~1.15x of a native DuckDB
+// table and joins with a small table ~5x (internal/enginebench measures it).
+//
 // # Results
 //
 // QueryArrow returns a statement's result as Arrow batches (DuckDB's

@@ -42,6 +42,7 @@ type Server struct {
 	admin    *http.Server
 	adminLn  net.Listener
 	engine   *engine.DB
+	front    *sqlfront.Frontend
 	pg       *pgwire.Server
 	pgLn     net.Listener
 	metrics  *metrics
@@ -340,8 +341,8 @@ func (s *Server) startSQL() error {
 	if err != nil {
 		return fmt.Errorf("start the SQL engine: %w", err)
 	}
-	front := sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Logger: s.logger})
-	s.pg, err = pgwire.NewServer(pgwire.Config{Handler: front, Logger: s.logger})
+	s.front = sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Logger: s.logger})
+	s.pg, err = pgwire.NewServer(pgwire.Config{Handler: s.front, Logger: s.logger})
 	if err != nil {
 		return err
 	}
@@ -402,6 +403,9 @@ func (s *Server) stopBuckets(clean bool) {
 	}
 	m.Close()
 }
+
+// SQLFrontend is the node's SQL front end (a pgwire.Handler).
+func (s *Server) SQLFrontend() pgwire.Handler { return s.front }
 
 // Buckets is the current bucket manager, or nil while re-registering.
 func (s *Server) Buckets() *buckets.Manager {

@@ -107,7 +107,7 @@ func containsInt(xs []int, x int) bool {
 }
 
 func (s *session) planCopyOut(ctx context.Context, query string, opts pgwire.CopyOptions) (*stmt, error) {
-	q, err := s.planQuery(ctx, query, nil)
+	q, err := s.planQuery(ctx, query, nil, nil)
 	if err != nil {
 		return nil, err
 	}

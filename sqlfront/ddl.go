@@ -370,7 +370,16 @@ func (s *session) planCreatePartition(ctx context.Context, name string, cs *pg.C
 // canonicalPartitionValue evaluates a literal as the partition column's type
 // and returns its canonical text, the same text rows with that value get.
 func (s *session) canonicalPartitionValue(ctx context.Context, lit string, typ sqltypes.Type) (string, error) {
-	rdr, err := s.conn.QueryArrow(ctx, "SELECT CAST("+lit+" AS "+typ.DuckDBType()+") AS v")
+	return s.partitionValueOf(ctx, typ, "SELECT CAST("+lit+" AS "+typ.DuckDBType()+") AS v")
+}
+
+// canonicalPartitionValueArg is canonicalPartitionValue for a parameter.
+func (s *session) canonicalPartitionValueArg(ctx context.Context, typ sqltypes.Type, arg any) (string, error) {
+	return s.partitionValueOf(ctx, typ, "SELECT CAST($1 AS "+typ.DuckDBType()+") AS v", arg)
+}
+
+func (s *session) partitionValueOf(ctx context.Context, typ sqltypes.Type, query string, args ...any) (string, error) {
+	rdr, err := s.conn.QueryArrow(ctx, query, args...)
 	if err != nil {
 		return "", err
 	}
@@ -390,7 +399,7 @@ func (s *session) canonicalPartitionValue(ctx context.Context, lit string, typ s
 	if err := rdr.Err(); err != nil {
 		return "", err
 	}
-	return "", fmt.Errorf("partition value %s evaluated to no row", lit)
+	return "", fmt.Errorf("partition value query %s returned no row", query)
 }
 
 func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {

@@ -3,6 +3,7 @@ package sqlfront
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/minkdb/mink/buckets"
@@ -39,6 +40,8 @@ type Config struct {
 // Frontend is the SQL side of the Postgres wire protocol.
 type Frontend struct {
 	cfg Config
+	// bucketScans counts bucket reads by queries (pruning shows here).
+	bucketScans atomic.Uint64
 }
 
 var _ pgwire.Handler = (*Frontend)(nil)
@@ -73,3 +76,7 @@ func (f *Frontend) NewSession(ctx context.Context, info pgwire.SessionInfo) (pgw
 	}
 	return s, nil
 }
+
+// BucketScans is the number of bucket reads queries have made, a measure
+// of partition pruning.
+func (f *Frontend) BucketScans() uint64 { return f.bucketScans.Load() }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"io"
 
+	pg "github.com/pganalyze/pg_query_go/v6"
+
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
 // planQuery plans a statement the engine runs as written: SELECT, VALUES,
 // EXPLAIN. Tables are engine views over their buckets (tableRegistry).
-func (s *session) planQuery(ctx context.Context, sql string, paramOIDs []uint32) (*stmt, error) {
+func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (*stmt, error) {
 	if err := s.tables.sync(ctx); err != nil {
 		return nil, err
 	}
@@ -19,6 +21,10 @@ func (s *session) planQuery(ctx context.Context, sql string, paramOIDs []uint32)
 		return nil, err
 	}
 	st := &stmt{params: resolveParams(paramOIDs, desc.Params), columns: wireColumns(desc.Columns)}
+	var prune *prunePlan
+	if node != nil {
+		prune = s.planPruning(node)
+	}
 	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
 		if err := s.checkTx(); err != nil {
 			return pgwire.Result{}, err
@@ -26,6 +32,13 @@ func (s *session) planQuery(ctx context.Context, sql string, paramOIDs []uint32)
 		if err := s.tables.sync(ctx); err != nil {
 			return pgwire.Result{}, err
 		}
+		// Scans open while the statement runs; the filter stays until the
+		// next statement replaces it.
+		filter, err := s.pruneFilter(ctx, prune, args)
+		if err != nil {
+			return pgwire.Result{}, err
+		}
+		s.tables.partitions = filter
 		rows, err := s.conn.Query(ctx, sql, args...)
 		if err != nil {
 			return pgwire.Result{}, err

@@ -81,6 +81,7 @@ func (s *session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 	if err != nil {
 		return nil, toWire(err)
 	}
+	st.s = s
 	return st, nil
 }
 
@@ -105,7 +106,7 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		if st, ok, err := s.planCatalogQuery(ctx, sql, node, paramOIDs); ok {
 			return st, err
 		}
-		st, err := s.planQuery(ctx, sql, paramOIDs)
+		st, err := s.planQuery(ctx, sql, node, paramOIDs)
 		if err == nil {
 			postgresColumnNames(node, st.columns)
 		}
@@ -180,6 +181,7 @@ func (s *session) checkTx() error {
 // stmt is the prepared statement of every kind of statement: its parameter
 // types, its result columns, and how to run it.
 type stmt struct {
+	s       *session
 	params  []uint32
 	columns []pgwire.Column
 	// allowInFailedTx marks ROLLBACK and COMMIT, which end a failed block.
@@ -198,6 +200,9 @@ func (st *stmt) Close() {
 
 // Execute runs the statement; errors come back as *pgwire.Error.
 func (st *stmt) Execute(ctx context.Context, params []any) (pgwire.Result, error) {
+	if st.s != nil {
+		st.s.tables.partitions = nil // a statement prunes only for itself
+	}
 	res, err := st.run(ctx, params)
 	if err != nil {
 		return pgwire.Result{}, toWire(err)

@@ -171,6 +171,7 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 			b.Release()
 		}
 	}
+	f.bucketScans.Add(uint64(len(bucketIDs)))
 	for _, id := range bucketIDs {
 		got, err := f.readBucket(ctx, id)
 		if err != nil {

@@ -1,0 +1,151 @@
+package sqlfront
+
+import (
+	"context"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/catalog"
+)
+
+// Partition pruning. A SELECT over one partitioned table whose WHERE clause
+// fixes the partition column with = or IN reads only those partitions. The
+// rule is deliberately narrow — one table in FROM, top-level AND conjuncts,
+// constants or parameters — because a wrong prune silently drops rows.
+
+// partitionFilter is the pruning a statement allows: the values of the
+// partition column it can match, by table.
+type partitionFilter map[catalog.TableID]map[string]bool
+
+// prunePlan is what planning found: the table and the expressions whose
+// values are the partitions to read.
+type prunePlan struct {
+	table *tableInfo
+	exprs []*pg.Node // constants or parameters
+}
+
+// planPruning inspects a SELECT; nil means read every partition.
+func (s *session) planPruning(node *pg.Node) *prunePlan {
+	sel := node.GetSelectStmt()
+	if sel == nil || sel.Op != pg.SetOperation_SETOP_NONE || len(sel.FromClause) != 1 || sel.WhereClause == nil {
+		return nil
+	}
+	rv := sel.FromClause[0].GetRangeVar()
+	if rv == nil {
+		return nil
+	}
+	name, err := relName(rv)
+	if err != nil {
+		return nil
+	}
+	table, err := s.f.lookupTableByName(name)
+	if err != nil || table.partCol < 0 {
+		return nil
+	}
+	qualifier := name
+	if rv.Alias != nil {
+		qualifier = rv.Alias.Aliasname
+	}
+	part := table.cols[table.partCol].Name
+	isPartCol := func(n *pg.Node) bool {
+		cr := n.GetColumnRef()
+		if cr == nil {
+			return false
+		}
+		var parts []string
+		for _, f := range cr.Fields {
+			if str := f.GetString_(); str != nil {
+				parts = append(parts, str.Sval)
+			} else {
+				return false
+			}
+		}
+		switch len(parts) {
+		case 1:
+			return parts[0] == part
+		case 2:
+			return parts[0] == qualifier && parts[1] == part
+		}
+		return false
+	}
+	isValue := func(n *pg.Node) bool {
+		if n.GetParamRef() != nil {
+			return true
+		}
+		return isConstant(n)
+	}
+	var conjuncts []*pg.Node
+	var flatten func(n *pg.Node)
+	flatten = func(n *pg.Node) {
+		if be := n.GetBoolExpr(); be != nil && be.Boolop == pg.BoolExprType_AND_EXPR {
+			for _, a := range be.Args {
+				flatten(a)
+			}
+			return
+		}
+		conjuncts = append(conjuncts, n)
+	}
+	flatten(sel.WhereClause)
+	for _, c := range conjuncts {
+		e := c.GetAExpr()
+		if e == nil || len(e.Name) != 1 || e.Name[0].GetString_().GetSval() != "=" {
+			continue
+		}
+		left, right := e.Lexpr, e.Rexpr
+		if !isPartCol(left) {
+			left, right = right, left
+		}
+		if !isPartCol(left) {
+			continue
+		}
+		switch e.Kind {
+		case pg.A_Expr_Kind_AEXPR_OP:
+			if isValue(right) {
+				return &prunePlan{table: table, exprs: []*pg.Node{right}}
+			}
+		case pg.A_Expr_Kind_AEXPR_IN:
+			items := right.GetList().GetItems()
+			ok := len(items) > 0
+			for _, it := range items {
+				ok = ok && isValue(it)
+			}
+			if ok {
+				return &prunePlan{table: table, exprs: items}
+			}
+		}
+	}
+	return nil
+}
+
+// filter evaluates the plan's values with the statement's arguments.
+func (s *session) pruneFilter(ctx context.Context, p *prunePlan, args []any) (partitionFilter, error) {
+	if p == nil {
+		return nil, nil
+	}
+	typ := p.table.cols[p.table.partCol].Type
+	values := map[string]bool{}
+	for _, e := range p.exprs {
+		lit, err := deparseExpr(e)
+		if err != nil {
+			return nil, err
+		}
+		var v string
+		if pr := e.GetParamRef(); pr != nil {
+			if int(pr.Number) > len(args) || args[pr.Number-1] == nil {
+				continue // = NULL matches no row
+			}
+			v, err = s.canonicalPartitionValueArg(ctx, typ, args[pr.Number-1])
+		} else {
+			if strings.EqualFold(lit, "NULL") {
+				continue
+			}
+			v, err = s.canonicalPartitionValue(ctx, lit, typ)
+		}
+		if err != nil {
+			return nil, err
+		}
+		values[v] = true
+	}
+	return partitionFilter{p.table.id: values}, nil
+}

@@ -37,6 +37,14 @@ type Config struct {
 	AdminAddr     string
 	AdvertiseHost string
 
+	// PGPasswordFile, when set, enables SCRAM-SHA-256 authentication: one
+	// "user:password" per line ('#' starts a comment). Without it every user
+	// is trusted (the embedded default: user mink, database mink).
+	PGPasswordFile string
+	// TLSCertFile and TLSKeyFile enable TLS on the Postgres listener.
+	TLSCertFile string
+	TLSKeyFile  string
+
 	LeaseTTL        time.Duration
 	CoordinatorTick time.Duration
 	// MetadataSnapshotEvery is the number of metadata log entries between view
@@ -88,6 +96,9 @@ func (c *Config) Validate() error {
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return fmt.Errorf("--embedded-etcd-addr %q: the embedded etcd listens on loopback only", c.EmbeddedEtcdAddr)
 		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return fmt.Errorf("--tls-cert-file and --tls-key-file go together")
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("--lease-ttl %v: must be at least 1s", c.LeaseTTL)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -342,7 +343,20 @@ func (s *Server) startSQL() error {
 		return fmt.Errorf("start the SQL engine: %w", err)
 	}
 	s.front = sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Logger: s.logger})
-	s.pg, err = pgwire.NewServer(pgwire.Config{Handler: s.front, Logger: s.logger})
+	pgcfg := pgwire.Config{Handler: s.front, Logger: s.logger}
+	if s.cfg.PGPasswordFile != "" {
+		if pgcfg.Users, err = readPasswordFile(s.cfg.PGPasswordFile); err != nil {
+			return err
+		}
+	}
+	if s.cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("TLS certificate: %w", err)
+		}
+		pgcfg.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	s.pg, err = pgwire.NewServer(pgcfg)
 	if err != nil {
 		return err
 	}
@@ -358,6 +372,30 @@ func (s *Server) startSQL() error {
 	}()
 	s.logger.Info("Postgres wire listening", "addr", s.pgLn.Addr().String())
 	return nil
+}
+
+// readPasswordFile reads "user:password" lines.
+func readPasswordFile(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("password file: %w", err)
+	}
+	users := map[string]string{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		user, password, ok := strings.Cut(line, ":")
+		if !ok || user == "" {
+			return nil, fmt.Errorf("password file %s line %d: want user:password", path, i+1)
+		}
+		users[user] = password
+	}
+	if len(users) == 0 {
+		return nil, fmt.Errorf("password file %s names no user", path)
+	}
+	return users, nil
 }
 
 // startBuckets starts the bucket manager for node epoch epoch.

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/internal/s3test"
 	"github.com/minkdb/mink/server"
@@ -36,7 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	minkBin = filepath.Join(dir, "mink")
-	build := exec.Command("go", "build", "-o", minkBin, ".")
+	build := exec.Command("go", "build", "-tags", "duckdb_arrow", "-o", minkBin, ".")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build mink:", err)
@@ -485,4 +487,45 @@ func TestTwoNodesSharedEtcdAndS3(t *testing.T) {
 	}
 	n1.stop()
 	n2.stop()
+}
+
+// pgAddr is the node's --pg-addr.
+func (n *node) pgAddr() string {
+	for i, a := range n.args {
+		if a == "--pg-addr" {
+			return n.args[i+1]
+		}
+	}
+	return ""
+}
+
+// With --pg-password-file, the Postgres listener requires SCRAM-SHA-256.
+func TestPasswordAuth(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "passwords")
+	if err := os.WriteFile(pw, []byte("# users\nann:s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, nodeOpts{extra: []string{"--pg-password-file", pw}})
+	n.start()
+	n.waitHealthy()
+	ctx := context.Background()
+	url := func(user, pass string) string {
+		return fmt.Sprintf("postgres://%s:%s@%s/mink?sslmode=disable", user, pass, n.pgAddr())
+	}
+	if _, err := pgx.Connect(ctx, url("ann", "wrong")); err == nil || !strings.Contains(err.Error(), "28P01") {
+		t.Fatalf("wrong password: %v, want 28P01", err)
+	}
+	if _, err := pgx.Connect(ctx, url("mink", "")); err == nil {
+		t.Fatal("a user not in the password file connected")
+	}
+	conn, err := pgx.Connect(ctx, url("ann", "s3cret"))
+	if err != nil {
+		t.Fatalf("right password: %v", err)
+	}
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("query after SCRAM: %d %v", one, err)
+	}
+	conn.Close(ctx)
+	n.stop()
 }

@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 GOBIN   := $(shell $(GO) env GOPATH)/bin
 export PATH := $(GOBIN):$(PATH)
 # DuckDB's Arrow interface is compiled in only with this tag (sqlfront/engine).
-export GOFLAGS := -tags=duckdb_arrow
+export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -tags=duckdb_arrow)
 
 # Packages that link cgo dependencies (DuckDB, pg_query) are tested without
 # -race; every other package is pure Go and runs under the race detector.

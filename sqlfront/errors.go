@@ -43,7 +43,7 @@ func toWire(err error) error {
 	}
 	var ee *engine.Error
 	if errors.As(err, &ee) {
-		return &pgwire.Error{Code: ee.Code, Message: postgresMessage(ee.Code, ee.Message), Err: err}
+		return &pgwire.Error{Code: ee.Code, Message: postgresMessage(ee.Code, ee.Message), Hint: ee.Hint, Position: int32(ee.Position), Err: err}
 	}
 	var te *sqltypes.Error
 	if errors.As(err, &te) {

@@ -13,6 +13,9 @@ import (
 // planQuery plans a statement the engine runs as written: SELECT, VALUES,
 // EXPLAIN. Tables are engine views over their buckets (tableRegistry).
 func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (*stmt, error) {
+	if node != nil {
+		sql = stripPublic(sql, node)
+	}
 	if err := s.tables.sync(ctx); err != nil {
 		return nil, err
 	}

@@ -38,3 +38,29 @@ func TestSmokePgx(t *testing.T) {
 		t.Fatalf("count %d sum %v", count, sum)
 	}
 }
+
+// Schema-qualified names reach mink's tables.
+func TestPublicSchemaQualified(t *testing.T) {
+	n := minktest.Start(t, minktest.Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{
+		"CREATE TABLE public.q (a int)",
+		"INSERT INTO public.q VALUES (1), (2)",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	var sum int64
+	if err := conn.QueryRow(ctx, `SELECT sum(x.a) FROM public.q x JOIN "public".q y ON x.a = y.a`).Scan(&sum); err != nil || sum != 3 {
+		t.Fatalf("sum %d %v", sum, err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT * FROM other.q"); err == nil {
+		t.Fatal("schema other resolved")
+	}
+}

@@ -139,9 +139,36 @@ type tableSource struct {
 	info *tableInfo
 }
 
-var _ engine.Source = (*tableSource)(nil)
+var _ engine.SizedSource = (*tableSource)(nil)
 
 func (t *tableSource) Schema() *arrow.Schema { return t.info.schema }
+
+// EstimatedRows implements engine.SizedSource: the acknowledged ends of the
+// table's buckets (offsets count rows), which the engine's planner uses.
+func (t *tableSource) EstimatedRows() (int64, bool) {
+	m := t.r.s.f.cfg.Buckets()
+	if m == nil {
+		return -1, false
+	}
+	var ids []catalog.BucketID
+	t.r.s.f.cfg.Meta.Read(func(v *catalog.View) { ids = v.BucketsOf(t.info.id) })
+	var rows int64
+	for _, id := range ids {
+		b, err := m.Bucket(id)
+		if err != nil {
+			return -1, false
+		}
+		rows += int64(b.End())
+	}
+	for _, w := range t.r.s.tx.pending {
+		if w.table.id == t.info.id {
+			for _, r := range w.records {
+				rows += r.NumRows()
+			}
+		}
+	}
+	return rows, true
+}
 
 // Open reads every bucket of the table (of the selected partitions) up to
 // its acknowledged end at the time of the call.

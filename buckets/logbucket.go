@@ -58,6 +58,20 @@ func (b *LogBucket) Append(ctx context.Context, rec arrow.Record) (uint64, error
 	return b.stream.Append(ctx, payload, uint32(rec.NumRows()))
 }
 
+// AppendAsync queues rec and returns without waiting for durability; Wait
+// on the result. Batches queued by one goroutine keep their order. nil for
+// an empty record.
+func (b *LogBucket) AppendAsync(ctx context.Context, rec arrow.Record) (*s3stream.PendingAppend, error) {
+	if rec.NumRows() == 0 {
+		return nil, nil
+	}
+	payload, err := encodeBatch(rec)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %d: %w", b.id, err)
+	}
+	return b.stream.AppendAsync(ctx, payload, uint32(rec.NumRows()))
+}
+
 // Read returns the batches overlapping row offsets [from, to), up to the
 // acknowledged end. The first batch may start before from.
 func (b *LogBucket) Read(ctx context.Context, from, to uint64) ([]Batch, error) {

@@ -163,10 +163,8 @@ func (c *copySink) Commit(ctx context.Context, rows int64) error {
 	if err := c.stage(); err != nil {
 		return err
 	}
-	for _, rec := range c.staged {
-		if err := c.s.write(ctx, c.table, rec); err != nil {
-			return toWire(err)
-		}
+	if err := c.s.write(ctx, c.table, c.staged); err != nil {
+		return toWire(err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
@@ -165,10 +166,8 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 			return pgwire.Result{}, err
 		}
 		defer releaseAll(batches)
-		for _, b := range batches {
-			if err := s.write(ctx, table, b); err != nil {
-				return pgwire.Result{}, err
-			}
+		if err := s.write(ctx, table, batches); err != nil {
+			return pgwire.Result{}, err
 		}
 		if returning == "" {
 			return pgwire.Result{Tag: fmt.Sprintf("INSERT 0 %d", rows)}, nil
@@ -295,7 +294,12 @@ func (s *session) evaluate(ctx context.Context, table *tableInfo, eval string, a
 		releaseAll(out)
 		return nil, 0, err
 	}
-	return out, rows, nil
+	merged, err := coalesce(table.schema, out, insertBatchRows)
+	releaseAll(out)
+	if err != nil {
+		return nil, 0, err
+	}
+	return merged, rows, nil
 }
 
 // checkNotNull rejects a batch with a NULL in a NOT NULL column (23502).
@@ -362,4 +366,50 @@ var parserVersion = func() int32 {
 // deparse renders one statement node back to SQL.
 func deparse(stmt *pg.Node) (string, error) {
 	return pg.Deparse(&pg.ParseResult{Version: parserVersion, Stmts: []*pg.RawStmt{{Stmt: stmt}}})
+}
+
+// insertBatchRows is the size batches are merged to before routing: the
+// engine produces batches of 2048 rows, and every bucket entry costs a
+// little, so merging makes fewer, larger entries.
+const insertBatchRows = 64 << 10
+
+// coalesce merges consecutive batches into batches of about target rows.
+// The result is independent of the input (release both).
+func coalesce(schema *arrow.Schema, batches []arrow.RecordBatch, target int64) ([]arrow.RecordBatch, error) {
+	var out []arrow.RecordBatch
+	for start := 0; start < len(batches); {
+		end, rows := start, int64(0)
+		for end < len(batches) && (end == start || rows+batches[end].NumRows() <= target) {
+			rows += batches[end].NumRows()
+			end++
+		}
+		if end-start == 1 {
+			batches[start].Retain()
+			out = append(out, batches[start])
+			start = end
+			continue
+		}
+		cols := make([]arrow.Array, schema.NumFields())
+		for c := range cols {
+			parts := make([]arrow.Array, 0, end-start)
+			for _, b := range batches[start:end] {
+				parts = append(parts, b.Column(c))
+			}
+			merged, err := array.Concatenate(parts, memory.DefaultAllocator)
+			if err != nil {
+				for _, m := range cols[:c] {
+					m.Release()
+				}
+				releaseAll(out)
+				return nil, err
+			}
+			cols[c] = merged
+		}
+		out = append(out, array.NewRecordBatch(batches[start].Schema(), cols, rows))
+		for _, c := range cols {
+			c.Release()
+		}
+		start = end
+	}
+	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/routing"
+	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
@@ -29,18 +30,27 @@ type pendingWrite struct {
 // statement's batch goes to the next bucket.
 var roundRobin atomic.Uint64
 
-// write applies rec to table now, or buffers it until COMMIT inside a
-// transaction block. rec must already conform to the table's schema.
-func (s *session) write(ctx context.Context, table *tableInfo, rec arrow.RecordBatch) error {
-	if rec.NumRows() == 0 {
-		return nil
-	}
+// write applies batches to table now, or buffers them until COMMIT inside a
+// transaction block. The batches must conform to the table's schema.
+func (s *session) write(ctx context.Context, table *tableInfo, batches []arrow.RecordBatch) error {
 	if s.tx.status == pgwire.TxInBlock {
-		rec.Retain()
-		s.tx.pending = append(s.tx.pending, &pendingWrite{table: table, records: []arrow.RecordBatch{rec}})
+		w := &pendingWrite{table: table}
+		for _, b := range batches {
+			if b.NumRows() > 0 {
+				b.Retain()
+				w.records = append(w.records, b)
+			}
+		}
+		s.tx.pending = append(s.tx.pending, w)
 		return nil
 	}
-	return s.f.appendTable(ctx, table, rec)
+	a := s.f.newAppender()
+	for _, b := range batches {
+		if err := a.add(ctx, table, b); err != nil {
+			return err
+		}
+	}
+	return a.wait(ctx)
 }
 
 // applyWrites applies a committed transaction block's writes in order.
@@ -52,19 +62,45 @@ func (s *session) applyWrites(ctx context.Context, pending []*pendingWrite) erro
 			}
 		}
 	}()
+	a := s.f.newAppender()
 	for _, w := range pending {
 		for _, r := range w.records {
-			if err := s.f.appendTable(ctx, w.table, r); err != nil {
+			if err := a.add(ctx, w.table, r); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
+	return a.wait(ctx)
 }
 
-// appendTable routes rec to its partitions and buckets and appends each part
-// to its bucket. It returns once every part is durable.
-func (f *Frontend) appendTable(ctx context.Context, table *tableInfo, rec arrow.RecordBatch) error {
+// appender routes a statement's batches to buckets and queues them all
+// before waiting, so that they share WAL objects instead of waiting for one
+// upload each. Within a bucket, batches keep their order.
+type appender struct {
+	f       *Frontend
+	pending []*s3stream.PendingAppend
+}
+
+func (f *Frontend) newAppender() *appender { return &appender{f: f} }
+
+// wait returns once every queued batch is durable, or with the first error.
+func (a *appender) wait(ctx context.Context) error {
+	var first error
+	for _, p := range a.pending {
+		if _, err := p.Wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	a.pending = nil
+	return first
+}
+
+// add routes rec to its partitions and buckets and queues each part.
+func (a *appender) add(ctx context.Context, table *tableInfo, rec arrow.RecordBatch) error {
+	if rec.NumRows() == 0 {
+		return nil
+	}
+	f := a.f
 	if table.partCol < 0 {
 		var bucketIDs []catalog.BucketID
 		f.cfg.Meta.Read(func(v *catalog.View) {
@@ -75,7 +111,7 @@ func (f *Frontend) appendTable(ctx context.Context, table *tableInfo, rec arrow.
 		if len(bucketIDs) == 0 {
 			return undefinedTable(table.name)
 		}
-		return f.appendToBuckets(ctx, table, bucketIDs, rec)
+		return a.toBuckets(ctx, table, bucketIDs, rec)
 	}
 	parts, err := splitByPartition(rec, table.partCol)
 	if err != nil {
@@ -91,17 +127,17 @@ func (f *Frontend) appendTable(ctx context.Context, table *tableInfo, rec arrow.
 		if err != nil {
 			return err
 		}
-		if err := f.appendToBuckets(ctx, table, bucketIDs, p.rec); err != nil {
+		if err := a.toBuckets(ctx, table, bucketIDs, p.rec); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (f *Frontend) appendToBuckets(ctx context.Context, table *tableInfo, bucketIDs []catalog.BucketID, rec arrow.RecordBatch) error {
+func (a *appender) toBuckets(ctx context.Context, table *tableInfo, bucketIDs []catalog.BucketID, rec arrow.RecordBatch) error {
 	if len(table.keyCols) == 0 {
 		id := bucketIDs[roundRobin.Add(1)%uint64(len(bucketIDs))]
-		return f.appendBucket(ctx, id, rec)
+		return a.toBucket(ctx, id, rec)
 	}
 	parts, err := routing.Split(ctx, rec, table.keyCols, len(bucketIDs))
 	if err != nil {
@@ -118,16 +154,17 @@ func (f *Frontend) appendToBuckets(ctx context.Context, table *tableInfo, bucket
 		if p == nil {
 			continue
 		}
-		if err := f.appendBucket(ctx, bucketIDs[i], p); err != nil {
+		if err := a.toBucket(ctx, bucketIDs[i], p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// appendBucket appends rec to a bucket led by this node, waiting up to
+// toBucket queues rec on a bucket led by this node, waiting up to
 // BucketWait for a bucket that is opening.
-func (f *Frontend) appendBucket(ctx context.Context, id catalog.BucketID, rec arrow.RecordBatch) error {
+func (a *appender) toBucket(ctx context.Context, id catalog.BucketID, rec arrow.RecordBatch) error {
+	f := a.f
 	deadline := time.Now().Add(f.cfg.BucketWait)
 	for {
 		m := f.cfg.Buckets()
@@ -137,11 +174,14 @@ func (f *Frontend) appendBucket(ctx context.Context, id catalog.BucketID, rec ar
 		} else {
 			var b *buckets.LogBucket
 			if b, err = m.Bucket(id); err == nil {
-				_, err = b.Append(ctx, rec)
-				if err == nil {
-					return nil
+				p, err := b.AppendAsync(ctx, rec)
+				if err != nil {
+					return fmt.Errorf("append to bucket %d: %w", id, err)
 				}
-				return fmt.Errorf("append to bucket %d: %w", id, err)
+				if p != nil {
+					a.pending = append(a.pending, p)
+				}
+				return nil
 			}
 		}
 		if errors.Is(err, buckets.ErrNotLeader) {

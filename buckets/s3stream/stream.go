@@ -89,18 +89,56 @@ func (s *Stream) Err() error {
 // holding it is retried successfully; with ErrFenced it will not, unless it
 // was already in a WAL object below the seal.
 func (s *Stream) Append(ctx context.Context, payload []byte, count uint32) (uint64, error) {
+	p, err := s.AppendAsync(ctx, payload, count)
+	if err != nil {
+		return 0, err
+	}
+	return p.Wait(ctx)
+}
+
+// PendingAppend is an append queued by AppendAsync.
+type PendingAppend struct {
+	s    *Stream
+	base uint64
+	done chan error
+}
+
+// Offset is the offset the entry got. It is the entry's offset for good
+// only once Wait returns nil.
+func (p *PendingAppend) Offset() uint64 { return p.base }
+
+// Wait waits until the entry is durable (nil) or will not be acknowledged;
+// the errors are those of Append.
+func (p *PendingAppend) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case err := <-p.done:
+		if err != nil {
+			return 0, fmt.Errorf("append to stream %d: %w", p.s.id, err)
+		}
+		return p.base, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("append to stream %d: %w (%w)", p.s.id, ErrUnknownOutcome, ctx.Err())
+	}
+}
+
+// AppendAsync queues an entry and returns without waiting for it to become
+// durable, so that a writer can have many entries in flight (they are
+// grouped into the same WAL objects). Entries queued by one goroutine get
+// increasing offsets in the order of the calls. It waits only while the
+// node's memory budget is full.
+func (s *Stream) AppendAsync(ctx context.Context, payload []byte, count uint32) (*PendingAppend, error) {
 	if count == 0 {
-		return 0, fmt.Errorf("s3stream: append to stream %d: count must be at least 1", s.id)
+		return nil, fmt.Errorf("s3stream: append to stream %d: count must be at least 1", s.id)
 	}
 	size := int64(len(payload) + walEntryHdr)
 	if err := s.n.wal.reserve(ctx, size); err != nil {
-		return 0, fmt.Errorf("append to stream %d: %w", s.id, err)
+		return nil, fmt.Errorf("append to stream %d: %w", s.id, err)
 	}
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
 		s.n.wal.release(size)
-		return 0, err
+		return nil, err
 	}
 	base := s.mu.next
 	p := &pendingEntry{
@@ -112,20 +150,11 @@ func (s *Stream) Append(ctx context.Context, payload []byte, count uint32) (uint
 	if err := s.n.wal.add(p); err != nil {
 		s.mu.Unlock()
 		s.n.wal.release(size)
-		return 0, fmt.Errorf("append to stream %d: %w", s.id, err)
+		return nil, fmt.Errorf("append to stream %d: %w", s.id, err)
 	}
 	s.mu.next += uint64(count)
 	s.mu.Unlock()
-
-	select {
-	case err := <-p.done:
-		if err != nil {
-			return 0, fmt.Errorf("append to stream %d: %w", s.id, err)
-		}
-		return base, nil
-	case <-ctx.Done():
-		return 0, fmt.Errorf("append to stream %d: %w (%w)", s.id, ErrUnknownOutcome, ctx.Err())
-	}
+	return &PendingAppend{s: s, base: base, done: p.done}, nil
 }
 
 func (s *Stream) usableLocked() error {

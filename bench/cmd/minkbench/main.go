@@ -44,6 +44,20 @@ var workloads = map[string]workload{
 		}
 		return bench.RunS3Stream(ctx, os.Stdout, cfg)
 	},
+	"ingest": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.IngestConfig{Dir: dir}
+		if quick {
+			cfg.Rows, cfg.ChunkRows = 200_000, 50_000
+		}
+		return bench.RunIngest(ctx, os.Stdout, cfg)
+	},
+	"query": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.QueryConfig{Dir: dir}
+		if quick {
+			cfg.Rows, cfg.ChunkRows, cfg.Runs = 200_000, 50_000, 3
+		}
+		return bench.RunQuery(ctx, os.Stdout, cfg)
+	},
 }
 
 func main() {

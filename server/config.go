@@ -47,6 +47,11 @@ type Config struct {
 
 	LeaseTTL        time.Duration
 	CoordinatorTick time.Duration
+	// GCInterval is how often the lease holder collects garbage in the
+	// object store; GCDelay is how long an object must have been garbage
+	// before it is deleted, so that readers of an older view can finish.
+	GCInterval time.Duration
+	GCDelay    time.Duration
 	// MetadataSnapshotEvery is the number of metadata log entries between view
 	// snapshots (after which the log is truncated).
 	MetadataSnapshotEvery uint64
@@ -66,6 +71,8 @@ func DefaultConfig() Config {
 		AdminAddr:             "127.0.0.1:9480",
 		LeaseTTL:              30 * time.Second,
 		CoordinatorTick:       5 * time.Second,
+		GCInterval:            time.Minute,
+		GCDelay:               5 * time.Minute,
 		MetadataSnapshotEvery: 1000,
 	}
 }
@@ -105,6 +112,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CoordinatorTick <= 0 {
 		return fmt.Errorf("--coordinator-tick %v: must be positive", c.CoordinatorTick)
+	}
+	if c.GCInterval <= 0 || c.GCDelay < 0 {
+		return fmt.Errorf("--gc-interval must be positive and --gc-delay not negative")
 	}
 	if c.EtcdDialTimeout <= 0 {
 		return fmt.Errorf("--etcd-dial-timeout %v: must be positive", c.EtcdDialTimeout)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 )
 
@@ -100,6 +101,12 @@ func planFailover(v *catalog.View, live []catalog.NodeID, epoch uint64) []catalo
 func (s *Server) coordinate(ctx context.Context, epoch uint64, live *catalog.LiveCache) {
 	tick := time.NewTicker(s.cfg.CoordinatorTick)
 	defer tick.Stop()
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		s.collectGarbage(ctx)
+	}()
+	defer func() { <-gcDone }()
 	for {
 		changed := s.cat.Changed()
 		liveChanged := live.Changed()
@@ -113,6 +120,30 @@ func (s *Server) coordinate(ctx context.Context, epoch uint64, live *catalog.Liv
 		case <-changed:
 		case <-liveChanged:
 		case <-tick.C:
+		}
+	}
+}
+
+// collectGarbage runs the object store's only delete path while this node
+// holds the coordinator lease: unreferenced stream objects and trimmed WAL
+// objects go after a grace delay that lets readers finish.
+func (s *Server) collectGarbage(ctx context.Context) {
+	gc := s3stream.NewCollector(s.store, s.cat, s.cfg.GCDelay)
+	t := time.NewTicker(s.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := gc.Collect(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.logger.Warn("garbage collection failed; will retry", "err", err)
+			continue
+		}
+		if st.Deleted > 0 {
+			s.logger.Info("garbage collected", "deleted", st.Deleted, "waiting", st.Waiting)
 		}
 	}
 }

@@ -64,6 +64,8 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host other nodes and clients use to reach this node (default: the listen hosts)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "liveness lease TTL: a node that stops heartbeating is dead after this")
 	f.DurationVar(&cfg.CoordinatorTick, "coordinator-tick", cfg.CoordinatorTick, "how often the coordinator looks for buckets to fail over")
+	f.DurationVar(&cfg.GCInterval, "gc-interval", cfg.GCInterval, "how often the coordinator deletes unreferenced objects")
+	f.DurationVar(&cfg.GCDelay, "gc-delay", cfg.GCDelay, "how long an object stays after it became garbage (lets readers finish)")
 	f.Uint64Var(&cfg.MetadataSnapshotEvery, "metadata-snapshot-every", cfg.MetadataSnapshotEvery, "metadata log entries between view snapshots")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")

@@ -18,7 +18,7 @@ import (
 // [o, o+n).
 type Batch struct {
 	Offset uint64
-	Record arrow.Record
+	Record arrow.RecordBatch
 }
 
 // Release releases every batch's record.
@@ -47,7 +47,7 @@ func (b *LogBucket) End() uint64 { return b.stream.End() }
 
 // Append appends rec and returns the offset of its first row once it is
 // durable. An empty record appends nothing.
-func (b *LogBucket) Append(ctx context.Context, rec arrow.Record) (uint64, error) {
+func (b *LogBucket) Append(ctx context.Context, rec arrow.RecordBatch) (uint64, error) {
 	if rec.NumRows() == 0 {
 		return b.stream.End(), nil
 	}
@@ -61,7 +61,7 @@ func (b *LogBucket) Append(ctx context.Context, rec arrow.Record) (uint64, error
 // AppendAsync queues rec and returns without waiting for durability; Wait
 // on the result. Batches queued by one goroutine keep their order. nil for
 // an empty record.
-func (b *LogBucket) AppendAsync(ctx context.Context, rec arrow.Record) (*s3stream.PendingAppend, error) {
+func (b *LogBucket) AppendAsync(ctx context.Context, rec arrow.RecordBatch) (*s3stream.PendingAppend, error) {
 	if rec.NumRows() == 0 {
 		return nil, nil
 	}
@@ -82,7 +82,7 @@ func (b *LogBucket) Read(ctx context.Context, from, to uint64) ([]Batch, error) 
 	return decodeEntries(entries)
 }
 
-func encodeBatch(rec arrow.Record) ([]byte, error) {
+func encodeBatch(rec arrow.RecordBatch) ([]byte, error) {
 	var buf bytes.Buffer
 	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()), ipc.WithAllocator(memory.DefaultAllocator))
 	if err := w.Write(rec); err != nil {
@@ -94,7 +94,7 @@ func encodeBatch(rec arrow.Record) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func decodeBatch(payload []byte) (arrow.Record, error) {
+func decodeBatch(payload []byte) (arrow.RecordBatch, error) {
 	r, err := ipc.NewReader(bytes.NewReader(payload), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		return nil, fmt.Errorf("decode batch: %w", err)
@@ -106,7 +106,7 @@ func decodeBatch(payload []byte) (arrow.Record, error) {
 		}
 		return nil, fmt.Errorf("decode batch: no record in entry")
 	}
-	rec := r.Record()
+	rec := r.RecordBatch()
 	rec.Retain()
 	return rec, nil
 }

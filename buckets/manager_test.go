@@ -56,14 +56,14 @@ func (e *testEnv) startNode(node catalog.NodeID, live func(catalog.NodeID) bool)
 	return m, cat
 }
 
-func rowsRecord(ids ...int64) arrow.Record {
+func rowsRecord(ids ...int64) arrow.RecordBatch {
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer b.Release()
 	for _, id := range ids {
 		b.Field(0).(*array.Int64Builder).Append(id)
 	}
-	return b.NewRecord()
+	return b.NewRecordBatch()
 }
 
 // waitBucket waits until the manager serves the bucket.

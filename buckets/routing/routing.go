@@ -145,7 +145,7 @@ func toMicros(v int64, unit arrow.TimeUnit) int64 {
 }
 
 // RowKey appends the encoded key of row i from the key columns of rec.
-func RowKey(dst []byte, rec arrow.Record, keyCols []int, i int) ([]byte, error) {
+func RowKey(dst []byte, rec arrow.RecordBatch, keyCols []int, i int) ([]byte, error) {
 	var err error
 	for _, c := range keyCols {
 		if dst, err = AppendArrowValue(dst, rec.Column(c), i); err != nil {
@@ -156,7 +156,7 @@ func RowKey(dst []byte, rec arrow.Record, keyCols []int, i int) ([]byte, error) 
 }
 
 // Buckets returns the bucket of every row of rec.
-func Buckets(rec arrow.Record, keyCols []int, buckets int) ([]int, error) {
+func Buckets(rec arrow.RecordBatch, keyCols []int, buckets int) ([]int, error) {
 	out := make([]int, rec.NumRows())
 	var key []byte
 	var err error
@@ -172,7 +172,7 @@ func Buckets(rec arrow.Record, keyCols []int, buckets int) ([]int, error) {
 // Split splits rec into one record per bucket by the bucket of each row's
 // key, keeping row order within a bucket. Buckets with no rows are nil. The
 // caller releases the returned records.
-func Split(ctx context.Context, rec arrow.Record, keyCols []int, buckets int) ([]arrow.Record, error) {
+func Split(ctx context.Context, rec arrow.RecordBatch, keyCols []int, buckets int) ([]arrow.RecordBatch, error) {
 	of, err := Buckets(rec, keyCols, buckets)
 	if err != nil {
 		return nil, err
@@ -181,7 +181,7 @@ func Split(ctx context.Context, rec arrow.Record, keyCols []int, buckets int) ([
 	for _, b := range of {
 		counts[b]++
 	}
-	out := make([]arrow.Record, buckets)
+	out := make([]arrow.RecordBatch, buckets)
 	for b, n := range counts {
 		if n == int(rec.NumRows()) {
 			rec.Retain()

@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-func testRecord(t *testing.T, ids []int64, names []string) arrow.Record {
+func testRecord(t *testing.T, ids []int64, names []string) arrow.RecordBatch {
 	t.Helper()
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}, {Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
@@ -19,7 +19,7 @@ func testRecord(t *testing.T, ids []int64, names []string) arrow.Record {
 		b.Field(0).(*array.Int64Builder).Append(ids[i])
 		b.Field(1).(*array.StringBuilder).Append(names[i])
 	}
-	return b.NewRecord()
+	return b.NewRecordBatch()
 }
 
 // The hash is an on-disk contract: these buckets must never change.

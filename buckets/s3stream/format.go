@@ -228,20 +228,6 @@ func walKey(node catalog.NodeID, epoch, seq uint64) string {
 	return fmt.Sprintf("%s%020d", walPrefix(node, epoch), seq)
 }
 
-func parseWALSeq(prefix, key string) (uint64, bool) {
-	if len(key) != len(prefix)+20 || key[:len(prefix)] != prefix {
-		return 0, false
-	}
-	var seq uint64
-	for _, c := range key[len(prefix):] {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		seq = seq*10 + uint64(c-'0')
-	}
-	return seq, true
-}
-
 func streamPrefix(stream catalog.StreamID) string {
 	return fmt.Sprintf("streams/%d/", stream)
 }

@@ -1,0 +1,890 @@
+package sqlfront_test
+
+// SQL logic tests: files of statements and their expected results under
+// testdata/logic/*.test, run against an in-process node (minktest) through
+// pgx's pgconn in three ways, each with a fresh node:
+//
+//	simple    the simple query protocol; results in text
+//	extended  Parse/Describe (unnamed statement) then Bind/Execute; results
+//	          in text, column types from the statement's Describe
+//	binary    like extended with every result column in binary; each value
+//	          is decoded with pgx's pgtype and compared with the expected
+//	          text decoded the same way (so binary and text must agree)
+//
+// The expected output is what PostgreSQL 15 returns. `go test -run
+// TestLogic -logic.pg 'postgres://…'` runs the files against a real
+// PostgreSQL instead (each file in a fresh database), which is how the
+// expected output is checked; records that only make sense for one of them
+// are marked with onlyif/skipif. `-logic.rewrite` writes the results of the
+// simple run back into the files (from PostgreSQL with -logic.pg), keeping
+// records that did not run as they are. `-logic.file name` runs one file.
+//
+// # Format
+//
+// A file is a sequence of records separated by blank lines. Lines starting
+// with # outside a record are comments.
+//
+//	statement ok [TAG]
+//	<SQL, one or more lines>
+//
+// runs the SQL and expects success; with TAG (`INSERT 0 3`, `CREATE
+// TABLE`), the command tag must match too.
+//
+//	statement error SQLSTATE [message]
+//	<SQL>
+//
+// expects an error with that SQLSTATE (and exactly that primary message,
+// when given).
+//
+//	query TYPES [rowsort] [colnames]
+//	<SQL>
+//	----
+//	<expected rows>
+//
+// expects rows. TYPES has one letter per result column, the column's
+// PostgreSQL type as the server describes it (a new record may leave TYPES
+// out for a rewrite to fill in):
+//
+//	B boolean   S smallint  I integer   L bigint     F real
+//	R double precision      N numeric   T text       V varchar
+//	C char(n)/bpchar        X bytea     D date       M time
+//	P timestamp Z timestamptz           E interval   U uuid
+//	J json      K jsonb     O oid       Y any array  ? anything else
+//
+// Each expected row is one line: the columns' text forms (as PostgreSQL
+// sends them in text format) joined by " | ". NULL is written NULL, the
+// empty string (empty), and a line break inside a value \n. rowsort sorts
+// the rows (as rendered) before comparing, for queries without a total
+// ORDER BY. colnames makes the first line the column names, joined by
+// " | ".
+//
+//	copy ok N
+//	copy error SQLSTATE [message]
+//	<COPY … FROM STDIN statement, one line>
+//	----
+//	<data lines, sent verbatim, each followed by \n>
+//
+// runs a COPY FROM STDIN with the data and expects N rows copied, or the
+// error.
+//
+//	connection NAME
+//
+// switches the following records to the session NAME (opened on first
+// use; the first session is "default"). Sessions are how a test shows what
+// another connection sees.
+//
+//	onlyif mink|pg
+//	skipif mink|pg
+//
+// before a record (on the line above its header) runs the record only on,
+// or never on, mink or PostgreSQL.
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/minkdb/mink/internal/minktest"
+)
+
+var (
+	logicRewrite = flag.Bool("logic.rewrite", false, "rewrite the expected output of testdata/logic/*.test from the simple-protocol run")
+	logicPG      = flag.String("logic.pg", "", "run the logic tests against this PostgreSQL (a URL of a superuser connection) instead of mink")
+	logicFile    = flag.String("logic.file", "", "run only this logic test file (base name, without .test)")
+)
+
+const logicDir = "testdata/logic"
+
+// logicMode is one way of running a file.
+type logicMode string
+
+const (
+	modeSimple   logicMode = "simple"
+	modeExtended logicMode = "extended"
+	modeBinary   logicMode = "binary"
+)
+
+func TestLogic(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(logicDir, "*.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no logic test files in %s", logicDir)
+	}
+	modes := []logicMode{modeSimple, modeExtended, modeBinary}
+	if *logicRewrite {
+		modes = modes[:1]
+	}
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".test")
+		if *logicFile != "" && *logicFile != name {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			recs, err := parseLogicFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mode := range modes {
+				t.Run(string(mode), func(t *testing.T) {
+					r := newLogicRunner(t, name, mode)
+					defer r.close()
+					for _, rec := range recs {
+						r.run(rec)
+					}
+				})
+			}
+			if *logicRewrite && !t.Failed() {
+				if err := os.WriteFile(path, []byte(formatLogicFile(recs)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// A logic record and, after a rewrite run, what it got.
+type logicRecord struct {
+	line int // of the header, 1-based
+	// text is the verbatim text of a comment or blank-line block.
+	text string
+
+	kind    string // "statement", "query", "copy", "connection", "" (text)
+	onlyif  string
+	skipif  string
+	conds   []string // the onlyif/skipif lines, verbatim
+	sql     string
+	data    []string // COPY data
+	wantErr bool
+	code    string
+	message string // expected error message, "" to not check
+	hasMsg  bool
+	tag     string // expected tag of statement ok, "" to not check
+	count   int64  // copy ok N
+	types   string
+	rowsort bool
+	colname bool
+	rows    []string // expected rows (with the names line first under colnames)
+	conn    string   // for "connection"
+
+	// got is the outcome, for rewrites.
+	got *logicOutcome
+}
+
+type logicOutcome struct {
+	err     *pgconn.PgError
+	tag     string
+	types   string
+	names   []string
+	rows    []string // rendered, sorted when rowsort
+	isQuery bool     // had a row description
+	// fieldDescs are the result's columns (extended and binary modes).
+	fieldDescs []pgconn.FieldDescription
+}
+
+func parseLogicFile(path string) ([]*logicRecord, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	var recs []*logicRecord
+	var text []string
+	flushText := func() {
+		if len(text) > 0 {
+			recs = append(recs, &logicRecord{text: strings.Join(text, "\n")})
+			text = nil
+		}
+	}
+	bad := func(i int, format string, args ...any) error {
+		return fmt.Errorf("%s:%d: %s", path, i+1, fmt.Sprintf(format, args...))
+	}
+	for i := 0; i < len(lines); {
+		line := lines[i]
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			text = append(text, line)
+			i++
+			continue
+		}
+		flushText()
+		rec := &logicRecord{line: i + 1}
+		for {
+			f := strings.Fields(lines[i])
+			if len(f) == 2 && (f[0] == "onlyif" || f[0] == "skipif") {
+				if f[1] != "mink" && f[1] != "pg" {
+					return nil, bad(i, "%s takes mink or pg", f[0])
+				}
+				if f[0] == "onlyif" {
+					rec.onlyif = f[1]
+				} else {
+					rec.skipif = f[1]
+				}
+				rec.conds = append(rec.conds, lines[i])
+				i++
+				if i >= len(lines) {
+					return nil, bad(i-1, "%s at the end of the file", f[0])
+				}
+				continue
+			}
+			break
+		}
+		rec.line = i + 1
+		f := strings.Fields(lines[i])
+		rec.kind = f[0]
+		switch f[0] {
+		case "connection":
+			if len(f) != 2 {
+				return nil, bad(i, "connection NAME")
+			}
+			rec.conn = f[1]
+			i++
+			recs = append(recs, rec)
+			continue
+		case "statement", "copy":
+			if len(f) < 2 {
+				return nil, bad(i, "%s ok|error", f[0])
+			}
+			switch f[1] {
+			case "ok":
+				if f[0] == "copy" {
+					if len(f) != 3 {
+						return nil, bad(i, "copy ok N")
+					}
+					if rec.count, err = strconv.ParseInt(f[2], 10, 64); err != nil {
+						return nil, bad(i, "copy ok N: %v", err)
+					}
+				} else {
+					rec.tag = strings.Join(f[2:], " ")
+				}
+			case "error":
+				if len(f) < 3 {
+					return nil, bad(i, "%s error SQLSTATE [message]", f[0])
+				}
+				rec.wantErr, rec.code = true, f[2]
+				if len(rec.code) != 5 {
+					return nil, bad(i, "SQLSTATE %q is not 5 characters", rec.code)
+				}
+				hdr := strings.TrimSpace(lines[i])
+				if idx := strings.Index(hdr, rec.code); idx >= 0 {
+					if msg := strings.TrimSpace(hdr[idx+len(rec.code):]); msg != "" {
+						rec.message, rec.hasMsg = msg, true
+					}
+				}
+			default:
+				return nil, bad(i, "%s ok|error, not %q", f[0], f[1])
+			}
+		case "query":
+			// TYPES may be left out of a new record: a rewrite fills it in.
+			opts := f[1:]
+			if len(opts) > 0 && opts[0] != "rowsort" && opts[0] != "colnames" {
+				rec.types, opts = opts[0], opts[1:]
+			}
+			for _, opt := range opts {
+				switch opt {
+				case "rowsort":
+					rec.rowsort = true
+				case "colnames":
+					rec.colname = true
+				default:
+					return nil, bad(i, "unknown query option %q", opt)
+				}
+			}
+		default:
+			return nil, bad(i, "unknown record %q", f[0])
+		}
+		i++
+		var sql []string
+		for i < len(lines) && strings.TrimSpace(lines[i]) != "" && lines[i] != "----" {
+			sql = append(sql, lines[i])
+			i++
+		}
+		if len(sql) == 0 {
+			return nil, bad(rec.line-1, "record without SQL")
+		}
+		rec.sql = strings.Join(sql, "\n")
+		if i < len(lines) && lines[i] == "----" {
+			if rec.kind == "statement" {
+				return nil, bad(i, "statement records have no ---- section")
+			}
+			i++
+			for i < len(lines) && lines[i] != "" {
+				if rec.kind == "copy" {
+					rec.data = append(rec.data, lines[i])
+				} else {
+					rec.rows = append(rec.rows, lines[i])
+				}
+				i++
+			}
+		} else if rec.kind == "copy" {
+			return nil, bad(rec.line-1, "copy without ---- and data")
+		}
+		recs = append(recs, rec)
+	}
+	flushText()
+	return recs, nil
+}
+
+// formatLogicFile renders records back into a file, with each record's
+// outcome when it has one.
+func formatLogicFile(recs []*logicRecord) string {
+	var b strings.Builder
+	for i, rec := range recs {
+		if rec.kind == "" {
+			b.WriteString(rec.text)
+			b.WriteString("\n")
+			continue
+		}
+		if i > 0 && recs[i-1].kind != "" && recs[i-1].kind != "connection" {
+			b.WriteString("\n") // records always end with a blank line
+		}
+		for _, c := range rec.conds {
+			b.WriteString(c + "\n")
+		}
+		if rec.kind == "connection" {
+			fmt.Fprintf(&b, "connection %s\n", rec.conn)
+			continue
+		}
+		if rec.got != nil {
+			rec.apply(rec.got)
+		}
+		switch {
+		case rec.wantErr:
+			fmt.Fprintf(&b, "%s error %s", rec.kind, rec.code)
+			if rec.hasMsg {
+				b.WriteString(" " + rec.message)
+			}
+			b.WriteString("\n" + rec.sql + "\n")
+			if rec.kind == "copy" {
+				b.WriteString("----\n" + strings.Join(rec.data, "\n") + "\n")
+			}
+		case rec.kind == "copy":
+			fmt.Fprintf(&b, "copy ok %d\n%s\n----\n%s\n", rec.count, rec.sql, strings.Join(rec.data, "\n"))
+		case rec.kind == "statement":
+			b.WriteString("statement ok")
+			if rec.tag != "" {
+				b.WriteString(" " + rec.tag)
+			}
+			b.WriteString("\n" + rec.sql + "\n")
+		case rec.kind == "query":
+			b.WriteString("query")
+			if rec.types != "" {
+				b.WriteString(" " + rec.types)
+			}
+			if rec.rowsort {
+				b.WriteString(" rowsort")
+			}
+			if rec.colname {
+				b.WriteString(" colnames")
+			}
+			b.WriteString("\n" + rec.sql + "\n----\n")
+			for _, r := range rec.rows {
+				b.WriteString(r + "\n")
+			}
+		}
+	}
+	out := b.String()
+	return strings.TrimRight(out, "\n") + "\n"
+}
+
+// apply turns a record's expectation into what it got.
+func (rec *logicRecord) apply(got *logicOutcome) {
+	if got.err != nil {
+		if !rec.wantErr {
+			rec.hasMsg = true
+		}
+		rec.wantErr, rec.code = true, got.err.Code
+		if rec.hasMsg {
+			rec.message = got.err.Message
+		}
+		if rec.kind == "query" {
+			rec.kind = "statement"
+		}
+		return
+	}
+	rec.wantErr = false
+	switch rec.kind {
+	case "copy":
+		rec.count, _ = strconv.ParseInt(strings.TrimPrefix(got.tag, "COPY "), 10, 64)
+	case "statement":
+		if rec.tag != "" {
+			rec.tag = got.tag
+		}
+	case "query":
+		rec.types = got.types
+		rec.rows = nil
+		if rec.colname {
+			rec.rows = append(rec.rows, strings.Join(got.names, " | "))
+		}
+		rec.rows = append(rec.rows, got.rows...)
+	}
+}
+
+// logicRunner runs one file in one mode.
+type logicRunner struct {
+	t     *testing.T
+	mode  logicMode
+	url   string
+	conns map[string]*pgconn.PgConn
+	cur   string
+	pg    bool
+	drop  func()
+	tmap  *pgtype.Map
+}
+
+func newLogicRunner(t *testing.T, file string, mode logicMode) *logicRunner {
+	r := &logicRunner{t: t, mode: mode, conns: map[string]*pgconn.PgConn{}, cur: "default", tmap: pgtype.NewMap()}
+	if *logicPG == "" {
+		n := minktest.Start(t, minktest.Options{})
+		r.url = n.URL
+		return r
+	}
+	// A fresh database on PostgreSQL, in UTC like mink's default.
+	r.pg = true
+	ctx := context.Background()
+	admin, err := pgconn.Connect(ctx, *logicPG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := "logic_" + strings.ReplaceAll(file, "-", "_") + "_" + string(mode)
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db).ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgconn.ParseConfig(*logicPG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.url = fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable&timezone=UTC", cfg.User, cfg.Host, cfg.Port, db)
+	r.drop = func() {
+		admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)").ReadAll()
+		admin.Close(ctx)
+	}
+	return r
+}
+
+func (r *logicRunner) close() {
+	for _, c := range r.conns {
+		c.Close(context.Background())
+	}
+	if r.drop != nil {
+		r.drop()
+	}
+}
+
+func (r *logicRunner) conn() *pgconn.PgConn {
+	if c, ok := r.conns[r.cur]; ok {
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgconn.Connect(ctx, r.url)
+	if err != nil {
+		r.t.Fatalf("connect %s: %v", r.cur, err)
+	}
+	r.conns[r.cur] = c
+	return c
+}
+
+func (r *logicRunner) run(rec *logicRecord) {
+	t := r.t
+	t.Helper()
+	if rec.kind == "" {
+		return
+	}
+	target := "mink"
+	if r.pg {
+		target = "pg"
+	}
+	if (rec.onlyif != "" && rec.onlyif != target) || rec.skipif == target {
+		return
+	}
+	if rec.kind == "connection" {
+		r.cur = rec.conn
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var got *logicOutcome
+	var descTypes string
+	switch {
+	case rec.kind == "copy":
+		got = r.copy(ctx, rec)
+	case r.mode == modeSimple:
+		got = r.simple(ctx, rec.sql)
+	default:
+		got, descTypes = r.extended(ctx, rec.sql)
+	}
+	where := fmt.Sprintf("line %d (%s)", rec.line, firstLine(rec.sql))
+	if got.err == nil && got.isQuery && rec.rowsort {
+		sort.Strings(got.rows)
+	}
+	if *logicRewrite {
+		rec.got = got
+		return
+	}
+	if rec.wantErr {
+		if got.err == nil {
+			t.Errorf("%s: want error %s %s, got success %q", where, rec.code, rec.message, got.tag)
+			return
+		}
+		if got.err.Code != rec.code || (rec.hasMsg && got.err.Message != rec.message) {
+			t.Errorf("%s: want error %s %s\n got error %s %s", where, rec.code, rec.message, got.err.Code, got.err.Message)
+		}
+		return
+	}
+	if got.err != nil {
+		t.Errorf("%s: unexpected error %s %s", where, got.err.Code, got.err.Message)
+		return
+	}
+	switch rec.kind {
+	case "statement":
+		if rec.tag != "" && got.tag != rec.tag {
+			t.Errorf("%s: tag %q, want %q", where, got.tag, rec.tag)
+		}
+	case "copy":
+		if want := fmt.Sprintf("COPY %d", rec.count); got.tag != want {
+			t.Errorf("%s: tag %q, want %q", where, got.tag, want)
+		}
+	case "query":
+		if !got.isQuery {
+			t.Errorf("%s: the statement returned no rows (tag %q)", where, got.tag)
+			return
+		}
+		if got.types != rec.types {
+			t.Errorf("%s: column types %s, want %s", where, got.types, rec.types)
+		}
+		if descTypes != "" && descTypes != got.types {
+			t.Errorf("%s: Describe said column types %s, the portal %s", where, descTypes, got.types)
+		}
+		want := rec.rows
+		if rec.colname {
+			if len(want) == 0 {
+				t.Errorf("%s: colnames without a names line", where)
+				return
+			}
+			if names := strings.Join(got.names, " | "); names != want[0] {
+				t.Errorf("%s: column names\n got %s\nwant %s", where, names, want[0])
+			}
+			want = want[1:]
+		}
+		gotRows := got.rows
+		if r.mode == modeBinary {
+			want = r.canonicalRows(rec, want, got)
+			if rec.rowsort {
+				sort.Strings(want)
+			}
+		}
+		if strings.Join(gotRows, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: rows differ\n got:\n%s\nwant:\n%s", where, indent(gotRows), indent(want))
+		}
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	if len(line) > 60 {
+		line = line[:60] + "…"
+	}
+	return line
+}
+
+func indent(rows []string) string {
+	if len(rows) == 0 {
+		return "    (no rows)"
+	}
+	return "    " + strings.Join(rows, "\n    ")
+}
+
+func asPgError(err error) *pgconn.PgError {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &pgconn.PgError{Code: "client", Message: err.Error()}
+}
+
+func (r *logicRunner) simple(ctx context.Context, sql string) *logicOutcome {
+	mrr := r.conn().Exec(ctx, sql)
+	got := &logicOutcome{}
+	results := 0
+	for mrr.NextResult() {
+		results++
+		rr := mrr.ResultReader()
+		// The row description, also of a result without rows.
+		if fields := rr.FieldDescriptions(); fields != nil {
+			got.isQuery = true
+			got.types, got.names = describeFields(fields)
+		}
+		for rr.NextRow() {
+			got.rows = append(got.rows, renderTextRow(rr.Values()))
+		}
+		tag, err := rr.Close()
+		if err != nil {
+			got.err = asPgError(err)
+			break
+		}
+		got.tag = tag.String()
+	}
+	if err := mrr.Close(); err != nil || got.err != nil {
+		if got.err == nil {
+			got.err = asPgError(err)
+		}
+		return got
+	}
+	if results != 1 {
+		r.t.Fatalf("%q: %d results; a record holds one statement", sql, results)
+	}
+	return got
+}
+
+// extended prepares the unnamed statement and executes it, in text or, in
+// binary mode, binary results. descTypes are the column types the
+// statement's Describe announced.
+func (r *logicRunner) extended(ctx context.Context, sql string) (got *logicOutcome, descTypes string) {
+	c := r.conn()
+	desc, err := c.Prepare(ctx, "", sql, nil)
+	if err != nil {
+		return &logicOutcome{err: asPgError(err)}, ""
+	}
+	descTypes, _ = describeFields(desc.Fields)
+	format := int16(pgtype.TextFormatCode)
+	if r.mode == modeBinary {
+		format = pgtype.BinaryFormatCode
+	}
+	rr := c.ExecPrepared(ctx, "", nil, nil, []int16{format})
+	got = &logicOutcome{}
+	fields := rr.FieldDescriptions()
+	got.fieldDescs = fields
+	var rows [][][]byte
+	for rr.NextRow() {
+		vals := rr.Values()
+		row := make([][]byte, len(vals))
+		for i, v := range vals {
+			if v != nil {
+				row[i] = append([]byte{}, v...)
+			}
+		}
+		rows = append(rows, row)
+	}
+	tag, err := rr.Close()
+	if err != nil {
+		got.err = asPgError(err)
+		return got, descTypes
+	}
+	got.tag = tag.String()
+	if len(fields) > 0 || len(desc.Fields) > 0 {
+		got.isQuery = true
+		got.types, got.names = describeFields(fields)
+		for _, row := range rows {
+			if r.mode == modeBinary {
+				got.rows = append(got.rows, r.canonicalRow(fields, row, pgtype.BinaryFormatCode))
+			} else {
+				got.rows = append(got.rows, renderTextRow(row))
+			}
+		}
+	}
+	return got, descTypes
+}
+
+func (r *logicRunner) copy(ctx context.Context, rec *logicRecord) *logicOutcome {
+	data := strings.Join(rec.data, "\n") + "\n"
+	tag, err := r.conn().CopyFrom(ctx, strings.NewReader(data), rec.sql)
+	return &logicOutcome{err: asPgError(err), tag: tag.String()}
+}
+
+// typeLetters maps type OIDs to the letters of a query's TYPES.
+var typeLetters = map[uint32]byte{
+	16: 'B', 21: 'S', 23: 'I', 20: 'L', 700: 'F', 701: 'R', 1700: 'N', 25: 'T', 1043: 'V', 1042: 'C',
+	17: 'X', 1082: 'D', 1083: 'M', 1114: 'P', 1184: 'Z', 1186: 'E', 2950: 'U', 114: 'J', 3802: 'K', 26: 'O',
+}
+
+// arrayOIDs are the array types of the scalars above.
+var arrayOIDs = map[uint32]bool{
+	1000: true, 1005: true, 1007: true, 1016: true, 1021: true, 1022: true, 1231: true, 1009: true, 1015: true,
+	1014: true, 1001: true, 1182: true, 1183: true, 1115: true, 1185: true, 1187: true, 2951: true, 199: true, 3807: true,
+}
+
+func describeFields(fields []pgconn.FieldDescription) (types string, names []string) {
+	var b strings.Builder
+	for _, f := range fields {
+		l, ok := typeLetters[f.DataTypeOID]
+		switch {
+		case ok:
+		case arrayOIDs[f.DataTypeOID]:
+			l = 'Y'
+		default:
+			l = '?'
+		}
+		b.WriteByte(l)
+		names = append(names, f.Name)
+	}
+	return b.String(), names
+}
+
+func renderTextRow(row [][]byte) string {
+	parts := make([]string, len(row))
+	for i, v := range row {
+		parts[i] = renderText(v)
+	}
+	return strings.Join(parts, " | ")
+}
+
+func renderText(v []byte) string {
+	switch {
+	case v == nil:
+		return "NULL"
+	case len(v) == 0:
+		return "(empty)"
+	}
+	return strings.ReplaceAll(string(v), "\n", `\n`)
+}
+
+// unrenderText is the inverse of renderText.
+func unrenderText(s string) []byte {
+	switch s {
+	case "NULL":
+		return nil
+	case "(empty)":
+		return []byte{}
+	}
+	return []byte(strings.ReplaceAll(s, `\n`, "\n"))
+}
+
+// canonicalRows decodes expected text rows with the result's column types
+// and renders them the way canonicalRow renders binary results.
+func (r *logicRunner) canonicalRows(rec *logicRecord, want []string, got *logicOutcome) []string {
+	out := make([]string, 0, len(want))
+	fields := got.fieldDescs
+	for _, line := range want {
+		parts := strings.Split(line, " | ")
+		if len(parts) != len(fields) {
+			out = append(out, line) // will not match: shows the raw line
+			continue
+		}
+		row := make([][]byte, len(parts))
+		for i, p := range parts {
+			row[i] = unrenderText(p)
+		}
+		out = append(out, r.canonicalRow(fields, row, pgtype.TextFormatCode))
+	}
+	return out
+}
+
+// canonicalRow renders decoded values so that the binary and the text form
+// of the same value render the same.
+func (r *logicRunner) canonicalRow(fields []pgconn.FieldDescription, row [][]byte, format int16) string {
+	parts := make([]string, len(row))
+	for i, v := range row {
+		if v == nil {
+			parts[i] = "NULL"
+			continue
+		}
+		oid := fields[i].DataTypeOID
+		typ, ok := r.tmap.TypeForOID(oid)
+		if !ok {
+			if format == pgtype.TextFormatCode {
+				parts[i] = string(v)
+			} else {
+				parts[i] = "binary:" + hex.EncodeToString(v)
+			}
+			continue
+		}
+		val, err := typ.Codec.DecodeValue(r.tmap, oid, format, v)
+		if err != nil {
+			parts[i] = fmt.Sprintf("undecodable(%v)", err)
+			continue
+		}
+		parts[i] = canonicalValue(oid, val)
+	}
+	return strings.Join(parts, " | ")
+}
+
+func canonicalValue(oid uint32, v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case time.Time:
+		if oid == 1082 {
+			return x.Format("2006-01-02")
+		}
+		return x.UTC().Format("2006-01-02T15:04:05.999999Z")
+	case pgtype.Numeric:
+		switch {
+		case x.NaN:
+			return "NaN"
+		case x.InfinityModifier == pgtype.Infinity:
+			return "Infinity"
+		case x.InfinityModifier == pgtype.NegativeInfinity:
+			return "-Infinity"
+		case x.Int == nil:
+			return "NULL"
+		}
+		rat := new(big.Rat).SetInt(x.Int)
+		exp := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs32(x.Exp))), nil)
+		if x.Exp >= 0 {
+			rat.Mul(rat, new(big.Rat).SetInt(exp))
+		} else {
+			rat.Quo(rat, new(big.Rat).SetInt(exp))
+		}
+		return rat.RatString()
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', -1, 32)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case pgtype.Time:
+		return fmt.Sprintf("time(%dus)", x.Microseconds)
+	case pgtype.Interval:
+		return fmt.Sprintf("interval(%dmon %dd %dus)", x.Months, x.Days, x.Microseconds)
+	case [16]byte:
+		return hex.EncodeToString(x[:])
+	case []byte:
+		return `\x` + hex.EncodeToString(x)
+	case pgtype.InfinityModifier:
+		return x.String()
+	case string, bool, int16, int32, int64, uint32:
+		if oid == 114 || oid == 3802 {
+			break
+		}
+		return fmt.Sprint(x)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = canonicalValue(0, e)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	if oid == 114 || oid == 3802 {
+		b, err := json.Marshal(v)
+		if err == nil {
+			return string(b)
+		}
+	}
+	return fmt.Sprintf("%T(%v)", v, v)
+}
+
+func abs32(x int32) int32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

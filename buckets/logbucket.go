@@ -34,6 +34,7 @@ type LogBucket struct {
 	id     catalog.BucketID
 	epoch  uint64
 	stream *s3stream.Stream
+	m      *Manager
 }
 
 // ID is the bucket id.
@@ -75,11 +76,19 @@ func (b *LogBucket) AppendAsync(ctx context.Context, rec arrow.RecordBatch) (*s3
 // Read returns the batches overlapping row offsets [from, to), up to the
 // acknowledged end. The first batch may start before from.
 func (b *LogBucket) Read(ctx context.Context, from, to uint64) ([]Batch, error) {
-	entries, err := b.stream.Read(ctx, from, to)
+	to = min(to, b.stream.End())
+	if b.m == nil {
+		entries, err := b.stream.Read(ctx, from, to)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %d: %w", b.id, err)
+		}
+		return decodeEntries(entries)
+	}
+	out, err := readBucket(ctx, b.m.cfg.Meta, b.m.node.Reader(), b.m.batches, b.stream, catalog.StreamID(b.id), from, to)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %d: %w", b.id, err)
 	}
-	return decodeEntries(entries)
+	return out, nil
 }
 
 func encodeBatch(rec arrow.RecordBatch) ([]byte, error) {

@@ -35,6 +35,9 @@ type Config struct {
 	// (to retry HeldBy). Default 500 ms.
 	SyncInterval time.Duration
 	Logger       *slog.Logger
+	// BatchCacheBytes bounds the decoded batches of committed stream
+	// objects kept in memory for queries. Default 1 GiB.
+	BatchCacheBytes int64
 	// OnFenced is called once if the node's s3stream epoch is fenced; the
 	// owner must register the node again and start a new Manager.
 	OnFenced func(err error)
@@ -42,17 +45,18 @@ type Config struct {
 
 // Manager runs a node's buckets for one node epoch.
 type Manager struct {
-	cfg  Config
-	node *s3stream.Node
-	kick chan struct{}
+	cfg     Config
+	node    *s3stream.Node
+	batches *batchCache
+	kick    chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
-		open map[catalog.BucketID]*LogBucket
-		busy map[catalog.BucketID]bool // an action is running for the bucket
+		open   map[catalog.BucketID]*LogBucket
+		busy   map[catalog.BucketID]bool // an action is running for the bucket
 		closed bool
 	}
 	fencedOnce sync.Once
@@ -76,7 +80,10 @@ func NewManager(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, node: node, kick: make(chan struct{}, 1), cancel: cancel}
+	if cfg.BatchCacheBytes == 0 {
+		cfg.BatchCacheBytes = 1 << 30
+	}
+	m := &Manager{cfg: cfg, node: node, batches: newBatchCache(cfg.BatchCacheBytes), kick: make(chan struct{}, 1), cancel: cancel}
 	m.mu.open = make(map[catalog.BucketID]*LogBucket)
 	m.mu.busy = make(map[catalog.BucketID]bool)
 	m.wg.Add(1)
@@ -165,7 +172,7 @@ func (m *Manager) act(ctx context.Context, a action) error {
 			return err
 		}
 		m.mu.Lock()
-		m.mu.open[a.bucket] = &LogBucket{id: a.bucket, epoch: a.epoch, stream: stream}
+		m.mu.open[a.bucket] = &LogBucket{id: a.bucket, epoch: a.epoch, stream: stream, m: m}
 		m.mu.Unlock()
 		m.cfg.Logger.Info("bucket open", "bucket", a.bucket, "leader_epoch", a.epoch, "end", stream.End())
 	case actRenew:
@@ -270,15 +277,10 @@ func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
 	return b, nil
 }
 
-
 // ReadCommitted returns the committed batches of bucket id overlapping
 // [from, to), from stream objects; any node can serve it.
 func (m *Manager) ReadCommitted(ctx context.Context, id catalog.BucketID, from, to uint64) ([]Batch, error) {
-	entries, err := m.node.Reader().Read(ctx, catalog.StreamID(id), from, to)
-	if err != nil {
-		return nil, err
-	}
-	return decodeEntries(entries)
+	return readBucket(ctx, m.cfg.Meta, m.node.Reader(), m.batches, nil, catalog.StreamID(id), from, to)
 }
 
 // Close stops the sync task and the node's s3stream goroutines. Open
@@ -291,6 +293,7 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	m.batches.clear()
 	return m.node.Close()
 }
 

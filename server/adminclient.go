@@ -69,3 +69,58 @@ func unwrapURLError(err error) error {
 	}
 	return err
 }
+
+// TableBuckets fetches GET /api/v1/tables/{name}/buckets.
+func (c *AdminClient) TableBuckets(ctx context.Context, table string) ([]BucketStatus, error) {
+	var out struct {
+		Buckets []BucketStatus `json:"buckets"`
+	}
+	err := c.getJSON(ctx, "/api/v1/tables/"+url.PathEscape(table)+"/buckets", &out)
+	return out.Buckets, err
+}
+
+// Rebalance calls POST /api/v1/cluster/rebalance and calls fn for every
+// event as it arrives.
+func (c *AdminClient) Rebalance(ctx context.Context, dryRun bool, fn func(RebalanceEvent)) error {
+	path := "/api/v1/cluster/rebalance"
+	if dryRun {
+		path += "?dry_run=1"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Addr+path, nil)
+	if err != nil {
+		return err
+	}
+	client := *c.HTTP
+	client.Timeout = 0 // a rebalance streams progress for as long as it takes
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach mink admin API at %s: %w", c.Addr, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s: %s", c.Addr, e.Error)
+		}
+		return fmt.Errorf("%s%s: HTTP %d", c.Addr, path, resp.StatusCode)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev RebalanceEvent
+		if err := dec.Decode(&ev); err == io.EOF {
+			return fmt.Errorf("rebalance: the connection ended before it finished")
+		} else if err != nil {
+			return fmt.Errorf("rebalance: %w", err)
+		}
+		fn(ev)
+		switch ev.Type {
+		case "done":
+			return nil
+		case "error":
+			return fmt.Errorf("rebalance on node %d: %s", ev.By, ev.Error)
+		}
+	}
+}

@@ -67,3 +67,39 @@ func TestPlanFailover(t *testing.T) {
 		t.Fatalf("failover with all live: %s", describe(plan))
 	}
 }
+
+func TestPlanRebalance(t *testing.T) {
+	// 9 buckets all on node 1; nodes 2 and 3 joined later.
+	recs := []catalog.Record{catalog.RegisterNode{Node: 1}, catalog.RegisterNode{Node: 2}, catalog.RegisterNode{Node: 3},
+		catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1}, table("a", 9)}
+	v := applyAll(t, recs...)
+	for id := catalog.BucketID(2); id <= 10; id++ {
+		catalog.Apply(v, v.Index+1, catalog.LeadBucket{Bucket: id, Node: 1, CoordinatorEpoch: 1})
+	}
+	moves := planRebalance(v, []catalog.NodeID{1, 2, 3})
+	load := map[catalog.NodeID]int{1: 9}
+	for _, m := range moves {
+		load[m.From]--
+		load[m.To]++
+	}
+	if len(moves) != 6 || load[1] != 3 || load[2] != 3 || load[3] != 3 {
+		t.Fatalf("moves %+v give load %v, want 3/3/3 in 6 moves", moves, load)
+	}
+	// Balanced already (within the band): nothing moves.
+	for _, m := range moves {
+		catalog.Apply(v, v.Index+1, catalog.LeadBucket{Bucket: m.Bucket, Node: m.To, CoordinatorEpoch: 1})
+	}
+	if again := planRebalance(v, []catalog.NodeID{1, 2, 3}); len(again) != 0 {
+		t.Fatalf("second rebalance moves %+v", again)
+	}
+	// Node 3 dies: its orphans move first, to the least loaded.
+	moves = planRebalance(v, []catalog.NodeID{1, 2})
+	if len(moves) < 3 {
+		t.Fatalf("orphans not moved: %+v", moves)
+	}
+	for _, m := range moves[:3] {
+		if m.From != 3 {
+			t.Fatalf("orphans must come first: %+v", moves)
+		}
+	}
+}

@@ -19,7 +19,88 @@ func newClusterCmd() *cobra.Command {
 		Use:   "cluster",
 		Short: "Inspect and manage the cluster",
 	}
-	cmd.AddCommand(newClusterStatusCmd())
+	cmd.AddCommand(newClusterStatusCmd(), newClusterRebalanceCmd())
+	return cmd
+}
+
+func newClusterRebalanceCmd() *cobra.Command {
+	var addr string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "rebalance",
+		Short: "Move orphaned buckets, then even out buckets led per node (run by the coordinator)",
+		Long: `Moves buckets whose leader is not live first, then moves buckets from nodes
+above 110% of the mean load to nodes below 90% of it, one LeadBucket per move,
+waiting for each bucket to open on its new leader. Any node forwards the
+request to the coordinator lease holder. --dry-run prints the plan only.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			return server.NewAdminClient(addr).Rebalance(cmd.Context(), dryRun, func(ev server.RebalanceEvent) {
+				switch ev.Type {
+				case "plan":
+					if len(ev.Moves) == 0 {
+						fmt.Fprintf(out, "nothing to move (coordinator: node %d)\n", ev.By)
+						return
+					}
+					fmt.Fprintf(out, "plan (coordinator: node %d): %d moves\n", ev.By, len(ev.Moves))
+					for _, m := range ev.Moves {
+						from := fmt.Sprintf("node %d", m.From)
+						if m.From == 0 {
+							from = "no leader"
+						}
+						fmt.Fprintf(out, "  bucket %d: %s -> node %d\n", m.Bucket, from, m.To)
+					}
+				case "moved":
+					fmt.Fprintf(out, "[%d/%d] bucket %d now led by node %d (%d ms)\n", ev.Done, ev.Total, ev.Move.Bucket, ev.Move.To, ev.ElapsedMS)
+				case "done":
+					if dryRun {
+						fmt.Fprintln(out, "dry run: nothing moved")
+					} else if ev.Total > 0 {
+						fmt.Fprintf(out, "done: %d buckets moved\n", ev.Total)
+					}
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&addr, "server", defaultAdminServer, "admin address (HOST:PORT) of any mink node")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan without moving anything")
+	return cmd
+}
+
+func newTableCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "table", Short: "Inspect tables"}
+	var addr string
+	var asJSON bool
+	buckets := &cobra.Command{
+		Use:   "buckets NAME",
+		Short: "Show each bucket of a table: leader, leader epoch, whether it is open",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bs, err := server.NewAdminClient(addr).TableBuckets(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(bs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "BUCKET\tPARTITION\tINDEX\tLEADER\tLEADER EPOCH\tOPEN\tCOMMITTED END")
+			for _, b := range bs {
+				open := "no"
+				if b.Open {
+					open = "yes"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t%d\n", b.Bucket, dash(b.Partition), b.Index, b.Leader, b.LeaderEpoch, open, b.End)
+			}
+			return tw.Flush()
+		},
+	}
+	buckets.Flags().StringVar(&addr, "server", defaultAdminServer, "admin address (HOST:PORT) of any mink node")
+	buckets.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	cmd.AddCommand(buckets)
 	return cmd
 }
 

@@ -1,0 +1,217 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/minkdb/mink/catalog"
+)
+
+// BucketStatus is one bucket in GET /api/v1/tables/{name}/buckets.
+type BucketStatus struct {
+	Bucket      catalog.BucketID `json:"bucket"`
+	Partition   string           `json:"partition,omitempty"`
+	Index       int              `json:"index"`
+	Leader      catalog.NodeID   `json:"leader"`
+	LeaderEpoch uint64           `json:"leader_epoch"`
+	// Open: the leader has the bucket's stream open at the leader epoch.
+	Open bool `json:"open"`
+	// End is the committed end offset (rows in stream objects).
+	End uint64 `json:"end"`
+}
+
+func (s *Server) handleTableBuckets(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var out []BucketStatus
+	found := false
+	s.cat.Read(func(v *catalog.View) {
+		t, ok := v.TableByName(name)
+		if !ok {
+			return
+		}
+		found = true
+		partValue := map[catalog.PartitionID]string{}
+		for _, p := range t.Partitions {
+			partValue[p.ID] = p.Value
+		}
+		for _, id := range v.BucketsOf(t.ID) {
+			b := v.Buckets[id]
+			st := BucketStatus{Bucket: id, Partition: partValue[b.Partition], Index: b.Index, Leader: b.Leader, LeaderEpoch: b.LeaderEpoch}
+			if stream, ok := v.Streams[catalog.StreamID(id)]; ok {
+				st.Open = stream.Open && stream.Node == b.Leader && stream.Epoch == b.LeaderEpoch
+				st.End = stream.End
+			}
+			out = append(out, st)
+		}
+	})
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Errorf("table %q does not exist", name))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"table": name, "buckets": out})
+}
+
+// RebalanceEvent is one line of the NDJSON stream of POST
+// /api/v1/cluster/rebalance.
+type RebalanceEvent struct {
+	// Type is "plan", "moved", "done" or "error".
+	Type  string `json:"type"`
+	Moves []Move `json:"moves,omitempty"`
+	Move  *Move  `json:"move,omitempty"`
+	Done  int    `json:"done,omitempty"`
+	Total int    `json:"total,omitempty"`
+	// ElapsedMS is how long the move took, until the new leader had the
+	// bucket open.
+	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// By is the node (the coordinator lease holder) that ran the rebalance.
+	By catalog.NodeID `json:"by,omitempty"`
+}
+
+func (s *Server) handleRebalance(w http.ResponseWriter, r *http.Request) {
+	dryRun := r.URL.Query().Get("dry_run") == "1" || r.URL.Query().Get("dry_run") == "true"
+	s.mu.Lock()
+	epoch := s.mu.coordinatorEpoch
+	s.mu.Unlock()
+	if epoch == 0 {
+		s.forwardToCoordinator(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	emit := func(ev RebalanceEvent) {
+		ev.By = catalog.NodeID(s.cfg.NodeID)
+		_ = enc.Encode(ev)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if err := s.rebalance(r.Context(), epoch, dryRun, emit); err != nil {
+		emit(RebalanceEvent{Type: "error", Error: err.Error()})
+	}
+}
+
+// rebalance plans and, unless dryRun, carries out the moves one LeadBucket
+// at a time, waiting for each bucket to open on its new leader.
+func (s *Server) rebalance(ctx context.Context, epoch uint64, dryRun bool, emit func(RebalanceEvent)) error {
+	var live []catalog.NodeID
+	for id := range s.live.Nodes() {
+		live = append(live, id)
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i] < live[j] })
+	var moves []Move
+	s.cat.Read(func(v *catalog.View) { moves = planRebalance(v, live) })
+	emit(RebalanceEvent{Type: "plan", Moves: moves, Total: len(moves)})
+	if dryRun {
+		emit(RebalanceEvent{Type: "done", Total: len(moves)})
+		return nil
+	}
+	for i, m := range moves {
+		start := time.Now()
+		out, err := s.cat.Propose(ctx, catalog.LeadBucket{Bucket: m.Bucket, Node: m.To, CoordinatorEpoch: epoch})
+		if err != nil {
+			return fmt.Errorf("move bucket %d to node %d: %w", m.Bucket, m.To, err)
+		}
+		if err := s.waitOpen(ctx, m.Bucket, m.To, out.Epoch); err != nil {
+			return err
+		}
+		mv := m
+		emit(RebalanceEvent{Type: "moved", Move: &mv, Done: i + 1, Total: len(moves), ElapsedMS: time.Since(start).Milliseconds()})
+	}
+	emit(RebalanceEvent{Type: "done", Total: len(moves)})
+	return nil
+}
+
+// waitOpen waits until node has bucket's stream open at leaderEpoch.
+func (s *Server) waitOpen(ctx context.Context, bucket catalog.BucketID, node catalog.NodeID, leaderEpoch uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		changed := s.cat.Changed()
+		open, moved := false, false
+		s.cat.Read(func(v *catalog.View) {
+			if b, ok := v.Buckets[bucket]; !ok || b.LeaderEpoch != leaderEpoch {
+				moved = true // dropped, or moved again by someone else
+				return
+			}
+			st := v.Streams[catalog.StreamID(bucket)]
+			open = st != nil && st.Open && st.Node == node && st.Epoch == leaderEpoch
+		})
+		if open || moved {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bucket %d did not open on node %d: %w", bucket, node, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// forwardToCoordinator sends a coordinator action to the lease holder and
+// streams its answer back.
+func (s *Server) forwardToCoordinator(w http.ResponseWriter, r *http.Request) {
+	holder, ok, err := s.election.Leader(r.Context())
+	if err != nil || !ok {
+		writeError(w, http.StatusServiceUnavailable, errors.Join(errors.New("no node holds the coordinator lease right now; retry"), err))
+		return
+	}
+	var addr string
+	s.cat.Read(func(v *catalog.View) {
+		if n, ok := v.Nodes[holder]; ok {
+			addr = n.Addrs.Admin
+		}
+	})
+	if holder == catalog.NodeID(s.cfg.NodeID) || addr == "" {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("node %d holds the coordinator lease but is not registered as coordinator yet; retry", holder))
+		return
+	}
+	if r.Header.Get("X-Mink-Forwarded") != "" {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("forwarding loop: node %d is not the coordinator either", s.cfg.NodeID))
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	req.Header.Set("X-Mink-Forwarded", fmt.Sprint(s.cfg.NodeID))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, fmt.Errorf("forward to coordinator node %d at %s: %w", holder, addr, err))
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			w.Write(line)
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/pganalyze/pg_query_go/v6/parser"
@@ -21,6 +22,9 @@ const (
 	// codeUnavailable: a bucket is not being served right now (opening,
 	// failing over). Transient; clients may retry.
 	codeUnavailable = "57P03"
+	// codeInvalidObjectDefinition: a partition that does not fit its
+	// parent (PostgreSQL's invalid_object_definition).
+	codeInvalidObjectDefinition = "42P17"
 )
 
 func errorf(code, format string, args ...any) *pgwire.Error {
@@ -43,7 +47,8 @@ func toWire(err error) error {
 	}
 	var ee *engine.Error
 	if errors.As(err, &ee) {
-		return &pgwire.Error{Code: ee.Code, Message: postgresMessage(ee.Code, ee.Message), Hint: ee.Hint, Position: int32(ee.Position), Err: err}
+		code, msg, detail := postgresError(ee.Code, ee.Message)
+		return &pgwire.Error{Code: code, Message: msg, Detail: detail, Hint: ee.Hint, Position: int32(ee.Position), Err: err}
 	}
 	var te *sqltypes.Error
 	if errors.As(err, &te) {
@@ -84,6 +89,56 @@ var duckTypeNames = map[string]string{
 	"FLOAT": "real", "DOUBLE": "double precision", "BOOL": "boolean", "BOOLEAN": "boolean", "DATE": "date",
 	"TIMESTAMP": "timestamp without time zone", "TIMESTAMP WITH TIME ZONE": "timestamp with time zone",
 	"UUID": "uuid", "INTERVAL": "interval", "TIME": "time without time zone", "DECIMAL": "numeric", "BLOB": "bytea",
+}
+
+// DuckDB's out-of-range messages, and the suffix it adds to errors of casts
+// in an INSERT's evaluation query.
+var (
+	castOutOfRange   = regexp.MustCompile(`^Type \w+ with value (.*) can't be cast because the value is out of range for the destination type (\w+)`)
+	integerOverflow  = regexp.MustCompile(`^Overflow (?:in \w+ of|on \w+\() ?(INT16|INT32|INT64)?`)
+	decimalOverflow  = regexp.MustCompile(`^(?:Could not cast value .* to|Casting value ".*" to type|Could not convert string .* to) DECIMAL\((\d+),(\d+)\)`)
+	stringOutOfRange = regexp.MustCompile(`^Could not convert string ['"](.*)['"] to (INT16|INT32|INT64)`)
+	castSourceSuffix = regexp.MustCompile(` when casting from source column \w+$`)
+)
+
+// postgresError rewrites the engine's errors that clients and people
+// recognise in PostgreSQL's wording, and picks PostgreSQL's SQLSTATE where
+// DuckDB's differs.
+func postgresError(code, msg string) (newCode, message, detail string) {
+	msg = castSourceSuffix.ReplaceAllString(msg, "")
+	switch code {
+	case pgwire.CodeNumericValueOutOfRange:
+		if m := decimalOverflow.FindStringSubmatch(msg); m != nil {
+			p, _ := strconv.Atoi(m[1])
+			sc, _ := strconv.Atoi(m[2])
+			return code, "numeric field overflow", fmt.Sprintf("A field with precision %d, scale %d must round to an absolute value less than 10^%d.", p, sc, p-sc)
+		}
+		if m := stringOutOfRange.FindStringSubmatch(msg); m != nil {
+			return code, fmt.Sprintf("value %q is out of range for type %s", m[1], duckTypeNames[m[2]]), ""
+		}
+		if m := castOutOfRange.FindStringSubmatch(msg); m != nil {
+			switch t := duckTypeNames[m[2]]; m[2] {
+			case "INT16", "INT32", "INT64":
+				return code, t + " out of range", ""
+			case "FLOAT", "DOUBLE":
+				return code, fmt.Sprintf("%q is out of range for type %s", m[1], t), ""
+			}
+		}
+		if m := integerOverflow.FindStringSubmatch(msg); m != nil {
+			t := duckTypeNames[m[1]]
+			if t == "" {
+				t = "bigint" // abs(), negation: DuckDB does not name the type
+			}
+			return code, t + " out of range", ""
+		}
+	case pgwire.CodeInvalidTextRepresentation:
+		message = postgresMessage(code, msg)
+		if strings.HasPrefix(message, "invalid input syntax for type interval") {
+			code = "22007" // PostgreSQL's code for bad interval text
+		}
+		return code, message, ""
+	}
+	return code, postgresMessage(code, msg), ""
 }
 
 // postgresMessage rewrites the engine's messages that clients and people

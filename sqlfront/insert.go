@@ -2,15 +2,20 @@ package sqlfront
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -102,7 +107,7 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 	}
 	desc, err := s.conn.Describe(ctx, eval)
 	if err != nil {
-		return nil, err
+		return nil, withoutPosition(err)
 	}
 	params := resolveParams(paramOIDs, desc.Params)
 	// A parameter standing alone for a column in VALUES takes the column's
@@ -150,9 +155,10 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 		rdesc, err := s.conn.Describe(ctx, returning)
 		release()
 		if err != nil {
-			return nil, err
+			return nil, withoutPosition(err)
 		}
 		st.columns = wireColumns(rdesc.Columns)
+		postgresColumnNames(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{TargetList: ins.ReturningList}}}, st.columns)
 	}
 	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
 		if err := s.checkTx(); err != nil {
@@ -244,6 +250,16 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 				return "", errorf(pgwire.CodeSyntaxError, "INSERT has more target columns than expressions")
 			}
 			for j, item := range items {
+				if lit, ok := stringLiteral(item); ok {
+					replaced, err := typedLiteral(lit, table.cols[targets[j]].Type)
+					if err != nil {
+						return "", err
+					}
+					if replaced != nil {
+						items[j] = replaced
+					}
+					continue
+				}
 				if item.GetSetToDefault() == nil {
 					continue
 				}
@@ -270,7 +286,7 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 func (s *session) evaluate(ctx context.Context, table *tableInfo, eval string, args []any) ([]arrow.RecordBatch, int64, error) {
 	rdr, err := s.conn.QueryArrow(ctx, eval, args...)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, withoutPosition(err)
 	}
 	defer rdr.Release()
 	var out []arrow.RecordBatch
@@ -413,3 +429,108 @@ func coalesce(schema *arrow.Schema, batches []arrow.RecordBatch, target int64) (
 	}
 	return out, nil
 }
+
+// withoutPosition drops the error position of an engine error about a
+// statement mink wrote (an INSERT's evaluation query): it would point into
+// text the client never sent.
+func withoutPosition(err error) error {
+	var ee *engine.Error
+	if errors.As(err, &ee) && ee.Position != 0 {
+		cp := *ee
+		cp.Position = 0
+		return &cp
+	}
+	return err
+}
+
+// stringLiteral returns the text of an untyped string constant.
+func stringLiteral(n *pg.Node) (string, bool) {
+	c := n.GetAConst()
+	if c == nil || c.Isnull {
+		return "", false
+	}
+	if sv, ok := c.Val.(*pg.A_Const_Sval); ok {
+		return sv.Sval.Sval, true
+	}
+	return "", false
+}
+
+// pgInteger is the text PostgreSQL 15's integer input functions accept.
+var pgInteger = regexp.MustCompile(`^\s*[+-]?[0-9]+\s*$`)
+
+// typedLiteral reads a string constant in VALUES the way PostgreSQL reads an
+// unknown-type literal assigned to a column: with the column type's input
+// function. Where the engine's text cast reads the text differently, it
+// returns an expression for the engine that yields the PostgreSQL value;
+// nil means the engine's cast already agrees.
+func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
+	switch typ.Kind() {
+	case sqltypes.Bytea:
+		// DuckDB reads '\x41' as one escaped byte, PostgreSQL as hex.
+		b, err := byteaInput(text)
+		if err != nil {
+			return nil, err
+		}
+		return parseExpr("from_hex('" + hex.EncodeToString(b) + "')")
+	case sqltypes.Interval:
+		// DuckDB does not read PostgreSQL's own output ("1 year 2 mons",
+		// "-1 mons +00:00:01"); pgtype does. Other forms ("90 minutes")
+		// are left to the engine.
+		var iv pgtype.Interval
+		if err := iv.Scan(strings.TrimSpace(text)); err != nil || !iv.Valid {
+			return nil, nil
+		}
+		return parseExpr(fmt.Sprintf("to_months(%d) + to_days(%d) + to_microseconds(%d)", iv.Months, iv.Days, iv.Microseconds))
+	case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8:
+		// DuckDB rounds '1.5' to 2; PostgreSQL refuses it.
+		if !pgInteger.MatchString(text) {
+			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type %s: %q", typ.Name(), text)
+		}
+	}
+	return nil, nil
+}
+
+// byteaInput decodes PostgreSQL's bytea text input: hex (\x0102ff) or the
+// escape format (backslash-octal \ooo and \\, every other byte as is).
+func byteaInput(text string) ([]byte, error) {
+	if strings.HasPrefix(text, `\x`) {
+		digits := make([]byte, 0, len(text)-2)
+		for i := 2; i < len(text); i++ {
+			c := text[i]
+			switch {
+			case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+				continue // PostgreSQL allows white space between bytes
+			case strings.IndexByte("0123456789abcdefABCDEF", c) < 0:
+				return nil, errorf(pgwire.CodeInvalidParameterValue, "invalid hexadecimal digit: %q", string(c))
+			}
+			digits = append(digits, c)
+		}
+		if len(digits)%2 != 0 {
+			return nil, errorf(pgwire.CodeInvalidParameterValue, "invalid hexadecimal data: odd number of digits")
+		}
+		out := make([]byte, len(digits)/2)
+		_, err := hex.Decode(out, digits)
+		return out, err
+	}
+	out := make([]byte, 0, len(text))
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		switch {
+		case i+1 < len(text) && text[i+1] == '\\':
+			out = append(out, '\\')
+			i++
+		case i+3 < len(text) && isOctal(text[i+1]) && text[i+1] <= '3' && isOctal(text[i+2]) && isOctal(text[i+3]):
+			out = append(out, (text[i+1]-'0')<<6|(text[i+2]-'0')<<3|(text[i+3]-'0'))
+			i += 3
+		default:
+			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type bytea")
+		}
+	}
+	return out, nil
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }

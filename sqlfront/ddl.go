@@ -337,7 +337,7 @@ func (s *session) planCreatePartition(ctx context.Context, name string, cs *pg.C
 		return nil, err
 	}
 	if parent.partCol < 0 {
-		return nil, errorf("42809", "table %q is not partitioned", parent.name)
+		return nil, errorf(codeInvalidObjectDefinition, "%q is not partitioned", parent.name)
 	}
 	pb := cs.Partbound
 	if pb == nil || pb.Strategy != "l" || len(pb.Listdatums) != 1 {
@@ -358,7 +358,9 @@ func (s *session) planCreatePartition(ctx context.Context, name string, cs *pg.C
 			if cs.IfNotExists {
 				return nil
 			}
-			return errorf(pgwire.CodeDuplicateTable, "partition of %q for value %s already exists", parent.name, lit)
+			// PostgreSQL names the partition it overlaps; mink's partitions
+			// are known by their value.
+			return errorf(codeInvalidObjectDefinition, "partition %q would overlap the partition of %q for value %s", name, parent.name, lit)
 		}
 		if err != nil {
 			return err

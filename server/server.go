@@ -21,6 +21,7 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/server/flightsvc"
 	"github.com/minkdb/mink/sqlfront"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
@@ -46,6 +47,7 @@ type Server struct {
 	front    *sqlfront.Frontend
 	pg       *pgwire.Server
 	pgLn     net.Listener
+	flight   *flightsvc.Service
 	metrics  *metrics
 
 	cancel context.CancelFunc
@@ -170,6 +172,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 		return nil, err
 	}
 	if err := s.startSQL(); err != nil {
+		session.Close()
+		return nil, err
+	}
+	if err := s.startFlight(); err != nil {
 		session.Close()
 		return nil, err
 	}
@@ -374,6 +380,26 @@ func (s *Server) startSQL() error {
 	return nil
 }
 
+// startFlight starts the Arrow Flight listener (server/flightsvc).
+func (s *Server) startFlight() error {
+	ln, err := net.Listen("tcp", s.cfg.FlightAddr)
+	if err != nil {
+		return fmt.Errorf("Flight listener on %s: %w", s.cfg.FlightAddr, err)
+	}
+	s.flight = flightsvc.New(flightsvc.Config{
+		Node: catalog.NodeID(s.cfg.NodeID), Meta: s.cat, Buckets: s.Buckets, Live: s.live.IsLive, Logger: s.logger,
+	})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.flight.Serve(ln); err != nil {
+			s.logger.Error("Flight listener stopped", "err", err)
+		}
+	}()
+	s.logger.Info("Arrow Flight listening", "addr", ln.Addr().String())
+	return nil
+}
+
 // readPasswordFile reads "user:password" lines.
 func readPasswordFile(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
@@ -475,6 +501,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		if s.pg != nil {
 			s.pg.Close() // cancels running queries, tells clients 57P01
+		}
+		if s.flight != nil {
+			s.flight.Close(5 * time.Second)
 		}
 		if s.engine != nil {
 			s.engine.Close()

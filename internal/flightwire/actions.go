@@ -1,0 +1,100 @@
+package flightwire
+
+// Action types. Bodies and results are JSON.
+const (
+	// ActionDescribeTable: DescribeTableRequest → TableInfo.
+	ActionDescribeTable = "describe-table"
+	// ActionCreatePartition: CreatePartitionRequest → TableInfo (after
+	// the partition exists; creating an existing partition is not an error).
+	ActionCreatePartition = "create-partition"
+	// ActionClusterStatus: empty body → ClusterStatus.
+	ActionClusterStatus = "cluster-status"
+	// ActionBucketEnds: BucketEndsRequest → BucketEnds, for the buckets the
+	// answering node leads and has open.
+	ActionBucketEnds = "bucket-ends"
+	// ActionLookup: keys to rows of a primary-key table. Unimplemented until
+	// primary-key tables exist.
+	ActionLookup = "lookup"
+)
+
+// DescribeTableRequest is the body of describe-table.
+type DescribeTableRequest struct {
+	Table string `json:"table"`
+}
+
+// CreatePartitionRequest is the body of create-partition.
+type CreatePartitionRequest struct {
+	Table string `json:"table"`
+	Value string `json:"value"`
+}
+
+// TableInfo is what a client needs to route rows of a table to buckets.
+type TableInfo struct {
+	ID         uint64   `json:"id"`
+	Name       string   `json:"name"`
+	Columns    []Column `json:"columns"`
+	PrimaryKey []string `json:"primary_key,omitempty"`
+	// PartitionBy is the LIST partition column, "" if unpartitioned.
+	PartitionBy string `json:"partition_by,omitempty"`
+	// BucketKey are the columns hashed to pick a bucket; empty: batches go
+	// round-robin over the buckets.
+	BucketKey []string `json:"bucket_key,omitempty"`
+	// BucketCount is the number of buckets of the table, or of each
+	// partition.
+	BucketCount int `json:"bucket_count"`
+	// Buckets are the unpartitioned table's buckets, in index order.
+	Buckets []BucketInfo `json:"buckets,omitempty"`
+	// Partitions are the partitioned table's partitions.
+	Partitions []PartitionInfo `json:"partitions,omitempty"`
+}
+
+// Column is a table column and its SQL type.
+type Column struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	NotNull bool   `json:"not_null,omitempty"`
+}
+
+// PartitionInfo is one partition and its buckets, in index order.
+type PartitionInfo struct {
+	Value   string       `json:"value"`
+	Buckets []BucketInfo `json:"buckets"`
+}
+
+// BucketInfo is a bucket and its leader, as the answering node's view has
+// it. Location is empty while the bucket has no leader.
+type BucketInfo struct {
+	ID       uint64 `json:"id"`
+	Leader   uint32 `json:"leader,omitempty"`
+	Location string `json:"location,omitempty"`
+}
+
+// ClusterStatus is the result of cluster-status.
+type ClusterStatus struct {
+	Nodes       []NodeStatus `json:"nodes"`
+	Coordinator struct {
+		Node  uint32 `json:"node"`
+		Epoch uint64 `json:"epoch"`
+	} `json:"coordinator"`
+	AppliedIndex uint64 `json:"applied_index"`
+	AnsweredBy   uint32 `json:"answered_by"`
+}
+
+// NodeStatus is one registered node.
+type NodeStatus struct {
+	ID         uint32 `json:"id"`
+	Epoch      uint64 `json:"epoch"`
+	Live       bool   `json:"live"`
+	Location   string `json:"location,omitempty"`
+	BucketsLed int    `json:"buckets_led"`
+}
+
+// BucketEndsRequest is the body of bucket-ends.
+type BucketEndsRequest struct {
+	Buckets []uint64 `json:"buckets"`
+}
+
+// BucketEnds maps bucket ids (decimal strings) to acknowledged end offsets.
+type BucketEnds struct {
+	Ends map[uint64]uint64 `json:"ends"`
+}

@@ -1,0 +1,184 @@
+package flightsvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/flightwire"
+)
+
+// actionTypes are the actions ListActions advertises.
+var actionTypes = []*flight.ActionType{
+	{Type: flightwire.ActionDescribeTable, Description: `{"table": name} → the table's columns, bucket key, partitions and the leader of every bucket (JSON)`},
+	{Type: flightwire.ActionCreatePartition, Description: `{"table": name, "value": text} → creates the partition if missing, then as describe-table`},
+	{Type: flightwire.ActionClusterStatus, Description: `→ nodes (epoch, liveness, Flight location, buckets led), coordinator, applied metadata index (JSON)`},
+	{Type: flightwire.ActionBucketEnds, Description: `{"buckets": [id, …]} → {"ends": {id: offset}} for the buckets this node leads and has open`},
+	{Type: flightwire.ActionLookup, Description: "keys → rows of a primary-key table (not supported yet: primary-key tables do not exist)"},
+}
+
+// ListActions lists the actions DoAction runs.
+func (s *Service) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
+	for _, a := range actionTypes {
+		if err := stream.Send(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DoAction runs one action; bodies and the single result are JSON.
+func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
+	ctx := stream.Context()
+	var (
+		out any
+		err error
+	)
+	switch a.GetType() {
+	case flightwire.ActionDescribeTable:
+		var req flightwire.DescribeTableRequest
+		if err = decodeBody(a, &req); err == nil {
+			out, err = s.describeTable(req.Table)
+		}
+	case flightwire.ActionCreatePartition:
+		var req flightwire.CreatePartitionRequest
+		if err = decodeBody(a, &req); err == nil {
+			out, err = s.createPartition(ctx, req)
+		}
+	case flightwire.ActionClusterStatus:
+		out = s.clusterStatus()
+	case flightwire.ActionBucketEnds:
+		var req flightwire.BucketEndsRequest
+		if err = decodeBody(a, &req); err == nil {
+			out = s.localEnds(req.Buckets)
+		}
+	case flightwire.ActionLookup:
+		err = status.Error(codes.Unimplemented, "lookup: primary-key tables are not supported yet")
+	default:
+		err = status.Errorf(codes.InvalidArgument, "unknown action %q (ListActions lists them)", a.GetType())
+	}
+	if err != nil {
+		return toStatus(err)
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.Send(&flight.Result{Body: body})
+}
+
+func decodeBody(a *flight.Action, v any) error {
+	if err := json.Unmarshal(a.GetBody(), v); err != nil {
+		return status.Errorf(codes.InvalidArgument, "action %s: body: %v", a.GetType(), err)
+	}
+	return nil
+}
+
+// describeTable reads the table's routing information from the view.
+func (s *Service) describeTable(name string) (*flightwire.TableInfo, error) {
+	var info *flightwire.TableInfo
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		t, ok := v.TableByName(name)
+		if !ok {
+			return
+		}
+		info = &flightwire.TableInfo{
+			ID: uint64(t.ID), Name: t.Spec.Name, PrimaryKey: t.Spec.PrimaryKey, PartitionBy: t.Spec.PartitionBy,
+			BucketKey: t.Spec.BucketKey, BucketCount: t.Spec.Buckets,
+		}
+		for _, c := range t.Spec.Columns {
+			info.Columns = append(info.Columns, flightwire.Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull})
+		}
+		bucketInfos := func(ids []catalog.BucketID) []flightwire.BucketInfo {
+			out := make([]flightwire.BucketInfo, len(ids))
+			for i, id := range ids {
+				out[i].ID = uint64(id)
+				if b, ok := v.Buckets[id]; ok && b.Leader != 0 {
+					out[i].Leader = uint32(b.Leader)
+					if n, ok := v.Nodes[b.Leader]; ok && n.Addrs.Flight != "" {
+						out[i].Location = flightwire.Location(n.Addrs.Flight)
+					}
+				}
+			}
+			return out
+		}
+		info.Buckets = bucketInfos(t.Buckets)
+		parts := make([]*catalog.Partition, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			parts = append(parts, p)
+		}
+		sort.Slice(parts, func(i, j int) bool { return parts[i].ID < parts[j].ID })
+		for _, p := range parts {
+			info.Partitions = append(info.Partitions, flightwire.PartitionInfo{Value: p.Value, Buckets: bucketInfos(p.Buckets)})
+		}
+	})
+	if info == nil {
+		return nil, flightwire.NotFoundStatus(fmt.Sprintf("table %q does not exist", name), flightwire.ReasonNoSuchTable, 0)
+	}
+	return info, nil
+}
+
+func (s *Service) createPartition(ctx context.Context, req flightwire.CreatePartitionRequest) (*flightwire.TableInfo, error) {
+	var id catalog.TableID
+	var partitioned bool
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		if t, ok := v.TableByName(req.Table); ok {
+			id, partitioned = t.ID, t.Spec.PartitionBy != ""
+		}
+	})
+	switch {
+	case id == 0:
+		return nil, flightwire.NotFoundStatus(fmt.Sprintf("table %q does not exist", req.Table), flightwire.ReasonNoSuchTable, 0)
+	case !partitioned:
+		return nil, status.Errorf(codes.InvalidArgument, "table %q is not partitioned", req.Table)
+	}
+	if _, err := s.cfg.Meta.Propose(ctx, catalog.CreatePartition{Table: id, Value: req.Value}); err != nil && !errors.Is(err, catalog.ErrExists) {
+		return nil, fmt.Errorf("create partition %q of %q: %w", req.Value, req.Table, err)
+	}
+	return s.describeTable(req.Table)
+}
+
+func (s *Service) clusterStatus() *flightwire.ClusterStatus {
+	st := &flightwire.ClusterStatus{AnsweredBy: uint32(s.cfg.Node), AppliedIndex: s.cfg.Meta.AppliedIndex()}
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		led := map[catalog.NodeID]int{}
+		for _, b := range v.Buckets {
+			if b.Leader != 0 {
+				led[b.Leader]++
+			}
+		}
+		for _, n := range v.Nodes {
+			ns := flightwire.NodeStatus{ID: uint32(n.ID), Epoch: n.Epoch, Live: s.cfg.Live(n.ID), BucketsLed: led[n.ID]}
+			if n.Addrs.Flight != "" {
+				ns.Location = flightwire.Location(n.Addrs.Flight)
+			}
+			st.Nodes = append(st.Nodes, ns)
+		}
+		st.Coordinator.Node, st.Coordinator.Epoch = uint32(v.Coordinator.Node), v.Coordinator.Epoch
+	})
+	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].ID < st.Nodes[j].ID })
+	return st
+}
+
+// localEnds returns the ends of the buckets among ids that this node leads
+// and has open.
+func (s *Service) localEnds(ids []uint64) flightwire.BucketEnds {
+	out := flightwire.BucketEnds{Ends: map[uint64]uint64{}}
+	m := s.cfg.Buckets()
+	if m == nil {
+		return out
+	}
+	for _, id := range ids {
+		if b, err := m.Bucket(catalog.BucketID(id)); err == nil {
+			out.Ends[id] = b.End()
+		}
+	}
+	return out
+}

@@ -1,0 +1,15 @@
+// Package flightsvc is a node's Arrow Flight service (docs/flight.md): the
+// public bulk-data API and the transport between mink nodes.
+//
+// Service implements the Flight RPCs over the node's metadata view and
+// bucket manager. A table-addressed DoPut is split by partition and bucket
+// on the receiving node; parts whose bucket is led elsewhere are forwarded
+// to the leader over Flight (bucket-addressed DoPut) through a Pool, which
+// also implements Transport for the SQL front end.
+//
+// Goroutines: Serve runs the gRPC server until Close, which stops it
+// (gracefully, then forcibly after a timeout) and waits. Each DoPut starts
+// one goroutine that acknowledges batches and one per remote bucket it
+// forwards to; all end before the RPC returns. Service and Pool are safe for
+// concurrent use.
+package flightsvc

@@ -1,0 +1,151 @@
+package flightsvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/flightwire"
+)
+
+const (
+	// maxRowsPerMessage bounds the rows of one DoGet message, so that
+	// generic Flight clients with gRPC's default 4 MiB receive limit can
+	// read ordinary rows (up to about 64 bytes a row).
+	maxRowsPerMessage = 64 << 10
+	// readChunkRows is how many rows DoGet reads from the bucket at a time,
+	// which bounds the memory one DoGet holds.
+	readChunkRows = 1 << 20
+)
+
+// readFunc reads the batches of one bucket overlapping [from, to).
+type readFunc func(ctx context.Context, from, to uint64) ([]buckets.Batch, error)
+
+// DoGet streams the rows a ticket names, projected. Every message's
+// app_metadata is a flightwire.BatchMeta with the offset of its first row.
+func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	ctx := stream.Context()
+	t, err := flightwire.ParseTicket(tkt.GetTicket())
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	id := catalog.BucketID(t.Bucket)
+	r, err := s.resolve(flightwire.Command{Bucket: t.Bucket})
+	if err != nil {
+		return err
+	}
+	if r.table.primaryKey() {
+		return errUnimplementedPK
+	}
+	cols, schema, err := r.table.projection(t.Columns)
+	if err != nil {
+		return err
+	}
+	read, end, err := s.bucketReader(id, t)
+	if err != nil {
+		return err
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(s.alloc))
+	defer w.Close()
+	for from := t.From; from < end; {
+		batches, err := read(ctx, from, min(from+readChunkRows, end))
+		if err != nil {
+			return bucketStatus(id, err)
+		}
+		next := from
+		for _, b := range batches {
+			if err == nil {
+				err = s.sendBatch(w, b, from, end, cols, schema)
+			}
+			next = max(next, b.Offset+uint64(b.Record.NumRows()))
+		}
+		buckets.ReleaseBatches(batches)
+		if err != nil {
+			return toStatus(err)
+		}
+		if next == from {
+			return status.Errorf(codes.Internal, "bucket %d: no data at offset %d, below its end %d", id, from, end)
+		}
+		from = next
+	}
+	return w.Close()
+}
+
+// bucketReader returns how to read bucket id for ticket t, and the offset
+// to read up to. The leader serves any ticket. Another node serves a ticket
+// whose end is committed to stream objects (it reads them from the object
+// store); otherwise the answer is NotLeader.
+func (s *Service) bucketReader(id catalog.BucketID, t flightwire.Ticket) (readFunc, uint64, error) {
+	m := s.cfg.Buckets()
+	if m == nil {
+		return nil, 0, flightwire.UnavailableStatus("this node is registering again", uint64(id))
+	}
+	lb, err := m.Bucket(id)
+	if err == nil {
+		end := lb.End()
+		if t.To != nil {
+			end = min(end, *t.To)
+		}
+		return lb.Read, end, nil
+	}
+	if errors.Is(err, buckets.ErrNotLeader) && t.To != nil {
+		var committed uint64
+		s.cfg.Meta.Read(func(v *catalog.View) {
+			if st, ok := v.Streams[catalog.StreamID(id)]; ok {
+				committed = st.End
+			}
+		})
+		if *t.To <= committed {
+			read := func(ctx context.Context, from, to uint64) ([]buckets.Batch, error) {
+				return m.ReadCommitted(ctx, id, from, to)
+			}
+			return read, *t.To, nil
+		}
+	}
+	return nil, 0, bucketStatus(id, err)
+}
+
+// sendBatch writes the rows of b within [from, end), projected to cols, in
+// messages of at most maxRowsPerMessage rows.
+func (s *Service) sendBatch(w *flight.Writer, b buckets.Batch, from, end uint64, cols []int, schema *arrow.Schema) error {
+	rows := uint64(b.Record.NumRows())
+	lo, hi := max(from, b.Offset), min(end, b.Offset+rows)
+	if lo >= hi {
+		return nil
+	}
+	arrs := make([]arrow.Array, len(cols))
+	for i, c := range cols {
+		if int64(c) >= b.Record.NumCols() || !arrow.TypeEqual(b.Record.Column(c).DataType(), schema.Field(i).Type) {
+			return fmt.Errorf("bucket batch at offset %d does not match the table's schema (column %d)", b.Offset, c)
+		}
+		arrs[i] = b.Record.Column(c)
+	}
+	rec := array.NewRecordBatch(schema, arrs, int64(rows))
+	defer rec.Release()
+	for off := lo; off < hi; off += maxRowsPerMessage {
+		n := min(hi-off, maxRowsPerMessage)
+		part := rec
+		if off != b.Offset || n != rows {
+			part = rec.NewSlice(int64(off-b.Offset), int64(off-b.Offset+n))
+		}
+		meta, _ := json.Marshal(flightwire.BatchMeta{Offset: off})
+		err := w.WriteWithAppMetadata(part, meta)
+		if part != rec {
+			part.Release()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,484 @@
+package flightsvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/buckets/routing"
+	"github.com/minkdb/mink/buckets/s3stream"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/flightwire"
+)
+
+// DoPut writes batches to a table (routed and forwarded here) or to one
+// bucket led by this node. See docs/flight.md for the acknowledgements.
+func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
+	rdr, err := flight.NewRecordReader(stream, ipc.WithAllocator(s.alloc))
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return status.Error(codes.InvalidArgument, "DoPut: the stream ended before its schema message")
+		}
+		return status.Errorf(codes.InvalidArgument, "DoPut: read the schema message: %v", err)
+	}
+	defer rdr.Release()
+	cmd, err := flightwire.ParseDescriptor(rdr.LatestFlightDescriptor())
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if len(cmd.Columns) > 0 || len(cmd.Partitions) > 0 {
+		return status.Error(codes.InvalidArgument, "DoPut takes no columns or partitions: batches carry every column")
+	}
+	r, err := s.resolve(cmd)
+	if err != nil {
+		return err
+	}
+	if r.table.primaryKey() {
+		return errUnimplementedPK
+	}
+	if cmd.Bucket != 0 {
+		return s.putBucket(stream, rdr, r.table, r.buckets[0].id)
+	}
+	return s.putTable(stream, rdr, r.table)
+}
+
+// putBucket appends every batch to bucket id, which this node must lead,
+// and acknowledges each once it is durable, in order. Nothing is appended
+// when the first answer is NotLeader or Unavailable, so a client may resend
+// all of it elsewhere.
+func (s *Service) putBucket(stream flight.FlightService_DoPutServer, rdr *flight.Reader, t *table, id catalog.BucketID) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	m := s.cfg.Buckets()
+	if m == nil {
+		return flightwire.UnavailableStatus("this node is registering again", uint64(id))
+	}
+	lb, err := m.Bucket(id)
+	if err != nil {
+		return bucketStatus(id, err)
+	}
+	// The acknowledger waits for appends in order and sends one PutResult
+	// each; it owns stream.Send.
+	type pending struct {
+		p    *s3stream.PendingAppend
+		rows int64
+	}
+	queue := make(chan pending, 64)
+	ackDone := make(chan error, 1)
+	var failed atomic.Bool
+	go func() {
+		var err error
+		for q := range queue {
+			if err != nil {
+				continue // drain
+			}
+			ack := flightwire.PutAck{Bucket: uint64(id), Rows: q.rows}
+			if q.p != nil {
+				ack.Offset, err = q.p.Wait(ctx)
+				if err != nil {
+					err = s.appendFailed(m, id, err)
+					failed.Store(true)
+					cancel()
+					continue
+				}
+			}
+			body, _ := json.Marshal(ack)
+			if err = stream.Send(&flight.PutResult{AppMetadata: body}); err != nil {
+				failed.Store(true)
+				cancel()
+			}
+		}
+		ackDone <- err
+	}()
+	var appendErr error
+	for !failed.Load() && rdr.Next() {
+		rec, err := t.conform(rdr.RecordBatch())
+		if err != nil {
+			appendErr = toStatus(err)
+			break
+		}
+		p, err := lb.AppendAsync(ctx, rec)
+		rows := rec.NumRows()
+		rec.Release()
+		if err != nil {
+			appendErr = s.appendFailed(m, id, err)
+			break
+		}
+		queue <- pending{p: p, rows: rows}
+	}
+	close(queue)
+	ackErr := <-ackDone
+	switch {
+	case appendErr != nil:
+		return appendErr
+	case ackErr != nil:
+		return ackErr
+	}
+	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return toStatus(fmt.Errorf("DoPut: read batches: %w", err))
+	}
+	return nil
+}
+
+// appendFailed explains an append error on bucket id: NotLeader or
+// Unavailable if the bucket moved or is closing, else the error itself.
+func (s *Service) appendFailed(m *buckets.Manager, id catalog.BucketID, err error) error {
+	if _, berr := m.Bucket(id); berr != nil {
+		return bucketStatus(id, berr)
+	}
+	if errors.Is(err, s3stream.ErrClosed) || errors.Is(err, s3stream.ErrFenced) {
+		return flightwire.UnavailableStatus(fmt.Sprintf("bucket %d: %v", id, err), uint64(id))
+	}
+	return toStatus(fmt.Errorf("append to bucket %d: %w", id, err))
+}
+
+// putTable routes every batch to partitions and buckets, appends the parts
+// this node leads and forwards the others to their leaders, and sends one
+// PutResult once every row is durable.
+func (s *Service) putTable(stream flight.FlightService_DoPutServer, rdr *flight.Reader, t *table) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	w := s.newTableWriter(t)
+	var rows int64
+	for rdr.Next() {
+		rec, err := t.conform(rdr.RecordBatch())
+		if err != nil {
+			cancel()
+			w.wait(ctx)
+			return toStatus(err)
+		}
+		rows += rec.NumRows()
+		err = w.add(ctx, rec)
+		rec.Release()
+		if err != nil {
+			cancel()
+			w.wait(ctx)
+			return toStatus(err)
+		}
+	}
+	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		cancel()
+		w.wait(ctx)
+		return toStatus(fmt.Errorf("DoPut: read batches: %w", err))
+	}
+	if err := w.wait(ctx); err != nil {
+		return toStatus(err)
+	}
+	body, _ := json.Marshal(flightwire.PutAck{Rows: rows})
+	return stream.Send(&flight.PutResult{AppMetadata: body})
+}
+
+// roundRobin spreads batches of log tables without a bucket key over their
+// buckets, one batch (per partition) to the next bucket, like sqlfront.
+var roundRobin atomic.Uint64
+
+// tableWriter is one table-addressed write: local appends are queued
+// (they share WAL objects), remote parts go to one forwarding goroutine per
+// bucket, which keeps their order within the bucket.
+type tableWriter struct {
+	s     *Service
+	t     *table
+	local []*s3stream.PendingAppend
+	// partitions caches partition value → bucket ids.
+	partitions map[string][]catalog.BucketID
+	remote     map[catalog.BucketID]chan arrow.RecordBatch
+	wg         sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		err error // the first forwarding error
+	}
+}
+
+func (s *Service) newTableWriter(t *table) *tableWriter {
+	return &tableWriter{s: s, t: t, partitions: map[string][]catalog.BucketID{}, remote: map[catalog.BucketID]chan arrow.RecordBatch{}}
+}
+
+// add routes rec (in the table's stored form) and queues its parts.
+func (w *tableWriter) add(ctx context.Context, rec arrow.RecordBatch) error {
+	if err := w.forwardErr(); err != nil {
+		return err
+	}
+	if rec.NumRows() == 0 {
+		return nil
+	}
+	if w.t.partCol < 0 {
+		var ids []catalog.BucketID
+		w.s.cfg.Meta.Read(func(v *catalog.View) {
+			if t, ok := v.Tables[w.t.id]; ok {
+				ids = t.Buckets
+			}
+		})
+		if len(ids) == 0 {
+			return flightwire.NotFoundStatus(fmt.Sprintf("table %q was dropped", w.t.name), flightwire.ReasonNoSuchTable, 0)
+		}
+		return w.toBuckets(ctx, ids, rec)
+	}
+	parts, err := routing.SplitByPartition(ctx, rec, w.t.partCol)
+	if err != nil {
+		if errors.Is(err, routing.ErrPartitionType) {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		return err
+	}
+	defer func() {
+		for _, p := range parts {
+			p.Record.Release()
+		}
+	}()
+	for _, p := range parts {
+		ids, err := w.partition(ctx, p.Value)
+		if err != nil {
+			return err
+		}
+		if err := w.toBuckets(ctx, ids, p.Record); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// partition returns the buckets of the partition holding value, creating
+// the partition on first write (as sqlfront does).
+func (w *tableWriter) partition(ctx context.Context, value string) ([]catalog.BucketID, error) {
+	if ids, ok := w.partitions[value]; ok {
+		return ids, nil
+	}
+	find := func() (ids []catalog.BucketID) {
+		w.s.cfg.Meta.Read(func(v *catalog.View) {
+			if t, ok := v.Tables[w.t.id]; ok {
+				for _, p := range t.Partitions {
+					if p.Value == value {
+						ids = p.Buckets
+					}
+				}
+			}
+		})
+		return ids
+	}
+	ids := find()
+	if ids == nil {
+		out, err := w.s.cfg.Meta.Propose(ctx, catalog.CreatePartition{Table: w.t.id, Value: value})
+		switch {
+		case err == nil:
+			ids = out.Buckets
+		case errors.Is(err, catalog.ErrExists):
+			ids = find()
+		default:
+			return nil, fmt.Errorf("create partition %q of %q: %w", value, w.t.name, err)
+		}
+		if ids == nil {
+			return nil, fmt.Errorf("partition %q of %q vanished", value, w.t.name)
+		}
+	}
+	w.partitions[value] = ids
+	return ids, nil
+}
+
+func (w *tableWriter) toBuckets(ctx context.Context, ids []catalog.BucketID, rec arrow.RecordBatch) error {
+	if len(w.t.keyCols) == 0 {
+		return w.toBucket(ctx, ids[roundRobin.Add(1)%uint64(len(ids))], rec)
+	}
+	parts, err := routing.Split(ctx, rec, w.t.keyCols, len(ids))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range parts {
+			if p != nil {
+				p.Release()
+			}
+		}
+	}()
+	for i, p := range parts {
+		if p == nil {
+			continue
+		}
+		if err := w.toBucket(ctx, ids[i], p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// toBucket queues rec on bucket id: appended here if this node leads it
+// (waiting up to BucketWait while it opens), else handed to the bucket's
+// forwarder.
+func (w *tableWriter) toBucket(ctx context.Context, id catalog.BucketID, rec arrow.RecordBatch) error {
+	if ch, ok := w.remote[id]; ok {
+		return w.forward(ctx, ch, rec)
+	}
+	deadline := time.Now().Add(w.s.cfg.BucketWait)
+	for {
+		m := w.s.cfg.Buckets()
+		var err error
+		if m == nil {
+			err = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
+		} else {
+			var lb *buckets.LogBucket
+			if lb, err = m.Bucket(id); err == nil {
+				p, err := lb.AppendAsync(ctx, rec)
+				if err != nil {
+					return w.s.appendFailed(m, id, err)
+				}
+				if p != nil {
+					w.local = append(w.local, p)
+				}
+				return nil
+			}
+		}
+		var nle *buckets.NotLeaderError
+		if errors.As(err, &nle) {
+			return w.forward(ctx, w.startForwarder(ctx, id, nle.To), rec)
+		}
+		if !errors.Is(err, buckets.ErrUnavailable) || time.Now().After(deadline) {
+			return bucketStatus(id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (w *tableWriter) forward(ctx context.Context, ch chan arrow.RecordBatch, rec arrow.RecordBatch) error {
+	rec.Retain()
+	select {
+	case ch <- rec:
+		return nil
+	case <-ctx.Done():
+		rec.Release()
+		return ctx.Err()
+	}
+}
+
+// startForwarder starts the goroutine that forwards bucket id's parts to
+// its leader, first tried at addr.
+func (w *tableWriter) startForwarder(ctx context.Context, id catalog.BucketID, addr string) chan arrow.RecordBatch {
+	ch := make(chan arrow.RecordBatch, 16)
+	w.remote[id] = ch
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		var batch []arrow.RecordBatch
+		failed := false
+		for rec := range ch {
+			batch = append(batch[:0], rec)
+			// Send whatever queued up meanwhile in the same call.
+		more:
+			for len(batch) < 64 {
+				select {
+				case r, ok := <-ch:
+					if !ok {
+						break more
+					}
+					batch = append(batch, r)
+				default:
+					break more
+				}
+			}
+			if !failed {
+				var err error
+				if addr, err = w.s.forwardBatches(ctx, addr, id, batch); err != nil {
+					failed = true
+					w.setErr(err)
+				}
+			}
+			for _, r := range batch {
+				r.Release()
+			}
+		}
+	}()
+	return ch
+}
+
+func (w *tableWriter) setErr(err error) {
+	w.mu.Lock()
+	if w.mu.err == nil {
+		w.mu.err = err
+	}
+	w.mu.Unlock()
+}
+
+func (w *tableWriter) forwardErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.err
+}
+
+// wait returns once every queued part is durable, or with the first error.
+func (w *tableWriter) wait(ctx context.Context) error {
+	for _, ch := range w.remote {
+		close(ch)
+	}
+	w.wg.Wait()
+	var first error
+	for _, p := range w.local {
+		if _, err := p.Wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := w.forwardErr(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// forwardBatches writes recs to bucket id at its leader, following
+// redirects and retrying while the bucket is unavailable, for up to
+// ForwardWait. It returns the address that finally took them.
+func (s *Service) forwardBatches(ctx context.Context, addr string, id catalog.BucketID, recs []arrow.RecordBatch) (string, error) {
+	deadline := time.Now().Add(s.cfg.ForwardWait)
+	backoff := 10 * time.Millisecond
+	for hops := 0; ; {
+		n, err := s.cfg.Pool.putBucket(ctx, addr, id, recs)
+		recs = recs[n:]
+		if err == nil {
+			return addr, nil
+		}
+		var nle *buckets.NotLeaderError
+		switch {
+		case errors.As(err, &nle) && nle.To != addr && hops < maxRedirects:
+			addr = nle.To
+			hops++
+			continue
+		case errors.As(err, &nle), errors.Is(err, buckets.ErrUnavailable):
+			// Wait below, then ask the view who leads the bucket now.
+		default:
+			return addr, err
+		}
+		if time.Now().After(deadline) {
+			return addr, fmt.Errorf("forward to bucket %d: gave up after %v: %w", id, s.cfg.ForwardWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return addr, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+		hops = 0
+		s.cfg.Meta.Read(func(v *catalog.View) {
+			if b, ok := v.Buckets[id]; ok {
+				if n, ok := v.Nodes[b.Leader]; ok && n.Addrs.Flight != "" {
+					addr = n.Addrs.Flight
+				}
+			}
+		})
+		if addr == "" {
+			return addr, bucketStatus(id, err)
+		}
+	}
+}

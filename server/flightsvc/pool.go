@@ -1,0 +1,161 @@
+package flightsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/flightwire"
+)
+
+// Transport moves bucket data between nodes. The SQL front end uses it for
+// buckets led elsewhere; Pool implements it over Flight.
+//
+// Errors are the buckets package's: *buckets.NotLeaderError (the bucket
+// moved on; To is the new leader's host:port), buckets.ErrUnavailable
+// (opening, or the node cannot be reached: retry after a moment) and
+// buckets.ErrNoSuchBucket. Both methods follow up to maxRedirects redirects
+// themselves before returning a NotLeaderError.
+type Transport interface {
+	// ReadBucket returns every acknowledged batch of the bucket led at
+	// addr (host:port), with their row offsets. The caller releases them.
+	ReadBucket(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error)
+	// AppendBucket appends rec, which must have the table's schema, to the
+	// bucket led at addr, and returns once it is durable.
+	AppendBucket(ctx context.Context, addr string, bucket catalog.BucketID, rec arrow.RecordBatch) error
+}
+
+var _ Transport = (*Pool)(nil)
+
+// maxRedirects bounds how many NotLeader redirects one call follows; more
+// means the view is changing under it, and the caller should back off.
+const maxRedirects = 3
+
+// Pool keeps one gRPC connection per node address (gRPC multiplexes
+// concurrent calls over it). It is safe for concurrent use.
+type Pool struct {
+	mu struct {
+		sync.Mutex
+		conns  map[string]*grpc.ClientConn
+		closed bool
+	}
+}
+
+// NewPool returns an empty pool.
+func NewPool() *Pool {
+	p := &Pool{}
+	p.mu.conns = map[string]*grpc.ClientConn{}
+	return p
+}
+
+// client returns a Flight client for addr, connecting lazily.
+func (p *Pool) client(addr string) (flight.FlightServiceClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return nil, errors.New("flight pool closed")
+	}
+	cc, ok := p.mu.conns[addr]
+	if !ok {
+		var err error
+		// grpc.NewClient does no I/O: it connects on first use.
+		if cc, err = grpc.NewClient(addr, flightwire.DialOptions()...); err != nil {
+			return nil, fmt.Errorf("flight client for %s: %w", addr, err)
+		}
+		p.mu.conns[addr] = cc
+	}
+	return flight.NewFlightServiceClient(cc), nil
+}
+
+// Close closes every connection.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.closed = true
+	var errs []error
+	for addr, cc := range p.mu.conns {
+		errs = append(errs, cc.Close())
+		delete(p.mu.conns, addr)
+	}
+	return errors.Join(errs...)
+}
+
+// AppendBucket implements Transport.
+func (p *Pool) AppendBucket(ctx context.Context, addr string, bucket catalog.BucketID, rec arrow.RecordBatch) error {
+	recs := []arrow.RecordBatch{rec}
+	for hop := 0; ; hop++ {
+		n, err := p.putBucket(ctx, addr, bucket, recs)
+		recs = recs[n:]
+		var nle *buckets.NotLeaderError
+		if err == nil || !errors.As(err, &nle) || hop == maxRedirects {
+			return err
+		}
+		addr = nle.To
+	}
+}
+
+// putBucket writes recs to bucket at addr in one bucket-addressed DoPut.
+// It returns how many of them are durable (a prefix) and the error, mapped
+// by fromStatus.
+func (p *Pool) putBucket(ctx context.Context, addr string, bucket catalog.BucketID, recs []arrow.RecordBatch) (int, error) {
+	c, err := p.client(addr)
+	if err != nil {
+		return 0, err
+	}
+	acks, err := flightwire.PutBatches(ctx, c, flightwire.Command{Bucket: uint64(bucket)}.Descriptor(), recs)
+	if err == nil && len(acks) != len(recs) {
+		err = fmt.Errorf("bucket %d at %s: %d batches sent, %d acknowledged", bucket, addr, len(recs), len(acks))
+	}
+	return min(len(acks), len(recs)), fromStatus(addr, bucket, err)
+}
+
+// ReadBucket implements Transport.
+func (p *Pool) ReadBucket(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error) {
+	var out []buckets.Batch
+	t := flightwire.Ticket{Bucket: uint64(bucket)}
+	for hop := 0; ; hop++ {
+		c, err := p.client(addr)
+		if err != nil {
+			buckets.ReleaseBatches(out)
+			return nil, err
+		}
+		err = flightwire.GetStream(ctx, c, t.Encode(), nil, func(rec arrow.RecordBatch, meta flightwire.BatchMeta) error {
+			rec.Retain()
+			out = append(out, buckets.Batch{Offset: meta.Offset, Record: rec})
+			// A retry after a redirect resumes after the rows received.
+			t.From = meta.Offset + uint64(rec.NumRows())
+			return nil
+		})
+		err = fromStatus(addr, bucket, err)
+		var nle *buckets.NotLeaderError
+		if err == nil {
+			return out, nil
+		}
+		if !errors.As(err, &nle) || hop == maxRedirects {
+			buckets.ReleaseBatches(out)
+			return nil, err
+		}
+		addr = nle.To
+	}
+}
+
+// BucketEnds asks the node at addr for the acknowledged ends of the
+// buckets it leads among ids.
+func (p *Pool) BucketEnds(ctx context.Context, addr string, ids []uint64) (map[uint64]uint64, error) {
+	c, err := p.client(addr)
+	if err != nil {
+		return nil, err
+	}
+	var out flightwire.BucketEnds
+	if err := flightwire.DoAction(ctx, c, flightwire.ActionBucketEnds, flightwire.BucketEndsRequest{Buckets: ids}, &out); err != nil {
+		return nil, err
+	}
+	return out.Ends, nil
+}

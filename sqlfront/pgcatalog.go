@@ -2,13 +2,379 @@ package sqlfront
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgwire"
 )
+
+// catalogState is a session's emulated catalogs: the relations registered
+// on its DuckDB connection (catalogViewName) and
+// whether its macros exist. Used by the session's goroutine only.
+type catalogState struct {
+	macros bool
+	// index is the metadata index tables was read at.
+	index  uint64
+	tables []*catalogTable
+	views  map[string]*catalogView
+	// started is when the session first read a catalog (pg_stat_activity).
+	started time.Time
+}
+
+// catalogView is one registered relation.
+type catalogView struct {
+	index   uint64 // metadata index of its rows
+	release func()
+}
+
+func (c *catalogState) close() {
+	for key, v := range c.views {
+		v.release()
+		delete(c.views, key)
+	}
+}
 
 // planCatalogQuery plans queries of PostgreSQL's system catalogs
 // (pg_catalog, information_schema) that psql's \d commands and drivers'
-// metadata calls send. ok is false for any other query.
+// metadata calls send, and the session functions they call (version(),
+// current_database(), …). ok is false for any other query.
+//
+// The statement is rewritten (catalogRewriter) to read the session's
+// emulated catalogs, built from the metadata view, and runs in DuckDB, so
+// it may join them, filter, sort and aggregate freely, and even read user
+// tables.
 func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (st *stmt, ok bool, err error) {
-	return nil, false, nil
+	if node.GetSelectStmt() == nil {
+		return nil, false, nil
+	}
+	rewritten := proto.Clone(node).(*pg.Node)
+	rw := newCatalogRewriter(s.catalogConsts())
+	rw.rewrite(rewritten)
+	if !rw.catalog {
+		return nil, false, nil
+	}
+	if rw.err != nil {
+		return nil, true, rw.err
+	}
+	if cols, empty := s.staticallyEmpty(rewritten.GetSelectStmt()); empty {
+		postgresColumnNames(node, cols)
+		return emptyStmt(s, cols, resolveParams(paramOIDs, make([]sqltypes.Type, maxParam(node)))), true, nil
+	}
+	text, err := deparse(rewritten)
+	if err != nil {
+		return nil, true, fmt.Errorf("deparse catalog query: %w", err)
+	}
+	keys := make([]string, 0, len(rw.rels))
+	for k := range rw.rels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	st, err = s.planCatalogStatement(ctx, sql, text, node, keys, rw.macros, paramOIDs)
+	return st, true, err
+}
+
+func (s *session) catalogConsts() catalogConsts {
+	version := s.settings.values["server_version"]
+	return catalogConsts{
+		user:     s.info.User,
+		database: s.f.cfg.Database,
+		version:  "PostgreSQL " + version + " on x86_64-pc-linux-gnu, compiled by Go, 64-bit",
+		pid:      int32(s.info.ProcessID),
+	}
+}
+
+// planCatalogStatement prepares the rewritten statement text, which reads
+// the relations keys.
+func (s *session) planCatalogStatement(ctx context.Context, sql, text string, node *pg.Node, keys []string, macros bool, paramOIDs []uint32) (*stmt, error) {
+	prepare := func(ctx context.Context) error {
+		if err := s.tables.sync(ctx); err != nil {
+			return err
+		}
+		return s.registerCatalogs(ctx, sql, keys, macros)
+	}
+	if err := prepare(ctx); err != nil {
+		return nil, err
+	}
+	desc, err := s.conn.Describe(ctx, text)
+	if err != nil {
+		return nil, catalogError(err)
+	}
+	cols := wireColumns(desc.Columns)
+	// Catalog OIDs are DuckDB UINTEGERs; describe them as oid.
+	var oidCols []int
+	for i, c := range desc.Columns {
+		if c.DuckDBType == "UINTEGER" {
+			cols[i].TypeOID, cols[i].TypeSize, cols[i].TypeMod = 26, 4, -1
+			oidCols = append(oidCols, i)
+		}
+	}
+	postgresColumnNames(node, cols)
+	st := &stmt{params: resolveParams(paramOIDs, desc.Params), columns: cols}
+	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		if err := prepare(ctx); err != nil {
+			return pgwire.Result{}, err
+		}
+		rows, err := s.conn.Query(ctx, text, args...)
+		if err != nil {
+			return pgwire.Result{}, catalogError(err)
+		}
+		return pgwire.Result{Rows: &catalogRows{engineRows: engineRows{rows: rows, columns: st.columns}, oidCols: oidCols}}, nil
+	}
+	return st, nil
+}
+
+// catalogError drops the position of an engine error: it points into the
+// rewritten text, not the client's.
+func catalogError(err error) error {
+	var ee *engine.Error
+	if errors.As(err, &ee) {
+		e := *ee
+		e.Position = 0
+		return &e
+	}
+	return err
+}
+
+// catalogRows converts oid columns to uint32.
+type catalogRows struct {
+	engineRows
+	oidCols []int
+}
+
+func (r *catalogRows) Next(ctx context.Context) ([]any, error) {
+	row, err := r.engineRows.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range r.oidCols {
+		if v, ok := row[i].(int64); ok {
+			row[i] = uint32(v)
+		}
+	}
+	return row, nil
+}
+
+// registerCatalogs makes the relations keys current on the session's
+// DuckDB connection, and creates the macros when the statement needs them.
+func (s *session) registerCatalogs(ctx context.Context, sql string, keys []string, macros bool) error {
+	c := &s.catalog
+	if c.views == nil {
+		c.views = map[string]*catalogView{}
+		c.started = time.Now()
+	}
+	if index := s.f.cfg.Meta.AppliedIndex(); index != c.index || c.tables == nil {
+		var tables []*catalogTable
+		s.f.cfg.Meta.Read(func(v *catalog.View) { tables = newCatalogTables(v) })
+		c.tables, c.index = tables, index
+	}
+	createMacros := macros && !c.macros
+	if createMacros {
+		// DuckDB binds a macro's relations when it creates it.
+		keys = append(keys, allMacroDeps()...)
+	}
+	var in *catalogInput
+	for _, key := range keys {
+		old := c.views[key]
+		if old != nil && old.index == c.index && !sessionRelations[key] {
+			continue
+		}
+		if in == nil {
+			in = s.catalogInput(sql)
+		}
+		schema, batch := buildRelation(key, in)
+		release, err := s.conn.RegisterRecords(ctx, catalogViewName(key), schema, []arrow.RecordBatch{batch})
+		if err != nil {
+			return fmt.Errorf("register %s: %w", key, err)
+		}
+		if old != nil {
+			old.release()
+		}
+		c.views[key] = &catalogView{index: c.index, release: release}
+	}
+	if createMacros {
+		if err := s.conn.Exec(ctx, catalogMacroSQL(s.info.User)); err != nil {
+			return fmt.Errorf("create catalog macros: %w", err)
+		}
+		c.macros = true
+	}
+	return nil
+}
+
+// buildRelation computes the rows of the relation key.
+func buildRelation(key string, in *catalogInput) (*arrow.Schema, arrow.RecordBatch) {
+	cols := relationCols(key)
+	if cols == nil {
+		panic(fmt.Sprintf("sqlfront: no emulated relation %q", key))
+	}
+	b := newRelBuilder(cols)
+	if fill := relationBuilders[key]; fill != nil {
+		fill(in, b)
+	}
+	return b.record()
+}
+
+// catalogInput gathers what the relations are computed from.
+func (s *session) catalogInput(sql string) *catalogInput {
+	in := &catalogInput{user: s.info.User, database: s.f.cfg.Database, tables: s.catalog.tables}
+	names := make([]string, 0, len(knownSettings))
+	for name := range knownSettings {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		def := knownSettings[name]
+		in.settings = append(in.settings, settingRow{name: display(name), value: s.settings.values[name],
+			def: def.def, description: def.description, readOnly: def.readOnly})
+	}
+	addr := ""
+	if s.info.RemoteAddr != nil {
+		addr = s.info.RemoteAddr.String()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			addr = host
+		}
+	}
+	in.activity = activityRow{pid: int32(s.info.ProcessID), application: s.settings.values["application_name"],
+		clientAddr: addr, query: sql, backendStart: s.catalog.started}
+	return in
+}
+
+// staticallyEmpty reports whether a SELECT returns no rows whatever the
+// data, because it reads (by inner join) a catalog mink never has rows in,
+// and then describes its columns as text. Such statements are answered
+// without DuckDB, which could not bind some of them (they use PostgreSQL's
+// array literals, polymorphic functions, …): psql's \d asks for policies,
+// publications, statistics and inheritance.
+func (s *session) staticallyEmpty(sel *pg.SelectStmt) ([]pgwire.Column, bool) {
+	if sel == nil || !selectEmpty(sel) {
+		return nil, false
+	}
+	first := sel
+	for first.Op != pg.SetOperation_SETOP_NONE && first.Larg != nil {
+		first = first.Larg
+	}
+	cols := make([]pgwire.Column, 0, len(first.TargetList))
+	for _, t := range first.TargetList {
+		rt := t.GetResTarget()
+		if cr := rt.GetVal().GetColumnRef(); cr != nil && cr.Fields[len(cr.Fields)-1].GetAStar() != nil {
+			return nil, false // the width of * is DuckDB's to find
+		}
+		cols = append(cols, pgwire.NewColumn("?column?", 25))
+	}
+	return cols, true
+}
+
+func selectEmpty(sel *pg.SelectStmt) bool {
+	switch sel.Op {
+	case pg.SetOperation_SETOP_UNION:
+		return selectEmpty(sel.Larg) && selectEmpty(sel.Rarg)
+	case pg.SetOperation_SETOP_INTERSECT:
+		return selectEmpty(sel.Larg) || selectEmpty(sel.Rarg)
+	case pg.SetOperation_SETOP_EXCEPT:
+		return selectEmpty(sel.Larg)
+	}
+	if len(sel.ValuesLists) > 0 || hasAggregate(sel) {
+		return false
+	}
+	for _, from := range sel.FromClause {
+		if fromEmpty(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// fromEmpty reports whether a FROM item has no rows.
+func fromEmpty(n *pg.Node) bool {
+	switch e := n.Node.(type) {
+	case *pg.Node_RangeVar:
+		key, isCatalog := catalogViewKeys[e.RangeVar.Relname]
+		return isCatalog && e.RangeVar.Schemaname == "" && relationBuilders[key] == nil
+	case *pg.Node_JoinExpr:
+		j := e.JoinExpr
+		switch j.Jointype {
+		case pg.JoinType_JOIN_INNER:
+			return fromEmpty(j.Larg) || fromEmpty(j.Rarg)
+		case pg.JoinType_JOIN_LEFT:
+			return fromEmpty(j.Larg)
+		case pg.JoinType_JOIN_RIGHT:
+			return fromEmpty(j.Rarg)
+		case pg.JoinType_JOIN_FULL:
+			return fromEmpty(j.Larg) && fromEmpty(j.Rarg)
+		}
+	case *pg.Node_RangeSubselect:
+		if sub := e.RangeSubselect.Subquery.GetSelectStmt(); sub != nil {
+			return selectEmpty(sub)
+		}
+	}
+	return false
+}
+
+// aggregateNames are the aggregates catalog queries use; over no rows they
+// still return one row.
+var aggregateNames = map[string]bool{
+	"count": true, "sum": true, "min": true, "max": true, "avg": true, "string_agg": true, "array_agg": true,
+	"bool_and": true, "bool_or": true, "every": true, "json_agg": true, "jsonb_agg": true, "json_object_agg": true,
+}
+
+// hasAggregate reports whether a SELECT without GROUP BY aggregates in its
+// target list or HAVING (not in subqueries, which are queries of their
+// own).
+func hasAggregate(sel *pg.SelectStmt) bool {
+	if len(sel.GroupClause) > 0 {
+		return false
+	}
+	found := false
+	check := func(n *pg.Node) bool {
+		if n.GetSubLink() != nil {
+			return false
+		}
+		if fc := n.GetFuncCall(); fc != nil {
+			if _, name := funcName(fc); aggregateNames[name] || fc.AggStar {
+				found = true
+			}
+		}
+		return !found
+	}
+	for _, t := range sel.TargetList {
+		visitNode(t, check)
+	}
+	if sel.HavingClause != nil {
+		visitNode(sel.HavingClause, check)
+	}
+	return found
+}
+
+// maxParam is the highest $n in the tree.
+func maxParam(n *pg.Node) int {
+	highest := 0
+	visitNode(n, func(n *pg.Node) bool {
+		if p := n.GetParamRef(); p != nil && int(p.Number) > highest {
+			highest = int(p.Number)
+		}
+		return true
+	})
+	return highest
+}
+
+// emptyStmt returns no rows with the given columns.
+func emptyStmt(s *session, cols []pgwire.Column, params []uint32) *stmt {
+	return &stmt{params: params, columns: cols, run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		return pgwire.Result{Rows: pgwire.RowsFromSlice(cols, nil)}, nil
+	}}
 }

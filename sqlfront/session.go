@@ -29,6 +29,8 @@ type session struct {
 	settings *settings
 	tx       txState
 	tables   *tableRegistry
+	// catalog is the session's emulated pg_catalog (pgcatalog.go).
+	catalog catalogState
 }
 
 var (
@@ -166,6 +168,7 @@ func (s *session) ChangedParams() map[string]string { return s.settings.reported
 // Close implements pgwire.Session.
 func (s *session) Close() {
 	s.tables.close()
+	s.catalog.close()
 	s.tx.pending = nil
 	s.conn.Close()
 }

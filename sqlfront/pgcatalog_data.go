@@ -1,0 +1,583 @@
+package sqlfront
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+)
+
+// This file builds the rows of the emulated catalogs from the metadata
+// view. OIDs are stable across sessions and nodes: they are derived from
+// table ids (every node computes the same view), so a client may cache them.
+
+// catalogDef is one emulated relation, with PostgreSQL's OID and columns
+// (pgcatalog_defs.go).
+type catalogDef struct {
+	oid    uint32
+	schema string
+	name   string
+	kind   byte // 'r' table, 'v' view
+	cols   []catalogCol
+}
+
+// catalogCol is a column of an emulated relation: PostgreSQL's type (the
+// base type for information_schema's domains) and typmod.
+type catalogCol struct {
+	name    string
+	typ     uint32
+	typmod  int32
+	notNull bool
+}
+
+// builtinType is a row of PostgreSQL's pg_type (pgcatalog_defs.go).
+type builtinType struct {
+	oid                                         uint32
+	name                                        string
+	len                                         int16
+	byVal                                       bool
+	typtype, category                           byte
+	preferred                                   bool
+	delim                                       byte
+	elem, array                                 uint32
+	input, output, receive, send, modin, modout string
+	align, storage                              byte
+	collation                                   uint32
+}
+
+// Fixed OIDs, PostgreSQL's where it has them.
+const (
+	oidPgCatalog         uint32 = 11
+	oidPublic            uint32 = 2200
+	oidInformationSchema uint32 = 13207
+	// oidSessionUser is the bootstrap superuser's OID; in mink it names
+	// the session's user, who owns every table.
+	oidSessionUser       uint32 = 10
+	oidDatabaseOwner     uint32 = 6171 // pg_database_owner, owner of public
+	oidDatabase          uint32 = 5
+	oidHeap              uint32 = 2
+	oidBtree             uint32 = 403
+	oidDefaultCollation  uint32 = 100
+	oidDefaultTablespace uint32 = 1663
+	encodingUTF8                = 6
+
+	// firstUserOID is PostgreSQL's FirstNormalObjectId: a table's OID is
+	// firstUserOID + its table id.
+	firstUserOID uint32 = 16384
+	// attrdefOIDBase: a column default's OID is attrdefOIDBase + table id
+	// << 11 + attnum (a table has at most 1600 columns).
+	attrdefOIDBase uint32 = 1 << 30
+)
+
+func tableOID(id catalog.TableID) uint32 { return firstUserOID + uint32(id) }
+
+// catalogByName indexes catalogDefs by "schema.name".
+var catalogByName = func() map[string]*catalogDef {
+	m := make(map[string]*catalogDef, len(catalogDefs))
+	for i := range catalogDefs {
+		d := &catalogDefs[i]
+		m[d.schema+"."+d.name] = d
+	}
+	return m
+}()
+
+// builtinByOID indexes builtinTypes.
+var builtinByOID = func() map[uint32]*builtinType {
+	m := make(map[uint32]*builtinType, len(builtinTypes))
+	for i := range builtinTypes {
+		m[builtinTypes[i].oid] = &builtinTypes[i]
+	}
+	return m
+}()
+
+// typeDisplayNames are format_type's names of the types it does not print
+// as their typname (without typmod).
+var typeDisplayNames = map[uint32]string{
+	16: "boolean", 1042: "character", 1043: "character varying", 700: "real", 701: "double precision",
+	21: "smallint", 23: "integer", 20: "bigint", 1083: "time without time zone", 1266: "time with time zone",
+	1114: "timestamp without time zone", 1184: "timestamp with time zone", 1560: "bit", 1562: "bit varying",
+	18: `"char"`, 1700: "numeric", 1186: "interval",
+}
+
+// formatType is PostgreSQL's format_type(oid, typmod) for built-in types;
+// typmod < 0 means none.
+func formatType(oid uint32, typmod int32) string {
+	t := builtinByOID[oid]
+	if t == nil {
+		return "???"
+	}
+	if t.elem != 0 && t.len == -1 && t.category == 'A' {
+		return formatType(t.elem, typmod) + "[]"
+	}
+	name := t.name
+	if n, ok := typeDisplayNames[oid]; ok {
+		name = n
+	}
+	if typmod < 0 {
+		if oid == 1042 {
+			return "bpchar"
+		}
+		return name
+	}
+	switch oid {
+	case 1042, 1043, 1560, 1562:
+		return fmt.Sprintf("%s(%d)", name, typmod-4)
+	case 1700:
+		m := typmod - 4
+		return fmt.Sprintf("numeric(%d,%d)", m>>16, m&0xffff)
+	case 1083, 1114:
+		return fmt.Sprintf("%s(%d) without time zone", strings.Fields(name)[0], typmod)
+	case 1266, 1184:
+		return fmt.Sprintf("%s(%d) with time zone", strings.Fields(name)[0], typmod)
+	}
+	return name
+}
+
+// storageOf is a type's attstorage: plain, main or extended.
+func storageOf(t sqltypes.Type) string {
+	switch t.Kind() {
+	case sqltypes.Numeric:
+		return "m"
+	case sqltypes.Text, sqltypes.Varchar, sqltypes.Char, sqltypes.Bytea, sqltypes.JSON, sqltypes.JSONB:
+		return "x"
+	}
+	return "p"
+}
+
+// collatable reports whether columns of t have a collation.
+func collatable(t sqltypes.Type) bool {
+	switch t.Kind() {
+	case sqltypes.Text, sqltypes.Varchar, sqltypes.Char:
+		return true
+	}
+	return false
+}
+
+// relBuilder collects the rows of one relation.
+type relBuilder struct {
+	cols []catalogCol
+	idx  map[string]int
+	rows [][]any
+}
+
+func newRelBuilder(cols []catalogCol) *relBuilder {
+	b := &relBuilder{cols: cols, idx: make(map[string]int, len(cols))}
+	for i, c := range cols {
+		b.idx[c.name] = i
+	}
+	return b
+}
+
+// add appends a row given as column name, value pairs. Columns not named
+// are NULL, or the zero value of their type when NOT NULL. Values are Go
+// values of the column's type (see arrowTypeOf): uint32 for oid columns,
+// string, bool, int16, int32, int64, float32, []string, []uint32, []int16,
+// time.Time.
+func (b *relBuilder) add(pairs ...any) {
+	row := make([]any, len(b.cols))
+	for i := 0; i+1 < len(pairs); i += 2 {
+		name := pairs[i].(string)
+		j, ok := b.idx[name]
+		if !ok {
+			panic(fmt.Sprintf("sqlfront: catalog relation has no column %q", name))
+		}
+		row[j] = pairs[i+1]
+	}
+	b.rows = append(b.rows, row)
+}
+
+// arrowTypeOf is the Arrow (and so DuckDB) type a catalog column of
+// PostgreSQL type oid is stored as. oid-like types are UINTEGER, which
+// result descriptions turn back into oid; regproc is its name; int2vector
+// and oidvector are lists, so their subscripts start at 1, not 0.
+func arrowTypeOf(oid uint32) arrow.DataType {
+	switch oid {
+	case 16:
+		return arrow.FixedWidthTypes.Boolean
+	case 17:
+		return arrow.BinaryTypes.Binary
+	case 20:
+		return arrow.PrimitiveTypes.Int64
+	case 21:
+		return arrow.PrimitiveTypes.Int16
+	case 23:
+		return arrow.PrimitiveTypes.Int32
+	case 700:
+		return arrow.PrimitiveTypes.Float32
+	case 701:
+		return arrow.PrimitiveTypes.Float64
+	case 26, 28, 2205, 2206, 4089, 4096:
+		return arrow.PrimitiveTypes.Uint32
+	case 22, 1005:
+		return arrow.ListOf(arrow.PrimitiveTypes.Int16)
+	case 30, 1028, 2211:
+		return arrow.ListOf(arrow.PrimitiveTypes.Uint32)
+	case 1002, 1003, 1009, 1034, 1263:
+		return arrow.ListOf(arrow.BinaryTypes.String)
+	case 1021:
+		return arrow.ListOf(arrow.PrimitiveTypes.Float32)
+	case 1184:
+		return &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	}
+	return arrow.BinaryTypes.String
+}
+
+func schemaOf(cols []catalogCol) *arrow.Schema {
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fields[i] = arrow.Field{Name: c.name, Type: arrowTypeOf(c.typ), Nullable: true}
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// record converts the rows to one Arrow batch.
+func (b *relBuilder) record() (*arrow.Schema, arrow.RecordBatch) {
+	schema := schemaOf(b.cols)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer rb.Release()
+	for _, row := range b.rows {
+		for j, v := range row {
+			if v == nil && b.cols[j].notNull {
+				v = zeroOf(b.cols[j].typ)
+			}
+			appendCatalogValue(rb.Field(j), v)
+		}
+	}
+	return schema, rb.NewRecordBatch()
+}
+
+// zeroOf is the value of a NOT NULL column a row does not set.
+func zeroOf(oid uint32) any {
+	switch arrowTypeOf(oid).ID() {
+	case arrow.BOOL:
+		return false
+	case arrow.INT16:
+		return int16(0)
+	case arrow.INT32:
+		return int32(0)
+	case arrow.INT64:
+		return int64(0)
+	case arrow.UINT32:
+		return uint32(0)
+	case arrow.FLOAT32:
+		return float32(0)
+	case arrow.FLOAT64:
+		return float64(0)
+	case arrow.LIST:
+		return nil // an empty list is as good as NULL to every client seen
+	case arrow.STRING:
+		return ""
+	}
+	return nil
+}
+
+func appendCatalogValue(fb array.Builder, v any) {
+	if v == nil {
+		fb.AppendNull()
+		return
+	}
+	switch fb := fb.(type) {
+	case *array.BooleanBuilder:
+		fb.Append(v.(bool))
+	case *array.Int16Builder:
+		fb.Append(int16(catalogInt(v)))
+	case *array.Int32Builder:
+		fb.Append(int32(catalogInt(v)))
+	case *array.Int64Builder:
+		fb.Append(catalogInt(v))
+	case *array.Uint32Builder:
+		fb.Append(uint32(catalogInt(v)))
+	case *array.Float32Builder:
+		fb.Append(float32(catalogFloat(v)))
+	case *array.Float64Builder:
+		fb.Append(catalogFloat(v))
+	case *array.StringBuilder:
+		fb.Append(v.(string))
+	case *array.BinaryBuilder:
+		fb.Append(v.([]byte))
+	case *array.TimestampBuilder:
+		fb.Append(arrow.Timestamp(v.(time.Time).UnixMicro()))
+	case *array.ListBuilder:
+		fb.Append(true)
+		switch vs := v.(type) {
+		case []string:
+			for _, x := range vs {
+				appendCatalogValue(fb.ValueBuilder(), x)
+			}
+		case []uint32:
+			for _, x := range vs {
+				appendCatalogValue(fb.ValueBuilder(), x)
+			}
+		case []int16:
+			for _, x := range vs {
+				appendCatalogValue(fb.ValueBuilder(), x)
+			}
+		default:
+			panic(fmt.Sprintf("sqlfront: catalog list value %T", v))
+		}
+	default:
+		panic(fmt.Sprintf("sqlfront: catalog value %T for %T", v, fb))
+	}
+}
+
+func catalogInt(v any) int64 {
+	switch v := v.(type) {
+	case int:
+		return int64(v)
+	case int16:
+		return int64(v)
+	case int32:
+		return int64(v)
+	case int64:
+		return v
+	case uint32:
+		return int64(v)
+	}
+	panic(fmt.Sprintf("sqlfront: catalog integer value %T", v))
+}
+
+func catalogFloat(v any) float64 {
+	switch v := v.(type) {
+	case float32:
+		return float64(v)
+	case float64:
+		return v
+	}
+	return float64(catalogInt(v))
+}
+
+// catalogInput is what the emulated catalogs are computed from.
+type catalogInput struct {
+	user     string
+	database string
+	tables   []*catalogTable
+	// settings are the session's settings, for pg_settings.
+	settings []settingRow
+	activity activityRow
+}
+
+// catalogTable is a user table as the catalogs show it.
+type catalogTable struct {
+	oid    uint32
+	id     catalog.TableID
+	spec   catalog.TableSpec
+	types  []sqltypes.Type
+	size   int64 // bytes committed to the object store
+	nParts int
+}
+
+type settingRow struct {
+	name, value, def, description string
+	readOnly                      bool
+}
+
+type activityRow struct {
+	pid          int32
+	application  string
+	clientAddr   string
+	query        string
+	backendStart time.Time
+}
+
+// newCatalogTables reads the user tables from the view. Tables whose
+// column types do not parse (a newer node's types) are left out.
+func newCatalogTables(v *catalog.View) []*catalogTable {
+	var out []*catalogTable
+	for _, t := range v.Tables {
+		ct := &catalogTable{oid: tableOID(t.ID), id: t.ID, spec: t.Spec, nParts: len(t.Partitions)}
+		ok := true
+		for _, c := range t.Spec.Columns {
+			typ, err := sqltypes.Parse(c.Type)
+			if err != nil {
+				ok = false
+				break
+			}
+			ct.types = append(ct.types, typ)
+		}
+		if !ok {
+			continue
+		}
+		for _, b := range v.BucketsOf(t.ID) {
+			if st := v.Streams[catalog.StreamID(b)]; st != nil {
+				for _, o := range st.Objects {
+					ct.size += o.Size
+				}
+			}
+		}
+		out = append(out, ct)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].oid < out[j].oid })
+	return out
+}
+
+// relkind of a user table.
+func (t *catalogTable) relkind() string {
+	if t.spec.PartitionBy != "" {
+		return "p"
+	}
+	return "r"
+}
+
+// reloptions are the table's WITH options as PostgreSQL lists them.
+func (t *catalogTable) reloptions() []string {
+	opts := []string{fmt.Sprintf("buckets=%d", t.spec.Buckets)}
+	if len(t.spec.BucketKey) > 0 {
+		opts = append(opts, "bucket_key="+strings.Join(t.spec.BucketKey, ","))
+	}
+	keys := make([]string, 0, len(t.spec.Options))
+	for k := range t.spec.Options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		opts = append(opts, k+"="+t.spec.Options[k])
+	}
+	return opts
+}
+
+// partKeyDef is pg_get_partkeydef's text.
+func (t *catalogTable) partKeyDef() string {
+	if t.spec.PartitionBy == "" {
+		return ""
+	}
+	return "LIST (" + quoteIdentIfNeeded(t.spec.PartitionBy) + ")"
+}
+
+func (t *catalogTable) attnum(col string) int16 {
+	for i, c := range t.spec.Columns {
+		if c.Name == col {
+			return int16(i + 1)
+		}
+	}
+	return 0
+}
+
+// defaultExpr renders a column's stored default the way PostgreSQL's
+// pg_get_expr prints the default expression it would have stored: bare
+// non-negative numbers and booleans, other constants quoted and cast to
+// the column's type ('x'::text, '-1'::integer).
+func defaultExpr(def string, typ sqltypes.Type) string {
+	if def == "" {
+		return ""
+	}
+	tree, err := pg.Parse("SELECT " + def)
+	if err != nil || len(tree.Stmts) != 1 {
+		return def
+	}
+	targets := tree.Stmts[0].Stmt.GetSelectStmt().GetTargetList()
+	if len(targets) != 1 {
+		return def
+	}
+	expr := targets[0].GetResTarget().GetVal()
+	if neg := expr.GetAExpr(); neg != nil && neg.Lexpr == nil && len(neg.Name) == 1 && neg.Name[0].GetString_().GetSval() == "-" {
+		if c := neg.Rexpr.GetAConst(); c != nil {
+			switch v := c.Val.(type) {
+			case *pg.A_Const_Ival:
+				return catQuoteLiteral(fmt.Sprint(-v.Ival.Ival)) + "::integer"
+			case *pg.A_Const_Fval:
+				return catQuoteLiteral("-"+v.Fval.Fval) + "::numeric"
+			}
+		}
+	}
+	if tc := expr.GetTypeCast(); tc != nil {
+		if c := tc.Arg.GetAConst(); c != nil && c.GetSval() != nil {
+			names := tc.TypeName.Names
+			name := names[len(names)-1].GetString_().GetSval()
+			var mods []int32
+			for _, m := range tc.TypeName.Typmods {
+				mods = append(mods, m.GetAConst().GetIval().GetIval())
+			}
+			if t, err := sqltypes.Lookup(name, mods); err == nil {
+				return catQuoteLiteral(c.GetSval().Sval) + "::" + typeNameNoTypmod(t)
+			}
+		}
+		return def
+	}
+	c := expr.GetAConst()
+	if c == nil {
+		return def
+	}
+	switch v := c.Val.(type) {
+	case *pg.A_Const_Ival:
+		if v.Ival.Ival < 0 {
+			return catQuoteLiteral(fmt.Sprint(v.Ival.Ival)) + "::integer"
+		}
+		return fmt.Sprint(v.Ival.Ival)
+	case *pg.A_Const_Fval:
+		if strings.HasPrefix(v.Fval.Fval, "-") {
+			return catQuoteLiteral(v.Fval.Fval) + "::numeric"
+		}
+		if strings.ContainsAny(v.Fval.Fval, ".eE") {
+			return v.Fval.Fval
+		}
+		return catQuoteLiteral(v.Fval.Fval) + "::bigint" // an integer beyond int4
+	case *pg.A_Const_Boolval:
+		return fmt.Sprint(v.Boolval.Boolval)
+	case *pg.A_Const_Sval:
+		// The literal was coerced to the column's type when the table was
+		// created.
+		switch typ.Kind() {
+		case sqltypes.Int4:
+			if n, err := strconv.ParseInt(strings.TrimSpace(v.Sval.Sval), 10, 32); err == nil && n >= 0 {
+				return strconv.FormatInt(n, 10)
+			}
+		case sqltypes.Bool:
+			switch strings.ToLower(strings.TrimSpace(v.Sval.Sval)) {
+			case "t", "true", "y", "yes", "on", "1":
+				return "true"
+			case "f", "false", "n", "no", "off", "0":
+				return "false"
+			}
+		}
+		return catQuoteLiteral(v.Sval.Sval) + "::" + typeNameNoTypmod(typ)
+	}
+	if c.Isnull {
+		return ""
+	}
+	return def
+}
+
+// typeNameNoTypmod is format_type(oid, NULL): the type's name without its
+// modifiers, as casts in default expressions print it.
+func typeNameNoTypmod(t sqltypes.Type) string {
+	switch t.Kind() {
+	case sqltypes.Numeric:
+		return "numeric"
+	case sqltypes.Varchar:
+		return "character varying"
+	case sqltypes.Char:
+		return "bpchar"
+	}
+	return t.Name()
+}
+
+func catQuoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// quoteIdentIfNeeded is quote_ident: identifiers that are not lower-case
+// words, or that are keywords, get double quotes.
+func quoteIdentIfNeeded(s string) string {
+	plain := s != ""
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || r == '_' || i > 0 && (r >= '0' && r <= '9' || r == '$')) {
+			plain = false
+			break
+		}
+	}
+	if plain && !isKeyword(s) {
+		return s
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// isKeyword reports whether s is a PostgreSQL keyword that quote_ident
+// quotes.
+func isKeyword(s string) bool { return quotedKeywords[s] }

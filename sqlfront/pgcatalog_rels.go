@@ -1,0 +1,585 @@
+package sqlfront
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/minkdb/mink/internal/sqltypes"
+)
+
+// The rows of each emulated relation. A relation without a builder here is
+// always empty (pg_index, pg_constraint, pg_inherits, pg_description, …):
+// mink has no indexes, constraints other than NOT NULL, inheritance or
+// comments, and catalogStaticallyEmpty relies on that.
+
+// relationBuilders fill the relations that have rows, by "schema.name".
+var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
+	"pg_catalog.pg_namespace":         buildNamespaces,
+	"pg_catalog.pg_class":             buildClasses,
+	"pg_catalog.pg_attribute":         buildAttributes,
+	"pg_catalog.pg_attrdef":           buildAttrdefs,
+	"pg_catalog.pg_type":              buildTypes,
+	"pg_catalog.pg_database":          buildDatabases,
+	"pg_catalog.pg_am":                buildAccessMethods,
+	"pg_catalog.pg_collation":         buildCollations,
+	"pg_catalog.pg_tablespace":        buildTablespaces,
+	"pg_catalog.pg_language":          buildLanguages,
+	"pg_catalog.pg_authid":            buildAuthid,
+	"pg_catalog.pg_roles":             buildRoles,
+	"pg_catalog.pg_user":              buildUsers,
+	"pg_catalog.pg_tables":            buildPgTables,
+	"pg_catalog.pg_views":             buildPgViews,
+	"pg_catalog.pg_partitioned_table": buildPartitionedTables,
+	"pg_catalog.pg_settings":          buildSettings,
+	"pg_catalog.pg_stat_activity":     buildActivity,
+	"pg_catalog.pg_stat_user_tables":  buildStatUserTables,
+	"pg_catalog.pg_statio_user_tables": func(in *catalogInput, b *relBuilder) {
+		for _, t := range in.tables {
+			b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name)
+		}
+	},
+	"information_schema.information_schema_catalog_name": func(in *catalogInput, b *relBuilder) {
+		b.add("catalog_name", in.database)
+	},
+	"information_schema.enabled_roles": func(in *catalogInput, b *relBuilder) {
+		b.add("role_name", in.user)
+	},
+	"information_schema.character_sets": func(in *catalogInput, b *relBuilder) {
+		b.add("character_set_name", "UTF8", "character_repertoire", "UCS", "form_of_use", "UTF8",
+			"default_collate_catalog", in.database, "default_collate_schema", "pg_catalog", "default_collate_name", "C")
+	},
+	"information_schema.schemata": buildSchemata,
+	"information_schema.tables":   buildISTables,
+	"information_schema.views":    buildISViews,
+	"information_schema.columns":  buildISColumns,
+	// Private relations the macros read (pgcatalog_macros.go).
+	"mink.types":        buildTypeNames,
+	"mink.type_aliases": buildTypeAliases,
+	"mink.relinfo":      buildRelinfo,
+}
+
+// sessionRelations depend on the session's state rather than on the
+// metadata view only, so they are rebuilt for every statement.
+var sessionRelations = map[string]bool{
+	"pg_catalog.pg_settings":      true,
+	"pg_catalog.pg_stat_activity": true,
+}
+
+// privateRelations are the relations only the macros read.
+var privateRelations = map[string][]catalogCol{
+	"mink.types": {
+		{"oid", 26, -1, true}, {"name", 25, -1, true}, {"typname", 25, -1, true},
+		{"elem", 26, -1, true}, {"elemname", 25, -1, false},
+	},
+	"mink.relinfo": {
+		{"oid", 26, -1, true}, {"size", 20, -1, true}, {"partkeydef", 25, -1, false},
+	},
+	"mink.type_aliases": {
+		{"alias", 25, -1, true}, {"oid", 26, -1, true},
+	},
+}
+
+// catalogViewName is the name of the session's DuckDB view of the relation
+// key ("pg_catalog.pg_class" → mink_pg_catalog__pg_class; private
+// "mink.types" → mink_types). Macros re-parse their bodies, so the names
+// are plain identifiers.
+func catalogViewName(key string) string {
+	if rest, ok := strings.CutPrefix(key, "mink."); ok {
+		return "mink_" + rest
+	}
+	return "mink_" + strings.Replace(key, ".", "__", 1)
+}
+
+// catalogViewKeys maps view names back to relation keys.
+var catalogViewKeys = func() map[string]string {
+	m := map[string]string{}
+	for key := range catalogByName {
+		m[catalogViewName(key)] = key
+	}
+	return m
+}()
+
+// relationCols returns the columns of a relation by "schema.name".
+func relationCols(key string) []catalogCol {
+	if d := catalogByName[key]; d != nil {
+		return d.cols
+	}
+	return privateRelations[key]
+}
+
+// catalogRelation is an emulated relation as pg_class shows it: the
+// catalogs themselves and the user's tables.
+type catalogRelation struct {
+	oid       uint32
+	namespace uint32
+	schema    string
+	name      string
+	kind      string
+	cols      []attribute
+	table     *catalogTable // nil for a catalog
+}
+
+type attribute struct {
+	name    string
+	typ     uint32
+	typmod  int32
+	notNull bool
+	def     string // pg_get_expr of the default, "" for none
+	sqlType sqltypes.Type
+	hasType bool // sqlType is set (user tables)
+}
+
+func schemaOID(schema string) uint32 {
+	switch schema {
+	case "pg_catalog":
+		return oidPgCatalog
+	case "information_schema":
+		return oidInformationSchema
+	}
+	return oidPublic
+}
+
+// relations lists the catalogs and the user tables.
+func (in *catalogInput) relations() []*catalogRelation {
+	out := make([]*catalogRelation, 0, len(catalogDefs)+len(in.tables))
+	for i := range catalogDefs {
+		d := &catalogDefs[i]
+		r := &catalogRelation{oid: d.oid, namespace: schemaOID(d.schema), schema: d.schema, name: d.name, kind: string(d.kind)}
+		for _, c := range d.cols {
+			r.cols = append(r.cols, attribute{name: c.name, typ: c.typ, typmod: c.typmod, notNull: c.notNull})
+		}
+		out = append(out, r)
+	}
+	for _, t := range in.tables {
+		r := &catalogRelation{oid: t.oid, namespace: oidPublic, schema: "public", name: t.spec.Name, kind: t.relkind(), table: t}
+		for i, c := range t.spec.Columns {
+			typ := t.types[i]
+			r.cols = append(r.cols, attribute{name: c.Name, typ: typ.OID(), typmod: typ.TypMod(), notNull: c.NotNull,
+				def: defaultExpr(c.Default, typ), sqlType: typ, hasType: true})
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func buildNamespaces(in *catalogInput, b *relBuilder) {
+	b.add("oid", oidPgCatalog, "nspname", "pg_catalog", "nspowner", oidSessionUser)
+	b.add("oid", oidPublic, "nspname", "public", "nspowner", oidDatabaseOwner)
+	b.add("oid", oidInformationSchema, "nspname", "information_schema", "nspowner", oidSessionUser)
+}
+
+func buildClasses(in *catalogInput, b *relBuilder) {
+	for _, r := range in.relations() {
+		am := uint32(0)
+		if r.kind == "r" {
+			am = oidHeap
+		}
+		var opts []string
+		if r.table != nil {
+			opts = r.table.reloptions()
+		}
+		b.add("oid", r.oid, "relname", r.name, "relnamespace", r.namespace, "reltype", uint32(0), "reloftype", uint32(0),
+			"relowner", oidSessionUser, "relam", am, "relfilenode", r.oid, "reltablespace", uint32(0),
+			"relpages", int32(0), "reltuples", float32(-1), "relallvisible", int32(0), "reltoastrelid", uint32(0),
+			"relhasindex", false, "relisshared", false, "relpersistence", "p", "relkind", r.kind,
+			"relnatts", int16(len(r.cols)), "relchecks", int16(0), "relhasrules", false, "relhastriggers", false,
+			"relhassubclass", false, "relrowsecurity", false, "relforcerowsecurity", false, "relispopulated", true,
+			"relreplident", map[bool]string{true: "d", false: "n"}[r.kind == "r" || r.kind == "p"],
+			"relispartition", false, "relrewrite", uint32(0), "relfrozenxid", uint32(0), "relminmxid", uint32(0),
+			"reloptions", opts)
+	}
+}
+
+// attrInfo is what pg_attribute says about a column's type.
+func attrInfo(a attribute) (length int16, byVal bool, align, storage string, collation uint32) {
+	if t := builtinByOID[a.typ]; t != nil {
+		length, byVal, align, storage, collation = t.len, t.byVal, string(t.align), string(t.storage), t.collation
+	}
+	if a.hasType {
+		storage = storageOf(a.sqlType)
+		if collatable(a.sqlType) {
+			collation = oidDefaultCollation
+		}
+	}
+	return
+}
+
+func buildAttributes(in *catalogInput, b *relBuilder) {
+	for _, r := range in.relations() {
+		for i, a := range r.cols {
+			length, byVal, align, storage, collation := attrInfo(a)
+			ndims := int16(0)
+			if t := builtinByOID[a.typ]; t != nil && t.category == 'A' {
+				ndims = 1
+			}
+			b.add("attrelid", r.oid, "attname", a.name, "atttypid", a.typ, "attstattarget", int32(-1),
+				"attlen", length, "attnum", int16(i+1), "attndims", int32(ndims), "attcacheoff", int32(-1),
+				"atttypmod", a.typmod, "attbyval", byVal, "attalign", align, "attstorage", storage,
+				"attcompression", "", "attnotnull", a.notNull, "atthasdef", a.def != "", "atthasmissing", false,
+				"attidentity", "", "attgenerated", "", "attisdropped", false, "attislocal", true,
+				"attinhcount", int32(0), "attcollation", collation)
+		}
+	}
+}
+
+func buildAttrdefs(in *catalogInput, b *relBuilder) {
+	for _, r := range in.relations() {
+		for i, a := range r.cols {
+			if a.def == "" {
+				continue
+			}
+			oid := attrdefOIDBase + uint32(r.table.id)<<11 + uint32(i+1)
+			b.add("oid", oid, "adrelid", r.oid, "adnum", int16(i+1), "adbin", a.def)
+		}
+	}
+}
+
+func regprocName(s string) any {
+	if s == "-" {
+		return "-"
+	}
+	return s
+}
+
+func buildTypes(in *catalogInput, b *relBuilder) {
+	for i := range builtinTypes {
+		t := &builtinTypes[i]
+		subscript := "-"
+		if t.category == 'A' {
+			subscript = "array_subscript_handler"
+		}
+		b.add("oid", t.oid, "typname", t.name, "typnamespace", oidPgCatalog, "typowner", oidSessionUser,
+			"typlen", t.len, "typbyval", t.byVal, "typtype", string(t.typtype), "typcategory", string(t.category),
+			"typispreferred", t.preferred, "typisdefined", true, "typdelim", string(t.delim), "typrelid", uint32(0),
+			"typsubscript", subscript, "typelem", t.elem, "typarray", t.array, "typinput", regprocName(t.input),
+			"typoutput", regprocName(t.output), "typreceive", regprocName(t.receive), "typsend", regprocName(t.send),
+			"typmodin", regprocName(t.modin), "typmodout", regprocName(t.modout), "typanalyze", "-",
+			"typalign", string(t.align), "typstorage", string(t.storage), "typnotnull", false, "typbasetype", uint32(0),
+			"typtypmod", int32(-1), "typndims", int32(0), "typcollation", t.collation)
+	}
+}
+
+func buildDatabases(in *catalogInput, b *relBuilder) {
+	b.add("oid", oidDatabase, "datname", in.database, "datdba", oidSessionUser, "encoding", int32(encodingUTF8),
+		"datlocprovider", "c", "datistemplate", false, "datallowconn", true, "datconnlimit", int32(-1),
+		"datfrozenxid", uint32(0), "datminmxid", uint32(1), "dattablespace", oidDefaultTablespace,
+		"datcollate", "C", "datctype", "C")
+}
+
+func buildAccessMethods(in *catalogInput, b *relBuilder) {
+	b.add("oid", oidHeap, "amname", "heap", "amhandler", "heap_tableam_handler", "amtype", "t")
+	b.add("oid", oidBtree, "amname", "btree", "amhandler", "bthandler", "amtype", "i")
+	b.add("oid", uint32(405), "amname", "hash", "amhandler", "hashhandler", "amtype", "i")
+}
+
+func buildCollations(in *catalogInput, b *relBuilder) {
+	b.add("oid", oidDefaultCollation, "collname", "default", "collnamespace", oidPgCatalog, "collowner", oidSessionUser,
+		"collprovider", "d", "collisdeterministic", true, "collencoding", int32(-1))
+	b.add("oid", uint32(950), "collname", "C", "collnamespace", oidPgCatalog, "collowner", oidSessionUser,
+		"collprovider", "c", "collisdeterministic", true, "collencoding", int32(-1), "collcollate", "C", "collctype", "C")
+	b.add("oid", uint32(951), "collname", "POSIX", "collnamespace", oidPgCatalog, "collowner", oidSessionUser,
+		"collprovider", "c", "collisdeterministic", true, "collencoding", int32(-1), "collcollate", "POSIX", "collctype", "POSIX")
+}
+
+func buildTablespaces(in *catalogInput, b *relBuilder) {
+	b.add("oid", oidDefaultTablespace, "spcname", "pg_default", "spcowner", oidSessionUser)
+	b.add("oid", uint32(1664), "spcname", "pg_global", "spcowner", oidSessionUser)
+}
+
+func buildLanguages(in *catalogInput, b *relBuilder) {
+	for _, l := range []struct {
+		oid  uint32
+		name string
+	}{{12, "internal"}, {13, "c"}, {14, "sql"}} {
+		b.add("oid", l.oid, "lanname", l.name, "lanowner", oidSessionUser, "lanpltrusted", l.name == "sql",
+			"lanplcallfoid", uint32(0), "laninline", uint32(0), "lanvalidator", uint32(0))
+	}
+}
+
+// roles are the session user (a superuser, as the embedded default user
+// is) and pg_database_owner, which owns the public schema.
+type role struct {
+	oid      uint32
+	name     string
+	super    bool
+	canLogin bool
+}
+
+func (in *catalogInput) roles() []role {
+	return []role{{oidSessionUser, in.user, true, true}, {oidDatabaseOwner, "pg_database_owner", false, false}}
+}
+
+func buildAuthid(in *catalogInput, b *relBuilder) {
+	for _, r := range in.roles() {
+		b.add("oid", r.oid, "rolname", r.name, "rolsuper", r.super, "rolinherit", true, "rolcreaterole", r.super,
+			"rolcreatedb", r.super, "rolcanlogin", r.canLogin, "rolreplication", r.super, "rolbypassrls", r.super,
+			"rolconnlimit", int32(-1))
+	}
+}
+
+func buildRoles(in *catalogInput, b *relBuilder) {
+	for _, r := range in.roles() {
+		b.add("oid", r.oid, "rolname", r.name, "rolsuper", r.super, "rolinherit", true, "rolcreaterole", r.super,
+			"rolcreatedb", r.super, "rolcanlogin", r.canLogin, "rolreplication", r.super, "rolbypassrls", r.super,
+			"rolconnlimit", int32(-1), "rolpassword", "********")
+	}
+}
+
+func buildUsers(in *catalogInput, b *relBuilder) {
+	for _, r := range in.roles() {
+		if r.canLogin {
+			b.add("usename", r.name, "usesysid", r.oid, "usecreatedb", r.super, "usesuper", r.super,
+				"userepl", r.super, "usebypassrls", r.super, "passwd", "********")
+		}
+	}
+}
+
+func buildPgTables(in *catalogInput, b *relBuilder) {
+	for _, r := range in.relations() {
+		if r.kind == "r" || r.kind == "p" {
+			b.add("schemaname", r.schema, "tablename", r.name, "tableowner", in.user,
+				"hasindexes", false, "hasrules", false, "hastriggers", false, "rowsecurity", false)
+		}
+	}
+}
+
+func buildPgViews(in *catalogInput, b *relBuilder) {
+	for _, r := range in.relations() {
+		if r.kind == "v" {
+			b.add("schemaname", r.schema, "viewname", r.name, "viewowner", in.user)
+		}
+	}
+}
+
+func buildPartitionedTables(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		if t.spec.PartitionBy == "" {
+			continue
+		}
+		b.add("partrelid", t.oid, "partstrat", "l", "partnatts", int16(1), "partdefid", uint32(0),
+			"partattrs", []int16{t.attnum(t.spec.PartitionBy)}, "partclass", []uint32{0}, "partcollation", []uint32{0})
+	}
+}
+
+func buildSettings(in *catalogInput, b *relBuilder) {
+	for _, s := range in.settings {
+		context, source := "user", "default"
+		if s.readOnly {
+			context = "internal"
+		}
+		if s.value != s.def {
+			source = "session"
+		}
+		b.add("name", s.name, "setting", s.value, "category", "", "short_desc", s.description, "context", context,
+			"vartype", "string", "source", source, "boot_val", s.def, "reset_val", s.def, "pending_restart", false)
+	}
+}
+
+func buildActivity(in *catalogInput, b *relBuilder) {
+	a := in.activity
+	b.add("datid", oidDatabase, "datname", in.database, "pid", a.pid, "usesysid", oidSessionUser, "usename", in.user,
+		"application_name", a.application, "client_addr", nilIfEmpty(a.clientAddr), "backend_start", a.backendStart,
+		"query_start", a.backendStart, "state", "active", "query", a.query, "backend_type", "client backend")
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func buildStatUserTables(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name, "seq_scan", int64(0), "n_live_tup", int64(0))
+	}
+}
+
+func buildSchemata(in *catalogInput, b *relBuilder) {
+	for _, s := range []struct{ name, owner string }{
+		{"information_schema", in.user}, {"pg_catalog", in.user}, {"public", "pg_database_owner"},
+	} {
+		b.add("catalog_name", in.database, "schema_name", s.name, "schema_owner", s.owner)
+	}
+}
+
+func buildISTables(in *catalogInput, b *relBuilder) {
+	for _, r := range in.relations() {
+		typ, insertable := "BASE TABLE", "YES"
+		if r.kind == "v" {
+			typ, insertable = "VIEW", "NO"
+		}
+		b.add("table_catalog", in.database, "table_schema", r.schema, "table_name", r.name, "table_type", typ,
+			"is_insertable_into", insertable, "is_typed", "NO")
+	}
+}
+
+func buildISViews(in *catalogInput, b *relBuilder) {
+	for _, r := range in.relations() {
+		if r.kind == "v" {
+			b.add("table_catalog", in.database, "table_schema", r.schema, "table_name", r.name, "check_option", "NONE",
+				"is_updatable", "NO", "is_insertable_into", "NO", "is_trigger_updatable", "NO",
+				"is_trigger_deletable", "NO", "is_trigger_insertable_into", "NO")
+		}
+	}
+}
+
+func buildISColumns(in *catalogInput, b *relBuilder) {
+	for _, r := range in.relations() {
+		for i, a := range r.cols {
+			t := builtinByOID[a.typ]
+			if t == nil {
+				continue
+			}
+			dataType := formatType(a.typ, -1)
+			if oid := a.typ; oid == 1042 {
+				dataType = "character"
+			}
+			if t.category == 'A' {
+				dataType = "ARRAY"
+			}
+			nullable := "YES"
+			if a.notNull {
+				nullable = "NO"
+			}
+			row := []any{"table_catalog", in.database, "table_schema", r.schema, "table_name", r.name,
+				"column_name", a.name, "ordinal_position", int32(i + 1), "is_nullable", nullable, "data_type", dataType,
+				"udt_catalog", in.database, "udt_schema", "pg_catalog", "udt_name", t.name,
+				"dtd_identifier", fmt.Sprint(i + 1), "is_self_referencing", "NO", "is_identity", "NO",
+				"is_generated", "NEVER", "is_updatable", map[bool]string{true: "YES", false: "NO"}[r.table != nil]}
+			if a.def != "" {
+				row = append(row, "column_default", a.def)
+			}
+			row = append(row, columnPrecision(a)...)
+			b.add(row...)
+		}
+	}
+}
+
+// columnPrecision is information_schema's length, precision and scale of
+// a column.
+func columnPrecision(a attribute) []any {
+	switch a.typ {
+	case 1042, 1043:
+		if a.typmod >= 4 {
+			n := a.typmod - 4
+			return []any{"character_maximum_length", n, "character_octet_length", n * 4}
+		}
+		return []any{"character_octet_length", int32(1073741824)}
+	case 25:
+		return []any{"character_octet_length", int32(1073741824)}
+	case 21:
+		return []any{"numeric_precision", int32(16), "numeric_precision_radix", int32(2), "numeric_scale", int32(0)}
+	case 23:
+		return []any{"numeric_precision", int32(32), "numeric_precision_radix", int32(2), "numeric_scale", int32(0)}
+	case 20:
+		return []any{"numeric_precision", int32(64), "numeric_precision_radix", int32(2), "numeric_scale", int32(0)}
+	case 700:
+		return []any{"numeric_precision", int32(24), "numeric_precision_radix", int32(2)}
+	case 701:
+		return []any{"numeric_precision", int32(53), "numeric_precision_radix", int32(2)}
+	case 1700:
+		if a.typmod >= 4 {
+			m := a.typmod - 4
+			return []any{"numeric_precision", m >> 16, "numeric_precision_radix", int32(10), "numeric_scale", m & 0xffff}
+		}
+		return []any{"numeric_precision_radix", int32(10)}
+	case 1082:
+		return []any{"datetime_precision", int32(0)}
+	case 1083, 1114, 1184, 1266, 1186:
+		return []any{"datetime_precision", int32(6)}
+	}
+	return nil
+}
+
+// buildTypeNames fills mink.types: each type's format_type name without
+// typmod, and an array's element.
+func buildTypeNames(in *catalogInput, b *relBuilder) {
+	for i := range builtinTypes {
+		t := &builtinTypes[i]
+		if t.category == 'A' && t.elem != 0 && t.len == -1 {
+			b.add("oid", t.oid, "name", formatType(t.oid, -1), "typname", t.name, "elem", t.elem, "elemname", typeDisplayName(t.elem))
+			continue
+		}
+		b.add("oid", t.oid, "name", typeDisplayName(t.oid), "typname", t.name, "elem", uint32(0))
+	}
+}
+
+// displayName is a type's name in format_type's output.
+func typeDisplayName(oid uint32) string {
+	if n, ok := typeDisplayNames[oid]; ok {
+		return n
+	}
+	if t := builtinByOID[oid]; t != nil {
+		return quoteIdentIfNeeded(t.name)
+	}
+	return "???"
+}
+
+func buildRelinfo(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		b.add("oid", t.oid, "size", t.size, "partkeydef", nilIfEmpty(t.partKeyDef()))
+	}
+}
+
+// catalogKey resolves a relation name as PostgreSQL would for catalog
+// queries: pg_catalog relations also without a schema (pg_catalog is
+// searched first), information_schema ones only with theirs. ok is false
+// for every other name.
+func catalogKey(schema, name string) (key string, ok bool) {
+	switch strings.ToLower(schema) {
+	case "", "pg_catalog":
+		key = "pg_catalog." + name
+	case "information_schema":
+		key = "information_schema." + name
+	default:
+		return "", false
+	}
+	if _, found := catalogByName[key]; found {
+		return key, true
+	}
+	return "", false
+}
+
+// typeAliases maps the names regtype input accepts (typname, format_type's
+// names, SQL's aliases, and name[] for arrays) to type OIDs.
+var typeAliases = sync.OnceValue(func() map[string]uint32 {
+	m := map[string]uint32{}
+	add := func(name string, oid uint32) {
+		if _, ok := m[name]; !ok {
+			m[name] = oid
+		}
+	}
+	extra := map[string]uint32{"int": 23, "float": 701, "decimal": 1700, "char": 1042, "character": 1042,
+		"dec": 1700, "timestamp": 1114, "time": 1083}
+	for i := range builtinTypes {
+		t := &builtinTypes[i]
+		add(t.name, t.oid)
+		if t.category != 'A' {
+			add(strings.Trim(typeDisplayName(t.oid), `"`), t.oid)
+		}
+	}
+	for name, oid := range extra {
+		add(name, oid)
+	}
+	for name, oid := range m {
+		if t := builtinByOID[oid]; t != nil && t.array != 0 {
+			add(name+"[]", t.array)
+		}
+	}
+	return m
+})
+
+func buildTypeAliases(in *catalogInput, b *relBuilder) {
+	aliases := typeAliases()
+	keys := make([]string, 0, len(aliases))
+	for k := range aliases {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.add("alias", k, "oid", aliases[k])
+	}
+}

@@ -1,0 +1,657 @@
+package sqlfront
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// catalogRewriter rewrites a parsed SELECT that reads PostgreSQL's
+// catalogs into SQL DuckDB runs over mink's emulated catalogs:
+//
+//   - pg_catalog.x, bare pg_catalog names and information_schema.x become
+//     the session's views of the emulated relations (named "schema.x");
+//   - PostgreSQL functions become constants, DuckDB expressions or the
+//     session's mink_* macros (pgcatalog_macros.go);
+//   - casts to reg* types, oid, name, "char", int2vector, … become lookups
+//     or DuckDB types; OPERATOR(pg_catalog.~) and friends become regexp
+//     matches (PostgreSQL's ~ searches, DuckDB's matches the whole string);
+//     COLLATE pg_catalog.default goes.
+//
+// It works on the parse tree, in place.
+type catalogRewriter struct {
+	consts catalogConsts
+	// rels are the emulated relations the statement reads, by key.
+	rels map[string]bool
+	// macros: the statement calls the session's macros.
+	macros bool
+	// catalog: the statement refers to the catalogs (relations or
+	// functions), so it is planned here.
+	catalog bool
+	// userTables: the statement also names other relations.
+	userTables bool
+	err        error
+	// outputCasts are reg* casts whose value is printed, as a name.
+	outputCasts map[*pg.TypeCast]bool
+}
+
+// catalogConsts are the values of the session functions.
+type catalogConsts struct {
+	user, database, version string
+	pid                     int32
+}
+
+func newCatalogRewriter(c catalogConsts) *catalogRewriter {
+	return &catalogRewriter{consts: c, rels: map[string]bool{}, outputCasts: map[*pg.TypeCast]bool{}}
+}
+
+// rewrite rewrites the tree under n.
+func (rw *catalogRewriter) rewrite(n *pg.Node) {
+	visitNode(n, rw.visit)
+}
+
+// visitNode calls fn on n and then, if fn returns true, on the nodes under
+// n as fn left it, in pre-order.
+func visitNode(n *pg.Node, fn func(*pg.Node) bool) {
+	if n == nil || n.Node == nil {
+		return
+	}
+	if !fn(n) {
+		return
+	}
+	walkMessage(n.ProtoReflect(), fn)
+}
+
+// walkMessage visits every Node field, list element and nested message of
+// m (the parse tree's messages are generated protobufs).
+func walkMessage(m protoreflect.Message, fn func(*pg.Node) bool) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Kind() != protoreflect.MessageKind || fd.IsMap() {
+			return true
+		}
+		if fd.IsList() {
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				visitMessage(l.Get(i).Message(), fn)
+			}
+			return true
+		}
+		visitMessage(v.Message(), fn)
+		return true
+	})
+}
+
+func visitMessage(m protoreflect.Message, fn func(*pg.Node) bool) {
+	if n, ok := m.Interface().(*pg.Node); ok {
+		visitNode(n, fn)
+		return
+	}
+	walkMessage(m, fn)
+}
+
+// useMacro notes a call of a session macro, and the relations it reads.
+func (rw *catalogRewriter) useMacro(name string) {
+	rw.macros = true
+	for _, dep := range macroDeps(name) {
+		rw.rels[dep] = true
+	}
+}
+
+func (rw *catalogRewriter) macroCall(name string, args ...*pg.Node) *pg.Node {
+	rw.useMacro(name)
+	return catCall(name, args...)
+}
+
+func (rw *catalogRewriter) fail(err error) {
+	if rw.err == nil {
+		rw.err = err
+	}
+	rw.catalog = true
+}
+
+func (rw *catalogRewriter) visit(n *pg.Node) bool {
+	switch e := n.Node.(type) {
+	case *pg.Node_SelectStmt:
+		rw.selectStmt(e.SelectStmt)
+	case *pg.Node_RangeVar:
+		rw.rangeVar(e.RangeVar)
+	case *pg.Node_RangeFunction:
+		rw.rangeFunction(e.RangeFunction)
+	case *pg.Node_FuncCall:
+		if repl := rw.funcCall(e.FuncCall); repl != nil {
+			n.Node = repl.Node
+			return rw.visit(n)
+		}
+	case *pg.Node_SqlvalueFunction:
+		if repl := rw.sqlValueFunction(e.SqlvalueFunction); repl != nil {
+			n.Node = repl.Node
+		}
+	case *pg.Node_TypeCast:
+		if repl := rw.typeCast(e.TypeCast); repl != nil {
+			n.Node = repl.Node
+			return rw.visit(n)
+		}
+	case *pg.Node_AExpr:
+		if repl := rw.aExpr(e.AExpr); repl != nil {
+			n.Node = repl.Node
+			return rw.visit(n)
+		}
+	case *pg.Node_CollateClause:
+		if isDefaultCollation(e.CollateClause.Collname) {
+			rw.catalog = true
+			n.Node = e.CollateClause.Arg.Node
+			return rw.visit(n)
+		}
+	case *pg.Node_ColumnRef:
+		f := e.ColumnRef.Fields
+		if len(f) == 3 {
+			if s := strings.ToLower(f[0].GetString_().GetSval()); s == "pg_catalog" || s == "information_schema" {
+				e.ColumnRef.Fields = f[1:]
+			}
+		}
+	}
+	return true
+}
+
+// selectStmt marks reg* casts whose values are printed and gives NULLs in
+// the target list PostgreSQL's type for them, text.
+func (rw *catalogRewriter) selectStmt(sel *pg.SelectStmt) {
+	for _, t := range sel.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil || rt.Val == nil {
+			continue
+		}
+		if tc := rt.Val.GetTypeCast(); tc != nil {
+			rw.outputCasts[tc] = true
+		}
+		if c := rt.Val.GetAConst(); c != nil && c.Isnull {
+			rt.Val = catCast(rt.Val, "varchar")
+		}
+	}
+}
+
+func isDefaultCollation(names []*pg.Node) bool {
+	last := strings.ToLower(names[len(names)-1].GetString_().GetSval())
+	return last == "default" && (len(names) == 1 || strings.ToLower(names[0].GetString_().GetSval()) == "pg_catalog")
+}
+
+func (rw *catalogRewriter) rangeVar(rv *pg.RangeVar) {
+	key, ok := catalogKey(rv.Schemaname, rv.Relname)
+	if !ok {
+		switch strings.ToLower(rv.Schemaname) {
+		case "pg_catalog", "information_schema":
+			rw.fail(errorf(pgwire.CodeUndefinedTable, "relation \"%s.%s\" does not exist (mink emulates part of the catalog)", rv.Schemaname, rv.Relname))
+		default:
+			rw.userTables = true
+		}
+		return
+	}
+	rw.catalog = true
+	rw.rels[key] = true
+	if rv.Alias == nil {
+		rv.Alias = &pg.Alias{Aliasname: rv.Relname}
+	}
+	rv.Schemaname, rv.Catalogname, rv.Relname = "", "", catalogViewName(key)
+}
+
+// rangeFunction handles set-returning functions in FROM.
+func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) {
+	for _, item := range rf.Functions {
+		l := item.GetList()
+		if l == nil || len(l.Items) == 0 {
+			continue
+		}
+		fc := l.Items[0].GetFuncCall()
+		if fc == nil {
+			continue
+		}
+		schema, name := funcName(fc)
+		if schema != "" && schema != "pg_catalog" && schema != "information_schema" {
+			continue
+		}
+		switch name {
+		case "pg_partition_ancestors":
+			// A relation is its own only ancestor: mink's partitions are
+			// not relations.
+			rw.catalog = true
+			rw.useMacro("mink_partition_ancestors")
+			fc.Funcname = catNames("mink_partition_ancestors")
+		case "generate_series", "unnest":
+			if schema != "" {
+				rw.catalog = true
+				fc.Funcname = catNames(name)
+			}
+		}
+	}
+}
+
+// funcName returns a function's schema (lower case, "" if none) and name.
+func funcName(fc *pg.FuncCall) (schema, name string) {
+	n := fc.Funcname
+	name = strings.ToLower(n[len(n)-1].GetString_().GetSval())
+	if len(n) > 1 {
+		schema = strings.ToLower(n[len(n)-2].GetString_().GetSval())
+	}
+	return schema, name
+}
+
+// macroFuncs are PostgreSQL functions that become a session macro of the
+// same arguments.
+var macroFuncs = map[string]string{
+	"pg_get_userbyid":        "mink_get_userbyid",
+	"pg_table_is_visible":    "mink_table_is_visible",
+	"format_type":            "mink_format_type",
+	"pg_encoding_to_char":    "mink_encoding_to_char",
+	"array_upper":            "mink_array_upper",
+	"array_lower":            "mink_array_lower",
+	"pg_get_partkeydef":      "mink_partkeydef",
+	"pg_table_size":          "mink_table_size",
+	"pg_relation_size":       "mink_table_size",
+	"pg_total_relation_size": "mink_table_size",
+	"pg_size_pretty":         "mink_size_pretty",
+	"quote_ident":            "mink_quote_ident",
+	"current_schemas":        "mink_current_schemas",
+	"current_setting":        "mink_current_setting",
+	"to_regclass":            "mink_to_regclass",
+	"to_regtype":             "mink_regtype",
+	"_pg_expandarray":        "mink_expandarray",
+	"pg_partition_ancestors": "mink_partition_root",
+	"pg_database_size":       "mink_database_size",
+}
+
+// nullFuncs describe objects mink does not have: indexes, constraints,
+// views' SQL, functions, comments.
+var nullFuncs = map[string]bool{
+	"obj_description": true, "col_description": true, "shobj_description": true,
+	"pg_get_indexdef": true, "pg_get_constraintdef": true, "pg_get_viewdef": true, "pg_get_triggerdef": true,
+	"pg_get_functiondef": true, "pg_get_function_arguments": true, "pg_get_function_result": true,
+	"pg_get_function_identity_arguments": true, "pg_get_statisticsobjdef_columns": true, "pg_get_ruledef": true,
+	"pg_get_serial_sequence": true, "inet_server_addr": true, "inet_client_addr": true,
+	"pg_get_statisticsobjdef": true, "pg_tablespace_location": true,
+}
+
+// trueFuncs are privilege and visibility checks, which pass: every object
+// is the session user's and in the search path.
+var trueFuncs = map[string]bool{
+	"has_table_privilege": true, "has_schema_privilege": true, "has_database_privilege": true,
+	"has_column_privilege": true, "has_any_column_privilege": true, "has_function_privilege": true,
+	"has_sequence_privilege": true, "has_type_privilege": true, "has_tablespace_privilege": true,
+	"pg_has_role": true, "pg_type_is_visible": true, "pg_function_is_visible": true,
+	"pg_opclass_is_visible": true, "pg_operator_is_visible": true, "pg_collation_is_visible": true,
+	"pg_conversion_is_visible": true,
+}
+
+// falseFuncs are checks for states mink is never in.
+var falseFuncs = map[string]bool{
+	"pg_is_in_recovery": true, "pg_jit_available": true, "pg_relation_is_publishable": true,
+	"pg_is_other_temp_schema": true,
+}
+
+func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
+	schema, name := funcName(fc)
+	if schema != "" && schema != "pg_catalog" && schema != "information_schema" {
+		return nil
+	}
+	if fc.Over != nil || fc.AggStar {
+		if schema != "" {
+			fc.Funcname = catNames(name)
+			rw.catalog = true
+		}
+		return nil
+	}
+	hit := func() { rw.catalog = true }
+	switch {
+	case name == "version":
+		hit()
+		return catString(rw.consts.version)
+	case name == "current_database":
+		hit()
+		return catString(rw.consts.database)
+	case name == "current_schema":
+		hit()
+		return catString("public")
+	case name == "pg_backend_pid":
+		hit()
+		return catCast(catInt(int64(rw.consts.pid)), "int4")
+	case name == "pg_postmaster_start_time":
+		hit()
+		return catCall("now")
+	case name == "pg_get_expr" && len(fc.Args) > 0:
+		// Expressions (defaults) are stored as text already.
+		hit()
+		return fc.Args[0]
+	case name == "set_config" && len(fc.Args) == 3:
+		// Reports the value; mink's settings change with SET only.
+		hit()
+		return catCast(fc.Args[1], "varchar")
+	case name == "pg_char_to_encoding":
+		hit()
+		return catCast(catInt(encodingUTF8), "int4")
+	case nullFuncs[name]:
+		hit()
+		return catCast(catNull(), "varchar")
+	case trueFuncs[name]:
+		hit()
+		return catBool(true)
+	case falseFuncs[name]:
+		hit()
+		return catBool(false)
+	}
+	if m, ok := macroFuncs[name]; ok {
+		hit()
+		rw.useMacro(m)
+		fc.Funcname = catNames(m)
+		if name == "current_setting" && len(fc.Args) > 1 {
+			fc.Args = fc.Args[:1] // missing_ok: an unknown setting is NULL anyway
+		}
+		return nil
+	}
+	if schema != "" {
+		// pg_catalog.lower(…), pg_catalog.array_to_string(…), …: DuckDB's
+		// function of the same name.
+		hit()
+		fc.Funcname = catNames(name)
+	}
+	return nil
+}
+
+func (rw *catalogRewriter) sqlValueFunction(f *pg.SQLValueFunction) *pg.Node {
+	switch f.Op {
+	case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg.SQLValueFunctionOp_SVFOP_USER,
+		pg.SQLValueFunctionOp_SVFOP_SESSION_USER, pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE:
+		rw.catalog = true
+		return catString(rw.consts.user)
+	case pg.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG:
+		rw.catalog = true
+		return catString(rw.consts.database)
+	case pg.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:
+		rw.catalog = true
+		return catString("public")
+	}
+	return nil
+}
+
+// typeCast rewrites casts to PostgreSQL types DuckDB does not have.
+func (rw *catalogRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
+	tn := tc.TypeName
+	if tn == nil || len(tn.Names) == 0 {
+		return nil
+	}
+	last := strings.ToLower(tn.Names[len(tn.Names)-1].GetString_().GetSval())
+	qualified := len(tn.Names) > 1 && strings.ToLower(tn.Names[0].GetString_().GetSval()) == "pg_catalog"
+	isArray := len(tn.ArrayBounds) > 0
+	if !isArray {
+		switch last {
+		case "regclass", "regtype", "regnamespace", "regrole", "regproc", "regprocedure", "regoper", "regoperator", "regconfig", "regdictionary":
+			rw.catalog = true
+			return rw.regCast(tc, last)
+		case "oid", "xid", "cid", "xid8":
+			rw.catalog = true
+			return catCast(tc.Arg, "uinteger")
+		case "name", "char", "pg_node_tree", "aclitem", "pg_lsn", "inet", "cstring", "anyarray", "unknown":
+			if last == "char" && qualified {
+				break // char(n) is pg_catalog.bpchar; "char" is unqualified
+			}
+			rw.catalog = true
+			return catCast(tc.Arg, "varchar")
+		case "int2vector":
+			rw.catalog = true
+			return catCastArray(tc.Arg, "smallint")
+		case "oidvector":
+			rw.catalog = true
+			return catCastArray(tc.Arg, "uinteger")
+		case "text":
+			// x::regclass::text prints the name.
+			if inner := tc.Arg.GetTypeCast(); inner != nil {
+				rw.outputCasts[inner] = true
+			}
+		}
+	} else {
+		switch last {
+		case "oid", "regtype", "regclass", "xid":
+			rw.catalog = true
+			return catCastArray(tc.Arg, "uinteger")
+		case "name", "char", "aclitem":
+			if !(last == "char" && qualified) {
+				rw.catalog = true
+				return catCastArray(tc.Arg, "varchar")
+			}
+		}
+	}
+	if qualified {
+		rw.catalog = true
+		tn.Names = tn.Names[1:]
+	}
+	return nil
+}
+
+// regCast rewrites x::regclass and the other reg* casts: a name literal
+// becomes a lookup, a number its value; a printed value becomes a name.
+func (rw *catalogRewriter) regCast(tc *pg.TypeCast, typ string) *pg.Node {
+	output := rw.outputCasts[tc]
+	arg := tc.Arg
+	var value *pg.Node
+	if s := arg.GetAConst().GetSval(); s != nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(s.Sval), 10, 32); err == nil {
+			value = catCast(catInt(int64(n)), "uinteger")
+		} else {
+			value = rw.regLiteral(typ, s.Sval)
+		}
+	} else if isTextual(arg) {
+		value = rw.regLookup(typ, arg)
+	} else if typ == "regproc" || typ == "regprocedure" {
+		value = catCast(arg, "varchar")
+	} else {
+		value = catCast(arg, "uinteger")
+	}
+	if !output || value == nil {
+		return value
+	}
+	switch typ {
+	case "regclass":
+		return rw.macroCall("mink_regclass_out", value)
+	case "regtype":
+		return rw.macroCall("mink_format_type", value, catCast(catNull(), "int4"))
+	case "regnamespace":
+		return rw.macroCall("mink_nspname", value)
+	case "regrole":
+		return rw.macroCall("mink_get_userbyid", value)
+	}
+	return value
+}
+
+// isTextual reports whether n is a text value: a parameter or a cast to a
+// string type.
+func isTextual(n *pg.Node) bool {
+	if n.GetParamRef() != nil {
+		return true
+	}
+	if tc := n.GetTypeCast(); tc != nil && len(tc.TypeName.ArrayBounds) == 0 {
+		names := tc.TypeName.Names
+		switch strings.ToLower(names[len(names)-1].GetString_().GetSval()) {
+		case "text", "varchar", "name", "bpchar":
+			return true
+		}
+	}
+	return false
+}
+
+// regLiteral resolves 'name'::regclass and friends.
+func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
+	switch typ {
+	case "regclass":
+		parts, err := parseQualifiedName(lit)
+		if err != nil {
+			rw.fail(err)
+			return nil
+		}
+		schema := ""
+		if len(parts) == 2 {
+			schema = parts[0]
+		}
+		return rw.macroCall("mink_regclass", catString(schema), catString(parts[len(parts)-1]))
+	case "regtype":
+		oid, ok := typeOIDByName(lit)
+		if !ok {
+			rw.fail(errorf(pgwire.CodeUndefinedObject, "type %q does not exist", lit))
+			return nil
+		}
+		return catCast(catInt(int64(oid)), "uinteger")
+	case "regnamespace":
+		switch strings.Trim(lit, `"`) {
+		case "pg_catalog":
+			return catCast(catInt(int64(oidPgCatalog)), "uinteger")
+		case "public":
+			return catCast(catInt(int64(oidPublic)), "uinteger")
+		case "information_schema":
+			return catCast(catInt(int64(oidInformationSchema)), "uinteger")
+		}
+		rw.fail(errorf(pgwire.CodeUndefinedObject, "schema %q does not exist", lit))
+		return nil
+	case "regrole":
+		if lit == rw.consts.user {
+			return catCast(catInt(int64(oidSessionUser)), "uinteger")
+		}
+		if lit == "pg_database_owner" {
+			return catCast(catInt(int64(oidDatabaseOwner)), "uinteger")
+		}
+		rw.fail(errorf(pgwire.CodeUndefinedObject, "role %q does not exist", lit))
+		return nil
+	case "regproc", "regprocedure":
+		// Functions are identified by name (pg_type.typinput and friends
+		// hold names).
+		name := lit
+		if i := strings.IndexByte(name, '('); i >= 0 {
+			name = name[:i]
+		}
+		if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			name = name[i+1:]
+		}
+		return catString(name)
+	}
+	rw.fail(unsupported("casts to %s are not supported by mink", typ))
+	return nil
+}
+
+// regLookup resolves a text value to an OID when the statement runs.
+func (rw *catalogRewriter) regLookup(typ string, arg *pg.Node) *pg.Node {
+	switch typ {
+	case "regclass":
+		return rw.macroCall("mink_to_regclass", arg)
+	case "regtype":
+		return rw.macroCall("mink_regtype", arg)
+	case "regproc", "regprocedure":
+		return catCast(arg, "varchar")
+	}
+	rw.fail(unsupported("casts of text to %s are not supported by mink", typ))
+	return nil
+}
+
+// typeOIDByName resolves a type name as regtype input does.
+func typeOIDByName(name string) (uint32, bool) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	n = strings.TrimPrefix(n, "pg_catalog.")
+	if oid, ok := typeAliases()[n]; ok {
+		return oid, true
+	}
+	if t, err := sqltypes.Parse(n); err == nil {
+		return t.OID(), true
+	}
+	return 0, false
+}
+
+// parseQualifiedName splits a possibly schema-qualified, possibly quoted
+// relation name as PostgreSQL's regclass input does.
+func parseQualifiedName(s string) ([]string, error) {
+	tree, err := pg.Parse("SELECT * FROM " + s)
+	if err == nil && len(tree.Stmts) == 1 {
+		if from := tree.Stmts[0].Stmt.GetSelectStmt().GetFromClause(); len(from) == 1 {
+			if rv := from[0].GetRangeVar(); rv != nil && rv.Alias == nil {
+				if rv.Schemaname != "" {
+					return []string{rv.Schemaname, rv.Relname}, nil
+				}
+				return []string{rv.Relname}, nil
+			}
+		}
+	}
+	return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid name syntax: %q", s)
+}
+
+// aExpr rewrites PostgreSQL's regular expression operators, which search
+// (DuckDB's ~ matches the whole string), and drops pg_catalog from
+// OPERATOR(pg_catalog.op).
+func (rw *catalogRewriter) aExpr(e *pg.A_Expr) *pg.Node {
+	if len(e.Name) == 2 && strings.ToLower(e.Name[0].GetString_().GetSval()) == "pg_catalog" {
+		rw.catalog = true
+		e.Name = e.Name[1:]
+	}
+	if e.Kind != pg.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil {
+		return nil
+	}
+	var call *pg.Node
+	negate := false
+	switch e.Name[0].GetString_().GetSval() {
+	case "~":
+		call = catCall("regexp_matches", e.Lexpr, e.Rexpr)
+	case "!~":
+		call, negate = catCall("regexp_matches", e.Lexpr, e.Rexpr), true
+	case "~*":
+		call = catCall("regexp_matches", e.Lexpr, e.Rexpr, catString("i"))
+	case "!~*":
+		call, negate = catCall("regexp_matches", e.Lexpr, e.Rexpr, catString("i")), true
+	default:
+		return nil
+	}
+	if !negate {
+		return call
+	}
+	return &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR, Args: []*pg.Node{call}}}}
+}
+
+// Parse tree constructors.
+
+func catNames(parts ...string) []*pg.Node {
+	out := make([]*pg.Node, len(parts))
+	for i, p := range parts {
+		out[i] = &pg.Node{Node: &pg.Node_String_{String_: &pg.String{Sval: p}}}
+	}
+	return out
+}
+
+func catCall(name string, args ...*pg.Node) *pg.Node {
+	return &pg.Node{Node: &pg.Node_FuncCall{FuncCall: &pg.FuncCall{Funcname: catNames(name), Args: args, Funcformat: pg.CoercionForm_COERCE_EXPLICIT_CALL}}}
+}
+
+func catString(s string) *pg.Node {
+	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Sval{Sval: &pg.String{Sval: s}}}}}
+}
+
+func catInt(v int64) *pg.Node {
+	if v > 1<<31-1 || v < -1<<31 {
+		return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Fval{Fval: &pg.Float{Fval: fmt.Sprint(v)}}}}}
+	}
+	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Ival{Ival: &pg.Integer{Ival: int32(v)}}}}}
+}
+
+func catBool(v bool) *pg.Node {
+	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Boolval{Boolval: &pg.Boolean{Boolval: v}}}}}
+}
+
+func catNull() *pg.Node {
+	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Isnull: true}}}
+}
+
+func catCast(n *pg.Node, typ string) *pg.Node {
+	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: n, TypeName: &pg.TypeName{Names: catNames(typ), Typemod: -1}}}}
+}
+
+func catCastArray(n *pg.Node, elem string) *pg.Node {
+	bounds := []*pg.Node{{Node: &pg.Node_Integer{Integer: &pg.Integer{Ival: -1}}}}
+	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: n, TypeName: &pg.TypeName{Names: catNames(elem), Typemod: -1, ArrayBounds: bounds}}}}
+}

@@ -250,8 +250,12 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 				return "", errorf(pgwire.CodeSyntaxError, "INSERT has more target columns than expressions")
 			}
 			for j, item := range items {
-				if lit, ok := stringLiteral(item); ok {
-					replaced, err := typedLiteral(lit, table.cols[targets[j]].Type)
+				lit, typ, ok := stringLiteral(item)
+				if ok && !typ.Valid() {
+					typ = table.cols[targets[j]].Type
+				}
+				if ok {
+					replaced, err := typedLiteral(lit, typ)
 					if err != nil {
 						return "", err
 					}
@@ -443,16 +447,26 @@ func withoutPosition(err error) error {
 	return err
 }
 
-// stringLiteral returns the text of an untyped string constant.
-func stringLiteral(n *pg.Node) (string, bool) {
+// stringLiteral returns the text of a string constant, and the type it is
+// cast to ('\x41'::bytea, as drivers that interpolate parameters send
+// them); the zero Type when it is not cast.
+func stringLiteral(n *pg.Node) (string, sqltypes.Type, bool) {
+	var typ sqltypes.Type
+	if tc := n.GetTypeCast(); tc != nil {
+		t, err := typeOf(tc.TypeName)
+		if err != nil {
+			return "", typ, false // the engine reports it
+		}
+		typ, n = t, tc.Arg
+	}
 	c := n.GetAConst()
 	if c == nil || c.Isnull {
-		return "", false
+		return "", typ, false
 	}
 	if sv, ok := c.Val.(*pg.A_Const_Sval); ok {
-		return sv.Sval.Sval, true
+		return sv.Sval.Sval, typ, true
 	}
-	return "", false
+	return "", typ, false
 }
 
 // pgInteger is the text PostgreSQL 15's integer input functions accept.

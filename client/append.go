@@ -1,0 +1,222 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/minkdb/mink/buckets/routing"
+	"github.com/minkdb/mink/internal/flightwire"
+)
+
+// AppendTable appends the rows of rec to a log table and returns once
+// every row is durable.
+//
+// rec has the table's columns, matched by name in any order, with the
+// Arrow types of docs/sql-types.md (the server checks them as COPY does).
+// Rows are routed exactly as the server routes them: by partition value
+// (creating new partitions), then by the hash of the bucket key, or, for a
+// table without one, the whole part to the next bucket in turn. Each
+// bucket's part goes to the bucket's leader; the parts are sent in
+// parallel.
+//
+// Buckets are written independently: on error, some parts may be durable.
+// A NotLeader or Unavailable answer means nothing was written for that
+// part, and it is retried elsewhere or later; only a connection that breaks
+// during the call can leave a part's fate unknown, and then a retry may
+// write it twice.
+func (c *Client) AppendTable(ctx context.Context, table string, rec arrow.RecordBatch) error {
+	if rec.NumRows() == 0 {
+		return nil
+	}
+	m, err := c.table(ctx, table, false)
+	if err != nil {
+		return err
+	}
+	if len(m.info.PrimaryKey) > 0 {
+		return fmt.Errorf("table %q: %w", table, ErrPrimaryKeyUnsupported)
+	}
+	parts, err := c.route(ctx, m, rec)
+	if err != nil {
+		return fmt.Errorf("append to table %q: %w", table, err)
+	}
+	defer func() {
+		for _, p := range parts {
+			p.rec.Release()
+		}
+	}()
+	if len(parts) == 1 {
+		return c.sendBucket(ctx, table, parts[0].bucket, []arrow.RecordBatch{parts[0].rec})
+	}
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.sendBucket(ctx, table, p.bucket, []arrow.RecordBatch{p.rec})
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// PutTable upserts rows into a primary-key table. Not supported yet.
+func (c *Client) PutTable(ctx context.Context, table string, rec arrow.RecordBatch) error {
+	return fmt.Errorf("table %q: %w", table, ErrPrimaryKeyUnsupported)
+}
+
+// Lookup returns the rows of a primary-key table with the given keys. Not
+// supported yet.
+func (c *Client) Lookup(ctx context.Context, table string, keys arrow.RecordBatch) (arrow.RecordBatch, error) {
+	return nil, fmt.Errorf("table %q: %w", table, ErrPrimaryKeyUnsupported)
+}
+
+// part is the rows of a batch that go to one bucket.
+type part struct {
+	bucket uint64
+	rec    arrow.RecordBatch
+}
+
+// roundRobin picks the bucket of a batch of a table without a bucket key.
+var roundRobin atomic.Uint64
+
+// route splits rec by partition and bucket, as the server does
+// (server/flightsvc, sqlfront). The caller releases the parts.
+func (c *Client) route(ctx context.Context, m *tableMeta, rec arrow.RecordBatch) (parts []part, err error) {
+	defer func() {
+		if err != nil {
+			for _, p := range parts {
+				p.rec.Release()
+			}
+			parts = nil
+		}
+	}()
+	keyCols := make([]int, len(m.info.BucketKey))
+	for i, k := range m.info.BucketKey {
+		if keyCols[i], err = columnIndex(rec.Schema(), k); err != nil {
+			return nil, err
+		}
+	}
+	toBuckets := func(ids []uint64, r arrow.RecordBatch) error {
+		if len(ids) == 0 {
+			return fmt.Errorf("no buckets")
+		}
+		if len(keyCols) == 0 {
+			r.Retain()
+			parts = append(parts, part{bucket: ids[roundRobin.Add(1)%uint64(len(ids))], rec: r})
+			return nil
+		}
+		split, err := routing.Split(ctx, r, keyCols, len(ids))
+		if err != nil {
+			return err
+		}
+		for i, s := range split {
+			if s != nil {
+				parts = append(parts, part{bucket: ids[i], rec: s})
+			}
+		}
+		return nil
+	}
+	if m.info.PartitionBy == "" {
+		return parts, toBuckets(m.buckets, rec)
+	}
+	col, err := columnIndex(rec.Schema(), m.info.PartitionBy)
+	if err != nil {
+		return nil, err
+	}
+	byValue, err := routing.SplitByPartition(ctx, rec, col)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, p := range byValue {
+			p.Record.Release()
+		}
+	}()
+	for _, p := range byValue {
+		ids, ok := m.partitions[p.Value]
+		if !ok {
+			if m, err = c.createPartition(ctx, m.info.Name, p.Value); err != nil {
+				return parts, err
+			}
+			if ids, ok = m.partitions[p.Value]; !ok {
+				return parts, fmt.Errorf("partition %q was not created", p.Value)
+			}
+		}
+		if err := toBuckets(ids, p.Record); err != nil {
+			return parts, err
+		}
+	}
+	return parts, nil
+}
+
+func columnIndex(s *arrow.Schema, name string) (int, error) {
+	idx := s.FieldIndices(name)
+	if len(idx) != 1 {
+		return 0, fmt.Errorf("the batch has no column %q (or more than one)", name)
+	}
+	return idx[0], nil
+}
+
+// sendBucket writes recs to one bucket at its leader: the cached one, or
+// the one a redirect names, or the one the cluster's view names after the
+// cached one could not be reached. Unavailable answers are retried with
+// backoff until the call's deadline.
+func (c *Client) sendBucket(ctx context.Context, table string, bucket uint64, recs []arrow.RecordBatch) error {
+	r := c.newRetry(ctx)
+	hops := 0
+	for {
+		addr := c.leader(bucket)
+		if addr == "" {
+			if _, err := c.table(ctx, table, true); err != nil {
+				return err
+			}
+			if addr = c.leader(bucket); addr == "" {
+				if err := r.wait(fmt.Errorf("bucket %d of table %q has no leader yet", bucket, table)); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		fc, err := c.flightClient(addr)
+		if err != nil {
+			return err
+		}
+		acks, err := flightwire.PutBatches(ctx, fc, flightwire.Command{Bucket: bucket}.Descriptor(), recs)
+		recs = recs[min(len(acks), len(recs)):]
+		if err == nil {
+			if len(recs) > 0 {
+				return fmt.Errorf("bucket %d at %s: %d batches not acknowledged", bucket, addr, len(recs))
+			}
+			return nil
+		}
+		if rd, ok := flightwire.RedirectOf(err); ok {
+			if to, perr := rd.Addr(); perr == nil && hops < c.opts.MaxRedirects {
+				c.setLeader(bucket, to)
+				hops++
+				continue
+			}
+			c.forgetLeader(bucket, addr)
+		} else if flightwire.IsUnavailable(err) {
+			if !flightwire.IsBucketUnavailable(err) {
+				// The node could not be reached: ask the cluster who
+				// leads the bucket now.
+				c.forgetLeader(bucket, addr)
+			}
+		} else {
+			if flightwire.IsNotFound(err) {
+				c.forgetTable(table)
+			}
+			return fmt.Errorf("bucket %d at %s: %w", bucket, addr, err)
+		}
+		hops = 0
+		if err := r.wait(fmt.Errorf("bucket %d at %s: %w", bucket, addr, err)); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// ChangeTypeColumn is the first column of a changelog entry: the record's
+// ChangeType as "+I", "-U", "+U" or "-D". A primary-key table cannot have a
+// column of this name.
+const ChangeTypeColumn = "_change_type"
+
+// ChangelogSchema is the schema of a changelog entry's record batch:
+// ChangeTypeColumn (utf8, not null), then the table's columns.
+func (c *Codec) ChangelogSchema() *arrow.Schema { return c.clSchema }
+
+// EncodeChanges encodes records as the payload of one stream entry: an Arrow
+// IPC stream holding one record batch of ChangelogSchema, one row per record
+// in order. The entry's count is len(records); record i has offset
+// entry offset + i (docs/format/kv.md).
+func (c *Codec) EncodeChanges(records []ChangeRecord) ([]byte, error) {
+	rec, err := c.ChangesBatch(nil, records)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(c.clSchema), ipc.WithAllocator(memory.DefaultAllocator))
+	if err := w.Write(rec); err != nil {
+		return nil, fmt.Errorf("kv: encode changes: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("kv: encode changes: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// ChangesBatch returns records as a record batch of ChangelogSchema.
+func (c *Codec) ChangesBatch(mem memory.Allocator, records []ChangeRecord) (arrow.RecordBatch, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	b := array.NewRecordBuilder(mem, c.clSchema)
+	defer b.Release()
+	b.Reserve(len(records))
+	types := b.Field(0).(*array.StringBuilder)
+	cols := b.Fields()[1:]
+	for i, r := range records {
+		if r.Type < Insert || r.Type > Delete {
+			return nil, fmt.Errorf("kv: encode changes: record %d: %s", i, r.Type)
+		}
+		types.Append(r.Type.String())
+		if err := c.decodeRow(cols, r.Row); err != nil {
+			return nil, fmt.Errorf("kv: encode changes: record %d (%s): %w", i, r, err)
+		}
+	}
+	return b.NewRecordBatch(), nil
+}
+
+// DecodeChanges decodes a changelog entry payload made by EncodeChanges back
+// into records (with Write -1), computing each record's key and row from its
+// columns.
+func (c *Codec) DecodeChanges(payload []byte) ([]ChangeRecord, error) {
+	rec, err := DecodeChangesBatch(payload)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	return c.ChangesFromBatch(rec)
+}
+
+// DecodeChangesBatch returns the record batch of a changelog entry payload,
+// as stored: ChangelogSchema, one row per record. `t$changelog` reads these
+// and adds the offsets (entry offset + row index).
+func DecodeChangesBatch(payload []byte) (arrow.RecordBatch, error) {
+	r, err := ipc.NewReader(bytes.NewReader(payload), ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, fmt.Errorf("kv: decode changes: %w", err)
+	}
+	defer r.Release()
+	if !r.Next() {
+		if err := r.Err(); err != nil {
+			return nil, fmt.Errorf("kv: decode changes: %w", err)
+		}
+		return nil, fmt.Errorf("kv: decode changes: %w: no record batch in the payload", ErrBadRow)
+	}
+	rec := r.RecordBatch()
+	rec.Retain()
+	return rec, nil
+}
+
+// ChangesFromBatch turns a record batch of ChangelogSchema into records.
+func (c *Codec) ChangesFromBatch(rec arrow.RecordBatch) ([]ChangeRecord, error) {
+	if !sameTypes(rec.Schema(), c.clSchema) || rec.Schema().Field(0).Name != ChangeTypeColumn {
+		return nil, fmt.Errorf("kv: decode changes: %w: schema %s, want %s", ErrBadRow, rec.Schema(), c.clSchema)
+	}
+	types := rec.Column(0).(*array.String)
+	cols := rec.Columns()
+	n := int(rec.NumRows())
+	out := make([]ChangeRecord, n)
+	// One buffer for all keys and rows of the entry.
+	var buf []byte
+	spans := make([][3]int, n)
+	for i := range n {
+		t, ok := parseChangeType(types.Value(i))
+		if types.IsNull(i) || !ok {
+			return nil, fmt.Errorf("kv: decode changes: %w: record %d has change type %q", ErrBadRow, i, types.Value(i))
+		}
+		out[i].Type, out[i].Write = t, -1
+		k0 := len(buf)
+		var err error
+		if buf, err = c.appendKey(buf, cols, 1, i); err != nil {
+			return nil, fmt.Errorf("kv: decode changes: record %d: %w", i, err)
+		}
+		k1 := len(buf)
+		buf = c.appendRow(buf, cols, 1, i)
+		spans[i] = [3]int{k0, k1, len(buf)}
+	}
+	for i, sp := range spans {
+		out[i].Key = buf[sp[0]:sp[1]:sp[1]]
+		out[i].Row = buf[sp[1]:sp[2]:sp[2]]
+	}
+	return out, nil
+}

@@ -12,3 +12,10 @@ if ! command -v psql >/dev/null 2>&1 || ! dpkg -s postgresql-client >/dev/null 2
 	if ! apt-cache show postgresql-client >/dev/null 2>&1; then apt-get update -qq; fi
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-client >/dev/null
 fi
+
+# A JDK and pgjdbc: sqlfront's catalog test runs pgjdbc's DatabaseMetaData
+# calls (sqlfront/testdata/pgcatalog/JdbcMetadata.java).
+if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/postgresql.jar ]; then
+	if ! apt-cache show libpostgresql-jdbc-java >/dev/null 2>&1; then apt-get update -qq; fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends default-jdk-headless libpostgresql-jdbc-java >/dev/null
+fi

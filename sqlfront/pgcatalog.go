@@ -66,10 +66,6 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	if rw.err != nil {
 		return nil, true, rw.err
 	}
-	if cols, empty := s.staticallyEmpty(rewritten.GetSelectStmt()); empty {
-		postgresColumnNames(node, cols)
-		return emptyStmt(s, cols, resolveParams(paramOIDs, make([]sqltypes.Type, maxParam(node)))), true, nil
-	}
 	text, err := deparse(rewritten)
 	if err != nil {
 		return nil, true, fmt.Errorf("deparse catalog query: %w", err)
@@ -80,6 +76,15 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	}
 	sort.Strings(keys)
 	st, err = s.planCatalogStatement(ctx, sql, text, node, keys, rw.macros, paramOIDs)
+	if err != nil {
+		// DuckDB cannot bind some of the queries psql's \d sends for
+		// objects mink never has (policies, publications, statistics);
+		// answer them without it.
+		if cols, empty := staticallyEmpty(rewritten.GetSelectStmt()); empty {
+			postgresColumnNames(node, cols)
+			return emptyStmt(s, cols, resolveParams(paramOIDs, make([]sqltypes.Type, maxParam(node)))), true, nil
+		}
+	}
 	return st, true, err
 }
 
@@ -253,11 +258,8 @@ func (s *session) catalogInput(sql string) *catalogInput {
 
 // staticallyEmpty reports whether a SELECT returns no rows whatever the
 // data, because it reads (by inner join) a catalog mink never has rows in,
-// and then describes its columns as text. Such statements are answered
-// without DuckDB, which could not bind some of them (they use PostgreSQL's
-// array literals, polymorphic functions, …): psql's \d asks for policies,
-// publications, statistics and inheritance.
-func (s *session) staticallyEmpty(sel *pg.SelectStmt) ([]pgwire.Column, bool) {
+// and then describes its columns as text.
+func staticallyEmpty(sel *pg.SelectStmt) ([]pgwire.Column, bool) {
 	if sel == nil || !selectEmpty(sel) {
 		return nil, false
 	}

@@ -39,6 +39,8 @@ type catalogRewriter struct {
 	err        error
 	// outputCasts are reg* casts whose value is printed, as a name.
 	outputCasts map[*pg.TypeCast]bool
+	// aliasOIDs are the OIDs of the catalogs in FROM clauses, by alias.
+	aliasOIDs map[string]uint32
 }
 
 // catalogConsts are the values of the session functions.
@@ -48,7 +50,7 @@ type catalogConsts struct {
 }
 
 func newCatalogRewriter(c catalogConsts) *catalogRewriter {
-	return &catalogRewriter{consts: c, rels: map[string]bool{}, outputCasts: map[*pg.TypeCast]bool{}}
+	return &catalogRewriter{consts: c, rels: map[string]bool{}, outputCasts: map[*pg.TypeCast]bool{}, aliasOIDs: map[string]uint32{}}
 }
 
 // rewrite rewrites the tree under n.
@@ -153,6 +155,15 @@ func (rw *catalogRewriter) visit(n *pg.Node) bool {
 		if len(f) == 3 {
 			if s := strings.ToLower(f[0].GetString_().GetSval()); s == "pg_catalog" || s == "information_schema" {
 				e.ColumnRef.Fields = f[1:]
+				f = f[1:]
+			}
+		}
+		// The system column tableoid: the OID of the catalog the alias
+		// names.
+		if len(f) == 2 && f[1].GetString_().GetSval() == "tableoid" {
+			if oid, ok := rw.aliasOIDs[f[0].GetString_().GetSval()]; ok {
+				n.Node = catCast(catInt(int64(oid)), "uinteger").Node
+				return false
 			}
 		}
 	}
@@ -160,8 +171,23 @@ func (rw *catalogRewriter) visit(n *pg.Node) bool {
 }
 
 // selectStmt marks reg* casts whose values are printed and gives NULLs in
-// the target list PostgreSQL's type for them, text.
+// the target list PostgreSQL's type for them, text. It notes the aliases
+// of catalogs in FROM, for tableoid.
 func (rw *catalogRewriter) selectStmt(sel *pg.SelectStmt) {
+	for _, from := range sel.FromClause {
+		visitNode(from, func(n *pg.Node) bool {
+			if rv := n.GetRangeVar(); rv != nil {
+				if key, ok := catalogKey(rv.Schemaname, rv.Relname); ok {
+					alias := rv.Relname
+					if rv.Alias != nil {
+						alias = rv.Alias.Aliasname
+					}
+					rw.aliasOIDs[alias] = catalogByName[key].oid
+				}
+			}
+			return n.GetRangeSubselect() == nil
+		})
+	}
 	for _, t := range sel.TargetList {
 		rt := t.GetResTarget()
 		if rt == nil || rt.Val == nil {
@@ -386,6 +412,15 @@ func (rw *catalogRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 	last := strings.ToLower(tn.Names[len(tn.Names)-1].GetString_().GetSval())
 	qualified := len(tn.Names) > 1 && strings.ToLower(tn.Names[0].GetString_().GetSval()) == "pg_catalog"
 	isArray := len(tn.ArrayBounds) > 0
+	if isArray {
+		// '{1,2}'::int[]: PostgreSQL's array literal is not DuckDB's.
+		if lit := tc.Arg.GetAConst().GetSval(); lit != nil {
+			if elems, ok := parseArrayLiteral(lit.Sval); ok {
+				rw.catalog = true
+				tc.Arg = &pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: &pg.A_ArrayExpr{Elements: elems}}}
+			}
+		}
+	}
 	if !isArray {
 		switch last {
 		case "regclass", "regtype", "regnamespace", "regrole", "regproc", "regprocedure", "regoper", "regoperator", "regconfig", "regdictionary":
@@ -654,4 +689,65 @@ func catCast(n *pg.Node, typ string) *pg.Node {
 func catCastArray(n *pg.Node, elem string) *pg.Node {
 	bounds := []*pg.Node{{Node: &pg.Node_Integer{Integer: &pg.Integer{Ival: -1}}}}
 	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: n, TypeName: &pg.TypeName{Names: catNames(elem), Typemod: -1, ArrayBounds: bounds}}}}
+}
+
+// parseArrayLiteral parses a one-dimensional PostgreSQL array literal
+// ({a,"b c",NULL}) into text constants.
+func parseArrayLiteral(lit string) ([]*pg.Node, bool) {
+	lit = strings.TrimSpace(lit)
+	if len(lit) < 2 || lit[0] != '{' || lit[len(lit)-1] != '}' {
+		return nil, false
+	}
+	body := lit[1 : len(lit)-1]
+	var elems []*pg.Node
+	if strings.TrimSpace(body) == "" {
+		return elems, true
+	}
+	for i := 0; i <= len(body); {
+		for i < len(body) && body[i] == ' ' {
+			i++
+		}
+		var elem strings.Builder
+		quoted := false
+		if i < len(body) && body[i] == '"' {
+			quoted = true
+			i++
+			for i < len(body) && body[i] != '"' {
+				if body[i] == '\\' && i+1 < len(body) {
+					i++
+				}
+				elem.WriteByte(body[i])
+				i++
+			}
+			if i >= len(body) {
+				return nil, false
+			}
+			i++
+		} else {
+			for i < len(body) && body[i] != ',' {
+				if body[i] == '{' || body[i] == '"' {
+					return nil, false // nested arrays, stray quotes
+				}
+				elem.WriteByte(body[i])
+				i++
+			}
+		}
+		text := strings.TrimSpace(elem.String())
+		if quoted {
+			text = elem.String()
+		}
+		if !quoted && strings.EqualFold(text, "null") {
+			elems = append(elems, catNull())
+		} else {
+			elems = append(elems, catString(text))
+		}
+		for i < len(body) && body[i] == ' ' {
+			i++
+		}
+		if i < len(body) && body[i] != ',' {
+			return nil, false
+		}
+		i++
+	}
+	return elems, true
 }

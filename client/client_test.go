@@ -66,6 +66,17 @@ func TestAppendAndScan(t *testing.T) {
 	exec(t, conn, "INSERT INTO kv SELECT id + 3000, 'x' FROM kv")
 	checkOnce(t, scanIDs(t, c, "kv", client.ScanOptions{}), 0, 6000)
 
+	// Releasing a scan before the end stops its reads (TestMain checks
+	// for leaked goroutines).
+	rdr, err = c.Scan(ctx, "kv", client.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rdr.Next() {
+		t.Fatal(rdr.Err())
+	}
+	rdr.Release()
+
 	if _, err := c.Scan(ctx, "nope", client.ScanOptions{}); !errors.Is(err, client.ErrNoSuchTable) {
 		t.Fatalf("scan of a missing table: %v", err)
 	}

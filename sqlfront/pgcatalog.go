@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -192,6 +193,12 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 	}
 	var in *catalogInput
 	for _, key := range keys {
+		if key == settingsVarKey {
+			if err := s.conn.Exec(ctx, s.settingsVariable()); err != nil {
+				return fmt.Errorf("set mink_settings: %w", err)
+			}
+			continue
+		}
 		old := c.views[key]
 		if old != nil && old.index == c.index && !sessionRelations[key] {
 			continue
@@ -218,6 +225,21 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 	return nil
 }
 
+// settingsVariable is the statement that sets the DuckDB variable
+// mink_settings to the session's settings.
+func (s *session) settingsVariable() string {
+	var b strings.Builder
+	b.WriteString("SET VARIABLE mink_settings = MAP {")
+	for i, row := range s.catalogSettings() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(catQuoteLiteral(strings.ToLower(row.name)) + ": " + catQuoteLiteral(row.value))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
 // buildRelation computes the rows of the relation key.
 func buildRelation(key string, in *catalogInput) (*arrow.Schema, arrow.RecordBatch) {
 	cols := relationCols(key)
@@ -231,19 +253,42 @@ func buildRelation(key string, in *catalogInput) (*arrow.Schema, arrow.RecordBat
 	return b.record()
 }
 
-// catalogInput gathers what the relations are computed from.
-func (s *session) catalogInput(sql string) *catalogInput {
-	in := &catalogInput{user: s.info.User, database: s.f.cfg.Database, tables: s.catalog.tables}
-	names := make([]string, 0, len(knownSettings))
-	for name := range knownSettings {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		def := knownSettings[name]
-		in.settings = append(in.settings, settingRow{name: display(name), value: s.settings.values[name],
+// extraSettings are read-only settings that drivers and tools read from
+// pg_settings, beyond the ones SHOW knows.
+var extraSettings = []settingRow{
+	{name: "block_size", value: "8192", def: "8192", readOnly: true, description: "Shows the size of a disk block."},
+	{name: "lc_collate", value: "C", def: "C", readOnly: true, description: "Shows the collation order locale."},
+	{name: "lc_ctype", value: "C", def: "C", readOnly: true, description: "Shows the character classification and case conversion locale."},
+	{name: "max_connections", value: "100", def: "100", readOnly: true, description: "Sets the maximum number of concurrent connections."},
+	{name: "max_function_args", value: "100", def: "100", readOnly: true, description: "Shows the maximum number of function arguments."},
+	{name: "max_index_keys", value: "32", def: "32", readOnly: true, description: "Shows the maximum number of index keys."},
+}
+
+// catalogSettings are the rows of pg_settings: the session's settings
+// (settings.go), custom ones ("app.x") and extraSettings, by name.
+func (s *session) catalogSettings() []settingRow {
+	var rows []settingRow
+	for name, def := range knownSettings {
+		rows = append(rows, settingRow{name: display(name), value: s.settings.values[name],
 			def: def.def, description: def.description, readOnly: def.readOnly})
 	}
+	for name, value := range s.settings.values {
+		if _, known := knownSettings[name]; !known {
+			rows = append(rows, settingRow{name: name, value: value})
+		}
+	}
+	for _, extra := range extraSettings {
+		if _, known := knownSettings[extra.name]; !known {
+			rows = append(rows, extra)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
+	return rows
+}
+
+// catalogInput gathers what the relations are computed from.
+func (s *session) catalogInput(sql string) *catalogInput {
+	in := &catalogInput{user: s.info.User, database: s.f.cfg.Database, tables: s.catalog.tables, settings: s.catalogSettings()}
 	addr := ""
 	if s.info.RemoteAddr != nil {
 		addr = s.info.RemoteAddr.String()

@@ -73,12 +73,17 @@ const (
 	// firstUserOID is PostgreSQL's FirstNormalObjectId: a table's OID is
 	// firstUserOID + its table id.
 	firstUserOID uint32 = 16384
+	// rowTypeOIDBase: the OID of a table's row type (pg_type, typtype
+	// 'c') is rowTypeOIDBase + its table id.
+	rowTypeOIDBase uint32 = 1 << 29
 	// attrdefOIDBase: a column default's OID is attrdefOIDBase + table id
 	// << 11 + attnum (a table has at most 1600 columns).
 	attrdefOIDBase uint32 = 1 << 30
 )
 
 func tableOID(id catalog.TableID) uint32 { return firstUserOID + uint32(id) }
+
+func rowTypeOID(id catalog.TableID) uint32 { return rowTypeOIDBase + uint32(id) }
 
 // catalogByName indexes catalogDefs by "schema.name".
 var catalogByName = func() map[string]*catalogDef {
@@ -577,6 +582,25 @@ func quoteIdentIfNeeded(s string) string {
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
+
+// pgKeyword is a row of pg_get_keywords().
+type pgKeyword struct {
+	word      string
+	catcode   byte // U unreserved, C column name, T type or function name, R reserved
+	barelabel bool // usable as a column label without AS
+}
+
+// quotedKeywords are the keywords quote_ident quotes: all but the
+// unreserved ones.
+var quotedKeywords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range pgKeywords {
+		if k.catcode != 'U' {
+			m[k.word] = true
+		}
+	}
+	return m
+}()
 
 // isKeyword reports whether s is a PostgreSQL keyword that quote_ident
 // quotes.

@@ -55,6 +55,7 @@ var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
 	"information_schema.views":    buildISViews,
 	"information_schema.columns":  buildISColumns,
 	// Private relations the macros read (pgcatalog_macros.go).
+	"mink.keywords":     buildKeywords,
 	"mink.types":        buildTypeNames,
 	"mink.type_aliases": buildTypeAliases,
 	"mink.relinfo":      buildRelinfo,
@@ -78,6 +79,10 @@ var privateRelations = map[string][]catalogCol{
 	},
 	"mink.type_aliases": {
 		{"alias", 25, -1, true}, {"oid", 26, -1, true},
+	},
+	keywordsKey: {
+		{"word", 25, -1, true}, {"catcode", 18, -1, true}, {"barelabel", 16, -1, true},
+		{"catdesc", 25, -1, true}, {"baredesc", 25, -1, true},
 	},
 }
 
@@ -177,10 +182,12 @@ func buildClasses(in *catalogInput, b *relBuilder) {
 			am = oidHeap
 		}
 		var opts []string
+		reltype := uint32(0)
 		if r.table != nil {
 			opts = r.table.reloptions()
+			reltype = rowTypeOID(r.table.id)
 		}
-		b.add("oid", r.oid, "relname", r.name, "relnamespace", r.namespace, "reltype", uint32(0), "reloftype", uint32(0),
+		b.add("oid", r.oid, "relname", r.name, "relnamespace", r.namespace, "reltype", reltype, "reloftype", uint32(0),
 			"relowner", oidSessionUser, "relam", am, "relfilenode", r.oid, "reltablespace", uint32(0),
 			"relpages", int32(0), "reltuples", float32(-1), "relallvisible", int32(0), "reltoastrelid", uint32(0),
 			"relhasindex", false, "relisshared", false, "relpersistence", "p", "relkind", r.kind,
@@ -258,6 +265,16 @@ func buildTypes(in *catalogInput, b *relBuilder) {
 			"typmodin", regprocName(t.modin), "typmodout", regprocName(t.modout), "typanalyze", "-",
 			"typalign", string(t.align), "typstorage", string(t.storage), "typnotnull", false, "typbasetype", uint32(0),
 			"typtypmod", int32(-1), "typndims", int32(0), "typcollation", t.collation)
+	}
+	// Every table has a row type of its name, as in PostgreSQL.
+	for _, t := range in.tables {
+		b.add("oid", rowTypeOID(t.id), "typname", t.spec.Name, "typnamespace", oidPublic, "typowner", oidSessionUser,
+			"typlen", int16(-1), "typbyval", false, "typtype", "c", "typcategory", "C", "typispreferred", false,
+			"typisdefined", true, "typdelim", ",", "typrelid", t.oid, "typsubscript", "-", "typelem", uint32(0),
+			"typarray", uint32(0), "typinput", "record_in", "typoutput", "record_out", "typreceive", "record_recv",
+			"typsend", "record_send", "typmodin", "-", "typmodout", "-", "typanalyze", "-", "typalign", "d",
+			"typstorage", "x", "typnotnull", false, "typbasetype", uint32(0), "typtypmod", int32(-1),
+			"typndims", int32(0), "typcollation", uint32(0))
 	}
 }
 
@@ -505,6 +522,9 @@ func buildTypeNames(in *catalogInput, b *relBuilder) {
 		}
 		b.add("oid", t.oid, "name", typeDisplayName(t.oid), "typname", t.name, "elem", uint32(0))
 	}
+	for _, t := range in.tables {
+		b.add("oid", rowTypeOID(t.id), "name", quoteIdentIfNeeded(t.spec.Name), "typname", t.spec.Name, "elem", uint32(0))
+	}
 }
 
 // displayName is a type's name in format_type's output.
@@ -581,5 +601,23 @@ func buildTypeAliases(in *catalogInput, b *relBuilder) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		b.add("alias", k, "oid", aliases[k])
+	}
+	for _, t := range in.tables {
+		b.add("alias", t.spec.Name, "oid", rowTypeOID(t.id))
+	}
+}
+
+// keywordsKey is pg_get_keywords(), a relation here.
+const keywordsKey = "mink.keywords"
+
+func buildKeywords(in *catalogInput, b *relBuilder) {
+	desc := map[byte]string{'U': "unreserved", 'C': "unreserved (cannot be function or type name)",
+		'T': "reserved (can be function or type name)", 'R': "reserved"}
+	for _, k := range pgKeywords {
+		bare := "requires AS"
+		if k.barelabel {
+			bare = "can be bare label"
+		}
+		b.add("word", k.word, "catcode", string(k.catcode), "barelabel", k.barelabel, "catdesc", desc[k.catcode], "baredesc", bare)
 	}
 }

@@ -124,7 +124,13 @@ func (rw *catalogRewriter) visit(n *pg.Node) bool {
 	case *pg.Node_RangeVar:
 		rw.rangeVar(e.RangeVar)
 	case *pg.Node_RangeFunction:
-		rw.rangeFunction(e.RangeFunction)
+		if repl := rw.rangeFunction(e.RangeFunction); repl != nil {
+			n.Node = repl.Node
+			if repl.GetRangeVar() != nil {
+				return false // an emulated relation, rewritten already
+			}
+			return rw.visit(n)
+		}
 	case *pg.Node_FuncCall:
 		if repl := rw.funcCall(e.FuncCall); repl != nil {
 			n.Node = repl.Node
@@ -153,7 +159,7 @@ func (rw *catalogRewriter) visit(n *pg.Node) bool {
 	case *pg.Node_ColumnRef:
 		f := e.ColumnRef.Fields
 		if len(f) == 3 {
-			if s := strings.ToLower(f[0].GetString_().GetSval()); s == "pg_catalog" || s == "information_schema" {
+			if s := strings.ToLower(f[0].GetString_().GetSval()); s == "pg_catalog" || s == "information_schema" || s == "public" {
 				e.ColumnRef.Fields = f[1:]
 				f = f[1:]
 			}
@@ -214,7 +220,12 @@ func (rw *catalogRewriter) rangeVar(rv *pg.RangeVar) {
 		case "pg_catalog", "information_schema":
 			rw.fail(errorf(pgwire.CodeUndefinedTable, "relation \"%s.%s\" does not exist (mink emulates part of the catalog)", rv.Schemaname, rv.Relname))
 		default:
+			// A user table: mink's tables are the engine's views, outside
+			// any schema called public (see stripPublic).
 			rw.userTables = true
+			if strings.EqualFold(rv.Schemaname, "public") {
+				rv.Schemaname, rv.Catalogname = "", ""
+			}
 		}
 		return
 	}
@@ -226,8 +237,24 @@ func (rw *catalogRewriter) rangeVar(rv *pg.RangeVar) {
 	rv.Schemaname, rv.Catalogname, rv.Relname = "", "", catalogViewName(key)
 }
 
-// rangeFunction handles set-returning functions in FROM.
-func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) {
+// rangeFunction handles set-returning functions in FROM; it returns a
+// replacement for functions that are relations of the emulated catalog.
+func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
+	if len(rf.Functions) == 1 && !rf.Ordinality {
+		if l := rf.Functions[0].GetList(); l != nil && len(l.Items) > 0 {
+			if fc := l.Items[0].GetFuncCall(); fc != nil {
+				if schema, name := funcName(fc); (schema == "" || schema == "pg_catalog") && name == "pg_get_keywords" {
+					rw.catalog = true
+					rw.rels[keywordsKey] = true
+					alias := rf.Alias
+					if alias == nil {
+						alias = &pg.Alias{Aliasname: name}
+					}
+					return &pg.Node{Node: &pg.Node_RangeVar{RangeVar: &pg.RangeVar{Relname: catalogViewName(keywordsKey), Inh: true, Relpersistence: "p", Alias: alias}}}
+				}
+			}
+		}
+	}
 	for _, item := range rf.Functions {
 		l := item.GetList()
 		if l == nil || len(l.Items) == 0 {
@@ -240,6 +267,20 @@ func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) {
 		schema, name := funcName(fc)
 		if schema != "" && schema != "pg_catalog" && schema != "information_schema" {
 			continue
+		}
+		if len(rf.Functions) == 1 && !rf.Ordinality && rf.Alias != nil && len(rf.Alias.Colnames) == 0 {
+			if !setReturning[name] {
+				// A scalar function in FROM is a one-row relation whose
+				// column has the alias's name; DuckDB wants a subquery.
+				alias := rf.Alias.Aliasname
+				sub := &pg.SelectStmt{TargetList: []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Name: alias, Val: l.Items[0]}}}}}
+				return &pg.Node{Node: &pg.Node_RangeSubselect{RangeSubselect: &pg.RangeSubselect{
+					Subquery: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sub}}, Alias: &pg.Alias{Aliasname: alias}}}}
+			}
+			if name == "generate_series" || name == "unnest" && len(fc.Args) == 1 {
+				// generate_series(…) AS i: i is also the column's name.
+				rf.Alias.Colnames = catNames(rf.Alias.Aliasname)
+			}
 		}
 		switch name {
 		case "pg_partition_ancestors":
@@ -255,6 +296,15 @@ func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) {
 			}
 		}
 	}
+	return nil
+}
+
+// setReturning are the set-returning functions catalog queries call in
+// FROM that DuckDB has as table functions (or that are rewritten here).
+var setReturning = map[string]bool{
+	"generate_series": true, "unnest": true, "generate_subscripts": true, "range": true,
+	"pg_partition_ancestors": true, "pg_get_keywords": true, "json_each": true, "json_each_text": true,
+	"jsonb_each": true, "jsonb_each_text": true, "regexp_split_to_table": true,
 }
 
 // funcName returns a function's schema (lower case, "" if none) and name.
@@ -369,6 +419,12 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		hit()
 		return catBool(false)
 	}
+	if name == "string_to_array" && len(fc.Args) == 2 {
+		// DuckDB's string_to_array is a macro, which it cannot expand in
+		// a table function's arguments.
+		fc.Funcname = catNames("string_split")
+		return nil
+	}
 	if m, ok := macroFuncs[name]; ok {
 		hit()
 		rw.useMacro(m)
@@ -378,9 +434,11 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		}
 		return nil
 	}
-	if schema != "" {
+	if schema != "" && fc.Funcformat != pg.CoercionForm_COERCE_SQL_SYNTAX {
 		// pg_catalog.lower(…), pg_catalog.array_to_string(…), …: DuckDB's
-		// function of the same name.
+		// function of the same name. (The parser's pg_catalog.btrim(x)
+		// for TRIM(x) and friends stay: they deparse to SQL syntax,
+		// which DuckDB reads.)
 		hit()
 		fc.Funcname = catNames(name)
 	}

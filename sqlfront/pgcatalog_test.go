@@ -192,6 +192,19 @@ func TestCatalogPgx(t *testing.T) {
 	check(`SELECT schema_name FROM information_schema.schemata ORDER BY 1`,
 		[][]any{{"information_schema"}, {"pg_catalog"}, {"public"}})
 
+	// Queries tools send: Grafana's table list, DBeaver's keywords, pgx's
+	// LoadType of a table's row type.
+	check(`SELECT quote_ident(table_name) FROM information_schema.tables WHERE table_schema IN (SELECT CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END FROM generate_series(array_lower(string_to_array(current_setting('search_path'),','),1), array_upper(string_to_array(current_setting('search_path'),','),1)) as i, string_to_array(current_setting('search_path'),',') s) ORDER BY 1`,
+		[][]any{{`"Mixed Case"`}, {"clicks"}, {"orders"}, {"types"}})
+	check(`SELECT count(*) > 400, count(*) FILTER (WHERE catcode = 'R') FROM pg_catalog.pg_get_keywords()`, [][]any{{true, int64(77)}})
+	check(`SELECT t.typtype, t.typrelid = c.oid, c.reltype = t.oid FROM pg_type t JOIN pg_class c ON c.relname = t.typname WHERE t.typname = 'orders'`,
+		[][]any{{"c", true, true}})
+	if _, err := conn.Exec(ctx, `SET application_name = 'catalog test'`); err != nil {
+		t.Fatal(err)
+	}
+	check(`SELECT current_setting('application_name'), (SELECT setting FROM pg_settings WHERE name = 'application_name')`,
+		[][]any{{"catalog test", "catalog test"}})
+
 	// Catalogs mink has no rows in.
 	check(`SELECT count(*) FROM pg_index`, [][]any{{int64(0)}})
 	check(`SELECT indexrelid FROM pg_catalog.pg_index WHERE indrelid = $1`, nil, uint32(16385))

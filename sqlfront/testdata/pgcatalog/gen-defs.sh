@@ -52,8 +52,9 @@ SELECT E'// builtinTypes are the rows of PostgreSQL''s pg_type for its base,\n'
 FROM pg_type t
 WHERE t.typnamespace = 'pg_catalog'::regnamespace AND t.typtype IN ('b', 'p', 'r', 'm')
   AND (t.typelem = 0 OR (SELECT e.typtype FROM pg_type e WHERE e.oid = t.typelem) <> 'c');
-SELECT E'// quotedKeywords are the keywords quote_ident quotes: all but the\n// unreserved ones.\n'
-  || E'var quotedKeywords = map[string]bool{\n'
-  || string_agg(format(E'\t"%s": true,', word), E'\n' ORDER BY word) || E'\n}\n'
-FROM pg_get_keywords() WHERE catcode <> 'U';
+SELECT E'// pgKeywords are PostgreSQL''s keywords, as pg_get_keywords() lists them:\n'
+  || E'// word, catcode, barelabel.\n'
+  || E'var pgKeywords = []pgKeyword{\n'
+  || string_agg(format(E'\t{"%s", \'%s\', %s},', word, catcode, barelabel::text), E'\n' ORDER BY word) || E'\n}\n'
+FROM pg_get_keywords();
 SQL

@@ -51,6 +51,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunIngest(ctx, os.Stdout, cfg)
 	},
+	"flight": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.FlightConfig{Dir: dir}
+		if quick {
+			cfg.Rows, cfg.ChunkRows, cfg.BatchRows, cfg.Runs = 200_000, 50_000, 20_000, 1
+		}
+		return bench.RunFlight(ctx, os.Stdout, cfg)
+	},
 	"query": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.QueryConfig{Dir: dir}
 		if quick {

@@ -684,6 +684,9 @@ func (rw *catalogRewriter) aExpr(e *pg.A_Expr) *pg.Node {
 		rw.catalog = true
 		e.Name = e.Name[1:]
 	}
+	if (e.Kind == pg.A_Expr_Kind_AEXPR_LIKE || e.Kind == pg.A_Expr_Kind_AEXPR_ILIKE) && len(e.Name) == 1 {
+		return likeCall(e)
+	}
 	if e.Kind != pg.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil {
 		return nil
 	}
@@ -705,6 +708,28 @@ func (rw *catalogRewriter) aExpr(e *pg.A_Expr) *pg.Node {
 		return call
 	}
 	return &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR, Args: []*pg.Node{call}}}}
+}
+
+// likeCall rewrites LIKE and ILIKE, whose escape character is a
+// backslash unless ESCAPE says otherwise (DuckDB's has none): psql's tab
+// completion matches 'pg\_cl%'.
+func likeCall(e *pg.A_Expr) *pg.Node {
+	op := e.Name[0].GetString_().GetSval()
+	fn := "like_escape"
+	if e.Kind == pg.A_Expr_Kind_AEXPR_ILIKE {
+		fn = "ilike_escape"
+	}
+	pattern, escape := e.Rexpr, catString(`\`)
+	if fc := e.Rexpr.GetFuncCall(); fc != nil && len(fc.Args) == 2 {
+		if _, name := funcName(fc); name == "like_escape" {
+			pattern, escape = fc.Args[0], fc.Args[1]
+		}
+	}
+	call := catCall(fn, e.Lexpr, pattern, escape)
+	if strings.HasPrefix(op, "!") {
+		return &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR, Args: []*pg.Node{call}}}}
+	}
+	return call
 }
 
 // Parse tree constructors.

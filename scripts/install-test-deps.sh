@@ -19,3 +19,14 @@ if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/postgresql.jar ];
 	if ! apt-cache show libpostgresql-jdbc-java >/dev/null 2>&1; then apt-get update -qq; fi
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends default-jdk-headless libpostgresql-jdbc-java >/dev/null
 fi
+
+# Real PostgreSQL clients for the SQL end-to-end tests (cmd/mink/sql_e2e_test.go):
+# psycopg2 for Debian's /usr/bin/python3, pgjdbc and a JDK to run it.
+missing=()
+dpkg -s python3-psycopg2 >/dev/null 2>&1 || missing+=(python3-psycopg2)
+dpkg -s libpostgresql-jdbc-java >/dev/null 2>&1 || missing+=(libpostgresql-jdbc-java)
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless) # java File.java needs the compiler
+if [ ${#missing[@]} -gt 0 ]; then
+	if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then apt-get update -qq; fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

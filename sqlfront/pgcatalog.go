@@ -183,7 +183,7 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 	}
 	if index := s.f.cfg.Meta.AppliedIndex(); index != c.index || c.tables == nil {
 		var tables []*catalogTable
-		s.f.cfg.Meta.Read(func(v *catalog.View) { tables = newCatalogTables(v) })
+		s.f.cfg.Meta.Read(func(v *catalog.View) { tables = newCatalogTables(v, s.bucketRows) })
 		c.tables, c.index = tables, index
 	}
 	createMacros := macros && !c.macros
@@ -223,6 +223,20 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 		c.macros = true
 	}
 	return nil
+}
+
+// bucketRows is the acknowledged end of a bucket this node leads: offsets
+// count rows.
+func (s *session) bucketRows(id catalog.BucketID) (int64, bool) {
+	m := s.f.cfg.Buckets()
+	if m == nil {
+		return 0, false
+	}
+	b, err := m.Bucket(id)
+	if err != nil {
+		return 0, false
+	}
+	return int64(b.End()), true
 }
 
 // settingsVariable is the statement that sets the DuckDB variable

@@ -378,6 +378,9 @@ type catalogTable struct {
 	types  []sqltypes.Type
 	size   int64 // bytes committed to the object store
 	nParts int
+	// rows is the number of rows in the table's buckets when the view was
+	// read, -1 if unknown (buckets led by other nodes): reltuples.
+	rows int64
 }
 
 type settingRow struct {
@@ -395,7 +398,8 @@ type activityRow struct {
 
 // newCatalogTables reads the user tables from the view. Tables whose
 // column types do not parse (a newer node's types) are left out.
-func newCatalogTables(v *catalog.View) []*catalogTable {
+// bucketRows returns the number of rows in a bucket this node leads.
+func newCatalogTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool)) []*catalogTable {
 	var out []*catalogTable
 	for _, t := range v.Tables {
 		ct := &catalogTable{oid: tableOID(t.ID), id: t.ID, spec: t.Spec, nParts: len(t.Partitions)}
@@ -416,6 +420,11 @@ func newCatalogTables(v *catalog.View) []*catalogTable {
 				for _, o := range st.Objects {
 					ct.size += o.Size
 				}
+			}
+			if n, ok := bucketRows(b); ok && ct.rows >= 0 {
+				ct.rows += n
+			} else {
+				ct.rows = -1
 			}
 		}
 		out = append(out, ct)

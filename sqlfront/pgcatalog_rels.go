@@ -182,14 +182,18 @@ func buildClasses(in *catalogInput, b *relBuilder) {
 			am = oidHeap
 		}
 		var opts []string
-		reltype := uint32(0)
+		reltype, pages, tuples := uint32(0), int32(0), float32(-1)
 		if r.table != nil {
 			opts = r.table.reloptions()
 			reltype = rowTypeOID(r.table.id)
+			pages = int32((r.table.size + 8191) / 8192)
+			if r.kind == "r" {
+				tuples = float32(r.table.rows)
+			}
 		}
 		b.add("oid", r.oid, "relname", r.name, "relnamespace", r.namespace, "reltype", reltype, "reloftype", uint32(0),
 			"relowner", oidSessionUser, "relam", am, "relfilenode", r.oid, "reltablespace", uint32(0),
-			"relpages", int32(0), "reltuples", float32(-1), "relallvisible", int32(0), "reltoastrelid", uint32(0),
+			"relpages", pages, "reltuples", tuples, "relallvisible", int32(0), "reltoastrelid", uint32(0),
 			"relhasindex", false, "relisshared", false, "relpersistence", "p", "relkind", r.kind,
 			"relnatts", int16(len(r.cols)), "relchecks", int16(0), "relhasrules", false, "relhastriggers", false,
 			"relhassubclass", false, "relrowsecurity", false, "relforcerowsecurity", false, "relispopulated", true,
@@ -410,7 +414,7 @@ func nilIfEmpty(s string) any {
 
 func buildStatUserTables(in *catalogInput, b *relBuilder) {
 	for _, t := range in.tables {
-		b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name, "seq_scan", int64(0), "n_live_tup", int64(0))
+		b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name, "seq_scan", int64(0), "n_live_tup", max(t.rows, 0))
 	}
 }
 

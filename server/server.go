@@ -45,6 +45,7 @@ type Server struct {
 	adminLn  net.Listener
 	engine   *engine.DB
 	front    *sqlfront.Frontend
+	remote   *flightsvc.Pool // connections to other nodes' Flight services
 	pg       *pgwire.Server
 	pgLn     net.Listener
 	flight   *flightsvc.Service
@@ -348,7 +349,8 @@ func (s *Server) startSQL() error {
 	if err != nil {
 		return fmt.Errorf("start the SQL engine: %w", err)
 	}
-	s.front = sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Logger: s.logger})
+	s.remote = flightsvc.NewPool()
+	s.front = sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Remote: s.remote, Logger: s.logger})
 	pgcfg := pgwire.Config{Handler: s.front, Logger: s.logger}
 	if s.cfg.PGPasswordFile != "" {
 		if pgcfg.Users, err = readPasswordFile(s.cfg.PGPasswordFile); err != nil {
@@ -507,6 +509,9 @@ func (s *Server) Close() error {
 		}
 		if s.engine != nil {
 			s.engine.Close()
+		}
+		if s.remote != nil {
+			s.remote.Close()
 		}
 		if s.admin != nil {
 			shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

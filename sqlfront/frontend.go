@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/sqlfront/engine"
@@ -21,6 +23,14 @@ type Metadata interface {
 	AppliedIndex() uint64
 }
 
+// Remote is the node-to-node transport: reads and writes of buckets led by
+// other nodes. server/flightsvc.Pool implements it. Errors are the buckets
+// package's (NotLeaderError, ErrUnavailable), which callers retry.
+type Remote interface {
+	ReadBucket(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error)
+	AppendBucket(ctx context.Context, addr string, bucket catalog.BucketID, rec arrow.RecordBatch) error
+}
+
 // Config configures a Frontend.
 type Config struct {
 	Meta Metadata
@@ -28,7 +38,10 @@ type Config struct {
 	// registers again).
 	Buckets func() *buckets.Manager
 	Engine  *engine.DB
-	Logger  *slog.Logger
+	// Remote reaches buckets led by other nodes (Arrow Flight); nil on a
+	// single node, where such a bucket is an error (57P03).
+	Remote Remote
+	Logger *slog.Logger
 	// Database is the one database name clients may connect to. Default
 	// "mink".
 	Database string

@@ -239,13 +239,16 @@ func (f *Frontend) readBucket(ctx context.Context, id catalog.BucketID) ([]bucke
 		if err == nil {
 			return b.Read(ctx, 0, b.End())
 		}
-		if errors.Is(err, buckets.ErrNotLeader) {
-			// Another node leads it: its committed data is readable from
-			// the object store here; the tail still in the leader's memory
-			// needs the node-to-node transport (Arrow Flight).
-			return nil, fmt.Errorf("bucket %d: %w (reading other nodes' buckets needs the Flight transport)", id, err)
+		var nle *buckets.NotLeaderError
+		if errors.As(err, &nle) && f.cfg.Remote != nil && nle.To != "" {
+			// Another node leads it: read it there, including the rows
+			// still in that leader's memory.
+			var got []buckets.Batch
+			if got, err = f.cfg.Remote.ReadBucket(ctx, nle.To, id); err == nil {
+				return got, nil
+			}
 		}
-		if !errors.Is(err, buckets.ErrUnavailable) || time.Now().After(deadline) {
+		if !retryable(err) || time.Now().After(deadline) {
 			return nil, err
 		}
 		select {
@@ -270,4 +273,10 @@ func projectSchema(s *arrow.Schema, columns []int) *arrow.Schema {
 		fields[i] = s.Field(c)
 	}
 	return arrow.NewSchema(fields, nil)
+}
+
+// retryable reports whether a bucket error may clear up by itself: the
+// bucket is opening, or the view here has not caught up with a move.
+func retryable(err error) bool {
+	return errors.Is(err, buckets.ErrUnavailable) || errors.Is(err, buckets.ErrNotLeader)
 }

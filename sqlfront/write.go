@@ -184,10 +184,14 @@ func (a *appender) toBucket(ctx context.Context, id catalog.BucketID, rec arrow.
 				return nil
 			}
 		}
-		if errors.Is(err, buckets.ErrNotLeader) {
-			return fmt.Errorf("bucket %d: %w (writing to other nodes' buckets needs the Flight transport)", id, err)
+		var nle *buckets.NotLeaderError
+		if errors.As(err, &nle) && f.cfg.Remote != nil && nle.To != "" {
+			// Forwarded to the leader; this waits until it is durable there.
+			if err = f.cfg.Remote.AppendBucket(ctx, nle.To, id, rec); err == nil {
+				return nil
+			}
 		}
-		if !errors.Is(err, buckets.ErrUnavailable) || time.Now().After(deadline) {
+		if !retryable(err) || time.Now().After(deadline) {
 			return err
 		}
 		select {

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -85,16 +87,47 @@ func (s *session) planCopy(ctx context.Context, cs *pg.CopyStmt) (*stmt, error) 
 		if err := s.checkTx(); err != nil {
 			return pgwire.Result{}, err
 		}
-		// Defaults of columns not in the list are not evaluated per row:
-		// refuse a COPY that would need them rather than store NULLs.
+		// Columns not in the list get their DEFAULT. Defaults are
+		// constants, so one evaluation serves every row.
+		fill := make([]any, len(table.cols))
 		for i, c := range table.spec.Columns {
 			if c.Default != "" && !containsInt(targets, i) {
-				return pgwire.Result{}, unsupported("COPY into %q without column %q, which has a DEFAULT, is not supported; list the column", table.name, c.Name)
+				v, err := s.constantValue(ctx, c.Default, table.cols[i].Type)
+				if err != nil {
+					return pgwire.Result{}, wrapf(toWire(err), "default of column %q", c.Name)
+				}
+				fill[i] = v
 			}
 		}
-		sink := &copySink{s: s, table: table, targets: targets}
+		sink := &copySink{s: s, table: table, targets: targets, fill: fill}
 		return pgwire.Result{CopyIn: &pgwire.CopyIn{Table: table.name, Columns: cols, Options: opts, Sink: sink}}, nil
 	}}, nil
+}
+
+// constantValue evaluates a constant expression as typ, giving the Go value
+// rowsToRecord takes for a column of that type.
+func (s *session) constantValue(ctx context.Context, expr string, typ sqltypes.Type) (any, error) {
+	rows, err := s.conn.Query(ctx, "SELECT CAST("+expr+" AS "+typ.DuckDBType()+")")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("constant %s gave no row", expr)
+	}
+	v := rows.Values()[0]
+	if u, ok := v.(string); ok && typ.Kind() == sqltypes.UUID {
+		// The engine gives uuid results as text.
+		var id pgtype.UUID
+		if err := id.Scan(u); err != nil {
+			return nil, err
+		}
+		return id.Bytes, nil
+	}
+	return v, nil
 }
 
 func containsInt(xs []int, x int) bool {
@@ -126,9 +159,12 @@ type copySink struct {
 	s       *session
 	table   *tableInfo
 	targets []int
-	rows    [][]any
-	lines   []int64
-	staged  []arrow.RecordBatch
+	// fill holds, by table column, the value of columns not in the
+	// COPY's column list (their DEFAULT, or nil).
+	fill   []any
+	rows   [][]any
+	lines  []int64
+	staged []arrow.RecordBatch
 }
 
 func (c *copySink) WriteRows(ctx context.Context, batch *pgwire.CopyBatch) error {
@@ -144,7 +180,7 @@ func (c *copySink) stage() error {
 	if len(c.rows) == 0 {
 		return nil
 	}
-	rec, err := rowsToRecord(c.table, c.targets, c.rows)
+	rec, err := rowsToRecord(c.table, c.targets, c.fill, c.rows)
 	if err != nil {
 		var re *rowError
 		if errors.As(err, &re) {

@@ -25,9 +25,11 @@ type rowError struct {
 func (e *rowError) Error() string { return e.err.Message }
 
 // rowsToRecord builds a batch with a table's schema from rows of Go values
-// as pgwire decodes them (see pgwire's package documentation). uuid and json
-// columns are built as FixedSizeBinary(16) and String and then conformed.
-func rowsToRecord(table *tableInfo, targets []int, rows [][]any) (arrow.RecordBatch, error) {
+// as pgwire decodes them (see pgwire's package documentation): row[j] is
+// the value of column targets[j], and a column that is not a target takes
+// fill[i] (nil fill: NULL). uuid and json columns are built as
+// FixedSizeBinary(16) and String and then conformed.
+func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (arrow.RecordBatch, error) {
 	mem := memory.DefaultAllocator
 	fields := make([]arrow.Field, len(table.cols))
 	builders := make([]array.Builder, len(table.cols))
@@ -60,6 +62,8 @@ func rowsToRecord(table *tableInfo, targets []int, rows [][]any) (arrow.RecordBa
 			var v any
 			if pos[i] >= 0 {
 				v = row[pos[i]]
+			} else if fill != nil {
+				v = fill[i]
 			}
 			if err := appendValue(builders[i], c.Type, v); err != nil {
 				return nil, &rowError{row: r, col: c.Name, err: err}

@@ -136,9 +136,9 @@ type BatchMeta struct {
 // (of its first row) and Rows. A table-addressed DoPut acknowledges once, at
 // the end of the stream, when every row is durable: Rows is the total.
 type PutAck struct {
-	Bucket uint64 `json:"bucket,omitempty"`
-	Offset uint64 `json:"offset,omitempty"`
-	Rows   int64  `json:"rows"`
+	Bucket uint64  `json:"bucket,omitempty"`
+	Offset *uint64 `json:"offset,omitempty"`
+	Rows   int64   `json:"rows"`
 }
 
 // EndpointMeta is the app_metadata of a FlightInfo endpoint.

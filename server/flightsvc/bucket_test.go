@@ -43,7 +43,7 @@ func TestPutBucketAcks(t *testing.T) {
 		got = append(got, string(r.AppMetadata))
 	}
 	want := []string{
-		fmt.Sprintf(`{"bucket":%d,"rows":3}`, tk.Bucket),
+		fmt.Sprintf(`{"bucket":%d,"offset":0,"rows":3}`, tk.Bucket),
 		fmt.Sprintf(`{"bucket":%d,"offset":3,"rows":2}`, tk.Bucket),
 		fmt.Sprintf(`{"bucket":%d,"offset":5,"rows":3}`, tk.Bucket),
 	}

@@ -85,8 +85,9 @@ func (s *Service) putBucket(stream flight.FlightService_DoPutServer, rdr *flight
 				continue // drain
 			}
 			ack := flightwire.PutAck{Bucket: uint64(id), Rows: q.rows}
+			offset := lb.End() // an empty batch takes no offsets
 			if q.p != nil {
-				ack.Offset, err = q.p.Wait(ctx)
+				offset, err = q.p.Wait(ctx)
 				if err != nil {
 					err = s.appendFailed(m, id, err)
 					failed.Store(true)
@@ -94,6 +95,7 @@ func (s *Service) putBucket(stream flight.FlightService_DoPutServer, rdr *flight
 					continue
 				}
 			}
+			ack.Offset = &offset
 			body, _ := json.Marshal(ack)
 			if err = stream.Send(&flight.PutResult{AppMetadata: body}); err != nil {
 				failed.Store(true)

@@ -20,8 +20,8 @@ import (
 )
 
 // catalogState is a session's emulated catalogs: the relations registered
-// on its DuckDB connection (catalogViewName) and
-// whether its macros exist. Used by the session's goroutine only.
+// on its DuckDB connection (as views named by catalogViewName) and whether
+// its macros exist. Used by the session's goroutine only.
 type catalogState struct {
 	macros bool
 	// index is the metadata index tables was read at.

@@ -205,6 +205,18 @@ func TestCatalogPgx(t *testing.T) {
 	check(`SELECT current_setting('application_name'), (SELECT setting FROM pg_settings WHERE name = 'application_name')`,
 		[][]any{{"catalog test", "catalog test"}})
 
+	// psql's tab completion: LIKE escapes with a backslash.
+	check(`SELECT c.relname, n.nspname FROM pg_catalog.pg_class c, pg_catalog.pg_namespace n WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'S', 'v', 'm', 'f', 'p') AND (c.relname) LIKE 'pg\_cl%' AND n.nspname = 'pg_catalog'
+	LIMIT 1000`, [][]any{{"pg_class", "pg_catalog"}})
+	check(`SELECT c.relname, NULL::pg_catalog.text FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 'S', 'v', 'm', 'f', 'p') AND (c.relname) LIKE 'ord%' AND pg_catalog.pg_table_is_visible(c.oid) AND c.relnamespace <> (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = 'pg_catalog')
+	UNION ALL
+	SELECT NULL::pg_catalog.text, n.nspname FROM pg_catalog.pg_namespace n WHERE n.nspname LIKE 'ord%' AND n.nspname NOT LIKE E'pg\\_%'
+	LIMIT 1000`, [][]any{{"orders", nil}})
+	check(`SELECT a.attname, NULL::pg_catalog.text FROM pg_catalog.pg_attribute a, pg_catalog.pg_class c WHERE c.oid = a.attrelid and a.attnum > 0 and not a.attisdropped AND (a.attname) LIKE 'cu%' AND c.relname = 'orders' AND pg_catalog.pg_table_is_visible(c.oid)
+	LIMIT 1000`, [][]any{{"customer", nil}})
+	check(`SELECT pg_catalog.lower(name) FROM pg_catalog.pg_settings  WHERE context IN ('user', 'superuser')    AND pg_catalog.lower(name) LIKE pg_catalog.lower('search\_%')
+	LIMIT 1000`, [][]any{{"search_path"}})
+
 	// Catalogs mink has no rows in.
 	check(`SELECT count(*) FROM pg_index`, [][]any{{int64(0)}})
 	check(`SELECT indexrelid FROM pg_catalog.pg_index WHERE indrelid = $1`, nil, uint32(16385))

@@ -190,9 +190,9 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 	if err := checkColumns(spec); err != nil {
 		return nil, err
 	}
-	return s.tagOnly("CREATE TABLE", func(ctx context.Context) error {
+	return s.tagWithNotices("CREATE TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {
 		if s.tx.status == pgwire.TxInBlock {
-			return unsupported("CREATE TABLE cannot run inside a transaction block")
+			return nil, unsupported("CREATE TABLE cannot run inside a transaction block")
 		}
 		for i, def := range defaults {
 			if def == "" {
@@ -200,20 +200,20 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 			}
 			typ, _ := sqltypes.Parse(spec.Columns[i].Type)
 			if err := s.conn.Exec(ctx, "SELECT CAST("+def+" AS "+typ.DuckDBType()+")"); err != nil {
-				return wrapf(toWire(err), "default of column %q", spec.Columns[i].Name)
+				return nil, wrapf(toWire(err), "default of column %q", spec.Columns[i].Name)
 			}
 		}
 		out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec})
 		if errors.Is(err, catalog.ErrExists) {
 			if cs.IfNotExists {
-				return nil // PostgreSQL sends a NOTICE; the tag is the same
+				return []*pgwire.Error{notice(pgwire.CodeDuplicateTable, "relation %q already exists, skipping", name)}, nil
 			}
-			return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", name)
+			return nil, errorf(pgwire.CodeDuplicateTable, "relation %q already exists", name)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return s.f.waitLeaders(ctx, out.Buckets)
+		return nil, s.f.waitLeaders(ctx, out.Buckets)
 	}), nil
 }
 
@@ -417,26 +417,47 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 		}
 		names = append(names, last)
 	}
-	return s.tagOnly("DROP TABLE", func(ctx context.Context) error {
+	return s.tagWithNotices("DROP TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {
 		if s.tx.status == pgwire.TxInBlock {
-			return unsupported("DROP TABLE cannot run inside a transaction block")
+			return nil, unsupported("DROP TABLE cannot run inside a transaction block")
 		}
 		var ids []catalog.TableID
+		var notices []*pgwire.Error
 		for _, name := range names {
 			t, err := s.f.lookupTableByName(name)
 			if err != nil {
 				if d.MissingOk {
+					notices = append(notices, notice("00000", "table %q does not exist, skipping", name))
 					continue
 				}
-				return errorf(pgwire.CodeUndefinedTable, "table %q does not exist", name)
+				return nil, errorf(pgwire.CodeUndefinedTable, "table %q does not exist", name)
 			}
 			ids = append(ids, t.id)
 		}
 		for _, id := range ids {
 			if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropTable{Table: id}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
-				return err
+				return nil, err
 			}
 		}
-		return nil
+		return notices, nil
 	}), nil
+}
+
+// tagWithNotices is a statement that returns a command tag and, perhaps,
+// notices (PostgreSQL's "…, skipping" of IF [NOT] EXISTS).
+func (s *session) tagWithNotices(tag string, fn func(ctx context.Context) ([]*pgwire.Error, error)) *stmt {
+	return &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		notices, err := fn(ctx)
+		if err != nil {
+			return pgwire.Result{}, err
+		}
+		return pgwire.Result{Tag: tag, Notices: notices}, nil
+	}}
+}
+
+func notice(code, format string, args ...any) *pgwire.Error {
+	return &pgwire.Error{Severity: "NOTICE", Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -29,7 +29,9 @@ package sqlfront_test
 //	<SQL, one or more lines>
 //
 // runs the SQL and expects success; with TAG (`INSERT 0 3`, `CREATE
-// TABLE`), the command tag must match too.
+// TABLE`), the command tag must match too. A ---- section after the SQL
+// lists the notices and warnings the statement must send, one a line as
+// "SEVERITY SQLSTATE message" (an empty section: none).
 //
 //	statement error SQLSTATE [message]
 //	<SQL>
@@ -181,7 +183,11 @@ type logicRecord struct {
 	rowsort bool
 	colname bool
 	rows    []string // expected rows (with the names line first under colnames)
-	conn    string   // for "connection"
+	// notices are the expected notices and warnings of a statement ok
+	// record, checked when it has a ---- section (hasNotices).
+	notices    []string
+	hasNotices bool
+	conn       string // for "connection"
 
 	// got is the outcome, for rewrites.
 	got *logicOutcome
@@ -194,6 +200,7 @@ type logicOutcome struct {
 	names   []string
 	rows    []string // rendered, sorted when rowsort
 	isQuery bool     // had a row description
+	notices []string // "SEVERITY SQLSTATE message"
 	// fieldDescs are the result's columns (extended and binary modes).
 	fieldDescs []pgconn.FieldDescription
 }
@@ -320,13 +327,19 @@ func parseLogicFile(path string) ([]*logicRecord, error) {
 		rec.sql = strings.Join(sql, "\n")
 		if i < len(lines) && lines[i] == "----" {
 			if rec.kind == "statement" {
-				return nil, bad(i, "statement records have no ---- section")
+				if rec.wantErr {
+					return nil, bad(i, "statement error records have no ---- section")
+				}
+				rec.hasNotices = true
 			}
 			i++
 			for i < len(lines) && lines[i] != "" {
-				if rec.kind == "copy" {
+				switch rec.kind {
+				case "copy":
 					rec.data = append(rec.data, lines[i])
-				} else {
+				case "statement":
+					rec.notices = append(rec.notices, lines[i])
+				default:
 					rec.rows = append(rec.rows, lines[i])
 				}
 				i++
@@ -381,6 +394,12 @@ func formatLogicFile(recs []*logicRecord) string {
 				b.WriteString(" " + rec.tag)
 			}
 			b.WriteString("\n" + rec.sql + "\n")
+			if rec.hasNotices {
+				b.WriteString("----\n")
+				for _, n := range rec.notices {
+					b.WriteString(n + "\n")
+				}
+			}
 		case rec.kind == "query":
 			b.WriteString("query")
 			if rec.types != "" {
@@ -425,6 +444,7 @@ func (rec *logicRecord) apply(got *logicOutcome) {
 		if rec.tag != "" {
 			rec.tag = got.tag
 		}
+		rec.notices = got.notices
 	case "query":
 		rec.types = got.types
 		rec.rows = nil
@@ -442,9 +462,11 @@ type logicRunner struct {
 	url   string
 	conns map[string]*pgconn.PgConn
 	cur   string
-	pg    bool
-	drop  func()
-	tmap  *pgtype.Map
+	// notices collects the notices of the statement running.
+	notices []string
+	pg      bool
+	drop    func()
+	tmap    *pgtype.Map
 }
 
 func newLogicRunner(t *testing.T, file string, mode logicMode) *logicRunner {
@@ -495,7 +517,14 @@ func (r *logicRunner) conn() *pgconn.PgConn {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgconn.Connect(ctx, r.url)
+	cfg, err := pgconn.ParseConfig(r.url)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		r.notices = append(r.notices, fmt.Sprintf("%s %s %s", n.Severity, n.Code, oneLine(n.Message)))
+	}
+	c, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		r.t.Fatalf("connect %s: %v", r.cur, err)
 	}
@@ -524,6 +553,7 @@ func (r *logicRunner) run(rec *logicRecord) {
 	defer cancel()
 	var got *logicOutcome
 	var descTypes string
+	r.notices = nil
 	switch {
 	case rec.kind == "copy":
 		got = r.copy(ctx, rec)
@@ -532,6 +562,7 @@ func (r *logicRunner) run(rec *logicRecord) {
 	default:
 		got, descTypes = r.extended(ctx, rec.sql)
 	}
+	got.notices = r.notices
 	where := fmt.Sprintf("line %d (%s)", rec.line, firstLine(rec.sql))
 	if got.err == nil && got.isQuery && rec.rowsort {
 		sort.Strings(got.rows)
@@ -562,6 +593,9 @@ func (r *logicRunner) run(rec *logicRecord) {
 	case "statement":
 		if rec.tag != "" && got.tag != rec.tag {
 			t.Errorf("%s: tag %q, want %q", where, got.tag, rec.tag)
+		}
+		if rec.hasNotices && strings.Join(got.notices, "\n") != strings.Join(rec.notices, "\n") {
+			t.Errorf("%s: notices differ\n got:\n%s\nwant:\n%s", where, indent(got.notices), indent(rec.notices))
 		}
 	case "copy":
 		if want := fmt.Sprintf("COPY %d", rec.count); got.tag != want {

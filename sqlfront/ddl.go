@@ -260,8 +260,9 @@ func isConstant(n *pg.Node) bool {
 	case *pg.Node_TypeCast:
 		return isConstant(e.TypeCast.Arg)
 	case *pg.Node_AExpr:
-		if e.AExpr.Kind == pg.A_Expr_Kind_AEXPR_OP && e.AExpr.Lexpr == nil {
-			return isConstant(e.AExpr.Rexpr) // -1
+		// -1, 1 + 1, '1 day'::interval * 2: operators on constants.
+		if e.AExpr.Kind == pg.A_Expr_Kind_AEXPR_OP {
+			return (e.AExpr.Lexpr == nil || isConstant(e.AExpr.Lexpr)) && isConstant(e.AExpr.Rexpr)
 		}
 	}
 	return false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -495,6 +496,13 @@ func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 			return nil, nil
 		}
 		return parseExpr(fmt.Sprintf("to_months(%d) + to_days(%d) + to_microseconds(%d)", iv.Months, iv.Days, iv.Microseconds))
+	case sqltypes.Bool:
+		// DuckDB does not take 'on', 'off' or prefixes such as 'tr'.
+		v, ok := boolInput(text)
+		if !ok {
+			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type boolean: %q", text)
+		}
+		return parseExpr(strconv.FormatBool(v))
 	case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8:
 		// DuckDB rounds '1.5' to 2; PostgreSQL refuses it.
 		if !pgInteger.MatchString(text) {
@@ -502,6 +510,37 @@ func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 		}
 	}
 	return nil, nil
+}
+
+// boolInput reads a boolean the way PostgreSQL's boolin does: true, yes,
+// on, 1 and their opposites, case-insensitive, surrounding white space
+// ignored, and any unambiguous prefix of the words.
+func boolInput(text string) (value, ok bool) {
+	t := strings.ToLower(strings.TrimSpace(text))
+	if t == "" {
+		return false, false
+	}
+	switch t {
+	case "1":
+		return true, true
+	case "0":
+		return false, true
+	case "on":
+		return true, true
+	case "of", "off":
+		return false, true
+	case "o":
+		return false, false // on or off?
+	}
+	for _, w := range []struct {
+		word  string
+		value bool
+	}{{"true", true}, {"false", false}, {"yes", true}, {"no", false}} {
+		if strings.HasPrefix(w.word, t) {
+			return w.value, true
+		}
+	}
+	return false, false
 }
 
 // byteaInput decodes PostgreSQL's bytea text input: hex (\x0102ff) or the

@@ -120,7 +120,7 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 					col.NotNull = true
 				case pg.ConstrType_CONSTR_NULL:
 				case pg.ConstrType_CONSTR_DEFAULT:
-					if def, err = constantExpr(con.RawExpr); err != nil {
+					if def, err = constantExpr(con.RawExpr, typ); err != nil {
 						return nil, err
 					}
 					col.Default = def
@@ -246,9 +246,24 @@ func constraintName(t pg.ConstrType) string {
 }
 
 // constantExpr renders a DEFAULT expression as SQL, if it is a constant.
-func constantExpr(n *pg.Node) (string, error) {
+// A string literal is read the way INSERT reads it into a column of type
+// typ (typedLiteral), so that the stored default means what PostgreSQL
+// would take it to mean.
+func constantExpr(n *pg.Node, typ sqltypes.Type) (string, error) {
 	if !isConstant(n) {
 		return "", unsupported("only constant DEFAULT values are supported")
+	}
+	if lit, cast, ok := stringLiteral(n); ok {
+		if !cast.Valid() {
+			cast = typ
+		}
+		replaced, err := typedLiteral(lit, cast)
+		if err != nil {
+			return "", err
+		}
+		if replaced != nil {
+			n = replaced
+		}
 	}
 	return deparseExpr(n)
 }

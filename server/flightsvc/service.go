@@ -22,11 +22,6 @@ import (
 	"github.com/minkdb/mink/internal/flightwire"
 )
 
-// MaxMessageBytes is the largest gRPC message the service and its Pool
-// accept. DoGet messages hold at most maxRowsPerMessage rows, which keeps
-// them far smaller for ordinary rows.
-const MaxMessageBytes = 256 << 20
-
 // Metadata is what the service needs from the metadata log;
 // *catalog.Catalog implements it.
 type Metadata interface {
@@ -86,7 +81,10 @@ func New(cfg Config) *Service {
 		s.cfg.Pool = NewPool()
 		s.ownsPool = true
 	}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
+	s.grpc = grpc.NewServer(
+		// DoGet messages hold at most maxRowsPerMessage rows, far below this
+		// for ordinary rows; DoPut batches are the clients' choice.
+		grpc.MaxRecvMsgSize(flightwire.MaxMessageBytes), grpc.MaxSendMsgSize(flightwire.MaxMessageBytes))
 	flight.RegisterFlightServiceServer(s.grpc, s)
 	return s
 }

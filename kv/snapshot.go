@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,9 +146,9 @@ type SnapshotResult struct {
 // once a later snapshot is committed (Garbage). Snapshot never deletes
 // anything.
 //
-// The snapshot is a pebble checkpoint taken while Apply is held off, so it
-// holds exactly the records [0, LogOffset). Writes continue during the
-// upload. Immutable files (sstables) already stored by an earlier snapshot
+// The snapshot is a pebble checkpoint taken while Apply is held off (for a
+// memtable flush of what was applied since the snapshot began), so it holds
+// exactly the records [0, LogOffset). Writes continue during the upload. Immutable files (sstables) already stored by an earlier snapshot
 // that is retained, or by an uncommitted attempt newer than every retained
 // snapshot, are referenced instead of uploaded; see docs/format/kv.md for
 // why that is safe against garbage collection. Every other file is uploaded
@@ -154,6 +156,12 @@ type SnapshotResult struct {
 //
 // A failed Snapshot may be retried; the retry reuses what the failed attempt
 // uploaded.
+//
+// REQUIRES: one tablet per leader epoch of the bucket (an epoch opens the
+// stream once). Snapshot objects are keyed by (leader epoch, snapshot id);
+// a second tablet at the same epoch could pick an id the first used, and its
+// create-only puts would then fail (safely: nothing is overwritten).
+// Snapshot calls are serialized; they run concurrently with Apply and reads.
 func (t *Tablet) Snapshot(ctx context.Context, store objstore.Store, opts SnapshotOptions) (SnapshotResult, error) {
 	t.snap.mu.Lock()
 	defer t.snap.mu.Unlock()
@@ -199,8 +207,10 @@ func (t *Tablet) Snapshot(ctx context.Context, store objstore.Store, opts Snapsh
 		return ok && watermark.less(a)
 	}
 
-	// Flush first so that the checkpoint is mostly sstables (uploaded once)
-	// rather than WAL (uploaded by every snapshot).
+	// The tablet has no WAL (see openDB): a checkpoint holds what is
+	// flushed. Flush the bulk first without holding Apply off, then, with
+	// Apply held off so that the checkpoint is at a known offset, flush what
+	// was applied meanwhile and checkpoint.
 	if err := t.db.Flush(); err != nil {
 		return SnapshotResult{}, fmt.Errorf("%s: flush: %w", what, err)
 	}
@@ -211,7 +221,10 @@ func (t *Tablet) Snapshot(ctx context.Context, store objstore.Store, opts Snapsh
 	defer os.RemoveAll(ckDir)
 	t.applyMu.Lock()
 	offset := t.applied.Load()
-	err := t.db.Checkpoint(ckDir)
+	err := t.db.Flush()
+	if err == nil {
+		err = t.db.Checkpoint(ckDir)
+	}
 	t.applyMu.Unlock()
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("%s: checkpoint: %w", what, err)
@@ -249,6 +262,18 @@ func (t *Tablet) Snapshot(ctx context.Context, store objstore.Store, opts Snapsh
 		m.Files = append(m.Files, f)
 	}
 
+	// Sstables first, largest first: they are most of the bytes, and a retry
+	// reuses those that made it.
+	slices.SortStableFunc(uploads, func(a, b int) int {
+		fa, fb := m.Files[a], m.Files[b]
+		if ia, ib := isImmutable(fa.Name), isImmutable(fb.Name); ia != ib {
+			if ia {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(fb.Size, fa.Size)
+	})
 	var mu sync.Mutex // guards res and t.snap.files below
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(t.opts.UploadConcurrency)

@@ -55,6 +55,10 @@ type Options struct {
 	// UploadConcurrency bounds the object-store transfers of one snapshot
 	// or restore (default 4).
 	UploadConcurrency int
+
+	// noCompactions turns pebble's automatic compactions off, for tests
+	// that count the files snapshots share.
+	noCompactions bool
 }
 
 func (o Options) withDefaults() Options {
@@ -76,7 +80,8 @@ func (o Options) withDefaults() Options {
 // Tablet is the KV tablet of a primary-key bucket: the current row of every
 // key, as of a changelog offset. It is a cache that can always be rebuilt
 // from a snapshot and the changelog; it is never the only copy of anything,
-// so it writes without fsync.
+// so it writes without a WAL: after a crash its directory holds the state of
+// some earlier applied offset (or is rebuilt by Restore).
 //
 // Reads (Get, NewReader) are safe concurrently with each other and with
 // Apply and Snapshot. Apply calls are serialized; Snapshot calls are
@@ -124,10 +129,17 @@ func openDB(dir string, opts Options) (*Tablet, error) {
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
 	popts := &pebble.Options{
-		Cache:              cache,
-		MemTableSize:       opts.MemTableSize,
-		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{opts.Logger},
+		Cache:        cache,
+		MemTableSize: opts.MemTableSize,
+		// No WAL: the tablet is a cache, rebuilt from a snapshot and the
+		// changelog after a crash. A memtable flush is atomic, so what
+		// reaches disk is always whole batches with their applied offset.
+		// Without a WAL, a checkpoint is flushed sstables only, and pebble's
+		// recycled WAL files (old bytes included) are never uploaded.
+		DisableWAL:                  true,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLogger{opts.Logger},
+		DisableAutomaticCompactions: opts.noCompactions,
 	}
 	db, err := pebble.Open(filepath.Join(dir, dbDir), popts)
 	if err != nil {
@@ -233,7 +245,7 @@ func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
 // skipped; a gap returns ErrOffsetGap and changes nothing.
 //
 // The records and the new applied offset are written in one pebble batch, so
-// a crash leaves the tablet at the old or the new offset, never in between.
+// the tablet on disk is always at some applied offset, never in between.
 func (t *Tablet) Apply(records []ChangeRecord, endOffset uint64) error {
 	t.applyMu.Lock()
 	defer t.applyMu.Unlock()
@@ -294,6 +306,11 @@ func (t *Tablet) Close() error {
 	defer t.snap.mu.Unlock()
 	if t.closed.Swap(true) {
 		return nil
+	}
+	// Without a WAL, the memtable is lost unless flushed.
+	if err := t.db.Flush(); err != nil {
+		t.db.Close()
+		return fmt.Errorf("kv: close tablet %s: flush: %w", t.dir, err)
 	}
 	if err := t.db.Close(); err != nil {
 		return fmt.Errorf("kv: close tablet %s: %w", t.dir, err)

@@ -3,7 +3,9 @@ package sqlfront
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -26,7 +28,7 @@ var knownSettings = map[string]*setting{
 	"application_name":                    {description: "Sets the application name to be reported in statistics and logs.", report: true},
 	"client_encoding":                     {def: "UTF8", description: "Sets the client's character set encoding.", report: true, check: checkEncoding},
 	"server_encoding":                     {def: "UTF8", readOnly: true, description: "Shows the server (database) character set encoding."},
-	"datestyle":                           {def: "ISO, MDY", description: "Sets the display format for date and time values.", report: true, check: checkDateStyle},
+	"datestyle":                           {def: "ISO, MDY", description: "Sets the display format for date and time values.", report: true}, // checked in set: the check depends on the current value
 	"intervalstyle":                       {def: "postgres", description: "Sets the display format for interval values.", report: true, check: checkOneOf("postgres")},
 	"timezone":                            {def: "UTC", description: "Sets the time zone for displaying and interpreting time stamps.", report: true},
 	"integer_datetimes":                   {def: "on", readOnly: true, description: "Shows whether datetimes are integer based.", report: true},
@@ -35,9 +37,9 @@ var knownSettings = map[string]*setting{
 	"server_version_num":                  {def: "150000", readOnly: true, description: "Shows the server version as an integer."},
 	"search_path":                         {def: `"$user", public`, description: "Sets the schema search order for names that are not schema-qualified."},
 	"extra_float_digits":                  {def: "1", description: "Sets the number of digits displayed for floating-point values."},
-	"statement_timeout":                   {def: "0", description: "Sets the maximum allowed duration of any statement."},
-	"lock_timeout":                        {def: "0", description: "Sets the maximum allowed duration of any wait for a lock."},
-	"idle_in_transaction_session_timeout": {def: "0", description: "Sets the maximum allowed idle time between queries, when in a transaction."},
+	"statement_timeout":                   {def: "0", description: "Sets the maximum allowed duration of any statement.", check: checkMilliseconds},
+	"lock_timeout":                        {def: "0", description: "Sets the maximum allowed duration of any wait for a lock.", check: checkMilliseconds},
+	"idle_in_transaction_session_timeout": {def: "0", description: "Sets the maximum allowed idle time between queries, when in a transaction.", check: checkMilliseconds},
 	"default_transaction_read_only":       {def: "off", description: "Sets the default read-only status of new transactions.", report: true},
 	"default_transaction_isolation":       {def: "read committed", description: "Sets the transaction isolation level of each new transaction."},
 	"transaction_isolation":               {def: "read committed", description: "Sets the current transaction's isolation level."},
@@ -50,6 +52,8 @@ var knownSettings = map[string]*setting{
 	"lc_monetary":                         {def: "C", description: "Sets the locale for formatting monetary amounts."},
 	"lc_numeric":                          {def: "C", description: "Sets the locale for formatting numbers."},
 	"lc_time":                             {def: "C", description: "Sets the locale for formatting date and time values."},
+	"lc_collate":                          {def: "C", readOnly: true, description: "Shows the collation order locale."},
+	"lc_ctype":                            {def: "C", readOnly: true, description: "Shows the character classification and case conversion locale."},
 	"bytea_output":                        {def: "hex", description: "Sets the output format for bytea.", check: checkOneOf("hex")},
 	"client_min_messages":                 {def: "notice", description: "Sets the message levels that are sent to the client."},
 	"row_security":                        {def: "on", description: "Enable row security."},
@@ -81,6 +85,40 @@ func checkOneOf(allowed ...string) func(string) (string, error) {
 	}
 }
 
+// checkMilliseconds reads a time setting whose unit is milliseconds (an
+// integer, or a number with a unit: us, ms, s, min, h, d) and renders it the
+// way SHOW does in PostgreSQL: in the largest unit that keeps it whole.
+func checkMilliseconds(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	num := strings.TrimRightFunc(v, func(r rune) bool { return r >= 'a' && r <= 'z' || r == ' ' })
+	unit := strings.TrimSpace(v[len(num):])
+	x, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return "", fmt.Errorf("not a duration")
+	}
+	perUnit := map[string]float64{"": 1, "us": 0.001, "ms": 1, "s": 1000, "min": 60000, "h": 3600000, "d": 86400000}
+	f, ok := perUnit[unit]
+	if !ok {
+		return "", fmt.Errorf(`valid units for this parameter are "us", "ms", "s", "min", "h", and "d"`)
+	}
+	ms := int64(math.Round(x * f))
+	if ms < 0 || ms > math.MaxInt32 {
+		return "", fmt.Errorf("out of range")
+	}
+	if ms == 0 {
+		return "0", nil
+	}
+	for _, u := range []struct {
+		name string
+		ms   int64
+	}{{"d", 86400000}, {"h", 3600000}, {"min", 60000}, {"s", 1000}} {
+		if ms%u.ms == 0 {
+			return fmt.Sprintf("%d%s", ms/u.ms, u.name), nil
+		}
+	}
+	return fmt.Sprintf("%dms", ms), nil
+}
+
 func checkEncoding(v string) (string, error) {
 	switch strings.ToUpper(strings.ReplaceAll(strings.ReplaceAll(v, "-", ""), "_", "")) {
 	case "UTF8", "UNICODE":
@@ -89,9 +127,14 @@ func checkEncoding(v string) (string, error) {
 	return "", fmt.Errorf("mink only speaks UTF8")
 }
 
-func checkDateStyle(v string) (string, error) {
+// checkDateStyle validates a DateStyle; like PostgreSQL, a value that names
+// no field order keeps the current one (cur).
+func checkDateStyle(cur, v string) (string, error) {
 	parts := strings.Split(v, ",")
 	order := "MDY"
+	if _, o, ok := strings.Cut(cur, ", "); ok {
+		order = o
+	}
 	for _, p := range parts {
 		switch strings.ToUpper(strings.TrimSpace(p)) {
 		case "ISO", "":
@@ -169,8 +212,13 @@ func (s *session) set(ctx context.Context, name, value string) error {
 		}
 		return errorf("55P02", "parameter %q cannot be changed", name)
 	}
-	if def.check != nil {
-		v, err := def.check(value)
+	check := def.check
+	if name == "datestyle" {
+		cur := s.settings.values[name]
+		check = func(v string) (string, error) { return checkDateStyle(cur, v) }
+	}
+	if check != nil {
+		v, err := check(value)
 		if err != nil {
 			return errorf(pgwire.CodeInvalidParameterValue, "invalid value for parameter %q: %q: %v", display(name), value, err)
 		}
@@ -190,7 +238,10 @@ func (s *session) reset(ctx context.Context, name string) error {
 	def, known := knownSettings[name]
 	if !known {
 		if strings.Contains(name, ".") {
-			delete(s.settings.values, name)
+			// A placeholder stays defined once set, as in PostgreSQL.
+			if _, ok := s.settings.values[name]; ok {
+				s.settings.values[name] = ""
+			}
 			return nil
 		}
 		return errorf(pgwire.CodeUndefinedObject, "unrecognized configuration parameter %q", name)
@@ -260,6 +311,9 @@ func (s *session) planSet(v *pg.VariableSetStmt) (*stmt, error) {
 		if err != nil {
 			return nil, err
 		}
+		if v.IsLocal {
+			return s.setLocal(v.Name, value), nil
+		}
 		return s.tagOnly("SET", func(ctx context.Context) error { return s.set(ctx, v.Name, value) }), nil
 	case pg.VariableSetKind_VAR_SET_DEFAULT, pg.VariableSetKind_VAR_RESET:
 		tag := "SET"
@@ -279,6 +333,24 @@ func (s *session) planSet(v *pg.VariableSetStmt) (*stmt, error) {
 	return nil, unsupported("this form of SET is not supported")
 }
 
+// setLocal is SET LOCAL. Outside a transaction block it does nothing but
+// warn, as in PostgreSQL. Inside one it sets the value like SET: mink does
+// not yet restore settings when a block ends.
+func (s *session) setLocal(name, value string) *stmt {
+	return &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		if s.tx.status == pgwire.TxIdle {
+			return pgwire.Result{Tag: "SET", Notices: []*pgwire.Error{{Severity: "WARNING", Code: "25P01", Message: "SET LOCAL can only be used in transaction blocks"}}}, nil
+		}
+		if err := s.set(ctx, name, value); err != nil {
+			return pgwire.Result{}, err
+		}
+		return pgwire.Result{Tag: "SET"}, nil
+	}}
+}
+
 func (s *session) resetAll(ctx context.Context) error {
 	for name, def := range knownSettings {
 		if !def.readOnly {
@@ -289,7 +361,7 @@ func (s *session) resetAll(ctx context.Context) error {
 	}
 	for name := range s.settings.values {
 		if strings.Contains(name, ".") {
-			delete(s.settings.values, name)
+			s.settings.values[name] = ""
 		}
 	}
 	return nil

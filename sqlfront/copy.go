@@ -28,7 +28,7 @@ func (s *session) planCopy(ctx context.Context, cs *pg.CopyStmt) (*stmt, error) 
 		v := ""
 		if de.Arg != nil {
 			var err error
-			if de.Arg.GetList() != nil {
+			if de.Arg.GetList() != nil || de.Arg.GetAStar() != nil {
 				return nil, unsupported("COPY option %s with a column list is not supported", de.Defname)
 			}
 			if v, err = defElemValue(de); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
@@ -111,32 +112,49 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 		return nil, withoutPosition(err)
 	}
 	params := resolveParams(paramOIDs, desc.Params)
-	// A parameter standing alone for a column in VALUES takes the column's
-	// type (the engine cannot see through the VALUES list).
-	if sel := ins.SelectStmt.GetSelectStmt(); sel != nil {
-		for _, row := range sel.ValuesLists {
-			for j, item := range row.GetList().GetItems() {
-				pr := item.GetParamRef()
-				if tc := item.GetTypeCast(); tc != nil {
-					continue // the cast decides
-				}
-				if pr == nil || j >= len(targets) {
-					continue
-				}
-				k := int(pr.Number) - 1
-				for len(params) <= k {
-					params = append(params, 25)
-				}
-				if k >= len(paramOIDs) || paramOIDs[k] == 0 {
-					params[k] = table.cols[targets[j]].Type.OID()
-				}
-			}
+	// A parameter standing alone for a column, in VALUES or in the target
+	// list of INSERT … SELECT, takes the column's type, as in PostgreSQL
+	// (the engine cannot see through the source).
+	columnParam := func(j int, item *pg.Node) {
+		pr := item.GetParamRef()
+		if pr == nil || j >= len(targets) {
+			return
+		}
+		k := int(pr.Number) - 1
+		for len(params) <= k {
+			params = append(params, 25)
+		}
+		if k >= len(paramOIDs) || paramOIDs[k] == 0 {
+			params[k] = table.cols[targets[j]].Type.OID()
 		}
 	}
+	var selects func(sel *pg.SelectStmt)
+	selects = func(sel *pg.SelectStmt) {
+		if sel == nil {
+			return
+		}
+		if sel.Op != pg.SetOperation_SETOP_NONE {
+			selects(sel.Larg)
+			selects(sel.Rarg)
+			return
+		}
+		for _, row := range sel.ValuesLists {
+			for j, item := range row.GetList().GetItems() {
+				columnParam(j, item)
+			}
+		}
+		for j, t := range sel.TargetList {
+			columnParam(j, t.GetResTarget().GetVal())
+		}
+	}
+	selects(ins.SelectStmt.GetSelectStmt())
 
 	st := &stmt{params: params}
 	var returning string
 	if len(ins.ReturningList) > 0 {
+		if hasParamRef(ins.ReturningList) {
+			return nil, unsupported("parameters in RETURNING are not supported")
+		}
 		alias := table.name
 		if ins.Relation.Alias != nil {
 			alias = ins.Relation.Alias.Aliasname
@@ -433,6 +451,19 @@ func coalesce(schema *arrow.Schema, batches []arrow.RecordBatch, target int64) (
 		start = end
 	}
 	return out, nil
+}
+
+// hasParamRef reports whether any of the expressions uses a parameter ($1).
+func hasParamRef(exprs []*pg.Node) bool {
+	found := false
+	for _, e := range exprs {
+		walk(e, func(m protoreflect.Message) {
+			if _, ok := m.Interface().(*pg.ParamRef); ok {
+				found = true
+			}
+		})
+	}
+	return found
 }
 
 // withoutPosition drops the error position of an engine error about a

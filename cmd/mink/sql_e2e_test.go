@@ -113,6 +113,8 @@ func TestSQLClients(t *testing.T) {
 	n := startSQLNode(t, "")
 	t.Run("pgx-simple", func(t *testing.T) { testPgxSimple(t, n) })
 	t.Run("pgx-extended", func(t *testing.T) { testPgxExtended(t, n) })
+	t.Run("pgx-insert-params", func(t *testing.T) { testPgxInsertParams(t, n) })
+	t.Run("pgx-select-params", func(t *testing.T) { testPgxSelectParams(t, n) })
 	t.Run("pgx-uuid-binary", func(t *testing.T) { testPgxUUIDBinary(t, n) })
 	t.Run("pgx-copy", func(t *testing.T) { testPgxCopy(t, n) })
 	t.Run("pgx-copy-jsonb", func(t *testing.T) { testPgxCopyJSONB(t, n) })
@@ -320,6 +322,44 @@ func testPgxExtended(t *testing.T, n *node) {
 	}
 	if c1 != 6 || c2 != 2 {
 		t.Fatalf("batch: %d %d", c1, c2)
+	}
+}
+
+// Parameter types of INSERT: a parameter standing for a column has the
+// column's type, in VALUES and in INSERT … SELECT.
+func testPgxInsertParams(t *testing.T, n *node) {
+	ctx := context.Background()
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeCacheStatement)
+	mustExec(t, conn, "CREATE TABLE pgx_params (a integer, b text, c numeric(6,2))")
+	var a int32
+	var c pgtype.Numeric
+	if err := conn.QueryRow(ctx, "INSERT INTO pgx_params (a, c) SELECT $1, $2 RETURNING a, c", int32(7), 1.5).Scan(&a, &c); err != nil || a != 7 {
+		t.Fatalf("INSERT … SELECT $1, $2: %d %v", a, err)
+	}
+	if f, _ := c.Float64Value(); f.Float64 != 1.5 {
+		t.Fatalf("c = %v", f)
+	}
+	if err := conn.QueryRow(ctx, "INSERT INTO pgx_params (a, b) SELECT $1, 'x' UNION ALL SELECT $2, 'y' RETURNING a", int32(8), int32(9)).Scan(&a); err != nil {
+		t.Fatalf("INSERT … SELECT … UNION ALL: %v", err)
+	}
+	// Parameters in RETURNING are refused clearly rather than misread.
+	if _, err := conn.Exec(ctx, "INSERT INTO pgx_params (a) VALUES ($1) RETURNING a + $2", int32(1), int32(2)); sqlState(err) != "0A000" {
+		t.Fatalf("a parameter in RETURNING: %v, want 0A000", err)
+	}
+}
+
+// Parameter and result types of a SELECT whose parameters only PostgreSQL's
+// rules type: $2 alone is text, $1 in $1 + 1 is integer.
+func testPgxSelectParams(t *testing.T, n *node) {
+	ctx := context.Background()
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeCacheStatement)
+	var i int32
+	var s string
+	if err := conn.QueryRow(ctx, "SELECT $1::int, $2", int32(5), "y").Scan(&i, &s); err != nil || i != 5 || s != "y" {
+		t.Errorf("SELECT $1::int, $2: %d %q %v", i, s, err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT $1 + 1", int32(1)).Scan(&i); err != nil || i != 2 {
+		t.Errorf("SELECT $1 + 1: %d %v", i, err)
 	}
 }
 

@@ -56,8 +56,8 @@ type RestoreResult struct {
 
 // Restore builds a tablet in dir from the newest usable snapshot and returns
 // it with its applied offset; the caller replays the changelog from
-// RestoreResult.LogOffset, then serves. Whatever dir held before is
-// removed.
+// RestoreResult.LogOffset, then serves. dir must not exist or be a tablet
+// directory (of a closed tablet); its previous tablet is removed.
 //
 // Every file is checked against the manifest's size and CRC-32C, and the
 // opened database must be at the manifest's offset. A snapshot that fails a
@@ -69,6 +69,9 @@ type RestoreResult struct {
 // later rather than fall back to an older snapshot needlessly.
 func Restore(ctx context.Context, store objstore.Store, dir string, opts RestoreOptions) (*Tablet, RestoreResult, error) {
 	tabletOpts := opts.Tablet.withDefaults()
+	if err := checkTabletDir(dir); err != nil {
+		return nil, RestoreResult{}, fmt.Errorf("kv: restore bucket %d: %w", opts.Bucket, err)
+	}
 	snaps := slices.Clone(opts.Snapshots)
 	slices.SortFunc(snaps, func(a, b catalog.KVSnapshot) int {
 		return cmp.Or(cmp.Compare(b.LogOffset, a.LogOffset), cmp.Compare(b.LeaderEpoch, a.LeaderEpoch), cmp.Compare(b.ID, a.ID))

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // The tablet's pebble keyspace (docs/format/kv.md): rows under rowPrefix,
@@ -43,9 +45,23 @@ var (
 	ErrClosed = errors.New("tablet closed")
 )
 
+// Cache is a block cache that tablets share, so that a node sizes one
+// cache for all its buckets. It is safe for concurrent use.
+type Cache struct{ c *pebble.Cache }
+
+// NewCache returns a cache of size bytes (allocated as it fills). Release it
+// when no tablet will be opened with it any more; open tablets keep their
+// own reference until Close.
+func NewCache(size int64) *Cache { return &Cache{c: pebble.NewCache(size)} }
+
+// Release drops the creator's reference.
+func (c *Cache) Release() { c.c.Unref() }
+
 // Options configures a tablet. Zero values mean "use the default".
 type Options struct {
-	// CacheSize is pebble's block cache size in bytes (default 64 MiB).
+	// Cache is the block cache to use. If nil, the tablet has its own of
+	// CacheSize bytes (default 64 MiB).
+	Cache     *Cache
 	CacheSize int64
 	// MemTableSize is pebble's memtable size in bytes (default 32 MiB).
 	MemTableSize uint64
@@ -116,18 +132,54 @@ type Tablet struct {
 
 // Open opens the tablet in dir, creating an empty one (applied offset 0) if
 // dir holds none. The directory belongs to the tablet: Snapshot uses it for
-// temporary checkpoints.
+// temporary checkpoints. A tablet reopened after a crash is at the applied
+// offset of its last flush; the caller replays the changelog from
+// AppliedOffset.
 func Open(dir string, opts Options) (*Tablet, error) {
 	opts = opts.withDefaults()
+	if err := checkTabletDir(dir); err != nil {
+		return nil, fmt.Errorf("kv: open tablet: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("kv: open tablet %s: %w", dir, err)
+	}
+	// Checkpoints of snapshots a crash interrupted.
+	stale, _ := filepath.Glob(filepath.Join(dir, "checkpoint-*"))
+	for _, d := range stale {
+		if err := os.RemoveAll(d); err != nil {
+			return nil, fmt.Errorf("kv: open tablet %s: %w", dir, err)
+		}
 	}
 	return openDB(dir, opts)
 }
 
+// checkTabletDir refuses a directory that holds anything but a tablet's
+// files, so that a wrong path never gets a tablet written (or, by Restore,
+// removed) into it.
+func checkTabletDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != dbDir && !strings.HasPrefix(e.Name(), "checkpoint-") {
+			return fmt.Errorf("%s is not a tablet directory: it holds %s", dir, e.Name())
+		}
+	}
+	return nil
+}
+
 func openDB(dir string, opts Options) (*Tablet, error) {
-	cache := pebble.NewCache(opts.CacheSize)
-	defer cache.Unref()
+	var cache *pebble.Cache
+	if opts.Cache != nil {
+		cache = opts.Cache.c
+	} else {
+		cache = pebble.NewCache(opts.CacheSize)
+		defer cache.Unref()
+	}
 	popts := &pebble.Options{
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
@@ -140,6 +192,11 @@ func openDB(dir string, opts Options) (*Tablet, error) {
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLogger{opts.Logger},
 		DisableAutomaticCompactions: opts.noCompactions,
+	}
+	// Bloom filters: a point lookup skips the sstables that cannot hold
+	// its key.
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(filepath.Join(dir, dbDir), popts)
 	if err != nil {
@@ -297,8 +354,28 @@ func (t *Tablet) Apply(records []ChangeRecord, endOffset uint64) error {
 	return nil
 }
 
-// Close closes the tablet. Its directory stays; Open reopens it at its
-// applied offset.
+// ApplyEntry applies a changelog stream entry (see Apply): count records
+// at offsets [offset, offset+count), encoded in payload by EncodeChanges.
+// Replay calls it for every entry from the restored offset on.
+func (t *Tablet) ApplyEntry(c *Codec, offset uint64, count uint32, payload []byte) error {
+	if offset+uint64(count) <= t.AppliedOffset() {
+		return nil
+	}
+	records, err := c.DecodeChanges(payload)
+	if err != nil {
+		return fmt.Errorf("kv: entry at offset %d: %w", offset, err)
+	}
+	if len(records) != int(count) {
+		return fmt.Errorf("kv: entry at offset %d: %w: %d records, the entry says %d", offset, ErrBadRow, len(records), count)
+	}
+	return t.Apply(records, offset+uint64(count))
+}
+
+// Close flushes and closes the tablet, after any Snapshot in progress. Its
+// directory stays; Open reopens it at its applied offset.
+//
+// REQUIRES: no Reader or RecordReader of the tablet is open, and no other
+// call is running or will be made.
 func (t *Tablet) Close() error {
 	t.applyMu.Lock()
 	defer t.applyMu.Unlock()

@@ -1,9 +1,14 @@
 package kv
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/minkdb/mink/buckets/objstore"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 )
@@ -179,8 +184,9 @@ func TestPending(t *testing.T) {
 		t.Fatalf("staged %d records, want 4", p.Staged())
 	}
 	// No-op batches stage nothing.
-	if recs, err := p.Changes([]Write{{Op: OpUpdate, Key: keys[1][:0]}}); err == nil && len(recs) != 0 {
-		t.Fatalf("a no-op batch produced %v", recs)
+	otherKeys, otherRows := encodeRows(t, c, testRow{id: 2, name: "b"})
+	if recs, err := p.Changes([]Write{{Op: OpDelete, Key: otherKeys[0]}, {Op: OpUpdate, Key: otherKeys[0], Row: otherRows[0]}}); err != nil || len(recs) != 0 || p.Staged() != 4 {
+		t.Fatalf("a no-op batch: %v %v, %d staged", recs, err, p.Staged())
 	}
 
 	// Nothing is acknowledged: readers see nothing.
@@ -219,4 +225,41 @@ func TestPending(t *testing.T) {
 		}()
 		p.Apply(b3, 10)
 	}()
+}
+
+// TestTabletDirGuards: a directory that is not a tablet's is never used, and
+// replaying a changelog that no longer starts where the tablet is fails.
+func TestTabletDirGuards(t *testing.T) {
+	c := testCodec(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, testOptions()); err == nil {
+		t.Fatal("Open used a directory holding other files")
+	}
+	if _, _, err := Restore(context.Background(), objstore.NewMem(), dir, RestoreOptions{Bucket: 1, Tablet: testOptions()}); err == nil {
+		t.Fatal("Restore used a directory holding other files")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "precious")); err != nil {
+		t.Fatal(err)
+	}
+
+	// An empty tablet (full replay) given a stream trimmed to offset 10.
+	tab, err := Open(filepath.Join(dir, "tablet"), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	keys, rows := encodeRows(t, c, testRow{id: 1, name: "a"})
+	payload, err := c.EncodeChanges([]ChangeRecord{{Type: Insert, Key: keys[0], Row: rows[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.ApplyEntry(c, 10, 1, payload); !errors.Is(err, ErrOffsetGap) {
+		t.Fatalf("replay from a trimmed stream: %v, want ErrOffsetGap", err)
+	}
+	if err := tab.ApplyEntry(c, 0, 2, payload); !errors.Is(err, ErrBadRow) {
+		t.Fatalf("an entry whose count disagrees with its payload: %v, want ErrBadRow", err)
+	}
 }

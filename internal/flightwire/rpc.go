@@ -22,11 +22,26 @@ const MaxMessageBytes = 256 << 20
 
 // DialOptions are the gRPC options mink uses to reach a Flight service:
 // plaintext (listeners are loopback or a private network), and messages up
-// to MaxMessageBytes.
+// to MaxMessageBytes. Bulk transfers want large socket buffers and flow
+// control windows (ServerOptions has the server's side): gRPC's defaults
+// (32 KiB buffers, 64 KiB windows grown by probing) cost about 11% more
+// CPU per row read on loopback.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithReadBufferSize(1 << 20), grpc.WithWriteBufferSize(1 << 20),
+		grpc.WithInitialWindowSize(16 << 20), grpc.WithInitialConnWindowSize(64 << 20),
+	}
+}
+
+// ServerOptions are the gRPC server options of mink's Flight service, the
+// counterpart of DialOptions.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.ReadBufferSize(1 << 20), grpc.WriteBufferSize(1 << 20),
+		grpc.InitialWindowSize(16 << 20), grpc.InitialConnWindowSize(64 << 20),
 	}
 }
 

@@ -81,10 +81,9 @@ func New(cfg Config) *Service {
 		s.cfg.Pool = NewPool()
 		s.ownsPool = true
 	}
-	s.grpc = grpc.NewServer(
-		// DoGet messages hold at most maxRowsPerMessage rows, far below this
-		// for ordinary rows; DoPut batches are the clients' choice.
-		grpc.MaxRecvMsgSize(flightwire.MaxMessageBytes), grpc.MaxSendMsgSize(flightwire.MaxMessageBytes))
+	// DoGet messages hold at most maxRowsPerMessage rows, far below the
+	// message limit for ordinary rows; DoPut batches are the clients' choice.
+	s.grpc = grpc.NewServer(flightwire.ServerOptions()...)
 	flight.RegisterFlightServiceServer(s.grpc, s)
 	return s
 }

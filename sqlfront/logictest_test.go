@@ -139,6 +139,7 @@ func TestLogic(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each run has a node of its own
 			recs, err := parseLogicFile(path)
 			if err != nil {
 				t.Fatal(err)

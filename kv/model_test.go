@@ -299,6 +299,10 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			check(fmt.Sprintf("op %d", op))
 		}
 	}
+	if err := tab.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mv.lead()
 	recover("end")
 	if !maps.Equal(acked, log.stateAt(t, c, log.end)) {
 		t.Fatal("the model and the changelog disagree")

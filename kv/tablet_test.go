@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/minkdb/mink/buckets/objstore"
-
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/minkdb/mink/buckets/objstore"
 )
 
 func TestApplyOffsets(t *testing.T) {

@@ -106,6 +106,13 @@ type Write struct {
 	Key []byte
 	// Row is the encoded new row; nil for OpDelete.
 	Row []byte
+	// CheckRow makes the write conditional, for optimistic read-modify-write
+	// (UPDATE … SET v = v + 1 computed from a row read earlier): the batch
+	// fails with a *ConflictError unless the key's current row — after the
+	// batch's earlier writes — is byte-equal to IfRow, a nil IfRow meaning
+	// that the key has no row. The caller then reads again and retries.
+	CheckRow bool
+	IfRow    []byte
 }
 
 // ErrDuplicateKey is wrapped by *DuplicateKeyError.
@@ -127,6 +134,24 @@ func (e *DuplicateKeyError) Error() string {
 
 func (e *DuplicateKeyError) Unwrap() error { return ErrDuplicateKey }
 
+// ErrConflict is wrapped by *ConflictError.
+var ErrConflict = errors.New("the row changed since it was read")
+
+// ConflictError is returned by Changes when a conditional write (CheckRow)
+// finds a row other than the one it expects.
+type ConflictError struct {
+	// Write is the index of the failing write in the batch.
+	Write int
+	// Key is its encoded key.
+	Key []byte
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%v: write %d, key %x", ErrConflict, e.Write, e.Key)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
 // RowReader reads the current row of a key. *Tablet, *Reader and *Pending
 // implement it.
 type RowReader interface {
@@ -138,7 +163,8 @@ type RowReader interface {
 // Changes turns a batch of writes into changelog records by reading the
 // current row of each key from r. Writes to one key take effect in batch
 // order: a later write sees the row an earlier one left. The batch is
-// atomic: on error (a duplicate key, a read error) no records are returned.
+// atomic: on error (a duplicate key, a conflict, a read error) no records
+// are returned.
 //
 // Changes does not modify r. The records become the bucket's state only
 // once they are appended to its stream and applied (Tablet.Apply).
@@ -162,6 +188,9 @@ func Changes(r RowReader, writes []Write) ([]ChangeRecord, error) {
 		old, exists, err := current(w.Key)
 		if err != nil {
 			return nil, fmt.Errorf("kv: write %d: read key %x: %w", i, w.Key, err)
+		}
+		if w.CheckRow && (exists != (w.IfRow != nil) || !bytes.Equal(old, w.IfRow)) {
+			return nil, &ConflictError{Write: i, Key: bytes.Clone(w.Key)}
 		}
 		var after []byte // the row after this write; nil: deleted
 		switch w.Op {

@@ -147,3 +147,48 @@ func TestChangesWriteIndex(t *testing.T) {
 		t.Fatalf("write indexes %v, want %v", got, want)
 	}
 }
+
+// TestChangesConditional checks CheckRow, the optimistic read-modify-write
+// that UPDATE and ON CONFLICT DO UPDATE use.
+func TestChangesConditional(t *testing.T) {
+	c := testCodec(t)
+	tab, err := Open(t.TempDir(), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	keys, rows := encodeRows(t, c, testRow{id: 1, name: "a", v: ptr("old")}, testRow{id: 1, name: "a", v: ptr("new")})
+	var log memLog
+	write(t, c, tab, &log, []Write{{Op: OpInsert, Key: keys[0], Row: rows[0]}})
+
+	tests := []struct {
+		name     string
+		writes   []Write
+		conflict int // -1: none
+		records  int
+	}{
+		{"the row read is current", []Write{{Op: OpUpdate, Key: keys[0], Row: rows[1], CheckRow: true, IfRow: rows[0]}}, -1, 2},
+		{"the row changed", []Write{{Op: OpUpdate, Key: keys[0], Row: rows[1], CheckRow: true, IfRow: rows[1]}}, 0, 0},
+		{"the row was absent when read", []Write{{Op: OpUpsert, Key: keys[0], Row: rows[1], CheckRow: true}}, 0, 0},
+		{"a delete conditional on the current row", []Write{{Op: OpDelete, Key: keys[0], CheckRow: true, IfRow: rows[0]}}, -1, 1},
+		{"checked after the batch's earlier writes", []Write{
+			{Op: OpUpdate, Key: keys[0], Row: rows[1]},
+			{Op: OpDelete, Key: keys[0], CheckRow: true, IfRow: rows[1]},
+			{Op: OpInsert, Key: keys[0], Row: rows[0], CheckRow: true},
+		}, -1, 4},
+		{"a conflict fails the whole batch", []Write{
+			{Op: OpUpdate, Key: keys[0], Row: rows[1]},
+			{Op: OpDelete, Key: keys[0], CheckRow: true, IfRow: rows[0]},
+		}, 1, 0},
+	}
+	for _, tt := range tests {
+		records, err := Changes(tab, tt.writes)
+		var ce *ConflictError
+		switch {
+		case tt.conflict >= 0 && (!errors.As(err, &ce) || !errors.Is(err, ErrConflict) || ce.Write != tt.conflict || records != nil):
+			t.Errorf("%s: %v, %v; want a conflict at write %d", tt.name, records, err, tt.conflict)
+		case tt.conflict < 0 && (err != nil || len(records) != tt.records):
+			t.Errorf("%s: %d records, %v; want %d records", tt.name, len(records), err, tt.records)
+		}
+	}
+}

@@ -30,12 +30,15 @@ func testSeed(t *testing.T) uint64 {
 
 // modelChanges is the model of Changes: the records a batch of writes
 // yields against state, or the index of the write that fails with a
-// duplicate key (-1 if none).
+// duplicate key or a conflict (-1 if none).
 func modelChanges(state map[string]string, writes []Write) ([]ChangeRecord, int) {
 	state = maps.Clone(state)
 	var out []ChangeRecord
 	for i, w := range writes {
 		old, exists := state[string(w.Key)]
+		if w.CheckRow && (exists != (w.IfRow != nil) || old != string(w.IfRow)) {
+			return nil, i
+		}
 		switch {
 		case w.Op == OpInsert && exists:
 			return nil, i
@@ -185,14 +188,31 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			for i := range writes {
 				writes[i] = randomWrite()
 			}
-			want, dup := modelChanges(staged, writes)
-			records, err := p.Changes(writes)
-			if dup >= 0 {
-				var de *DuplicateKeyError
-				if !errors.As(err, &de) || de.Write != dup {
-					t.Fatalf("op %d: Changes: %v, want a duplicate key at write %d", op, err, dup)
+			for i := range writes {
+				// Some writes are conditional on the row as of the batch
+				// start, usually the current one, sometimes a stale one.
+				if rng.IntN(6) == 0 {
+					writes[i].CheckRow = true
+					if row, ok := staged[string(writes[i].Key)]; ok && rng.IntN(4) > 0 {
+						writes[i].IfRow = []byte(row)
+					} else if rng.IntN(2) == 0 {
+						writes[i].IfRow = randomWrite().Row
+					}
 				}
-				stats["duplicate"]++
+			}
+			want, failed := modelChanges(staged, writes)
+			records, err := p.Changes(writes)
+			if failed >= 0 {
+				var de *DuplicateKeyError
+				var ce *ConflictError
+				switch {
+				case errors.As(err, &de) && de.Write == failed && writes[failed].Op == OpInsert:
+					stats["duplicate"]++
+				case errors.As(err, &ce) && ce.Write == failed && writes[failed].CheckRow:
+					stats["conflict"]++
+				default:
+					t.Fatalf("op %d: Changes: %v, want a duplicate key or a conflict at write %d", op, err, failed)
+				}
 				continue
 			}
 			if err != nil {

@@ -30,3 +30,8 @@ func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // ErrNoSuchBucket: the bucket is not in the view (dropped, or never existed).
 var ErrNoSuchBucket = errors.New("no such bucket")
+
+// ErrUnknownOutcome: a write failed in a way that does not say whether it
+// was appended (a forwarded write whose connection broke). It must not be
+// retried blindly: the rows may be there already.
+var ErrUnknownOutcome = errors.New("write outcome unknown")

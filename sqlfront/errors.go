@@ -11,6 +11,7 @@ import (
 	"github.com/pganalyze/pg_query_go/v6/parser"
 
 	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
@@ -59,6 +60,9 @@ func toWire(err error) error {
 		return &pgwire.Error{Code: pgwire.CodeQueryCanceled, Message: "canceling statement due to user request", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &pgwire.Error{Code: pgwire.CodeQueryCanceled, Message: "canceling statement due to statement timeout", Err: err}
+	case errors.Is(err, buckets.ErrUnknownOutcome), errors.Is(err, s3stream.ErrUnknownOutcome):
+		return &pgwire.Error{Code: "40003", Message: err.Error(),
+			Hint: "The write may or may not have been stored; check before retrying.", Err: err}
 	case errors.Is(err, buckets.ErrUnavailable), errors.Is(err, buckets.ErrNotLeader):
 		return &pgwire.Error{Code: codeUnavailable, Message: err.Error(), Hint: "The bucket is moving between nodes or opening; retry shortly.", Err: err}
 	case errors.Is(err, catalog.ErrExists):

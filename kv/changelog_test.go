@@ -192,3 +192,31 @@ func TestChangesConditional(t *testing.T) {
 		}
 	}
 }
+
+// TestCodecWrites: Codec.Writes encodes a statement's batch as Changes
+// takes it.
+func TestCodecWrites(t *testing.T) {
+	c := testCodec(t)
+	rows := []testRow{{id: 1, name: "a"}, {id: 2, name: "b", v: ptr("x")}}
+	keys, encoded := encodeRows(t, c, rows...)
+	rec, err := c.DecodeRows(nil, encoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	for _, op := range []WriteOp{OpUpsert, OpDelete} {
+		writes, err := c.Writes(op, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range writes {
+			wantRow := encoded[i]
+			if op == OpDelete {
+				wantRow = nil
+			}
+			if w.Op != op || string(w.Key) != string(keys[i]) || string(w.Row) != string(wantRow) {
+				t.Fatalf("%s write %d: %+v", op, i, w)
+			}
+		}
+	}
+}

@@ -122,10 +122,43 @@ func (c *Codec) appendKey(dst []byte, cols []arrow.Array, off, i int) ([]byte, e
 // AppendRow appends the encoded row i of rec (which has the codec's schema)
 // to dst.
 func (c *Codec) AppendRow(dst []byte, rec arrow.RecordBatch, i int) ([]byte, error) {
-	if !c.schema.Equal(rec.Schema()) && !sameTypes(c.schema, rec.Schema()) {
+	if !sameTypes(c.schema, rec.Schema()) {
 		return nil, fmt.Errorf("kv: row schema %s does not match the table schema %s", rec.Schema(), c.schema)
 	}
 	return c.appendRow(dst, rec.Columns(), 0, i), nil
+}
+
+// Writes returns one write of op per row of rec (which has the codec's
+// schema), in row order: the batch a statement hands to Changes. The keys
+// and rows share one allocation. For OpDelete only the keys are encoded.
+func (c *Codec) Writes(op WriteOp, rec arrow.RecordBatch) ([]Write, error) {
+	if !sameTypes(c.schema, rec.Schema()) {
+		return nil, fmt.Errorf("kv: batch schema %s does not match the table schema %s", rec.Schema(), c.schema)
+	}
+	n := int(rec.NumRows())
+	cols := rec.Columns()
+	writes := make([]Write, n)
+	spans := make([][3]int, n)
+	var buf []byte
+	for i := range n {
+		k0 := len(buf)
+		var err error
+		if buf, err = c.appendKey(buf, cols, 0, i); err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
+		}
+		k1 := len(buf)
+		if op != OpDelete {
+			buf = c.appendRow(buf, cols, 0, i)
+		}
+		spans[i] = [3]int{k0, k1, len(buf)}
+	}
+	for i, sp := range spans {
+		writes[i] = Write{Op: op, Key: buf[sp[0]:sp[1]:sp[1]]}
+		if op != OpDelete {
+			writes[i].Row = buf[sp[1]:sp[2]:sp[2]]
+		}
+	}
+	return writes, nil
 }
 
 func (c *Codec) appendRow(dst []byte, cols []arrow.Array, off, i int) []byte {

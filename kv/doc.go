@@ -29,7 +29,12 @@
 // Opening the bucket:
 //
 //	t, res, err := kv.Restore(ctx, store, dir, kv.RestoreOptions{Snapshots: bucket.Snapshots, …})
-//	for each stream entry from res.LogOffset: t.Apply(codec.DecodeChanges(entry.Payload), entry.End())
+//	for each stream entry e from res.LogOffset on: t.ApplyEntry(codec, e.Offset, e.Count, e.Payload)
+//
+// Snapshotting (periodically, on the leader):
+//
+//	res, err := t.Snapshot(ctx, store, kv.SnapshotOptions{LeaderEpoch: …, Retained: bucket.Snapshots})
+//	outcome, err := catalog.Propose(ctx, res.Record)      // CommitKVSnapshot
 //
 // Goroutines: pebble's background goroutines belong to the Tablet and stop
 // at Close. Snapshot and Restore run bounded transfer goroutines that end

@@ -19,7 +19,14 @@ import (
 //	records, err := p.Changes(writes)   // computes and stages, in order
 //	… append records to the stream, in the same order as Changes calls …
 //	on acknowledgement, in stream order: p.Apply(records, endOffset)
-//	on a failed append: p.Discard(), and reopen the bucket
+//	on a failed append: p.Discard(), stop writing, and reopen the bucket
+//
+// An append whose outcome is unknown (s3stream.ErrUnknownOutcome, a context
+// error) may still become durable, so it must not simply be forgotten: the
+// bucket discards, closes and reopens, and the replay applies whatever the
+// stream acknowledged. For the same reason, the goroutine that waits for
+// acknowledgements and calls Apply waits with the bucket's context, not a
+// client's.
 //
 // The caller serializes Changes with its stream appends (so that staging
 // order is stream order) and calls Apply in stream order. Pending is safe

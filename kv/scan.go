@@ -45,6 +45,9 @@ func NewRecordReader(r *Reader, c *Codec, mem memory.Allocator, batchRows int) (
 	rr.refs.Store(1)
 	if !it.First() {
 		rr.done = true
+		if err := it.Error(); err != nil {
+			rr.err = fmt.Errorf("kv: record reader: %w", err)
+		}
 	}
 	return rr, nil
 }

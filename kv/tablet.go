@@ -36,6 +36,9 @@ const tabletFormatV1 = 1
 // dbDir is the pebble directory inside a tablet directory.
 const dbDir = "db"
 
+// maxFileSize caps pebble's target sstable size.
+const maxFileSize = 32 << 20
+
 var (
 	// ErrOffsetGap: Apply was given records that do not continue the
 	// tablet's applied offset. Records are applied exactly once, in log
@@ -193,10 +196,14 @@ func openDB(dir string, opts Options) (*Tablet, error) {
 		Logger:                      pebbleLogger{opts.Logger},
 		DisableAutomaticCompactions: opts.noCompactions,
 	}
-	// Bloom filters: a point lookup skips the sstables that cannot hold
-	// its key.
 	for i := range popts.Levels {
+		// Bloom filters: a point lookup skips the sstables that cannot
+		// hold its key.
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		// Snapshots and restores hold whole files in memory (the object
+		// store reads and writes whole objects), UploadConcurrency at a
+		// time: cap the sstable size (pebble's default reaches 128 MiB).
+		popts.TargetFileSizes[i] = min(int64(2<<20)<<i, maxFileSize)
 	}
 	db, err := pebble.Open(filepath.Join(dir, dbDir), popts)
 	if err != nil {

@@ -66,6 +66,9 @@ type FlightResult struct {
 	Rows    int64
 	Bytes   int64
 	Elapsed time.Duration
+	// Runs are the times of every run of a read, in run order (Elapsed is
+	// their median).
+	Runs []time.Duration
 }
 
 // RowsPerSec is the throughput in rows.
@@ -176,8 +179,14 @@ func MeasureFlight(ctx context.Context, cfg FlightConfig) (*FlightReport, error)
 		}
 	}
 	for _, rs := range runs {
+		var times []time.Duration
+		for _, r := range rs {
+			times = append(times, r.Elapsed)
+		}
 		sort.Slice(rs, func(i, j int) bool { return rs[i].Elapsed < rs[j].Elapsed })
-		rep.Reads = append(rep.Reads, rs[len(rs)/2])
+		median := rs[len(rs)/2]
+		median.Runs = times
+		rep.Reads = append(rep.Reads, median)
 	}
 	return rep, nil
 }
@@ -299,15 +308,19 @@ func WriteFlightTables(w io.Writer, rep *FlightReport) {
 	}
 	fmt.Fprintln(w, "Bulk read (MB/s: Arrow buffers received for Flight, COPY data bytes for COPY)")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| read | rows | time | rows/s | MB/s | rows/s vs PostgreSQL COPY |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| read | rows | time (median) | runs | rows/s | MB/s | rows/s vs PostgreSQL COPY |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rep.Reads {
 		ratio := "-"
 		if pgRead != nil {
 			ratio = fmt.Sprintf("%.2f×", r.RowsPerSec()/pgRead.RowsPerSec())
 		}
-		fmt.Fprintf(w, "| %s | %s | %.2f s | %s | %.1f | %s |\n", r.Target, commas(r.Rows), r.Elapsed.Seconds(),
-			commas(int64(r.RowsPerSec())), r.MBPerSec(), ratio)
+		runs := make([]string, len(r.Runs))
+		for i, d := range r.Runs {
+			runs[i] = fmt.Sprintf("%.2f", d.Seconds())
+		}
+		fmt.Fprintf(w, "| %s | %s | %.2f s | %s s | %s | %.1f | %s |\n", r.Target, commas(r.Rows), r.Elapsed.Seconds(),
+			strings.Join(runs, ", "), commas(int64(r.RowsPerSec())), r.MBPerSec(), ratio)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Bulk write (AppendTable: %d writers, %s rows a call, Arrow batches built in the timed region; "+

@@ -216,9 +216,9 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 			b.Fatal(err)
 		}
 		// A full snapshot: forget what earlier iterations uploaded.
-		tab.snap.mu.Lock()
+		tab.snapGate <- struct{}{}
 		clear(tab.snap.files)
-		tab.snap.mu.Unlock()
+		<-tab.snapGate
 		b.ResetTimer()
 		start := time.Now()
 		full, err := tab.Snapshot(ctx, store, SnapshotOptions{Bucket: bucket, LeaderEpoch: 1})

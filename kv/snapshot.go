@@ -148,11 +148,12 @@ type SnapshotResult struct {
 //
 // The snapshot is a pebble checkpoint taken while Apply is held off (for a
 // memtable flush of what was applied since the snapshot began), so it holds
-// exactly the records [0, LogOffset). Writes continue during the upload. Immutable files (sstables) already stored by an earlier snapshot
-// that is retained, or by an uncommitted attempt newer than every retained
-// snapshot, are referenced instead of uploaded; see docs/format/kv.md for
-// why that is safe against garbage collection. Every other file is uploaded
-// create-only under this attempt's prefix, then the manifest.
+// exactly the records [0, LogOffset). Writes continue during the upload.
+// Immutable files (sstables) already stored by an earlier snapshot that is
+// retained, or by an uncommitted attempt newer than every retained snapshot,
+// are referenced instead of uploaded; docs/format/kv.md says why that is safe
+// against garbage collection. Every other file is uploaded create-only under
+// this attempt's prefix, then the manifest.
 //
 // A failed Snapshot may be retried; the retry reuses what the failed attempt
 // uploaded.
@@ -161,10 +162,15 @@ type SnapshotResult struct {
 // stream once). Snapshot objects are keyed by (leader epoch, snapshot id);
 // a second tablet at the same epoch could pick an id the first used, and its
 // create-only puts would then fail (safely: nothing is overwritten).
-// Snapshot calls are serialized; they run concurrently with Apply and reads.
+// Snapshot calls are serialized (a second one waits, or gives up when ctx
+// ends); they run concurrently with Apply and reads.
 func (t *Tablet) Snapshot(ctx context.Context, store objstore.Store, opts SnapshotOptions) (SnapshotResult, error) {
-	t.snap.mu.Lock()
-	defer t.snap.mu.Unlock()
+	select {
+	case t.snapGate <- struct{}{}:
+	case <-ctx.Done():
+		return SnapshotResult{}, fmt.Errorf("kv: snapshot of bucket %d: %w", opts.Bucket, ctx.Err())
+	}
+	defer func() { <-t.snapGate }()
 	if t.closed.Load() {
 		return SnapshotResult{}, ErrClosed
 	}
@@ -186,7 +192,7 @@ func (t *Tablet) Snapshot(ctx context.Context, store objstore.Store, opts Snapsh
 
 	referenced := map[string]bool{}
 	for _, s := range opts.Retained {
-		m, err := t.retainedManifestLocked(ctx, store, opts.Bucket, s)
+		m, err := t.retainedManifest(ctx, store, opts.Bucket, s)
 		if err != nil {
 			// Nothing it references is reused; the files are uploaded again.
 			t.opts.Logger.Warn("kv: snapshot: cannot read a retained manifest; not reusing its files",
@@ -274,7 +280,7 @@ func (t *Tablet) Snapshot(ctx context.Context, store objstore.Store, opts Snapsh
 		}
 		return cmp.Compare(fb.Size, fa.Size)
 	})
-	var mu sync.Mutex // guards res and t.snap.files below
+	var mu sync.Mutex // guards res and t.snap.files among the uploads
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(t.opts.UploadConcurrency)
 	for _, i := range uploads {
@@ -323,9 +329,9 @@ func (t *Tablet) Snapshot(ctx context.Context, store objstore.Store, opts Snapsh
 	return res, nil
 }
 
-// retainedManifestLocked reads the manifest of a retained snapshot, cached.
-// REQUIRES: t.snap.mu held.
-func (t *Tablet) retainedManifestLocked(ctx context.Context, store objstore.Store, bucket catalog.BucketID, s catalog.KVSnapshot) (*Manifest, error) {
+// retainedManifest reads the manifest of a retained snapshot, cached.
+// REQUIRES: snapGate held.
+func (t *Tablet) retainedManifest(ctx context.Context, store objstore.Store, bucket catalog.BucketID, s catalog.KVSnapshot) (*Manifest, error) {
 	if m, ok := t.snap.manifests[s.Manifest]; ok {
 		return m, nil
 	}

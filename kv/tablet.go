@@ -117,18 +117,21 @@ type Tablet struct {
 	applied atomic.Uint64
 	closed  atomic.Bool
 
-	// snap is the snapshot state; snap.mu makes snapshots one at a time.
+	// snapGate makes snapshots one at a time. A snapshot holds it across
+	// its uploads, so it is a channel, acquired with a context, and not a
+	// mutex guarding data.
+	snapGate chan struct{}
+	// snap is the snapshot state, owned by the holder of snapGate (and by
+	// Restore before it returns the tablet).
 	snap struct {
-		mu sync.Mutex
 		// files are the immutable files of this database known to be in the
 		// object store, by local file name: uploaded by a snapshot of this
-		// tablet or downloaded by its restore. Guarded by snap.mu.
+		// tablet or downloaded by its restore.
 		files map[string]snapshotFile
-		// lastID is the highest snapshot id this tablet has used. Guarded by
-		// snap.mu.
+		// lastID is the highest snapshot id this tablet has used.
 		lastID uint64
 		// manifests caches retained manifests by object key (they are
-		// immutable). Guarded by snap.mu.
+		// immutable).
 		manifests map[string]*Manifest
 	}
 }
@@ -209,7 +212,7 @@ func openDB(dir string, opts Options) (*Tablet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv: open tablet %s: %w", dir, err)
 	}
-	t := &Tablet{dir: dir, opts: opts, db: db}
+	t := &Tablet{dir: dir, opts: opts, db: db, snapGate: make(chan struct{}, 1)}
 	t.snap.files = map[string]snapshotFile{}
 	t.snap.manifests = map[string]*Manifest{}
 	applied, format, err := readMeta(db)
@@ -378,16 +381,18 @@ func (t *Tablet) ApplyEntry(c *Codec, offset uint64, count uint32, payload []byt
 	return t.Apply(records, offset+uint64(count))
 }
 
-// Close flushes and closes the tablet, after any Snapshot in progress. Its
+// Close flushes and closes the tablet, after the Snapshot in progress if
+// any (cancel its context to hurry it). Its
 // directory stays; Open reopens it at its applied offset.
 //
 // REQUIRES: no Reader or RecordReader of the tablet is open, and no other
 // call is running or will be made.
 func (t *Tablet) Close() error {
+	// Wait for a snapshot in progress (cancel its context to hurry it).
+	t.snapGate <- struct{}{}
+	defer func() { <-t.snapGate }()
 	t.applyMu.Lock()
 	defer t.applyMu.Unlock()
-	t.snap.mu.Lock()
-	defer t.snap.mu.Unlock()
 	if t.closed.Swap(true) {
 		return nil
 	}

@@ -89,8 +89,10 @@ func TestEtcdLiveness(t *testing.T) {
 		return err == nil && len(live) == 0
 	})
 	waitFor(t, "node 1 gone from the cache", func() bool { return !cache.IsLive(1) })
-	if d := time.Since(frozen); d < 1500*time.Millisecond {
-		t.Fatalf("node 1 dead %v after it stopped, before its 2s TTL", d)
+	// The lease was last renewed up to a keepalive interval (TTL/3) before
+	// the freeze, so it may expire as early as 2/3 of the TTL after it.
+	if d := time.Since(frozen); d < 1200*time.Millisecond {
+		t.Fatalf("node 1 dead %v after it stopped, well before its 2s TTL", d)
 	}
 	proxy.thaw()
 	// The lost session stays lost, and cannot resurrect the key.

@@ -25,10 +25,12 @@ import (
 // parallel.
 //
 // Buckets are written independently: on error, some parts may be durable.
-// A NotLeader or Unavailable answer means nothing was written for that
-// part, and it is retried elsewhere or later; only a connection that breaks
-// during the call can leave a part's fate unknown, and then a retry may
-// write it twice.
+// AppendTable retries a part only when nothing of it can have been written
+// (the leader answered NotLeader or Unavailable, or could not be reached),
+// so every row of a successful call is stored exactly once. When a
+// connection breaks during a call, or the server cannot tell, it returns
+// an error wrapping ErrUnknownOutcome instead: the part may or may not be
+// stored, and retrying blindly may store it twice.
 func (c *Client) AppendTable(ctx context.Context, table string, rec arrow.RecordBatch) error {
 	if rec.NumRows() == 0 {
 		return nil
@@ -195,20 +197,25 @@ func (c *Client) sendBucket(ctx context.Context, table string, bucket uint64, re
 			}
 			return nil
 		}
-		if rd, ok := flightwire.RedirectOf(err); ok {
+		// Only answers that say the unacknowledged batches were not
+		// appended are retried; anything else could store them twice.
+		switch rd, redirected := flightwire.RedirectOf(err); {
+		case redirected:
 			if to, perr := rd.Addr(); perr == nil && hops < c.opts.MaxRedirects {
 				c.setLeader(bucket, to)
 				hops++
 				continue
 			}
 			c.forgetLeader(bucket, addr)
-		} else if flightwire.IsUnavailable(err) {
-			if !flightwire.IsBucketUnavailable(err) {
-				// The node could not be reached: ask the cluster who
-				// leads the bucket now.
-				c.forgetLeader(bucket, addr)
-			}
-		} else {
+		case flightwire.IsBucketUnavailable(err):
+			// Opening on this node: retry here.
+		case flightwire.NotSent(err) && flightwire.IsUnavailable(err):
+			// The node could not be reached: ask the cluster who leads the
+			// bucket now.
+			c.forgetLeader(bucket, addr)
+		case flightwire.IsOutcomeUnknown(err), !flightwire.NotSent(err) && (flightwire.IsUnavailable(err) || ctx.Err() != nil):
+			return fmt.Errorf("bucket %d at %s: %w: %w", bucket, addr, ErrUnknownOutcome, err)
+		default:
 			if flightwire.IsNotFound(err) {
 				c.forgetTable(table)
 			}

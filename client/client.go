@@ -31,6 +31,11 @@ import (
 // primary-key tables by AppendTable and Scan.
 var ErrPrimaryKeyUnsupported = errors.New("primary-key tables are not supported yet")
 
+// ErrUnknownOutcome: a write failed in a way that does not say whether its
+// rows were stored (the connection broke during the call, or the server's
+// storage could not tell). Check before retrying: the rows may be there.
+var ErrUnknownOutcome = errors.New("write outcome unknown")
+
 // ErrNoSuchTable: the table does not exist.
 var ErrNoSuchTable = errors.New("no such table")
 

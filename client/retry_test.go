@@ -31,8 +31,11 @@ type fakeNode struct {
 	flight.BaseFlightServer
 	addr        string
 	unavailable int64 // DoPuts to refuse; -1: all
-	attempts    atomic.Int64
-	rows        atomic.Int64
+	// broken makes DoPut take the rows and then fail like a connection
+	// that broke before the acknowledgement.
+	broken   bool
+	attempts atomic.Int64
+	rows     atomic.Int64
 }
 
 func startFake(t *testing.T, unavailable int64) *fakeNode {
@@ -78,6 +81,9 @@ func (f *fakeNode) DoPut(stream flight.FlightService_DoPutServer) error {
 	}
 	for rdr.Next() {
 		f.rows.Add(rdr.RecordBatch().NumRows())
+		if f.broken {
+			return status.Error(codes.Unavailable, "connection reset by peer")
+		}
 		body, _ := json.Marshal(flightwire.PutAck{Bucket: 7, Rows: rdr.RecordBatch().NumRows()})
 		if err := stream.Send(&flight.PutResult{AppMetadata: body}); err != nil {
 			return err
@@ -130,6 +136,24 @@ func TestRetryUnavailableDeadline(t *testing.T) {
 	}
 	if f.attempts.Load() < 3 || f.rows.Load() != 0 {
 		t.Fatalf("%d attempts, %d rows", f.attempts.Load(), f.rows.Load())
+	}
+}
+
+// A connection that breaks after the server took the rows: the client
+// cannot know whether they were stored, says so, and does not send them
+// again.
+func TestUnknownOutcomeNotRetried(t *testing.T) {
+	f := startFake(t, 0)
+	f.broken = true
+	c := dial(t, f.addr)
+	rec := kvBatch(0, 10)
+	defer rec.Release()
+	err := c.AppendTable(context.Background(), "kv", rec)
+	if !errors.Is(err, client.ErrUnknownOutcome) {
+		t.Fatalf("want ErrUnknownOutcome, got %v", err)
+	}
+	if f.attempts.Load() != 1 || f.rows.Load() != 10 {
+		t.Fatalf("%d attempts, %d rows: the write was sent again", f.attempts.Load(), f.rows.Load())
 	}
 }
 

@@ -27,6 +27,11 @@ const (
 	ReasonNoSuchBucket = "NO_SUCH_BUCKET"
 	// ReasonNoSuchTable comes with codes.NotFound.
 	ReasonNoSuchTable = "NO_SUCH_TABLE"
+	// ReasonOutcomeUnknown comes with codes.Unknown: some batches of a
+	// DoPut may or may not have been appended (a storage failure that does
+	// not say). Do not resend them blindly. Metadata "bucket" for a
+	// bucket-addressed DoPut.
+	ReasonOutcomeUnknown = "OUTCOME_UNKNOWN"
 )
 
 // Redirect is the content of a NotLeader error.
@@ -53,6 +58,17 @@ func NotLeaderStatus(msg string, r Redirect) error {
 // serving yet.
 func UnavailableStatus(msg string, bucket uint64) error {
 	return withInfo(codes.Unavailable, msg, ReasonUnavailable, bucketMeta(bucket))
+}
+
+// OutcomeUnknownStatus is the status of a write whose unacknowledged
+// batches may or may not have been appended (bucket 0: a table-addressed
+// write).
+func OutcomeUnknownStatus(msg string, bucket uint64) error {
+	var md map[string]string
+	if bucket != 0 {
+		md = bucketMeta(bucket)
+	}
+	return withInfo(codes.Unknown, msg, ReasonOutcomeUnknown, md)
 }
 
 // NotFoundStatus is the status of a request for a missing table or bucket
@@ -114,6 +130,29 @@ func IsUnavailable(err error) bool {
 func IsBucketUnavailable(err error) bool {
 	info, ok := Info(err)
 	return ok && info.Reason == ReasonUnavailable
+}
+
+// IsOutcomeUnknown reports a write whose outcome the server could not
+// tell (ReasonOutcomeUnknown).
+func IsOutcomeUnknown(err error) bool {
+	info, ok := Info(err)
+	return ok && info.Reason == ReasonOutcomeUnknown
+}
+
+// RetryableWrite reports whether the batches of a failed bucket-addressed
+// DoPut that were not acknowledged were certainly not appended, so that
+// sending them again (elsewhere, or later) cannot store them twice: the
+// call never reached the server (NotSent), or the server answered
+// NotLeader or bucket-Unavailable. A connection that broke during the
+// call, a deadline, or ReasonOutcomeUnknown leave the outcome unknown.
+func RetryableWrite(err error) bool {
+	if NotSent(err) {
+		return true
+	}
+	if _, ok := RedirectOf(err); ok {
+		return true
+	}
+	return IsBucketUnavailable(err)
 }
 
 // IsNotFound reports a missing table or bucket.

@@ -103,6 +103,30 @@ func TestErrorDetails(t *testing.T) {
 	}
 }
 
+// Which failed writes may be sent again: only those that certainly did
+// not append anything.
+func TestRetryableWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"not leader", NotLeaderStatus("x", Redirect{Bucket: 1, To: Location("h:1")}), true},
+		{"bucket unavailable", UnavailableStatus("opening", 1), true},
+		{"connection refused before the call", &notSentError{status.Error(codes.Unavailable, "connection refused")}, true},
+		{"connection broke during the call", status.Error(codes.Unavailable, "connection reset"), false},
+		{"outcome unknown", OutcomeUnknownStatus("x", 1), false},
+		{"deadline", status.Error(codes.DeadlineExceeded, "x"), false},
+	} {
+		if got := RetryableWrite(fmt.Errorf("wrapped: %w", tc.err)); got != tc.want {
+			t.Errorf("%s: retryable %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !IsOutcomeUnknown(OutcomeUnknownStatus("x", 0)) || IsOutcomeUnknown(UnavailableStatus("x", 1)) {
+		t.Fatal("IsOutcomeUnknown")
+	}
+}
+
 func TestParseLocation(t *testing.T) {
 	for in, want := range map[string]string{
 		"grpc+tcp://h:1": "h:1", "grpc://h:1": "h:1", "h:1": "h:1", "grpc+tcp://[::1]:5/": "[::1]:5",

@@ -47,19 +47,20 @@ func ServerOptions() []grpc.ServerOption {
 
 // PutBatches writes recs, which share one schema, to the descriptor's
 // table or bucket in one DoPut, and returns the acknowledgements received.
-// A bucket-addressed DoPut acknowledges each batch once durable, in order,
-// so on error acks[:len(acks)] are durable and the rest may or may not be
-// (only a broken connection leaves them unknown: a mink error status is
-// returned before the batch it concerns is appended).
+// A bucket-addressed DoPut acknowledges each batch once durable, in order:
+// on error, the acknowledged batches are durable, and RetryableWrite says
+// whether the others certainly are not.
 func PutBatches(ctx context.Context, c flight.FlightServiceClient, desc *flight.FlightDescriptor, recs []arrow.RecordBatch) (acks []PutAck, err error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// gRPC opens the stream only on a ready connection (or fails): an error
+	// here means the server saw nothing.
 	stream, err := c.DoPut(ctx)
 	if err != nil {
-		return nil, err
+		return nil, &notSentError{err}
 	}
 	type result struct {
 		acks []PutAck
@@ -111,6 +112,19 @@ func PutBatches(ctx context.Context, c flight.FlightServiceClient, desc *flight.
 	// io.EOF on send means the server ended the call: Recv has its status.
 	r := <-done
 	return r.acks, r.err
+}
+
+// notSentError is an error of a call that never reached the server.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// NotSent reports whether err is from a call that never reached the server
+// (it could not connect), so that nothing of it was done.
+func NotSent(err error) bool {
+	var e *notSentError
+	return errors.As(err, &e)
 }
 
 // GetStream reads a DoGet stream, calling fn with every record (valid only

@@ -55,12 +55,14 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 }
 
 // putBucket appends every batch to bucket id, which this node must lead,
-// and acknowledges each once it is durable, in order. Nothing is appended
-// when the first answer is NotLeader or Unavailable, so a client may resend
-// all of it elsewhere.
+// and acknowledges each once it is durable, in order.
+//
+// The status it ends with tells the client what became of the batches it
+// did not acknowledge: NotLeader, Unavailable (and any other error but
+// OutcomeUnknown) mean none of them was appended, so they may be sent
+// again elsewhere; OutcomeUnknown means some may have been.
 func (s *Service) putBucket(stream flight.FlightService_DoPutServer, rdr *flight.Reader, t *table, id catalog.BucketID) error {
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
+	ctx := stream.Context()
 	m := s.cfg.Buckets()
 	if m == nil {
 		return flightwire.UnavailableStatus("this node is registering again", uint64(id))
@@ -69,40 +71,52 @@ func (s *Service) putBucket(stream flight.FlightService_DoPutServer, rdr *flight
 	if err != nil {
 		return bucketStatus(id, err)
 	}
-	// The acknowledger waits for appends in order and sends one PutResult
-	// each; it owns stream.Send.
+	// The acknowledger waits for every queued append, in order, and sends
+	// one PutResult each; it owns stream.Send. After a failure it keeps
+	// waiting, to learn the outcome of every batch it will not acknowledge.
 	type pending struct {
 		p    *s3stream.PendingAppend
 		rows int64
 	}
+	type outcome struct {
+		acked   int
+		err     error // the first failure
+		unknown bool  // some unacknowledged batch may have been appended
+	}
 	queue := make(chan pending, 64)
-	ackDone := make(chan error, 1)
+	done := make(chan outcome, 1)
 	var failed atomic.Bool
 	go func() {
-		var err error
+		var out outcome
 		for q := range queue {
-			if err != nil {
-				continue // drain
-			}
-			ack := flightwire.PutAck{Bucket: uint64(id), Rows: q.rows}
 			offset := lb.End() // an empty batch takes no offsets
 			if q.p != nil {
-				offset, err = q.p.Wait(ctx)
-				if err != nil {
-					err = s.appendFailed(m, id, err)
+				var err error
+				if offset, err = q.p.Wait(ctx); err != nil {
 					failed.Store(true)
-					cancel()
+					out.unknown = out.unknown || errors.Is(err, s3stream.ErrUnknownOutcome)
+					if out.err == nil {
+						out.err = err
+					}
 					continue
 				}
 			}
-			ack.Offset = &offset
-			body, _ := json.Marshal(ack)
-			if err = stream.Send(&flight.PutResult{AppMetadata: body}); err != nil {
-				failed.Store(true)
-				cancel()
+			if out.err != nil {
+				// Durable after a batch that failed: acknowledgements must
+				// be a prefix, so this one stays unacknowledged, and the
+				// client must not resend it.
+				out.unknown = q.p != nil || out.unknown
+				continue
 			}
+			body, _ := json.Marshal(flightwire.PutAck{Bucket: uint64(id), Offset: &offset, Rows: q.rows})
+			if err := stream.Send(&flight.PutResult{AppMetadata: body}); err != nil {
+				failed.Store(true)
+				out.err = err // the client is gone
+				continue
+			}
+			out.acked++
 		}
-		ackDone <- err
+		done <- out
 	}()
 	var appendErr error
 	for !failed.Load() && rdr.Next() {
@@ -121,12 +135,15 @@ func (s *Service) putBucket(stream flight.FlightService_DoPutServer, rdr *flight
 		queue <- pending{p: p, rows: rows}
 	}
 	close(queue)
-	ackErr := <-ackDone
+	out := <-done
 	switch {
+	case out.unknown:
+		return flightwire.OutcomeUnknownStatus(fmt.Sprintf("bucket %d: %d batches acknowledged; whether the next ones were appended is unknown: %v",
+			id, out.acked, out.err), uint64(id))
+	case out.err != nil:
+		return s.appendFailed(m, id, out.err)
 	case appendErr != nil:
 		return appendErr
-	case ackErr != nil:
-		return ackErr
 	}
 	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
 		return toStatus(fmt.Errorf("DoPut: read batches: %w", err))

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -60,6 +61,8 @@ func toStatus(err error) error {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 		return st.Err()
+	case errors.Is(err, s3stream.ErrUnknownOutcome), errors.Is(err, buckets.ErrUnknownOutcome):
+		return flightwire.OutcomeUnknownStatus(err.Error(), 0)
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

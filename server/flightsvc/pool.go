@@ -114,13 +114,11 @@ func (p *Pool) putBucket(ctx context.Context, addr string, bucket catalog.Bucket
 		err = fmt.Errorf("bucket %d at %s: %d batches sent, %d acknowledged", bucket, addr, len(recs), len(acks))
 	}
 	n := min(len(acks), len(recs))
-	if flightwire.IsUnavailable(err) {
-		if info, ok := flightwire.Info(err); !ok || info.Reason != flightwire.ReasonUnavailable {
-			// The connection failed, not the bucket: the batch may have
-			// been appended before the failure. Retrying could write it
-			// twice, so the caller must not retry: the outcome is unknown.
-			return n, fmt.Errorf("bucket %d at %s: %w: the connection to the leader failed: %s", bucket, addr, buckets.ErrUnknownOutcome, flightwire.StatusMessage(err))
-		}
+	if err != nil && !flightwire.RetryableWrite(err) && (flightwire.IsUnavailable(err) || flightwire.IsOutcomeUnknown(err)) {
+		// The connection failed during the call, or the leader could not
+		// tell: the unacknowledged batches may have been appended.
+		// Retrying could write them twice, so the caller must not retry.
+		return n, fmt.Errorf("bucket %d at %s: %w: %s", bucket, addr, buckets.ErrUnknownOutcome, flightwire.StatusMessage(err))
 	}
 	return n, fromStatus(addr, bucket, err)
 }

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"net"
 	"os"
@@ -747,7 +748,8 @@ func copyRows(k int) [][]any {
 	return rows
 }
 
-// A loop of COPYs, one of them cut short by SIGKILL, three times over.
+// A loop of COPYs, one of them cut short by SIGKILL, three times over:
+// while its rows stream in, or right after the last one was sent.
 // After each restart, every acknowledged COPY is there exactly once. The
 // COPY the kill interrupted was never acknowledged: mink commits a COPY's
 // rows bucket by bucket (sqlfront/write.go queues one append per bucket,
@@ -774,8 +776,13 @@ func TestSQLKillMidCopy(t *testing.T) {
 		var took time.Duration // of this round's COPYs so far
 		for k := next; ; k++ {
 			next = k + 1
-			if k == killAt {
-				// Somewhere in the time a COPY takes.
+			start := time.Now()
+			var copied int64
+			var err error
+			switch {
+			case k == killAt && round%2 == 0:
+				// While the rows stream in: a random point of the time a
+				// COPY takes.
 				avg := took / time.Duration(k-first)
 				delay := time.Duration(rng.Int63n(int64(avg) + 1))
 				killed.Add(1)
@@ -784,9 +791,25 @@ func TestSQLKillMidCopy(t *testing.T) {
 					time.Sleep(delay)
 					n.kill()
 				}()
+				copied, err = conn.CopyFrom(ctx, pgx.Identifier{"kc"}, []string{"id", "v"}, pgx.CopyFromRows(copyRows(k)))
+			case k == killAt:
+				// After the last row is sent, while the server commits: the
+				// reader fires the kill when the COPY data runs out.
+				delay := time.Duration(rng.Int63n(int64(took/time.Duration(k-first)) + 1))
+				data := &onEOF{r: strings.NewReader(copyText(k)), fn: func() {
+					killed.Add(1)
+					go func() {
+						defer killed.Done()
+						time.Sleep(delay)
+						n.kill()
+					}()
+				}}
+				var tag pgconn.CommandTag
+				tag, err = conn.PgConn().CopyFrom(ctx, data, "COPY kc (id, v) FROM STDIN")
+				copied = tag.RowsAffected()
+			default:
+				copied, err = conn.CopyFrom(ctx, pgx.Identifier{"kc"}, []string{"id", "v"}, pgx.CopyFromRows(copyRows(k)))
 			}
-			start := time.Now()
-			copied, err := conn.CopyFrom(ctx, pgx.Identifier{"kc"}, []string{"id", "v"}, pgx.CopyFromRows(copyRows(k)))
 			took += time.Since(start)
 			if err != nil {
 				interrupted[k] = true
@@ -869,6 +892,31 @@ func readIDs(t *testing.T, conn *pgx.Conn, query string) map[int64]int {
 		t.Fatal(err)
 	}
 	return present
+}
+
+// copyText is copyRows(k) in COPY's text format.
+func copyText(k int) string {
+	var b strings.Builder
+	for _, r := range copyRows(k) {
+		fmt.Fprintf(&b, "%d\t%s\n", r[0], r[1])
+	}
+	return b.String()
+}
+
+// onEOF calls fn once when r is exhausted.
+type onEOF struct {
+	r    *strings.Reader
+	fn   func()
+	done bool
+}
+
+func (o *onEOF) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	if err == io.EOF && !o.done {
+		o.done = true
+		o.fn()
+	}
+	return n, err
 }
 
 // bucketParts groups the ids of rows by the bucket mink routes them to.

@@ -49,7 +49,11 @@ func toWire(err error) error {
 	var ee *engine.Error
 	if errors.As(err, &ee) {
 		code, msg, detail := postgresError(ee.Code, ee.Message)
-		return &pgwire.Error{Code: code, Message: msg, Detail: detail, Hint: ee.Hint, Position: int32(ee.Position), Err: err}
+		hint := ee.Hint
+		if code == pgwire.CodeUndefinedFunction && strings.HasPrefix(ee.Message, "No function matches") {
+			msg, hint = noMatchingFunction(msg)
+		}
+		return &pgwire.Error{Code: code, Message: msg, Detail: detail, Hint: hint, Position: int32(ee.Position), Err: err}
 	}
 	var te *sqltypes.Error
 	if errors.As(err, &te) {
@@ -143,6 +147,66 @@ func postgresError(code, msg string) (newCode, message, detail string) {
 		return code, message, ""
 	}
 	return code, postgresMessage(code, msg), ""
+}
+
+var noFunctionMatch = regexp.MustCompile(`^No function matches the given name and argument types '([^(]+)\((.*)\)'`)
+
+// noMatchingFunction words DuckDB's "No function matches … Candidate
+// functions: …" (a list of DuckDB signatures over many lines) the way
+// PostgreSQL does: "function f(integer) does not exist" or "operator does
+// not exist: date + bigint", with PostgreSQL's hint.
+func noMatchingFunction(msg string) (message, hint string) {
+	m := noFunctionMatch.FindStringSubmatch(msg)
+	if m == nil {
+		first, _, _ := strings.Cut(msg, "\n")
+		return first, ""
+	}
+	name := m[1]
+	var args []string
+	depth, start := 0, 0
+	for i, r := range m[2] {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				args = append(args, m[2][start:i])
+				start = i + 1
+			}
+		}
+	}
+	if strings.TrimSpace(m[2]) != "" {
+		args = append(args, m[2][start:])
+	}
+	for i, a := range args {
+		a = strings.TrimSpace(a)
+		switch {
+		case a == "INTEGER_LITERAL":
+			a = "integer"
+		case a == "STRING_LITERAL":
+			a = "unknown"
+		case a == "VARCHAR":
+			a = "text"
+		case duckTypeNames[a] != "":
+			a = duckTypeNames[a]
+		default:
+			a = strings.ToLower(a)
+		}
+		args[i] = a
+	}
+	isOperator := strings.Trim(name, "+-*/<>=~!@#%^&|`?") == ""
+	switch {
+	case isOperator && len(args) == 2:
+		return fmt.Sprintf("operator does not exist: %s %s %s", args[0], name, args[1]),
+			"No operator matches the given name and argument types. You might need to add explicit type casts."
+	case isOperator && len(args) == 1:
+		return fmt.Sprintf("operator does not exist: %s %s", name, args[0]),
+			"No operator matches the given name and argument type. You might need to add an explicit type cast."
+	}
+	return fmt.Sprintf("function %s(%s) does not exist", name, strings.Join(args, ", ")),
+		"No function matches the given name and argument types. You might need to add explicit type casts."
 }
 
 // postgresMessage rewrites the engine's messages that clients and people

@@ -390,6 +390,7 @@ func (s *Server) startFlight() error {
 	}
 	s.flight = flightsvc.New(flightsvc.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), Meta: s.cat, Buckets: s.Buckets, Live: s.live.IsLive, Logger: s.logger,
+		Pool: s.remote, // one set of connections to the other nodes, shared with SQL
 	})
 	s.wg.Add(1)
 	go func() {

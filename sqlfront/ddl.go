@@ -10,6 +10,7 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/pgwire"
@@ -412,7 +413,7 @@ func (s *session) partitionValueOf(ctx context.Context, typ sqltypes.Type, query
 			return "", err
 		}
 		defer conformed.Release()
-		return partitionValue(conformed.Column(0), 0)
+		return routing.PartitionValue(conformed.Column(0), 0)
 	}
 	if err := rdr.Err(); err != nil {
 		return "", err

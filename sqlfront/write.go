@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/routing"
@@ -113,21 +109,21 @@ func (a *appender) add(ctx context.Context, table *tableInfo, rec arrow.RecordBa
 		}
 		return a.toBuckets(ctx, table, bucketIDs, rec)
 	}
-	parts, err := splitByPartition(rec, table.partCol)
+	parts, err := routing.SplitByPartition(ctx, rec, table.partCol)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		for _, p := range parts {
-			p.rec.Release()
+			p.Record.Release()
 		}
 	}()
 	for _, p := range parts {
-		bucketIDs, err := f.ensurePartition(ctx, table, p.value)
+		bucketIDs, err := f.ensurePartition(ctx, table, p.Value)
 		if err != nil {
 			return err
 		}
-		if err := a.toBuckets(ctx, table, bucketIDs, p.rec); err != nil {
+		if err := a.toBuckets(ctx, table, bucketIDs, p.Record); err != nil {
 			return err
 		}
 	}
@@ -232,73 +228,4 @@ func (f *Frontend) ensurePartition(ctx context.Context, table *tableInfo, value 
 		return ids, nil
 	}
 	return nil, fmt.Errorf("partition %q of %q vanished", value, table.name)
-}
-
-type partitionPart struct {
-	value string
-	rec   arrow.RecordBatch
-}
-
-// splitByPartition groups rows by the text form of their partition value.
-func splitByPartition(rec arrow.RecordBatch, col int) ([]partitionPart, error) {
-	arr := rec.Column(col)
-	order := []string{}
-	rows := map[string][]int64{}
-	for i := 0; i < int(rec.NumRows()); i++ {
-		v, err := partitionValue(arr, i)
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := rows[v]; !ok {
-			order = append(order, v)
-		}
-		rows[v] = append(rows[v], int64(i))
-	}
-	if len(order) == 1 {
-		rec.Retain()
-		return []partitionPart{{value: order[0], rec: rec}}, nil
-	}
-	var out []partitionPart
-	for _, v := range order {
-		b := array.NewInt64Builder(memory.DefaultAllocator)
-		b.AppendValues(rows[v], nil)
-		idx := b.NewArray()
-		b.Release()
-		taken, err := compute.Take(context.Background(), *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(rec), compute.NewDatumWithoutOwning(idx))
-		idx.Release()
-		if err != nil {
-			for _, p := range out {
-				p.rec.Release()
-			}
-			return nil, err
-		}
-		out = append(out, partitionPart{value: v, rec: taken.(*compute.RecordDatum).Value})
-	}
-	return out, nil
-}
-
-// partitionValue is the canonical text of a partition column value; it
-// names the partition in the metadata log. NULL is its own partition.
-func partitionValue(arr arrow.Array, i int) (string, error) {
-	if arr.IsNull(i) {
-		return "NULL", nil
-	}
-	switch a := arr.(type) {
-	case *array.String:
-		return a.Value(i), nil
-	case *array.Int16:
-		return strconv.FormatInt(int64(a.Value(i)), 10), nil
-	case *array.Int32:
-		return strconv.FormatInt(int64(a.Value(i)), 10), nil
-	case *array.Int64:
-		return strconv.FormatInt(a.Value(i), 10), nil
-	case *array.Boolean:
-		return strconv.FormatBool(a.Value(i)), nil
-	case *array.Date32:
-		return a.Value(i).ToTime().Format("2006-01-02"), nil
-	case *array.Timestamp:
-		unit := a.DataType().(*arrow.TimestampType).Unit
-		return a.Value(i).ToTime(unit).UTC().Format("2006-01-02 15:04:05.999999"), nil
-	}
-	return "", unsupported("partitioning by a %s column is not supported", arr.DataType())
 }

@@ -522,7 +522,9 @@ func testLibPQ(t *testing.T, n *node) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stmt, err := txn.Prepare(pq.CopyIn("pq_t", "id", "name", "amount", "ts", "ok"))
+		// lib/pq's CopyIn: a prepared COPY … FROM STDIN (what the deprecated
+		// pq.CopyIn builds), one Exec per row, an empty Exec to finish.
+		stmt, err := txn.Prepare(`COPY "pq_t" ("id", "name", "amount", "ts", "ok") FROM STDIN`)
 		if err != nil {
 			t.Fatal(err)
 		}

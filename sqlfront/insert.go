@@ -273,6 +273,12 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 				if ok && !typ.Valid() {
 					typ = table.cols[targets[j]].Type
 				}
+				if f := item.GetAConst().GetFval(); f != nil {
+					// A numeric constant such as 1e309 for a float column.
+					if err := checkFloat(f.Fval, table.cols[targets[j]].Type); err != nil {
+						return "", err
+					}
+				}
 				if ok {
 					replaced, err := typedLiteral(lit, typ)
 					if err != nil {
@@ -534,6 +540,9 @@ func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type boolean: %q", text)
 		}
 		return parseExpr(strconv.FormatBool(v))
+	case sqltypes.Float4, sqltypes.Float8:
+		// DuckDB reads '1e309' as infinity; PostgreSQL refuses it.
+		return nil, checkFloat(text, typ)
 	case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8:
 		// DuckDB rounds '1.5' to 2; PostgreSQL refuses it.
 		if !pgInteger.MatchString(text) {
@@ -541,6 +550,28 @@ func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 		}
 	}
 	return nil, nil
+}
+
+// checkFloat rejects a number that does not fit a real or double precision
+// column (overflow to infinity or underflow to zero), as PostgreSQL does.
+// Text that is not a number is left to the engine.
+func checkFloat(text string, typ sqltypes.Type) error {
+	bits := 64
+	switch typ.Kind() {
+	case sqltypes.Float4:
+		bits = 32
+	case sqltypes.Float8:
+	default:
+		return nil
+	}
+	t := strings.TrimSpace(text)
+	f, err := strconv.ParseFloat(t, bits)
+	mantissa, _, _ := strings.Cut(strings.ToLower(t), "e")
+	underflow := err == nil && f == 0 && strings.ContainsAny(mantissa, "123456789")
+	if errors.Is(err, strconv.ErrRange) || underflow {
+		return errorf(pgwire.CodeNumericValueOutOfRange, "%q is out of range for type %s", text, typ.Name())
+	}
+	return nil
 }
 
 // boolInput reads a boolean the way PostgreSQL's boolin does: true, yes,

@@ -46,11 +46,48 @@ func (n *node) pgURL() string {
 // until it answers SQL.
 func startSQLNode(t *testing.T, dataDir string) *node {
 	t.Helper()
-	n := newNode(t, nodeOpts{dataDir: dataDir, leaseTTL: "3s", extra: []string{"--coordinator-tick", "200ms"}})
+	var n *node
+	for try := 0; ; try++ {
+		n = newNode(t, nodeOpts{dataDir: dataDir, leaseTTL: "3s", extra: []string{"--coordinator-tick", "200ms"}})
+		// freePort closes its probe listener, so two of the node's ports
+		// can come out the same; draw again rather than fail to start.
+		if distinctPorts(n.args) || try == 10 {
+			break
+		}
+	}
 	n.start()
 	n.waitHealthy()
 	n.waitSQL()
 	return n
+}
+
+// distinctPorts reports whether the listen addresses in a node's arguments
+// (and the embedded etcd's peer port, the one after its client port) are
+// all different.
+func distinctPorts(args []string) bool {
+	seen := map[string]bool{}
+	for i, a := range args {
+		if !strings.HasSuffix(a, "-addr") || i+1 >= len(args) {
+			continue
+		}
+		host, port, err := net.SplitHostPort(args[i+1])
+		if err != nil {
+			continue
+		}
+		ports := []string{port}
+		if a == "--embedded-etcd-addr" {
+			var p int
+			fmt.Sscan(port, &p)
+			ports = append(ports, fmt.Sprint(p+1))
+		}
+		for _, p := range ports {
+			if seen[host+":"+p] {
+				return false
+			}
+			seen[host+":"+p] = true
+		}
+	}
+	return true
 }
 
 // waitSQL waits until a query succeeds.

@@ -62,3 +62,29 @@ func TestPartitionPruning(t *testing.T) {
 		t.Fatalf("count after pruned queries: %d %v", all, err)
 	}
 }
+
+// A text partition column prunes too (the partition value must not alias
+// the engine's memory).
+func TestPartitionPruningText(t *testing.T) {
+	n := minktest.Start(t, minktest.Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{
+		"CREATE TABLE r (id int, region text) PARTITION BY LIST (region)",
+		"INSERT INTO r VALUES (1, 'eu'), (2, 'us'), (3, 'eu')",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		var c int64
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM r WHERE region = 'eu'").Scan(&c); err != nil || c != 2 {
+			t.Fatalf("count in eu: %d %v", c, err)
+		}
+	}
+}

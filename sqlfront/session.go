@@ -229,8 +229,12 @@ func (s *session) tagOnly(tag string, fn func(ctx context.Context) error) *stmt 
 func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 	switch t.Kind {
 	case pg.TransactionStmtKind_TRANS_STMT_BEGIN, pg.TransactionStmtKind_TRANS_STMT_START:
+		tag := "BEGIN"
+		if t.Kind == pg.TransactionStmtKind_TRANS_STMT_START {
+			tag = "START TRANSACTION"
+		}
 		return &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
-			res := pgwire.Result{Tag: "BEGIN"}
+			res := pgwire.Result{Tag: tag}
 			switch s.tx.status {
 			case pgwire.TxFailed:
 				return res, s.checkTx()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -25,14 +26,15 @@ var ErrPartitionType = errors.New("routing: unsupported partition column type")
 //   - date: YYYY-MM-DD;
 //   - timestamp, timestamptz: "2006-01-02 15:04:05.999999" in UTC.
 //
-// It matches the SQL front end's partition naming (sqlfront/write.go).
+// The SQL front end and the Flight service both name partitions with it.
 func PartitionValue(arr arrow.Array, i int) (string, error) {
 	if arr.IsNull(i) {
 		return "NULL", nil
 	}
 	switch a := arr.(type) {
 	case *array.String:
-		return a.Value(i), nil
+		// Value aliases the array's buffer; the partition name outlives it.
+		return strings.Clone(a.Value(i)), nil
 	case *array.Int16:
 		return strconv.FormatInt(int64(a.Value(i)), 10), nil
 	case *array.Int32:

@@ -60,6 +60,19 @@ func (c *codec) encode(buf []byte, oid uint32, format int16, v any) (out []byte,
 		if oid == pgtype.TimestamptzOID && format == textFormat {
 			return appendTimestamptz(buf, v.In(c.loc)), false, nil
 		}
+	case float64:
+		if format == textFormat && (oid == pgtype.Float8OID || oid == pgtype.Float4OID) {
+			return appendFloat(buf, v, 64), false, nil
+		}
+	case float32:
+		if format == textFormat && (oid == pgtype.Float8OID || oid == pgtype.Float4OID) {
+			return appendFloat(buf, float64(v), 32), false, nil
+		}
+	case string:
+		if oid == pgtype.UUIDOID && format != textFormat {
+			// A uuid in its text form (the engine's): parse it for binary.
+			return c.encode(buf, oid, format, Text(v))
+		}
 	case pgtype.InfinityModifier:
 		// ±infinity, as decode returns it for dates and timestamps.
 		switch oid {
@@ -553,4 +566,30 @@ func typeSize(oid uint32) int16 {
 		return 64
 	}
 	return -1
+}
+
+// appendFloat formats a float the way PostgreSQL's float4out/float8out do
+// (extra_float_digits 1, the default): the shortest text that reads back
+// exactly, in exponential form when the decimal exponent is below -4 or at
+// least 15 (6 for real), and NaN, Infinity, -Infinity.
+func appendFloat(buf []byte, f float64, bits int) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(buf, "NaN"...)
+	case math.IsInf(f, 1):
+		return append(buf, "Infinity"...)
+	case math.IsInf(f, -1):
+		return append(buf, "-Infinity"...)
+	}
+	e := strconv.FormatFloat(f, 'e', -1, bits)
+	i := strings.LastIndexByte(e, 'e')
+	exp, _ := strconv.Atoi(e[i+1:])
+	limit := 15
+	if bits == 32 {
+		limit = 6
+	}
+	if exp < -4 || exp >= limit {
+		return append(buf, e...)
+	}
+	return strconv.AppendFloat(buf, f, 'f', -1, bits)
 }

@@ -77,6 +77,7 @@ package sqlfront_test
 // another connection sees.
 //
 //	onlyif mink|pg
+//	knownbug <text>   (mink still differs here: logged, not failed; see the record's comment)
 //	skipif mink|pg
 //
 // before a record (on the line above its header) runs the record only on,
@@ -171,6 +172,10 @@ type logicRecord struct {
 	kind    string // "statement", "query", "copy", "connection", "" (text)
 	onlyif  string
 	skipif  string
+	// knownbug marks a record where mink still differs from PostgreSQL:
+	// against mink it runs, and a difference is logged as a KNOWN BUG
+	// instead of failing; against PostgreSQL it must pass as usual.
+	knownbug string
 	conds   []string // the onlyif/skipif lines, verbatim
 	sql     string
 	data    []string // COPY data
@@ -234,6 +239,15 @@ func parseLogicFile(path string) ([]*logicRecord, error) {
 		rec := &logicRecord{line: i + 1}
 		for {
 			f := strings.Fields(lines[i])
+			if len(f) >= 2 && f[0] == "knownbug" {
+				rec.knownbug = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(lines[i]), "knownbug"))
+				rec.conds = append(rec.conds, lines[i])
+				i++
+				if i >= len(lines) {
+					return nil, bad(i-1, "knownbug at the end of the file")
+				}
+				continue
+			}
 			if len(f) == 2 && (f[0] == "onlyif" || f[0] == "skipif") {
 				if f[1] != "mink" && f[1] != "pg" {
 					return nil, bad(i, "%s takes mink or pg", f[0])
@@ -576,51 +590,65 @@ func (r *logicRunner) run(rec *logicRecord) {
 		}
 		return
 	}
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	defer func() {
+		switch {
+		case rec.knownbug != "" && !r.pg && len(failures) > 0:
+			t.Logf("%s: KNOWN BUG (%s), mink still differs from PostgreSQL: %s", where, rec.knownbug, strings.Join(failures, "; "))
+		case rec.knownbug != "" && !r.pg:
+			t.Logf("%s: known bug %q does not show in this mode", where, rec.knownbug)
+		default:
+			for _, f := range failures {
+				t.Error(f)
+			}
+		}
+	}()
 	if rec.wantErr {
 		if got.err == nil {
-			t.Errorf("%s: want error %s %s, got success %q", where, rec.code, rec.message, got.tag)
+			fail("%s: want error %s %s, got success %q", where, rec.code, rec.message, got.tag)
 			return
 		}
 		if got.err.Code != rec.code || (rec.hasMsg && oneLine(got.err.Message) != rec.message) {
-			t.Errorf("%s: want error %s %s\n got error %s %s", where, rec.code, rec.message, got.err.Code, got.err.Message)
+			fail("%s: want error %s %s\n got error %s %s", where, rec.code, rec.message, got.err.Code, got.err.Message)
 		}
 		return
 	}
 	if got.err != nil {
-		t.Errorf("%s: unexpected error %s %s", where, got.err.Code, got.err.Message)
+		fail("%s: unexpected error %s %s", where, got.err.Code, got.err.Message)
 		return
 	}
 	switch rec.kind {
 	case "statement":
 		if rec.tag != "" && got.tag != rec.tag {
-			t.Errorf("%s: tag %q, want %q", where, got.tag, rec.tag)
+			fail("%s: tag %q, want %q", where, got.tag, rec.tag)
 		}
 		if rec.hasNotices && strings.Join(got.notices, "\n") != strings.Join(rec.notices, "\n") {
-			t.Errorf("%s: notices differ\n got:\n%s\nwant:\n%s", where, indent(got.notices), indent(rec.notices))
+			fail("%s: notices differ\n got:\n%s\nwant:\n%s", where, indent(got.notices), indent(rec.notices))
 		}
 	case "copy":
 		if want := fmt.Sprintf("COPY %d", rec.count); got.tag != want {
-			t.Errorf("%s: tag %q, want %q", where, got.tag, want)
+			fail("%s: tag %q, want %q", where, got.tag, want)
 		}
 	case "query":
 		if !got.isQuery {
-			t.Errorf("%s: the statement returned no rows (tag %q)", where, got.tag)
+			fail("%s: the statement returned no rows (tag %q)", where, got.tag)
 			return
 		}
 		if got.types != rec.types {
-			t.Errorf("%s: column types %s, want %s", where, got.types, rec.types)
+			fail("%s: column types %s, want %s", where, got.types, rec.types)
 		}
 		if descTypes != "" && descTypes != got.types {
-			t.Errorf("%s: Describe said column types %s, the portal %s", where, descTypes, got.types)
+			fail("%s: Describe said column types %s, the portal %s", where, descTypes, got.types)
 		}
 		want := rec.rows
 		if rec.colname {
 			if len(want) == 0 {
-				t.Errorf("%s: colnames without a names line", where)
+				fail("%s: colnames without a names line", where)
 				return
 			}
 			if names := strings.Join(got.names, " | "); names != want[0] {
-				t.Errorf("%s: column names\n got %s\nwant %s", where, names, want[0])
+				fail("%s: column names\n got %s\nwant %s", where, names, want[0])
 			}
 			want = want[1:]
 		}
@@ -632,7 +660,7 @@ func (r *logicRunner) run(rec *logicRecord) {
 			}
 		}
 		if strings.Join(gotRows, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s: rows differ\n got:\n%s\nwant:\n%s", where, indent(gotRows), indent(want))
+			fail("%s: rows differ\n got:\n%s\nwant:\n%s", where, indent(gotRows), indent(want))
 		}
 	}
 }

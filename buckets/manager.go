@@ -277,6 +277,19 @@ func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
 	return b, nil
 }
 
+// LocalEnd is the acknowledged end offset of bucket id if this node has it
+// open. It does not read the metadata view, so it may be called inside a
+// Metadata.Read callback.
+func (m *Manager) LocalEnd(id catalog.BucketID) (uint64, bool) {
+	m.mu.Lock()
+	b := m.mu.open[id]
+	m.mu.Unlock()
+	if b == nil {
+		return 0, false
+	}
+	return b.stream.End(), true
+}
+
 // ReadCommitted returns the committed batches of bucket id overlapping
 // [from, to), from stream objects; any node can serve it.
 func (m *Manager) ReadCommitted(ctx context.Context, id catalog.BucketID, from, to uint64) ([]Batch, error) {

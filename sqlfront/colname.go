@@ -29,6 +29,10 @@ func postgresColumnNames(node *pg.Node, cols []pgwire.Column) {
 	}
 	for i, t := range sel.TargetList {
 		rt := t.GetResTarget()
+		if c := rt.GetVal().GetAConst(); c != nil && c.Isnull {
+			// An untyped NULL is text in PostgreSQL (the engine says integer).
+			cols[i] = pgwire.NewColumn(cols[i].Name, 25)
+		}
 		if rt.Name != "" {
 			cols[i].Name = rt.Name
 			continue

@@ -232,11 +232,10 @@ func (s *session) bucketRows(id catalog.BucketID) (int64, bool) {
 	if m == nil {
 		return 0, false
 	}
-	b, err := m.Bucket(id)
-	if err != nil {
-		return 0, false
-	}
-	return int64(b.End()), true
+	// Called inside a Meta.Read callback: Manager.Bucket would read the
+	// view again, and a nested read lock deadlocks once a writer waits.
+	end, ok := m.LocalEnd(id)
+	return int64(end), ok
 }
 
 // settingsVariable is the statement that sets the DuckDB variable

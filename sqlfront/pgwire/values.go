@@ -2,10 +2,12 @@ package pgwire
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +61,10 @@ func (c *codec) encode(buf []byte, oid uint32, format int16, v any) (out []byte,
 	case time.Time:
 		if oid == pgtype.TimestamptzOID && format == textFormat {
 			return appendTimestamptz(buf, v.In(c.loc)), false, nil
+		}
+	case pgtype.Interval:
+		if format == textFormat && oid == pgtype.IntervalOID && v.Valid {
+			return appendInterval(buf, v), false, nil
 		}
 	case float64:
 		if format == textFormat && (oid == pgtype.Float8OID || oid == pgtype.Float4OID) {
@@ -135,11 +141,24 @@ func (c *codec) decode(oid uint32, format int16, src []byte) (any, error) {
 		}
 		return string(src), nil
 	case pgtype.JSONOID, pgtype.JSONBOID:
-		var s string
-		if err := c.m.Scan(oid, format, src, &s); err != nil {
-			return nil, inputError(oid, format, src, err)
+		text := src
+		if format == binaryFormat && oid == pgtype.JSONBOID {
+			// jsonb's binary form is a version byte (1) and the JSON text.
+			switch {
+			case len(src) > 0 && src[0] == 1:
+				text = src[1:]
+			case json.Valid(src):
+				// A client that was told the column is json (mink
+				// describes jsonb columns as json) sends json's binary
+				// form, the bare text.
+			default:
+				return nil, Errorf(CodeInvalidBinaryRepresentation, "unsupported jsonb version number")
+			}
 		}
-		return s, nil
+		if !json.Valid(text) {
+			return nil, Errorf(CodeInvalidTextRepresentation, "invalid input syntax for type %s", typeName(oid))
+		}
+		return string(text), nil
 	}
 	if v, err, ok := decodeFast(oid, format, src); ok {
 		if err != nil {
@@ -185,6 +204,14 @@ func (c *codec) decode(oid uint32, format int16, src []byte) (any, error) {
 		case pgtype.NumericOID:
 			if n, ok := parseNumericExponent(string(src)); ok {
 				return n, nil
+			}
+		case pgtype.TimestampOID:
+			// PostgreSQL ignores a zone in timestamp-without-time-zone
+			// input and keeps the wall-clock time (pgjdbc sends "+00").
+			if m := trailingZone.FindIndex(src); m != nil {
+				if v, err2 := t.Codec.DecodeValue(c.m, oid, format, src[:m[0]]); err2 == nil {
+					return v, nil
+				}
 			}
 		}
 	}
@@ -592,4 +619,63 @@ func appendFloat(buf []byte, f float64, bits int) []byte {
 		return append(buf, e...)
 	}
 	return strconv.AppendFloat(buf, f, 'f', -1, bits)
+}
+
+// trailingZone matches a zone at the end of timestamp text: Z, UTC, or a
+// numeric offset such as +00, -08:00, +0530.
+var trailingZone = regexp.MustCompile(`\s*(Z|UTC|[+-]\d{1,2}(:?\d{2}){0,2})$`)
+
+// appendInterval formats an interval as PostgreSQL does with IntervalStyle
+// postgres: "1 year 2 mons 3 days 04:05:06.5", "-3 days", "00:00:00". The
+// time part gets an explicit sign when a preceding part is negative.
+func appendInterval(buf []byte, iv pgtype.Interval) []byte {
+	years, months := iv.Months/12, iv.Months%12
+	negSeen := false
+	first := true
+	unit := func(n int64, one, many string) {
+		if n == 0 {
+			return
+		}
+		if !first {
+			buf = append(buf, ' ')
+		}
+		first = false
+		if n < 0 {
+			negSeen = true
+		}
+		buf = strconv.AppendInt(buf, n, 10)
+		buf = append(buf, ' ')
+		if n == 1 { // PostgreSQL: "-1 mons"
+			buf = append(buf, one...)
+		} else {
+			buf = append(buf, many...)
+		}
+	}
+	unit(int64(years), "year", "years")
+	unit(int64(months), "mon", "mons")
+	unit(int64(iv.Days), "day", "days")
+	us := iv.Microseconds
+	if us == 0 && !first {
+		return buf
+	}
+	if !first {
+		buf = append(buf, ' ')
+	}
+	switch {
+	case us < 0:
+		buf = append(buf, '-')
+		us = -us
+	case negSeen:
+		buf = append(buf, '+')
+	}
+	h, rem := us/3_600_000_000, us%3_600_000_000
+	m, rem := rem/60_000_000, rem%60_000_000
+	sec, frac := rem/1_000_000, rem%1_000_000
+	buf = fmt.Appendf(buf, "%02d:%02d:%02d", h, m, sec)
+	if frac != 0 {
+		f := strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
+		buf = append(buf, '.')
+		buf = append(buf, f...)
+	}
+	return buf
 }

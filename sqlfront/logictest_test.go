@@ -169,26 +169,26 @@ type logicRecord struct {
 	// text is the verbatim text of a comment or blank-line block.
 	text string
 
-	kind    string // "statement", "query", "copy", "connection", "" (text)
-	onlyif  string
-	skipif  string
+	kind   string // "statement", "query", "copy", "connection", "" (text)
+	onlyif string
+	skipif string
 	// knownbug marks a record where mink still differs from PostgreSQL:
 	// against mink it runs, and a difference is logged as a KNOWN BUG
 	// instead of failing; against PostgreSQL it must pass as usual.
 	knownbug string
-	conds   []string // the onlyif/skipif lines, verbatim
-	sql     string
-	data    []string // COPY data
-	wantErr bool
-	code    string
-	message string // expected error message, "" to not check
-	hasMsg  bool
-	tag     string // expected tag of statement ok, "" to not check
-	count   int64  // copy ok N
-	types   string
-	rowsort bool
-	colname bool
-	rows    []string // expected rows (with the names line first under colnames)
+	conds    []string // the onlyif/skipif lines, verbatim
+	sql      string
+	data     []string // COPY data
+	wantErr  bool
+	code     string
+	message  string // expected error message, "" to not check
+	hasMsg   bool
+	tag      string // expected tag of statement ok, "" to not check
+	count    int64  // copy ok N
+	types    string
+	rowsort  bool
+	colname  bool
+	rows     []string // expected rows (with the names line first under colnames)
 	// notices are the expected notices and warnings of a statement ok
 	// record, checked when it has a ---- section (hasNotices).
 	notices    []string

@@ -203,7 +203,7 @@ func Split(ctx context.Context, rec arrow.RecordBatch, keyCols []int, buckets in
 		}
 		indices := idx.NewArray()
 		idx.Release()
-		taken, err := compute.Take(ctx, *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(rec), compute.NewDatumWithoutOwning(indices))
+		taken, err := take(ctx, rec, indices.(*array.Int64))
 		indices.Release()
 		if err != nil {
 			for _, r := range out {
@@ -213,7 +213,43 @@ func Split(ctx context.Context, rec arrow.RecordBatch, keyCols []int, buckets in
 			}
 			return nil, fmt.Errorf("routing: split: %w", err)
 		}
-		out[b] = taken.(*compute.RecordDatum).Value
+		out[b] = taken
 	}
+	return out, nil
+}
+
+// take selects rows of rec. Arrow's Take kernel does not handle every type
+// (interval month-day-nano, for one); those columns are gathered from
+// one-row slices instead, which is slower but works for any type.
+func take(ctx context.Context, rec arrow.RecordBatch, indices *array.Int64) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, rec.NumCols())
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	for i := range cols {
+		col, err := compute.TakeArray(ctx, rec.Column(i), indices)
+		if err != nil {
+			slices := make([]arrow.Array, indices.Len())
+			for j := range slices {
+				row := indices.Value(j)
+				slices[j] = array.NewSlice(rec.Column(i), row, row+1)
+			}
+			col, err = array.Concatenate(slices, memory.DefaultAllocator)
+			for _, sl := range slices {
+				sl.Release()
+			}
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("column %q: %w", rec.ColumnName(i), err)
+			}
+		}
+		cols[i] = col
+	}
+	out := array.NewRecordBatch(rec.Schema(), cols, int64(indices.Len()))
+	release()
 	return out, nil
 }

@@ -114,3 +114,39 @@ func TestSplit(t *testing.T) {
 		t.Fatalf("%d rows after split, want 1000", total)
 	}
 }
+
+// Columns Arrow's Take kernel does not support (month-day-nano intervals)
+// are split too.
+func TestSplitInterval(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "iv", Type: arrow.FixedWidthTypes.MonthDayNanoInterval}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for i := int64(0); i < 100; i++ {
+		b.Field(0).(*array.Int64Builder).Append(i)
+		b.Field(1).(*array.MonthDayNanoIntervalBuilder).Append(arrow.MonthDayNanoInterval{Months: int32(i), Days: 1, Nanoseconds: i * 1000})
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	parts, err := Split(context.Background(), rec, []int{0}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		total += int(p.NumRows())
+		ids := p.Column(0).(*array.Int64)
+		ivs := p.Column(1).(*array.MonthDayNanoInterval)
+		for i := 0; i < ids.Len(); i++ {
+			if ivs.Value(i).Months != int32(ids.Value(i)) || ivs.Value(i).Nanoseconds != ids.Value(i)*1000 {
+				t.Fatalf("row %d: interval %+v", ids.Value(i), ivs.Value(i))
+			}
+		}
+		p.Release()
+	}
+	if total != 100 {
+		t.Fatalf("%d rows after split", total)
+	}
+}

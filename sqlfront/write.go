@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -24,7 +23,7 @@ type pendingWrite struct {
 
 // roundRobin spreads writes to log tables without a bucket key: each
 // statement's batch goes to the next bucket.
-var roundRobin atomic.Uint64
+var roundRobin routing.RoundRobin
 
 // write applies batches to table now, or buffers them until COMMIT inside a
 // transaction block. The batches must conform to the table's schema.
@@ -131,30 +130,9 @@ func (a *appender) add(ctx context.Context, table *tableInfo, rec arrow.RecordBa
 }
 
 func (a *appender) toBuckets(ctx context.Context, table *tableInfo, bucketIDs []catalog.BucketID, rec arrow.RecordBatch) error {
-	if len(table.keyCols) == 0 {
-		id := bucketIDs[roundRobin.Add(1)%uint64(len(bucketIDs))]
-		return a.toBucket(ctx, id, rec)
-	}
-	parts, err := routing.Split(ctx, rec, table.keyCols, len(bucketIDs))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, p := range parts {
-			if p != nil {
-				p.Release()
-			}
-		}
-	}()
-	for i, p := range parts {
-		if p == nil {
-			continue
-		}
-		if err := a.toBucket(ctx, bucketIDs[i], p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return routing.EachBucket(ctx, rec, table.keyCols, len(bucketIDs), &roundRobin, func(i int, part arrow.RecordBatch) error {
+		return a.toBucket(ctx, bucketIDs[i], part)
+	})
 }
 
 // toBucket queues rec on a bucket led by this node, waiting up to

@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -252,4 +253,42 @@ func take(ctx context.Context, rec arrow.RecordBatch, indices *array.Int64) (arr
 	out := array.NewRecordBatch(rec.Schema(), cols, int64(indices.Len()))
 	release()
 	return out, nil
+}
+
+// RoundRobin picks the bucket of a batch for tables without a bucket key.
+// It is shared by every writer on a node, so that concurrent statements
+// spread over the buckets. Safe for concurrent use.
+type RoundRobin struct{ next atomic.Uint64 }
+
+// Next returns a bucket index in [0, buckets).
+func (r *RoundRobin) Next(buckets int) int { return int(r.next.Add(1) % uint64(buckets)) }
+
+// EachBucket routes rec over buckets buckets and calls fn once for every
+// bucket that gets rows, with those rows: the whole batch to one bucket
+// chosen by rr when keyCols is empty, else the rows split by their key's
+// bucket. fn must not keep part past its return without retaining it.
+func EachBucket(ctx context.Context, rec arrow.RecordBatch, keyCols []int, buckets int, rr *RoundRobin, fn func(bucket int, part arrow.RecordBatch) error) error {
+	if len(keyCols) == 0 {
+		return fn(rr.Next(buckets), rec)
+	}
+	parts, err := Split(ctx, rec, keyCols, buckets)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range parts {
+			if p != nil {
+				p.Release()
+			}
+		}
+	}()
+	for i, p := range parts {
+		if p == nil {
+			continue
+		}
+		if err := fn(i, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }

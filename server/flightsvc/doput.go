@@ -201,7 +201,7 @@ func (s *Service) putTable(stream flight.FlightService_DoPutServer, rdr *flight.
 
 // roundRobin spreads batches of log tables without a bucket key over their
 // buckets, one batch (per partition) to the next bucket, like sqlfront.
-var roundRobin atomic.Uint64
+var roundRobin routing.RoundRobin
 
 // tableWriter is one table-addressed write: local appends are queued
 // (they share WAL objects), remote parts go to one forwarding goroutine per
@@ -307,29 +307,9 @@ func (w *tableWriter) partition(ctx context.Context, value string) ([]catalog.Bu
 }
 
 func (w *tableWriter) toBuckets(ctx context.Context, ids []catalog.BucketID, rec arrow.RecordBatch) error {
-	if len(w.t.keyCols) == 0 {
-		return w.toBucket(ctx, ids[roundRobin.Add(1)%uint64(len(ids))], rec)
-	}
-	parts, err := routing.Split(ctx, rec, w.t.keyCols, len(ids))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, p := range parts {
-			if p != nil {
-				p.Release()
-			}
-		}
-	}()
-	for i, p := range parts {
-		if p == nil {
-			continue
-		}
-		if err := w.toBucket(ctx, ids[i], p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return routing.EachBucket(ctx, rec, w.t.keyCols, len(ids), &roundRobin, func(i int, part arrow.RecordBatch) error {
+		return w.toBucket(ctx, ids[i], part)
+	})
 }
 
 // toBucket queues rec on bucket id: appended here if this node leads it

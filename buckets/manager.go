@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/kv"
 )
 
 // Metadata is what the manager needs from the metadata log;
@@ -41,6 +43,17 @@ type Config struct {
 	// OnFenced is called once if the node's s3stream epoch is fenced; the
 	// owner must register the node again and start a new Manager.
 	OnFenced func(err error)
+
+	// DataDir holds the KV tablets of the primary-key buckets open here,
+	// in DataDir/kv/<bucket>-<leader epoch>. Empty: a temporary directory,
+	// removed by Close.
+	DataDir string
+	// KVSnapshotInterval is how often an open primary-key bucket whose
+	// tablet advanced is snapshotted. Default 5 minutes.
+	KVSnapshotInterval time.Duration
+	// KVCacheBytes is the block cache shared by the node's KV tablets.
+	// Default 256 MiB.
+	KVCacheBytes int64
 }
 
 // Manager runs a node's buckets for one node epoch.
@@ -56,10 +69,14 @@ type Manager struct {
 	mu struct {
 		sync.Mutex
 		open   map[catalog.BucketID]*LogBucket
+		kv     map[catalog.BucketID]*KVBucket
 		busy   map[catalog.BucketID]bool // an action is running for the bucket
 		closed bool
 	}
 	fencedOnce sync.Once
+
+	kvCache *kv.Cache
+	tempDir string // DataDir when Config.DataDir was empty
 }
 
 // NewManager starts the node's s3stream node and the sync task.
@@ -83,8 +100,25 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.BatchCacheBytes == 0 {
 		cfg.BatchCacheBytes = 1 << 30
 	}
-	m := &Manager{cfg: cfg, node: node, batches: newBatchCache(cfg.BatchCacheBytes), kick: make(chan struct{}, 1), cancel: cancel}
+	if cfg.KVSnapshotInterval == 0 {
+		cfg.KVSnapshotInterval = 5 * time.Minute
+	}
+	if cfg.KVCacheBytes == 0 {
+		cfg.KVCacheBytes = 256 << 20
+	}
+	var tempDir string
+	if cfg.DataDir == "" {
+		if tempDir, err = os.MkdirTemp("", "mink-kv-"); err != nil {
+			cancel()
+			node.Close()
+			return nil, fmt.Errorf("buckets: KV tablet directory: %w", err)
+		}
+		cfg.DataDir = tempDir
+	}
+	m := &Manager{cfg: cfg, node: node, batches: newBatchCache(cfg.BatchCacheBytes), kick: make(chan struct{}, 1), cancel: cancel,
+		kvCache: kv.NewCache(cfg.KVCacheBytes), tempDir: tempDir}
 	m.mu.open = make(map[catalog.BucketID]*LogBucket)
+	m.mu.kv = make(map[catalog.BucketID]*KVBucket)
 	m.mu.busy = make(map[catalog.BucketID]bool)
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.syncLoop(ctx) }()
@@ -128,6 +162,15 @@ func (m *Manager) syncOnce(ctx context.Context) {
 	for id, b := range m.mu.open {
 		local.open[id] = b.epoch
 	}
+	var failed []action
+	for id, b := range m.mu.kv {
+		local.open[id] = b.epoch
+		if b.failure() != nil && !m.mu.busy[id] {
+			// Pending's protocol: a bucket whose append failed is closed
+			// (which waits for the stream to settle) and reopened.
+			failed = append(failed, action{kind: actClose, bucket: id, epoch: b.epoch})
+		}
+	}
 	for id := range m.mu.busy {
 		local.busy[id] = true
 	}
@@ -136,6 +179,7 @@ func (m *Manager) syncOnce(ctx context.Context) {
 	m.cfg.Meta.Read(func(v *catalog.View) {
 		actions = decide(v, m.cfg.Node, m.cfg.NodeEpoch, m.cfg.Live, local)
 	})
+	actions = append(failed, actions...)
 	for _, a := range actions {
 		if a.kind == actWait {
 			continue
@@ -167,6 +211,9 @@ func (m *Manager) act(ctx context.Context, a action) error {
 	opts := s3stream.FailoverOptions{By: m.cfg.Node, ByEpoch: m.cfg.NodeEpoch, Logger: m.cfg.Logger}
 	switch a.kind {
 	case actOpen:
+		if spec, ok := m.primaryKeySpec(a.bucket); ok {
+			return m.openKV(ctx, a, spec)
+		}
 		stream, err := m.node.OpenStream(ctx, catalog.StreamID(a.bucket), a.epoch)
 		if err != nil {
 			return err
@@ -199,7 +246,11 @@ func (m *Manager) act(ctx context.Context, a action) error {
 	case actClose:
 		m.mu.Lock()
 		b := m.mu.open[a.bucket]
+		kb := m.mu.kv[a.bucket]
 		m.mu.Unlock()
+		if kb != nil {
+			return m.closeKV(ctx, kb)
+		}
 		if b == nil {
 			return nil
 		}
@@ -256,6 +307,8 @@ func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
 		switch {
 		case !ok:
 			err = fmt.Errorf("bucket %d: %w", id, ErrNoSuchBucket)
+		case isPrimaryKey(v, vb):
+			err = fmt.Errorf("bucket %d %w", id, errIsKVBucket)
 		case vb.Leader == 0:
 			err = fmt.Errorf("bucket %d has no leader yet: %w", id, ErrUnavailable)
 		case vb.Leader != m.cfg.Node:
@@ -283,7 +336,11 @@ func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
 func (m *Manager) LocalEnd(id catalog.BucketID) (uint64, bool) {
 	m.mu.Lock()
 	b := m.mu.open[id]
+	kb := m.mu.kv[id]
 	m.mu.Unlock()
+	if kb != nil {
+		return kb.stream.End(), true
+	}
 	if b == nil {
 		return 0, false
 	}
@@ -306,8 +363,23 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	m.mu.Lock()
+	kvs := make([]*KVBucket, 0, len(m.mu.kv))
+	for _, b := range m.mu.kv {
+		kvs = append(kvs, b)
+	}
+	m.mu.kv = map[catalog.BucketID]*KVBucket{}
+	m.mu.Unlock()
+	for _, b := range kvs {
+		b.shutdown(false)
+	}
 	m.batches.clear()
-	return m.node.Close()
+	err := m.node.Close()
+	m.kvCache.Release()
+	if m.tempDir != "" {
+		os.RemoveAll(m.tempDir)
+	}
+	return err
 }
 
 // CloseBuckets closes every open bucket cleanly: flush, commit, CloseStream.
@@ -319,11 +391,20 @@ func (m *Manager) CloseBuckets(ctx context.Context) error {
 	for _, b := range m.mu.open {
 		open = append(open, b)
 	}
+	kvs := make([]*KVBucket, 0, len(m.mu.kv))
+	for _, b := range m.mu.kv {
+		kvs = append(kvs, b)
+	}
 	m.mu.Unlock()
 	var errs []error
 	for _, b := range open {
 		if err := b.stream.Close(ctx); err != nil && !errors.Is(err, s3stream.ErrFenced) {
 			errs = append(errs, fmt.Errorf("close bucket %d: %w", b.id, err))
+		}
+	}
+	for _, b := range kvs {
+		if err := m.closeKVStream(ctx, b); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -116,6 +116,8 @@ type Tablet struct {
 	// applied is the offset applied up to; written under applyMu.
 	applied atomic.Uint64
 	closed  atomic.Bool
+	// readers counts the Readers not yet closed (OpenReaders).
+	readers atomic.Int64
 
 	// snapGate makes snapshots one at a time. A snapshot holds it across
 	// its uploads, so it is a channel, acquired with a context, and not a
@@ -413,6 +415,8 @@ func (t *Tablet) Close() error {
 type Reader struct {
 	snap   *pebble.Snapshot
 	offset uint64
+	t      *Tablet
+	done   atomic.Bool
 }
 
 // NewReader returns a Reader of the tablet's current state.
@@ -426,7 +430,8 @@ func (t *Tablet) NewReader() (*Reader, error) {
 		snap.Close()
 		return nil, fmt.Errorf("kv: new reader: %w", err)
 	}
-	return &Reader{snap: snap, offset: applied}, nil
+	t.readers.Add(1)
+	return &Reader{snap: snap, offset: applied, t: t}, nil
 }
 
 // Offset is the changelog offset the reader's state is at: it holds the
@@ -472,7 +477,18 @@ func upperBound(upper []byte) []byte {
 }
 
 // Close releases the reader.
-func (r *Reader) Close() error { return r.snap.Close() }
+func (r *Reader) Close() error {
+	if r.done.Swap(true) {
+		return nil
+	}
+	defer r.t.readers.Add(-1)
+	return r.snap.Close()
+}
+
+// OpenReaders is the number of Readers of the tablet not yet closed. The
+// owner of a tablet that hands Readers out waits for it to reach 0 before
+// Close.
+func (t *Tablet) OpenReaders() int { return int(t.readers.Load()) }
 
 // pebbleLogger sends pebble's log lines to slog: info at debug level.
 type pebbleLogger struct{ l *slog.Logger }

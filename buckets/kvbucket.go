@@ -1,0 +1,392 @@
+package buckets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/minkdb/mink/buckets/s3stream"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/kv"
+)
+
+// KVBucket is a primary-key bucket open on its leader: a KV tablet holding
+// the current row of every key, and the bucket's stream carrying the
+// changelog (one entry per Write, one offset per change record). The tablet
+// holds only acknowledged records; it is rebuilt from a snapshot and the
+// changelog whenever the bucket opens (DESIGN.md §7, kv package doc).
+//
+// Write, Get, NewReader, ReadChangelog and Snapshot are safe for concurrent
+// use.
+type KVBucket struct {
+	id     catalog.BucketID
+	epoch  uint64
+	stream *s3stream.Stream
+	m      *Manager
+	codec  *kv.Codec
+	tablet *kv.Tablet
+	pend   *kv.Pending
+
+	// ctx lives as long as the bucket is open: appends are queued and
+	// waited for with it, not with a client's context, so that a client
+	// giving up never leaves an acknowledged record unapplied.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// wmu orders writes: Changes, the stream append and the hand-over to
+	// the applier happen under it, so staging order is stream order.
+	wmu     sync.Mutex
+	queue   chan *kvAppend // to the applier, in stream order
+	last    *kvAppend      // the last append queued
+	closing bool           // no more writes: queue is closed
+
+	// failMu guards failed: the first append that failed, or a tablet
+	// error. A failed bucket refuses writes and reads and is closed and
+	// reopened by the manager (Pending's protocol).
+	failMu sync.Mutex
+	failed error
+
+	// rmu guards reads against the tablet's Close.
+	rmu     sync.RWMutex
+	rclosed bool
+
+	// snapMu serializes snapshots and guards snapOffset, the applied
+	// offset of the last snapshot committed (or restored).
+	snapMu     sync.Mutex
+	snapOffset uint64
+
+	applierDone chan struct{}
+	loops       sync.WaitGroup
+	shutOnce    sync.Once
+}
+
+// kvAppend is one Write's stream entry on its way to the tablet.
+type kvAppend struct {
+	p       *s3stream.PendingAppend
+	records []kv.ChangeRecord
+	done    chan struct{} // closed when err and base are set
+	base    uint64
+	err     error
+}
+
+// NewKVCodec returns the codec of a primary-key table: the schema is
+// sqltypes.Schema of the table's columns and the key columns are
+// Spec.PrimaryKey, in order.
+func NewKVCodec(spec catalog.TableSpec) (*kv.Codec, error) {
+	if len(spec.PrimaryKey) == 0 {
+		return nil, fmt.Errorf("table %q has no primary key", spec.Name)
+	}
+	cols := make([]sqltypes.Column, len(spec.Columns))
+	idx := map[string]int{}
+	for i, c := range spec.Columns {
+		typ, err := sqltypes.Parse(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("table %q column %q: %w", spec.Name, c.Name, err)
+		}
+		cols[i] = sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull}
+		idx[c.Name] = i
+	}
+	keyCols := make([]int, len(spec.PrimaryKey))
+	for i, name := range spec.PrimaryKey {
+		j, ok := idx[name]
+		if !ok {
+			return nil, fmt.Errorf("table %q: primary-key column %q does not exist", spec.Name, name)
+		}
+		keyCols[i] = j
+	}
+	c, err := kv.NewCodec(sqltypes.Schema(cols), keyCols)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w", spec.Name, err)
+	}
+	return c, nil
+}
+
+// ID is the bucket id.
+func (b *KVBucket) ID() catalog.BucketID { return b.id }
+
+// Epoch is the leader epoch the bucket is open at.
+func (b *KVBucket) Epoch() uint64 { return b.epoch }
+
+// End is the acknowledged end offset of the changelog.
+func (b *KVBucket) End() uint64 { return b.stream.End() }
+
+// Codec is the table's codec: schema sqltypes.Schema(columns), key columns
+// Spec.PrimaryKey in order.
+func (b *KVBucket) Codec() *kv.Codec { return b.codec }
+
+// AppliedOffset is the changelog offset the tablet holds the effect of.
+func (b *KVBucket) AppliedOffset() uint64 { return b.tablet.AppliedOffset() }
+
+func (b *KVBucket) fail(err error) {
+	b.failMu.Lock()
+	first := b.failed == nil
+	if first {
+		b.failed = err
+	}
+	b.failMu.Unlock()
+	if first {
+		b.m.cfg.Logger.Error("primary-key bucket failed; closing and reopening it", "bucket", b.id, "leader_epoch", b.epoch, "err", err)
+		b.m.Kick()
+	}
+}
+
+// failure is the error that broke the bucket, or nil.
+func (b *KVBucket) failure() error {
+	b.failMu.Lock()
+	defer b.failMu.Unlock()
+	return b.failed
+}
+
+// usable reports why the bucket cannot serve, if it cannot.
+func (b *KVBucket) usable() error {
+	if err := b.failure(); err != nil {
+		return fmt.Errorf("bucket %d is reopening after a failure: %w: %v", b.id, ErrUnavailable, err)
+	}
+	if err := b.stream.Err(); err != nil {
+		return fmt.Errorf("bucket %d: %w: %v", b.id, ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Write turns writes into changelog records (kv.Pending: reading the
+// current rows, including this bucket's earlier writes not yet
+// acknowledged), appends them as one stream entry, waits until it is
+// durable, applies it to the tablet and returns the records and the offset
+// of the first one.
+//
+// Writes are ordered per bucket: concurrent calls compute their changes one
+// at a time and append in that order; their appends are pipelined. A
+// *kv.DuplicateKeyError or *kv.ConflictError, and any error returned before
+// the append, means nothing was appended. An error after the append was
+// queued wraps ErrUnknownOutcome: the records may still become durable
+// (and then are applied when the bucket reopens). A batch whose writes
+// change nothing appends nothing and returns no records once every earlier
+// write it read is acknowledged. An empty writes list returns (nil, End(), nil).
+func (b *KVBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRecord, uint64, error) {
+	if len(writes) == 0 {
+		return nil, b.End(), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	b.wmu.Lock()
+	if b.closing {
+		b.wmu.Unlock()
+		return nil, 0, fmt.Errorf("bucket %d is closing on this node: %w", b.id, ErrUnavailable)
+	}
+	if err := b.usable(); err != nil {
+		b.wmu.Unlock()
+		return nil, 0, err
+	}
+	records, err := b.pend.Changes(writes)
+	if err != nil {
+		b.wmu.Unlock()
+		return nil, 0, fmt.Errorf("bucket %d: %w", b.id, err)
+	}
+	if len(records) == 0 {
+		last := b.last
+		b.wmu.Unlock()
+		if last != nil {
+			// The outcome was computed from the earlier writes; it stands
+			// only if they are acknowledged.
+			select {
+			case <-last.done:
+				if last.err != nil {
+					return nil, 0, fmt.Errorf("bucket %d: an earlier write this one read failed: %w", b.id, ErrUnavailable)
+				}
+			case <-ctx.Done():
+				return nil, 0, ctx.Err()
+			}
+		}
+		return nil, b.End(), nil
+	}
+	payload, err := b.codec.EncodeChanges(records)
+	if err == nil {
+		var p *s3stream.PendingAppend
+		if p, err = b.stream.AppendAsync(b.ctx, payload, uint32(len(records))); err == nil {
+			a := &kvAppend{p: p, records: records, done: make(chan struct{})}
+			b.last = a
+			b.queue <- a
+			b.wmu.Unlock()
+			select {
+			case <-a.done:
+				if a.err != nil {
+					return nil, 0, a.err
+				}
+				return records, a.base, nil
+			case <-ctx.Done():
+				return nil, 0, fmt.Errorf("bucket %d: %w: %w", b.id, ErrUnknownOutcome, ctx.Err())
+			}
+		}
+	}
+	// Not queued, so not appended; but the batch is staged on top of the
+	// earlier ones, so the bucket must reopen (Pending's protocol).
+	b.pend.Discard()
+	b.fail(err)
+	b.wmu.Unlock()
+	return nil, 0, fmt.Errorf("bucket %d: nothing appended: %w: %v", b.id, ErrUnavailable, err)
+}
+
+// applier waits for the queued appends in stream order and applies each
+// acknowledged one to the tablet.
+func (b *KVBucket) applier() {
+	defer close(b.applierDone)
+	for a := range b.queue {
+		if err := b.failure(); err != nil {
+			// Behind a failed append: the stream may or may not take it.
+			a.err = fmt.Errorf("bucket %d: %w: an earlier append failed: %v", b.id, ErrUnknownOutcome, err)
+			close(a.done)
+			continue
+		}
+		base, err := a.p.Wait(b.ctx)
+		if err != nil {
+			b.pend.Discard()
+			b.fail(err)
+			a.err = fmt.Errorf("bucket %d: %w: %v", b.id, ErrUnknownOutcome, err)
+			close(a.done)
+			continue
+		}
+		a.base = base
+		if err := b.pend.Apply(a.records, base+uint64(len(a.records))); err != nil {
+			// Durable, so the write succeeded; the tablet is rebuilt when
+			// the bucket reopens.
+			b.fail(fmt.Errorf("apply offsets [%d, %d): %w", base, base+uint64(len(a.records)), err))
+		}
+		close(a.done)
+	}
+}
+
+// Get returns the row of key (encoded by Codec().AppendKeyOf) in the
+// acknowledged state.
+func (b *KVBucket) Get(key []byte) ([]byte, bool, error) {
+	b.rmu.RLock()
+	defer b.rmu.RUnlock()
+	if b.rclosed {
+		return nil, false, fmt.Errorf("bucket %d is closed on this node: %w", b.id, ErrUnavailable)
+	}
+	if err := b.usable(); err != nil {
+		return nil, false, err
+	}
+	return b.tablet.Get(key)
+}
+
+// NewReader returns a consistent snapshot of the acknowledged state. The
+// caller closes it, soon: the bucket's tablet waits for its readers before
+// it closes.
+func (b *KVBucket) NewReader() (*kv.Reader, error) {
+	b.rmu.RLock()
+	defer b.rmu.RUnlock()
+	if b.rclosed {
+		return nil, fmt.Errorf("bucket %d is closed on this node: %w", b.id, ErrUnavailable)
+	}
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	return b.tablet.NewReader()
+}
+
+// ReadChangelog returns the changelog batches (schema
+// Codec().ChangelogSchema(): _change_type, then the table's columns)
+// overlapping record offsets [from, to), up to the acknowledged end. The
+// first batch may start before from. The caller releases them.
+func (b *KVBucket) ReadChangelog(ctx context.Context, from, to uint64) ([]Batch, error) {
+	to = min(to, b.stream.End())
+	out, err := readBucket(ctx, b.m.cfg.Meta, b.m.node.Reader(), b.m.batches, b.stream, catalog.StreamID(b.id), from, to)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %d: %w", b.id, err)
+	}
+	return out, nil
+}
+
+// Snapshot uploads a snapshot of the tablet and commits it
+// (CommitKVSnapshot under the bucket's leader epoch), unless the tablet
+// has not advanced since the last one. It deletes nothing: a snapshot whose
+// commit fails leaves objects that garbage collection removes later.
+func (b *KVBucket) Snapshot(ctx context.Context) error {
+	b.snapMu.Lock()
+	defer b.snapMu.Unlock()
+	if b.tablet.AppliedOffset() <= b.snapOffset {
+		return nil
+	}
+	var retained []catalog.KVSnapshot
+	b.m.cfg.Meta.Read(func(v *catalog.View) {
+		if vb, ok := v.Buckets[b.id]; ok {
+			retained = append(retained, vb.Snapshots...)
+		}
+	})
+	start := time.Now()
+	res, err := b.tablet.Snapshot(ctx, b.m.cfg.Store, kv.SnapshotOptions{Bucket: b.id, LeaderEpoch: b.epoch, Retained: retained})
+	if err != nil {
+		return fmt.Errorf("bucket %d: %w", b.id, err)
+	}
+	if _, err := b.m.cfg.Meta.Propose(ctx, res.Record); err != nil {
+		return fmt.Errorf("bucket %d: commit snapshot %d at offset %d: %w", b.id, res.Record.SnapshotID, res.Record.LogOffset, err)
+	}
+	b.snapOffset = res.Record.LogOffset
+	b.m.cfg.Logger.Info("KV snapshot committed", "bucket", b.id, "leader_epoch", b.epoch, "snapshot", res.Record.SnapshotID,
+		"log_offset", res.Record.LogOffset, "uploaded_files", res.UploadedFiles, "uploaded_bytes", res.UploadedBytes,
+		"reused_files", res.ReusedFiles, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// snapshotLoop snapshots the tablet every interval while it advances.
+func (b *KVBucket) snapshotLoop(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if b.failure() != nil {
+			continue
+		}
+		if err := b.Snapshot(b.ctx); err != nil && b.ctx.Err() == nil {
+			b.m.cfg.Logger.Warn("KV snapshot failed; will retry", "bucket", b.id, "err", err)
+		}
+	}
+}
+
+// readerWait bounds how long closing a bucket waits for its readers.
+const readerWait = 30 * time.Second
+
+// shutdown stops the bucket's goroutines and closes its tablet. With clean,
+// the stream is closed already (every append finished) and queued appends
+// are applied; otherwise they are abandoned (the bucket's context ends).
+func (b *KVBucket) shutdown(clean bool) {
+	b.shutOnce.Do(func() {
+		b.wmu.Lock()
+		b.closing = true
+		close(b.queue)
+		b.wmu.Unlock()
+		if !clean {
+			b.cancel()
+		}
+		<-b.applierDone
+		b.cancel()
+		b.loops.Wait()
+		b.rmu.Lock()
+		b.rclosed = true
+		b.rmu.Unlock()
+		deadline := time.Now().Add(readerWait)
+		for b.tablet.OpenReaders() > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := b.tablet.OpenReaders(); n > 0 {
+			b.m.cfg.Logger.Error("closing a KV tablet with readers still open", "bucket", b.id, "readers", n)
+		}
+		if err := b.tablet.Close(); err != nil {
+			b.m.cfg.Logger.Warn("closing KV tablet failed (it is rebuilt at the next open)", "bucket", b.id, "err", err)
+		}
+	})
+}
+
+// errIsLogBucket and errIsKVBucket say a caller asked for the wrong kind.
+var (
+	errIsKVBucket  = errors.New("is a primary-key bucket; use Manager.KVBucket")
+	errIsLogBucket = errors.New("is a log bucket (its table has no primary key); use Manager.Bucket")
+)

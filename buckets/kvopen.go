@@ -1,0 +1,260 @@
+package buckets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/minkdb/mink/buckets/s3stream"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/kv"
+)
+
+// isPrimaryKey reports whether bucket b belongs to a primary-key table.
+func isPrimaryKey(v *catalog.View, b *catalog.Bucket) bool {
+	t, ok := v.Tables[b.Table]
+	return ok && len(t.Spec.PrimaryKey) > 0
+}
+
+// primaryKeySpec returns the table spec of bucket id if its table has a
+// primary key.
+func (m *Manager) primaryKeySpec(id catalog.BucketID) (catalog.TableSpec, bool) {
+	var spec catalog.TableSpec
+	var ok bool
+	m.cfg.Meta.Read(func(v *catalog.View) {
+		if b, found := v.Buckets[id]; found && isPrimaryKey(v, b) {
+			spec, ok = v.Tables[b.Table].Spec, true
+		}
+	})
+	return spec, ok
+}
+
+// KVBucket returns the primary-key bucket if this node leads it and has it
+// open (restored and replayed), a *NotLeaderError naming the leader,
+// ErrUnavailable (no leader yet, opening, restoring, replaying, or
+// reopening after a failed append) or ErrNoSuchBucket. A log bucket is an
+// error: use Bucket.
+func (m *Manager) KVBucket(id catalog.BucketID) (*KVBucket, error) {
+	m.mu.Lock()
+	b := m.mu.kv[id]
+	m.mu.Unlock()
+	var err error
+	m.cfg.Meta.Read(func(v *catalog.View) {
+		vb, ok := v.Buckets[id]
+		switch {
+		case !ok:
+			err = fmt.Errorf("bucket %d: %w", id, ErrNoSuchBucket)
+		case !isPrimaryKey(v, vb):
+			err = fmt.Errorf("bucket %d %w", id, errIsLogBucket)
+		case vb.Leader == 0:
+			err = fmt.Errorf("bucket %d has no leader yet: %w", id, ErrUnavailable)
+		case vb.Leader != m.cfg.Node:
+			nle := &NotLeaderError{Bucket: id, Leader: vb.Leader}
+			if n, ok := v.Nodes[vb.Leader]; ok {
+				nle.To = n.Addrs.Flight
+			}
+			err = nle
+		case b == nil || b.epoch != vb.LeaderEpoch:
+			err = fmt.Errorf("bucket %d is opening on this node (restoring its tablet and replaying its changelog): %w", id, ErrUnavailable)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	b.rmu.RLock()
+	closed := b.rclosed
+	b.rmu.RUnlock()
+	if closed {
+		return nil, fmt.Errorf("bucket %d is closing on this node: %w", id, ErrUnavailable)
+	}
+	return b, nil
+}
+
+// kvDir is the tablet directory of bucket id at leader epoch epoch.
+func (m *Manager) kvDir(id catalog.BucketID, epoch uint64) string {
+	return filepath.Join(m.cfg.DataDir, "kv", fmt.Sprintf("%d-%d", id, epoch))
+}
+
+// removeKVDirs removes every tablet directory of bucket id: the tablet is a
+// cache, rebuilt at every open.
+func (m *Manager) removeKVDirs(id catalog.BucketID) error {
+	entries, err := os.ReadDir(filepath.Join(m.cfg.DataDir, "kv"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	prefix := fmt.Sprintf("%d-", id)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			if err := os.RemoveAll(filepath.Join(m.cfg.DataDir, "kv", e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// openKV opens a primary-key bucket: the stream at the leader epoch, then
+// the tablet restored from the newest usable snapshot and the changelog
+// replayed from its offset. The bucket serves only after that. A failed
+// restore is retried (the stream stays open at this epoch) until it works,
+// the bucket moves away, or the manager closes.
+func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) error {
+	codec, err := NewKVCodec(spec)
+	if err != nil {
+		return fmt.Errorf("open bucket %d: %w", a.bucket, err)
+	}
+	stream, err := m.node.OpenStream(ctx, catalog.StreamID(a.bucket), a.epoch)
+	if err != nil {
+		return err
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		b, err := m.restoreKV(ctx, a.bucket, a.epoch, codec, stream)
+		if err == nil {
+			m.mu.Lock()
+			if m.mu.closed {
+				m.mu.Unlock()
+				b.shutdown(false)
+				return nil
+			}
+			m.mu.kv[a.bucket] = b
+			m.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		m.cfg.Logger.Error("opening primary-key bucket failed; retrying", "bucket", a.bucket, "leader_epoch", a.epoch, "err", err)
+		var stillLeader bool
+		m.cfg.Meta.Read(func(v *catalog.View) {
+			vb, ok := v.Buckets[a.bucket]
+			stillLeader = ok && vb.Leader == m.cfg.Node && vb.LeaderEpoch == a.epoch
+		})
+		if !stillLeader {
+			if cerr := stream.Close(ctx); cerr != nil && !errors.Is(cerr, s3stream.ErrFenced) {
+				return fmt.Errorf("open bucket %d: %w; then closing its stream: %v", a.bucket, err, cerr)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// replayChunk is how many changelog records replay reads at a time.
+const replayChunk = 1 << 16
+
+// restoreKV builds the tablet of a bucket whose stream is open: restore
+// from the view's snapshots, then replay the stream from the restored
+// offset to its end.
+func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint64, codec *kv.Codec, stream *s3stream.Stream) (*KVBucket, error) {
+	start := time.Now()
+	if err := m.removeKVDirs(id); err != nil {
+		return nil, fmt.Errorf("remove stale tablet directories of bucket %d: %w", id, err)
+	}
+	dir := m.kvDir(id, epoch)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	var snaps []catalog.KVSnapshot
+	m.cfg.Meta.Read(func(v *catalog.View) {
+		if vb, ok := v.Buckets[id]; ok {
+			snaps = slices.Clone(vb.Snapshots)
+		}
+	})
+	t, res, err := kv.Restore(ctx, m.cfg.Store, dir, kv.RestoreOptions{
+		Bucket: id, Snapshots: snaps,
+		Tablet: kv.Options{Cache: m.kvCache, Logger: m.cfg.Logger},
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, skipped := range res.Skipped {
+		m.cfg.Logger.Error("KV snapshot unusable; restore fell back to an older snapshot or a full replay", "bucket", id, "err", skipped)
+	}
+	restored := time.Since(start)
+	end := stream.End()
+	from := res.LogOffset
+	if from > end {
+		t.Close()
+		return nil, fmt.Errorf("bucket %d: snapshot at offset %d is past the changelog's end %d: %w", id, from, end, s3stream.ErrCorrupt)
+	}
+	replayed := from
+	for replayed < end {
+		entries, err := stream.Read(ctx, replayed, min(end, replayed+replayChunk))
+		if err == nil && len(entries) == 0 {
+			err = fmt.Errorf("changelog read at offset %d returned nothing (end %d)", replayed, end)
+		}
+		for _, e := range entries {
+			if err != nil {
+				break
+			}
+			if err = t.ApplyEntry(codec, e.Offset, e.Count, e.Payload); err == nil {
+				replayed = e.Offset + uint64(e.Count)
+			}
+		}
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("bucket %d: replay changelog from offset %d: %w", id, replayed, err)
+		}
+	}
+	bctx, cancel := context.WithCancel(context.Background())
+	b := &KVBucket{
+		id: id, epoch: epoch, stream: stream, m: m, codec: codec, tablet: t, pend: kv.NewPending(t),
+		ctx: bctx, cancel: cancel, queue: make(chan *kvAppend, 1024), applierDone: make(chan struct{}),
+		snapOffset: res.LogOffset,
+	}
+	go b.applier()
+	b.loops.Add(1)
+	go func() { defer b.loops.Done(); b.snapshotLoop(m.cfg.KVSnapshotInterval) }()
+	var snapID uint64
+	if res.Snapshot != nil {
+		snapID = res.Snapshot.ID
+	}
+	m.cfg.Logger.Info("primary-key bucket open", "bucket", id, "leader_epoch", epoch, "snapshot", snapID,
+		"snapshot_offset", res.LogOffset, "downloaded_bytes", res.Bytes, "replayed_records", end-res.LogOffset, "end", end,
+		"restore", restored.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
+	return b, nil
+}
+
+// closeKV closes a primary-key bucket this node no longer leads (or that
+// failed): the stream first (every queued append settles), then the
+// tablet, and forgets it so that the sync task can open it again.
+func (m *Manager) closeKV(ctx context.Context, b *KVBucket) error {
+	if err := m.closeKVStream(ctx, b); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.mu.kv[b.id] == b {
+		delete(m.mu.kv, b.id)
+	}
+	m.mu.Unlock()
+	m.cfg.Logger.Info("bucket closed", "bucket", b.id, "leader_epoch", b.epoch)
+	return nil
+}
+
+// closeKVStream closes the stream (later writes fail) and shuts the bucket
+// down.
+func (m *Manager) closeKVStream(ctx context.Context, b *KVBucket) error {
+	err := b.stream.Close(ctx)
+	if err != nil && !errors.Is(err, s3stream.ErrFenced) {
+		return fmt.Errorf("close bucket %d: %w", b.id, err)
+	}
+	b.shutdown(err == nil)
+	return nil
+}

@@ -75,8 +75,9 @@ type Manager struct {
 	}
 	fencedOnce sync.Once
 
-	kvCache *kv.Cache
-	tempDir string // DataDir when Config.DataDir was empty
+	kvCache     *kv.Cache
+	tempDir     string // DataDir when Config.DataDir was empty
+	releaseOnce sync.Once
 }
 
 // NewManager starts the node's s3stream node and the sync task.
@@ -375,10 +376,12 @@ func (m *Manager) Close() error {
 	}
 	m.batches.clear()
 	err := m.node.Close()
-	m.kvCache.Release()
-	if m.tempDir != "" {
-		os.RemoveAll(m.tempDir)
-	}
+	m.releaseOnce.Do(func() {
+		m.kvCache.Release()
+		if m.tempDir != "" {
+			os.RemoveAll(m.tempDir)
+		}
+	})
 	return err
 }
 

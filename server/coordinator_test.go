@@ -103,3 +103,24 @@ func TestPlanRebalance(t *testing.T) {
 		}
 	}
 }
+
+// When the 110%/90% band holds no whole number of buckets (3 buckets on 2
+// nodes: mean 1.5, band 1.35–1.65), a move that cannot narrow the spread is
+// not made: the plan used to swing a bucket back and forth (2/1 → 1/2 → 2/1
+// …) until its length bound, moving buckets for nothing.
+func TestPlanRebalanceStopsWhenAMoveCannotHelp(t *testing.T) {
+	recs := []catalog.Record{catalog.RegisterNode{Node: 1}, catalog.RegisterNode{Node: 2},
+		catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1}, table("a", 3)}
+	v := applyAll(t, recs...)
+	for id := catalog.BucketID(2); id <= 4; id++ {
+		catalog.Apply(v, v.Index+1, catalog.LeadBucket{Bucket: id, Node: 1, CoordinatorEpoch: 1})
+	}
+	moves := planRebalance(v, []catalog.NodeID{1, 2})
+	if len(moves) != 1 || moves[0].From != 1 || moves[0].To != 2 {
+		t.Fatalf("3/0 on two nodes: moves %+v, want one move from node 1 to node 2", moves)
+	}
+	catalog.Apply(v, v.Index+1, catalog.LeadBucket{Bucket: moves[0].Bucket, Node: 2, CoordinatorEpoch: 1})
+	if again := planRebalance(v, []catalog.NodeID{1, 2}); len(again) != 0 {
+		t.Fatalf("2/1 on two nodes: moves %+v, want none", again)
+	}
+}

@@ -74,6 +74,11 @@ func planRebalance(v *catalog.View, live []catalog.NodeID) []Move {
 		if float64(len(led[from])) <= 1.1*mean || float64(len(led[to])) >= 0.9*mean || from == to {
 			break
 		}
+		// A move between loads that differ by one only swaps them: the band
+		// holds no whole number of buckets, and this is as even as it gets.
+		if len(led[from])-len(led[to]) <= 1 {
+			break
+		}
 		bs := led[from]
 		id := bs[len(bs)-1]
 		led[from] = bs[:len(bs)-1]

@@ -1,0 +1,273 @@
+package buckets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/buckets/s3stream"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/kv"
+)
+
+// kvSpec is the table the KV tests use: k bigint primary key, v text.
+var kvSpec = catalog.TableSpec{Name: "kvt", Columns: []catalog.Column{{Name: "k", Type: "bigint", NotNull: true}, {Name: "v", Type: "text"}},
+	PrimaryKey: []string{"k"}, Buckets: 1}
+
+// startKVNode is startNode with a data directory and a snapshot interval.
+func (e *testEnv) startKVNode(node catalog.NodeID, live func(catalog.NodeID) bool, dataDir string, snapEvery time.Duration, store objstore.Store) (*Manager, *catalog.Catalog) {
+	cat := e.catalog()
+	var expect uint64
+	cat.Read(func(v *catalog.View) {
+		if n, ok := v.Nodes[node]; ok {
+			expect = n.Epoch
+		}
+	})
+	out, err := cat.Propose(context.Background(), catalog.RegisterNode{Node: node, ExpectEpoch: expect, Addrs: catalog.Addrs{Flight: fmt.Sprintf("node%d:1", node)}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if store == nil {
+		store = e.store
+	}
+	m, err := NewManager(Config{Node: node, NodeEpoch: out.Epoch, Meta: cat, Store: store, Live: live, Logger: quiet(),
+		SyncInterval: 20 * time.Millisecond, Stream: s3stream.Config{BatchWindow: time.Millisecond, FlushInterval: 50 * time.Millisecond},
+		DataDir: dataDir, KVSnapshotInterval: snapEvery})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { m.Close() })
+	return m, cat
+}
+
+// createKVTable creates kvSpec led by node 1 and returns its bucket.
+func createKVTable(t *testing.T, cat *catalog.Catalog, leader catalog.NodeID) catalog.BucketID {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cat.Propose(ctx, catalog.RegisterCoordinator{Node: leader, NodeEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cat.Propose(ctx, catalog.CreateTable{Spec: kvSpec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Propose(ctx, catalog.LeadBucket{Bucket: out.Buckets[0], Node: leader, CoordinatorEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return out.Buckets[0]
+}
+
+func waitKV(t *testing.T, m *Manager, id catalog.BucketID) *KVBucket {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := m.KVBucket(id)
+		if err == nil {
+			return b
+		}
+		if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("bucket %d: %v", id, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// kvRows builds one record of the codec's schema; a nil value is NULL.
+func kvRows(c *kv.Codec, keys []int64, vals []*string) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, c.Schema())
+	defer b.Release()
+	for i, k := range keys {
+		b.Field(0).(*array.Int64Builder).Append(k)
+		if vals == nil || vals[i] == nil {
+			b.Field(1).AppendNull()
+		} else {
+			b.Field(1).(*array.StringBuilder).Append(*vals[i])
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+func sp(s string) *string { return &s }
+
+// kw is one test write: op on key k with value v.
+type kw struct {
+	op kv.WriteOp
+	k  int64
+	v  string
+}
+
+func encodeWrites(t testing.TB, c *kv.Codec, ws []kw) []kv.Write {
+	out := make([]kv.Write, 0, len(ws))
+	for _, w := range ws {
+		rec := kvRows(c, []int64{w.k}, []*string{sp(w.v)})
+		one, err := c.Writes(w.op, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, one...)
+	}
+	return out
+}
+
+func keyOf(t testing.TB, c *kv.Codec, k int64) []byte {
+	arr := array.NewInt64Builder(memory.DefaultAllocator)
+	arr.Append(k)
+	a := arr.NewArray()
+	defer a.Release()
+	arr.Release()
+	key, err := c.AppendKeyOf(nil, []arrow.Array{a}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// valueOf decodes row's v.
+func valueOf(t testing.TB, c *kv.Codec, row []byte) string {
+	rec, err := c.DecodeRows(memory.DefaultAllocator, [][]byte{row})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	return rec.Column(1).(*array.String).Value(0)
+}
+
+// scanAll reads the bucket's whole state through a Reader.
+func scanAll(t testing.TB, b *KVBucket) map[int64]string {
+	r, err := b.NewReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rr, err := kv.NewRecordReader(r, b.Codec(), memory.DefaultAllocator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	out := map[int64]string{}
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		ks := rec.Column(0).(*array.Int64)
+		vs := rec.Column(1).(*array.String)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			out[ks.Value(i)] = vs.Value(i)
+		}
+	}
+	if err := rr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// changelogText renders the changelog as "+I 1=a" lines with offsets.
+func changelogText(t testing.TB, b *KVBucket) []string {
+	batches, err := b.ReadChangelog(context.Background(), 0, b.End())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ReleaseBatches(batches)
+	var out []string
+	next := uint64(0)
+	for _, bt := range batches {
+		if bt.Offset != next {
+			t.Fatalf("changelog batch at offset %d, want %d", bt.Offset, next)
+		}
+		if !bt.Record.Schema().Equal(b.Codec().ChangelogSchema()) {
+			t.Fatalf("changelog schema %v", bt.Record.Schema())
+		}
+		ct := bt.Record.Column(0).(*array.String)
+		ks := bt.Record.Column(1).(*array.Int64)
+		vs := bt.Record.Column(2).(*array.String)
+		for i := 0; i < int(bt.Record.NumRows()); i++ {
+			out = append(out, fmt.Sprintf("%d %s %d=%s", next, ct.Value(i), ks.Value(i), vs.Value(i)))
+			next++
+		}
+	}
+	return out
+}
+
+// A sequence of inserts, upserts, updates and deletes yields exactly the
+// expected changelog, with dense offsets; no-op writes append nothing; a
+// duplicate insert appends nothing and fails the whole batch.
+func TestKVBucketChangelog(t *testing.T) {
+	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	m, cat := env.startKVNode(1, func(catalog.NodeID) bool { return true }, t.TempDir(), time.Hour, nil)
+	id := createKVTable(t, cat, 1)
+	if _, err := m.Bucket(id); err == nil || !strings.Contains(err.Error(), "primary-key") {
+		t.Fatalf("Manager.Bucket of a primary-key bucket: %v", err)
+	}
+	b := waitKV(t, m, id)
+	c := b.Codec()
+	ctx := context.Background()
+	steps := []struct {
+		writes []kw
+		first  uint64
+		n      int
+	}{
+		{[]kw{{kv.OpInsert, 1, "a"}, {kv.OpInsert, 2, "b"}}, 0, 2},
+		{[]kw{{kv.OpUpsert, 1, "a2"}, {kv.OpUpsert, 3, "c"}}, 2, 3},
+		{[]kw{{kv.OpUpdate, 2, "b2"}, {kv.OpUpdate, 9, "none"}}, 5, 2},
+		{[]kw{{kv.OpInsertIfAbsent, 3, "ignored"}, {kv.OpInsertIfAbsent, 4, "d"}}, 7, 1},
+		{[]kw{{kv.OpDelete, 1, ""}, {kv.OpDelete, 9, ""}}, 8, 1},
+		{[]kw{{kv.OpInsert, 1, "a3"}, {kv.OpDelete, 1, ""}}, 9, 2},
+	}
+	for i, s := range steps {
+		recs, first, err := b.Write(ctx, encodeWrites(t, c, s.writes))
+		if err != nil || first != s.first || len(recs) != s.n {
+			t.Fatalf("step %d: %d records at %d, %v; want %d at %d", i, len(recs), first, err, s.n, s.first)
+		}
+	}
+	// No-ops append nothing.
+	recs, end, err := b.Write(ctx, encodeWrites(t, c, []kw{{kv.OpDelete, 1, ""}, {kv.OpInsertIfAbsent, 2, "x"}}))
+	if err != nil || len(recs) != 0 || end != 11 {
+		t.Fatalf("no-op batch: %d records, end %d, %v", len(recs), end, err)
+	}
+	// A duplicate key fails the batch; nothing is appended, not even the
+	// batch's other writes.
+	_, _, err = b.Write(ctx, encodeWrites(t, c, []kw{{kv.OpInsert, 7, "x"}, {kv.OpInsert, 2, "dup"}}))
+	var dup *kv.DuplicateKeyError
+	if !errors.As(err, &dup) || dup.Write != 1 {
+		t.Fatalf("duplicate insert: %v", err)
+	}
+	if b.End() != 11 {
+		t.Fatalf("end after a failed batch %d, want 11", b.End())
+	}
+	want := []string{
+		"0 +I 1=a", "1 +I 2=b",
+		"2 -U 1=a", "3 +U 1=a2", "4 +I 3=c",
+		"5 -U 2=b", "6 +U 2=b2",
+		"7 +I 4=d",
+		"8 -D 1=a2",
+		"9 +I 1=a3", "10 -D 1=a3",
+	}
+	if got := changelogText(t, b); !slices.Equal(got, want) {
+		t.Fatalf("changelog:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	wantState := map[int64]string{2: "b2", 3: "c", 4: "d"}
+	if got := scanAll(t, b); fmt.Sprint(got) != fmt.Sprint(wantState) {
+		t.Fatalf("state %v, want %v", got, wantState)
+	}
+	if row, ok, err := b.Get(keyOf(t, c, 3)); err != nil || !ok || valueOf(t, c, row) != "c" {
+		t.Fatalf("Get(3): %v %v", ok, err)
+	}
+	if _, ok, err := b.Get(keyOf(t, c, 1)); err != nil || ok {
+		t.Fatalf("Get(1) after delete: %v %v", ok, err)
+	}
+	// The changelog reads the same after it is committed to stream objects.
+	if err := b.stream.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := changelogText(t, b); !slices.Equal(got, want) {
+		t.Fatalf("committed changelog:\n%s", strings.Join(got, "\n"))
+	}
+}

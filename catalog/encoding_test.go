@@ -183,7 +183,7 @@ func sampleRecords() []Record {
 		CommitWALTrim{Node: 3, NodeEpoch: 8, TrimSeq: 99, By: 4, ByEpoch: 2},
 		CommitKVSnapshot{Bucket: 14, LeaderEpoch: 7, SnapshotID: 3, LogOffset: 1234, Manifest: "kv/14/3/MANIFEST"},
 		CommitTieringRound{Table: 12, CoordinatorEpoch: 5, Offsets: map[BucketID]uint64{14: 100, 15: 200},
-			LakeSnapshotID: -5, At: time.Date(2025, 3, 4, 5, 6, 7, 890, time.UTC)},
+			LakeSnapshotID: -5, LakeSequence: 9, At: time.Date(2025, 3, 4, 5, 6, 7, 890, time.UTC)},
 		CompactStreamObjects{Stream: 14, Epoch: 7, Replaces: []StreamObject{
 			{Key: "streams/14/5-10.7", Start: 5, End: 10, Size: 1000}, {Key: "streams/14/10-12.7", Start: 10, End: 12, Size: 20}},
 			With: StreamObject{Key: "streams/14/5-12.7c", Start: 5, End: 12, Size: 1020}},
@@ -344,7 +344,7 @@ func fuzzFixture(t testing.TB) *View {
 		"commit-stream-objects stream=3 epoch=1 objects=(0-10)",
 		"commit-kv-snapshot bucket=3 leader-epoch=1 id=1 offset=5",
 		"commit-wal-trim node=1 node-epoch=1 seq=2",
-		"commit-tiering-round table=1 coord=1 offsets=(3:4) lake=1",
+		"commit-tiering-round table=1 coord=1 offsets=(3:4) lake=1 seq=1",
 	} {
 		rec, err := parseRecord(line)
 		if err != nil {

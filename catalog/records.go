@@ -215,14 +215,18 @@ type CommitKVSnapshot struct {
 }
 
 // CommitTieringRound records that Table's buckets are tiered up to Offsets (per
-// bucket, exclusive end) in lake snapshot LakeSnapshotID. Rejected when
-// CoordinatorEpoch is stale, an offset moves backwards or LakeSnapshotID does
-// not increase. Buckets not in Offsets keep their tiered offsets.
+// bucket, exclusive end) in lake snapshot LakeSnapshotID, whose Iceberg
+// sequence number is LakeSequence. Rejected when CoordinatorEpoch is stale, an
+// offset moves backwards or LakeSequence does not increase. Iceberg snapshot
+// ids are random, so only the sequence number orders rounds; a repeat of the
+// round already recorded (same snapshot, same offsets) is accepted and changes
+// nothing. Buckets not in Offsets keep their tiered offsets.
 type CommitTieringRound struct {
 	Table            TableID             `json:"table"`
 	CoordinatorEpoch uint64              `json:"coordinator_epoch"`
 	Offsets          map[BucketID]uint64 `json:"offsets"`
 	LakeSnapshotID   int64               `json:"lake_snapshot_id"`
+	LakeSequence     uint64              `json:"lake_sequence,omitempty"`
 	At               time.Time           `json:"at"`
 }
 

@@ -691,6 +691,12 @@ func applyCommitKVSnapshot(v *View, r CommitKVSnapshot) Outcome {
 				what, s.ID, s.LeaderEpoch, s.LogOffset, s.Manifest)
 		}
 	}
+	if n := len(b.Snapshots); n > 0 && r.LeaderEpoch == b.Snapshots[n-1].LeaderEpoch && r.SnapshotID <= b.Snapshots[n-1].ID {
+		// Ids increase within a leader epoch (a tablet numbers its attempts);
+		// an older attempt committed late would undo a newer snapshot.
+		return reject(ErrInvalid, "%s: the latest snapshot of leader epoch %d is %d; snapshot ids only increase",
+			what, r.LeaderEpoch, b.Snapshots[n-1].ID)
+	}
 	if n := len(b.Snapshots); n > 0 && r.LogOffset < b.Snapshots[n-1].LogOffset {
 		return reject(ErrInvalid, "%s: the latest snapshot %d is at offset %d; snapshots only move forward",
 			what, b.Snapshots[n-1].ID, b.Snapshots[n-1].LogOffset)
@@ -723,7 +729,7 @@ func applyCommitTieringRound(v *View, r CommitTieringRound) Outcome {
 	if _, err := at.MarshalJSON(); err != nil {
 		return reject(ErrInvalid, "%s: time %v cannot be encoded", what, r.At)
 	}
-	same := r.LakeSnapshotID == t.Tiering.LakeSnapshotID
+	same := r.LakeSnapshotID == t.Tiering.LakeSnapshotID && r.LakeSequence == t.Tiering.LakeSequence
 	for _, id := range slices.Sorted(maps.Keys(r.Offsets)) {
 		b := v.Buckets[id]
 		if b == nil {
@@ -743,16 +749,16 @@ func applyCommitTieringRound(v *View, r CommitTieringRound) Outcome {
 		// The same round again, after a lost response.
 		return Outcome{}
 	}
-	if r.LakeSnapshotID <= t.Tiering.LakeSnapshotID {
-		return reject(ErrInvalid, "%s: the table's lake snapshot is %d already; lake snapshot ids only increase",
-			what, t.Tiering.LakeSnapshotID)
+	if r.LakeSequence <= t.Tiering.LakeSequence {
+		return reject(ErrInvalid, "%s: the table's lake is at sequence number %d (snapshot %d) already, the round says %d; lake sequence numbers only increase",
+			what, t.Tiering.LakeSequence, t.Tiering.LakeSnapshotID, r.LakeSequence)
 	}
 	offsets := maps.Clone(t.Tiering.Offsets)
 	if offsets == nil {
 		offsets = map[BucketID]uint64{}
 	}
 	maps.Copy(offsets, r.Offsets)
-	t.Tiering = TieringState{Offsets: offsets, LakeSnapshotID: r.LakeSnapshotID, At: at}
+	t.Tiering = TieringState{Offsets: offsets, LakeSnapshotID: r.LakeSnapshotID, LakeSequence: r.LakeSequence, At: at}
 	return Outcome{}
 }
 

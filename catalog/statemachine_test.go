@@ -227,7 +227,7 @@ func formatBucketIDs(ids []BucketID) string {
 //	compact-stream-objects stream=2 epoch=1 replaces=(0-10, 10-15) with=c@0-15
 //	commit-wal-trim node=1 node-epoch=1 seq=5 [by=1 by-epoch=1] (default: by the WAL's own node and epoch)
 //	commit-kv-snapshot bucket=2 leader-epoch=1 id=1 offset=10 [manifest=m]
-//	commit-tiering-round table=1 coord=1 offsets=(2:10, 3:20) lake=7 [at=RFC3339]
+//	commit-tiering-round table=1 coord=1 offsets=(2:10, 3:20) lake=7 seq=1 [at=RFC3339]
 //
 // An object without key@ gets the key "s<stream>/e<epoch>/<start>-<end>".
 // parseObject parses [key@]start-end; without a key, the object gets the key
@@ -329,7 +329,7 @@ func parseRecord(line string) (Record, error) {
 		rec = r
 	case "commit-tiering-round":
 		r := CommitTieringRound{Table: TableID(a.uint("table")), CoordinatorEpoch: a.uint("coord"),
-			LakeSnapshotID: a.int("lake"), At: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+			LakeSnapshotID: a.int("lake"), LakeSequence: a.uint("seq"), At: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 		if at := a.str("at"); at != "" {
 			if r.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
 				return nil, err
@@ -490,7 +490,7 @@ func dumpView(v *View) string {
 			fmt.Fprintf(&b, "  partition %d %q -> %v\n", p.ID, p.Value, p.Buckets)
 		}
 		if ts := t.Tiering; ts.LakeSnapshotID != 0 || ts.Offsets != nil {
-			fmt.Fprintf(&b, "  tiered lake-snapshot=%d at=%s offsets=(", ts.LakeSnapshotID, ts.At.Format(time.RFC3339))
+			fmt.Fprintf(&b, "  tiered lake-snapshot=%d seq=%d at=%s offsets=(", ts.LakeSnapshotID, ts.LakeSequence, ts.At.Format(time.RFC3339))
 			for i, bid := range slices.Sorted(maps.Keys(ts.Offsets)) {
 				if i > 0 {
 					b.WriteString(", ")
@@ -809,7 +809,8 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		r := CommitTieringRound{Table: id, CoordinatorEpoch: coordEpoch(), Offsets: map[BucketID]uint64{},
 			At: time.Unix(1700000000+int64(rng.IntN(1000)), 0).In(time.FixedZone("x", 3600))}
 		if t != nil {
-			r.LakeSnapshotID = t.Tiering.LakeSnapshotID + int64(rng.IntN(3))
+			r.LakeSnapshotID = rng.Int64N(3) - 1
+			r.LakeSequence = t.Tiering.LakeSequence + uint64(rng.IntN(3))
 			for _, bid := range v.BucketsOf(id) {
 				if rng.IntN(2) == 0 {
 					r.Offsets[bid] = t.Tiering.Offsets[bid] + uint64(rng.IntN(10))
@@ -1038,7 +1039,7 @@ func TestStateMachineRecordNotAliased(t *testing.T) {
 		RegisterNode{Node: 1}, RegisterCoordinator{Node: 1, NodeEpoch: 1}, CreateTable{Spec: spec},
 		LeadBucket{Bucket: 2, Node: 1, CoordinatorEpoch: 1}, OpenStream{Stream: 2, Epoch: 1, Node: 1, NodeEpoch: 1},
 		CommitStreamObjects{Stream: 2, Epoch: 1, Objects: objects},
-		CommitTieringRound{Table: 1, CoordinatorEpoch: 1, Offsets: offsets, LakeSnapshotID: 1},
+		CommitTieringRound{Table: 1, CoordinatorEpoch: 1, Offsets: offsets, LakeSnapshotID: 1, LakeSequence: 1},
 	} {
 		if o := Apply(v, v.Index+1, rec); o.Err != nil {
 			t.Fatalf("%T: %v", rec, o.Err)

@@ -104,5 +104,6 @@ type WALID struct {
 type TieringState struct {
 	Offsets        map[BucketID]uint64 `json:"offsets,omitempty"`
 	LakeSnapshotID int64               `json:"lake_snapshot_id,omitempty"`
+	LakeSequence   uint64              `json:"lake_sequence,omitempty"`
 	At             time.Time           `json:"at,omitzero"`
 }

@@ -145,8 +145,20 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 			return nil, unsupported("CREATE TABLE … LIKE is not supported")
 		}
 	}
-	if len(spec.PrimaryKey) > 0 {
-		return nil, unsupported("primary-key tables are not supported yet; create a log table (no PRIMARY KEY)")
+	pkDefs := 0
+	for _, elt := range cs.TableElts {
+		if cd := elt.GetColumnDef(); cd != nil {
+			for _, c := range cd.Constraints {
+				if c.GetConstraint().Contype == pg.ConstrType_CONSTR_PRIMARY {
+					pkDefs++
+				}
+			}
+		} else if con := elt.GetConstraint(); con != nil && con.Contype == pg.ConstrType_CONSTR_PRIMARY {
+			pkDefs++
+		}
+	}
+	if pkDefs > 1 {
+		return nil, errorf(codeInvalidTableDefinition, "multiple primary keys for table %q are not allowed", name)
 	}
 	if ps := cs.Partspec; ps != nil {
 		if ps.Strategy != pg.PartitionStrategy_PARTITION_STRATEGY_LIST {
@@ -189,6 +201,9 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 		spec.Options = nil
 	}
 	if err := checkColumns(spec); err != nil {
+		return nil, err
+	}
+	if err := checkPrimaryKey(&spec); err != nil {
 		return nil, err
 	}
 	return s.tagWithNotices("CREATE TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {

@@ -33,8 +33,9 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 	if err != nil {
 		return nil, err
 	}
-	if ins.OnConflictClause != nil {
-		return nil, unsupported("ON CONFLICT needs a primary-key table; %q is a log table", table.name)
+	conflict, err := s.planConflict(table, ins)
+	if err != nil {
+		return nil, err
 	}
 	if ins.Override != pg.OverridingKind_OVERRIDING_NOT_SET {
 		return nil, unsupported("OVERRIDING is not supported")
@@ -191,7 +192,14 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 			return pgwire.Result{}, err
 		}
 		defer releaseAll(batches)
-		if err := s.write(ctx, table, batches); err != nil {
+		if table.isPK() {
+			applied, n, err := s.writePK(ctx, table, batches, conflict, args)
+			if err != nil {
+				return pgwire.Result{}, err
+			}
+			defer applied.Release()
+			batches, rows = []arrow.RecordBatch{applied}, n
+		} else if err := s.write(ctx, table, batches); err != nil {
 			return pgwire.Result{}, err
 		}
 		if returning == "" {

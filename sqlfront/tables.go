@@ -113,6 +113,11 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("register table %q: %w", info.name, err)
 		}
+		if info.isPK() {
+			if release, err = r.registerChangelog(ctx, info, release); err != nil {
+				return err
+			}
+		}
 		r.views[t.ID] = &registeredTable{info: info, release: release}
 	}
 	for id, rt := range r.views {
@@ -199,6 +204,9 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 		}
 	}
 	f.bucketScans.Add(uint64(len(bucketIDs)))
+	if t.info.isPK() {
+		return t.openPK(ctx, bucketIDs, columns)
+	}
 	for _, id := range bucketIDs {
 		got, err := f.readBucket(ctx, id)
 		if err != nil {
@@ -211,7 +219,7 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 		}
 	}
 	for _, w := range t.r.s.tx.pending {
-		if w.table.id == t.info.id {
+		if w.table.id == t.info.id && w.pk == nil {
 			for _, rec := range w.records {
 				batches = append(batches, project(rec, columns))
 			}

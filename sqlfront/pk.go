@@ -1,0 +1,326 @@
+package sqlfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/buckets/routing"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// kvBucket is what SQL uses of a primary-key bucket (buckets.KVBucket).
+type kvBucket interface {
+	Codec() *kv.Codec
+	End() uint64
+	Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRecord, uint64, error)
+	Get(key []byte) ([]byte, bool, error)
+	NewReader() (*kv.Reader, error)
+	ReadChangelog(ctx context.Context, from, to uint64) ([]buckets.Batch, error)
+}
+
+// errNoKVBuckets: this build's bucket manager serves no primary-key buckets.
+var errNoKVBuckets = errors.New("primary-key buckets are not served by this node")
+
+// localKVBucket returns the primary-key bucket id if this node leads it
+// (errors like buckets.Manager.Bucket). pk_local.go sets it.
+var localKVBucket = func(m *buckets.Manager, id catalog.BucketID) (kvBucket, error) {
+	return nil, errNoKVBuckets
+}
+
+// maxWriteAttempts bounds the optimistic retries of a read-modify-write
+// statement (UPDATE, DELETE, ON CONFLICT DO UPDATE) on one bucket before
+// it fails with 40001.
+const maxWriteAttempts = 50
+
+// isPK reports whether the table is a primary-key table.
+func (t *tableInfo) isPK() bool { return len(t.spec.PrimaryKey) > 0 }
+
+// pkCols are the primary-key column indexes, in key order.
+func (t *tableInfo) pkCols() []int {
+	out := make([]int, len(t.spec.PrimaryKey))
+	for i, k := range t.spec.PrimaryKey {
+		out[i] = t.colIdx[k]
+	}
+	return out
+}
+
+// constraintName is PostgreSQL's default name of the table's primary key.
+func (t *tableInfo) pkeyName() string { return t.name + "_pkey" }
+
+// kvBucket returns the primary-key bucket id on this node, waiting up to
+// BucketWait for one that is opening or moving.
+func (f *Frontend) kvBucket(ctx context.Context, id catalog.BucketID) (kvBucket, error) {
+	deadline := time.Now().Add(f.cfg.BucketWait)
+	for {
+		m := f.cfg.Buckets()
+		var err error
+		if m == nil {
+			err = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
+		} else {
+			var b kvBucket
+			if b, err = localKVBucket(m, id); err == nil {
+				return b, nil
+			}
+		}
+		var nle *buckets.NotLeaderError
+		if errors.As(err, &nle) && nle.To != "" {
+			// Another node leads it. Remote primary-key buckets are not
+			// reached through Flight yet: fail clearly rather than wait.
+			return nil, errorf(codeUnavailable, "bucket %d of a primary-key table is led by node %d (%s); mink cannot yet reach primary-key buckets on other nodes: connect to that node", id, nle.Leader, nle.To)
+		}
+		if !retryable(err) || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// bucketPart is the rows of a statement that go to one bucket.
+type bucketPart struct {
+	id  catalog.BucketID
+	rec arrow.RecordBatch
+}
+
+// routeParts splits batches (with the table's schema) by partition and
+// bucket. Parts of one bucket are merged, in row order. Release the parts'
+// records.
+func (s *session) routeParts(ctx context.Context, table *tableInfo, batches []arrow.RecordBatch) ([]bucketPart, error) {
+	var order []catalog.BucketID
+	byID := map[catalog.BucketID][]arrow.RecordBatch{}
+	add := func(id catalog.BucketID, rec arrow.RecordBatch) {
+		if _, ok := byID[id]; !ok {
+			order = append(order, id)
+		}
+		rec.Retain()
+		byID[id] = append(byID[id], rec)
+	}
+	cleanup := func() {
+		for _, rs := range byID {
+			releaseAll(rs)
+		}
+	}
+	split := func(ids []catalog.BucketID, rec arrow.RecordBatch) error {
+		return routing.EachBucket(ctx, rec, table.keyCols, len(ids), &roundRobin, func(i int, part arrow.RecordBatch) error {
+			add(ids[i], part)
+			return nil
+		})
+	}
+	for _, rec := range batches {
+		if rec.NumRows() == 0 {
+			continue
+		}
+		if table.partCol < 0 {
+			var ids []catalog.BucketID
+			s.f.cfg.Meta.Read(func(v *catalog.View) {
+				if t, ok := v.Tables[table.id]; ok {
+					ids = t.Buckets
+				}
+			})
+			if len(ids) == 0 {
+				cleanup()
+				return nil, undefinedTable(table.name)
+			}
+			if err := split(ids, rec); err != nil {
+				cleanup()
+				return nil, err
+			}
+			continue
+		}
+		parts, err := routing.SplitByPartition(ctx, rec, table.partCol)
+		if err != nil {
+			cleanup()
+			return nil, err
+		}
+		for _, p := range parts {
+			ids, err := s.f.ensurePartition(ctx, table, p.Value)
+			if err == nil {
+				err = split(ids, p.Record)
+			}
+			if err != nil {
+				for _, q := range parts {
+					q.Record.Release()
+				}
+				cleanup()
+				return nil, err
+			}
+		}
+		for _, q := range parts {
+			q.Record.Release()
+		}
+	}
+	out := make([]bucketPart, 0, len(order))
+	for _, id := range order {
+		merged, err := coalesce(table.schema, byID[id], 1<<62)
+		if err != nil {
+			releaseAll(partRecords(out))
+			cleanup()
+			return nil, err
+		}
+		out = append(out, bucketPart{id: id, rec: merged[0]})
+	}
+	cleanup()
+	return out, nil
+}
+
+func partRecords(parts []bucketPart) []arrow.RecordBatch {
+	out := make([]arrow.RecordBatch, len(parts))
+	for i, p := range parts {
+		out[i] = p.rec
+	}
+	return out
+}
+
+func releaseParts(parts []bucketPart) {
+	for _, p := range parts {
+		p.rec.Release()
+	}
+}
+
+// duplicateKey is PostgreSQL's 23505 for the row i of rec.
+func duplicateKey(table *tableInfo, rec arrow.RecordBatch, i int) *pgwire.Error {
+	return &pgwire.Error{Code: pgwire.CodeUniqueViolation,
+		Message:        fmt.Sprintf("duplicate key value violates unique constraint %q", table.pkeyName()),
+		Detail:         fmt.Sprintf("Key (%s)=(%s) already exists.", strings.Join(table.spec.PrimaryKey, ", "), keyText(table, rec, i)),
+		SchemaName:     "public",
+		TableName:      table.name,
+		ConstraintName: table.pkeyName()}
+}
+
+// keyText renders the primary-key values of row i as PostgreSQL does in
+// the detail of a unique violation.
+func keyText(table *tableInfo, rec arrow.RecordBatch, i int) string {
+	var parts []string
+	for _, c := range table.pkCols() {
+		parts = append(parts, valueText(rec.Column(c), i))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func valueText(a arrow.Array, i int) string {
+	if a.IsNull(i) {
+		return "null"
+	}
+	switch a := a.(type) {
+	case *array.String:
+		return a.Value(i)
+	case *array.Binary:
+		return fmt.Sprintf(`\x%x`, a.Value(i))
+	case *array.Timestamp:
+		unit := a.DataType().(*arrow.TimestampType).Unit
+		t := a.Value(i).ToTime(unit).UTC()
+		if a.DataType().(*arrow.TimestampType).TimeZone != "" {
+			return t.Format("2006-01-02 15:04:05.999999-07")
+		}
+		return t.Format("2006-01-02 15:04:05.999999")
+	case *array.Date32:
+		return a.Value(i).ToTime().Format("2006-01-02")
+	case *array.FixedSizeBinary:
+		b := a.Value(i)
+		if len(b) == 16 {
+			return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+		}
+	}
+	return a.ValueStr(i)
+}
+
+// pkWrite applies writes made from rec (one write per row, in row order)
+// to bucket b, mapping kv's errors to PostgreSQL's.
+func (s *session) pkWrite(ctx context.Context, table *tableInfo, b kvBucket, rec arrow.RecordBatch, writes []kv.Write) ([]kv.ChangeRecord, error) {
+	records, _, err := b.Write(ctx, writes)
+	var dup *kv.DuplicateKeyError
+	if errors.As(err, &dup) {
+		return nil, duplicateKey(table, rec, dup.Write)
+	}
+	return records, err
+}
+
+// checkAbsent fails with 23505 if any key of the parts exists. A statement
+// that writes several buckets checks every key before writing any, so that
+// a duplicate key stores none of its rows (a concurrent insert of the same
+// key between the check and the write can still fail it half-way).
+func (s *session) checkAbsent(ctx context.Context, table *tableInfo, parts []bucketPart) error {
+	for _, p := range parts {
+		b, err := s.f.kvBucket(ctx, p.id)
+		if err != nil {
+			return err
+		}
+		codec := b.Codec()
+		var key []byte
+		for i := 0; i < int(p.rec.NumRows()); i++ {
+			key, err = codec.AppendKey(key[:0], p.rec, i)
+			if err != nil {
+				return err
+			}
+			if _, ok, err := b.Get(key); err != nil {
+				return err
+			} else if ok {
+				return duplicateKey(table, p.rec, i)
+			}
+		}
+	}
+	return nil
+}
+
+// checkNoDuplicates fails with 23505 if two rows of rec (bound for one
+// bucket: one key always routes to one bucket) have the same key.
+func checkNoDuplicates(table *tableInfo, codec *kv.Codec, rec arrow.RecordBatch) error {
+	seen := map[string]bool{}
+	var key []byte
+	for i := 0; i < int(rec.NumRows()); i++ {
+		var err error
+		if key, err = codec.AppendKey(key[:0], rec, i); err != nil {
+			return err
+		}
+		if seen[string(key)] {
+			return duplicateKey(table, rec, i)
+		}
+		seen[string(key)] = true
+	}
+	return nil
+}
+
+// changedRows decodes the rows of the records of the given types, in
+// record order, as one batch of the table's schema.
+func changedRows(codec *kv.Codec, records []kv.ChangeRecord, types ...kv.ChangeType) (arrow.RecordBatch, error) {
+	var rows [][]byte
+	for _, r := range records {
+		for _, t := range types {
+			if r.Type == t {
+				rows = append(rows, r.Row)
+			}
+		}
+	}
+	return codec.DecodeRows(memory.DefaultAllocator, rows)
+}
+
+// countType counts the records of type t.
+func countType(records []kv.ChangeRecord, t kv.ChangeType) int {
+	n := 0
+	for _, r := range records {
+		if r.Type == t {
+			n++
+		}
+	}
+	return n
+}
+
+// serializationFailure is the error of a read-modify-write that kept
+// conflicting with concurrent writes.
+func serializationFailure() *pgwire.Error {
+	return &pgwire.Error{Code: pgwire.CodeSerializationFailure, Message: "could not serialize access due to concurrent update",
+		Hint: "Other sessions kept changing the same rows; retry the statement."}
+}

@@ -1,0 +1,107 @@
+package sqlfront
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/kv"
+)
+
+// ChangelogSuffix names the changelog view of a primary-key table:
+// SELECT … FROM "t$changelog".
+const changelogSuffix = "$changelog"
+
+// Columns of the changelog view before the table's own.
+const (
+	offsetColumn = "_offset"
+	bucketColumn = "_bucket"
+)
+
+// registerChangelog registers the changelog view of a primary-key table
+// and returns a release that also calls release.
+func (r *tableRegistry) registerChangelog(ctx context.Context, info *tableInfo, release func()) (func(), error) {
+	cols := []sqltypes.Column{
+		{Name: kv.ChangeTypeColumn, Type: mustType("text"), NotNull: true},
+		{Name: offsetColumn, Type: mustType("bigint"), NotNull: true},
+		{Name: bucketColumn, Type: mustType("bigint"), NotNull: true},
+	}
+	cols = append(cols, info.cols...)
+	src := &changelogSource{r: r, info: info, schema: sqltypes.Schema(cols)}
+	rel, err := r.s.conn.Register(ctx, info.name+changelogSuffix, src)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("register the changelog of %q: %w", info.name, err)
+	}
+	return func() { rel(); release() }, nil
+}
+
+func mustType(name string) sqltypes.Type {
+	t, err := sqltypes.Parse(name)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// changelogSource is the engine source of "t$changelog": every record of
+// every bucket's changelog up to its acknowledged end, by bucket and offset.
+type changelogSource struct {
+	r      *tableRegistry
+	info   *tableInfo
+	schema *arrow.Schema
+}
+
+func (c *changelogSource) Schema() *arrow.Schema { return c.schema }
+
+func (c *changelogSource) Open(ctx context.Context, columns []int) (array.RecordReader, error) {
+	f := c.r.s.f
+	var ids []catalog.BucketID
+	f.cfg.Meta.Read(func(v *catalog.View) { ids = v.BucketsOf(c.info.id) })
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var out []arrow.RecordBatch
+	defer func() { releaseAll(out) }()
+	for _, id := range ids {
+		b, err := f.kvBucket(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("read the changelog of %q: %w", c.info.name, err)
+		}
+		got, err := b.ReadChangelog(ctx, 0, b.End())
+		if err != nil {
+			return nil, fmt.Errorf("read the changelog of %q: %w", c.info.name, err)
+		}
+		for _, g := range got {
+			rec := c.withOffsets(g.Record, g.Offset, id)
+			g.Record.Release()
+			out = append(out, project(rec, columns))
+			rec.Release()
+		}
+	}
+	return array.NewRecordReader(projectSchema(c.schema, columns), out)
+}
+
+// withOffsets turns a changelog batch (_change_type, columns) into a batch
+// of the view's schema.
+func (c *changelogSource) withOffsets(rec arrow.RecordBatch, first uint64, bucket catalog.BucketID) arrow.RecordBatch {
+	n := int(rec.NumRows())
+	ob := array.NewInt64Builder(memory.DefaultAllocator)
+	bb := array.NewInt64Builder(memory.DefaultAllocator)
+	defer ob.Release()
+	defer bb.Release()
+	for i := 0; i < n; i++ {
+		ob.Append(int64(first) + int64(i))
+		bb.Append(int64(bucket))
+	}
+	offs, bks := ob.NewArray(), bb.NewArray()
+	defer offs.Release()
+	defer bks.Release()
+	cols := []arrow.Array{rec.Column(0), offs, bks}
+	cols = append(cols, rec.Columns()[1:]...)
+	return array.NewRecordBatch(c.schema, cols, int64(n))
+}

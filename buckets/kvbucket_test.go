@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"slices"
 	"strings"
 	"testing"
@@ -269,5 +272,233 @@ func TestKVBucketChangelog(t *testing.T) {
 	}
 	if got := changelogText(t, b); !slices.Equal(got, want) {
 		t.Fatalf("committed changelog:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// kvModel is the expected state: key → value.
+type kvModel map[int64]string
+
+func (m kvModel) clone() kvModel {
+	out := make(kvModel, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// apply applies a batch the way kv.Changes does; ok is false if the batch
+// fails (a duplicate key) and changes nothing.
+func (m kvModel) apply(ws []kw) (kvModel, bool) {
+	out := m.clone()
+	for _, w := range ws {
+		_, exists := out[w.k]
+		switch w.op {
+		case kv.OpInsert:
+			if exists {
+				return m, false
+			}
+			out[w.k] = w.v
+		case kv.OpInsertIfAbsent:
+			if !exists {
+				out[w.k] = w.v
+			}
+		case kv.OpUpsert:
+			out[w.k] = w.v
+		case kv.OpUpdate:
+			if exists {
+				out[w.k] = w.v
+			}
+		case kv.OpDelete:
+			delete(out, w.k)
+		}
+	}
+	return out, true
+}
+
+func (m kvModel) String() string {
+	keys := make([]int64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var sb strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "%d=%s ", k, m[k])
+	}
+	return sb.String()
+}
+
+func randomBatch(rng *rand.Rand, step int) []kw {
+	ws := make([]kw, 1+rng.IntN(4))
+	for i := range ws {
+		ws[i] = kw{op: kv.WriteOp(rng.IntN(5)), k: int64(rng.IntN(40)), v: fmt.Sprintf("s%d.%d", step, i)}
+	}
+	return ws
+}
+
+// The model-based test: seeded random batches of inserts, inserts-if-absent,
+// upserts, updates and deletes, and point lookups, through KVBucket.Write
+// and Get, interleaved with snapshots (some failing half-way), clean
+// restarts, crash restarts (the manager abandoned: kill -9 at this level)
+// and WAL uploads that fail or lose their response. After every restart the
+// state equals the model of the acknowledged writes; a write whose outcome
+// is unknown may have happened or not, and the next recovery decides.
+func TestKVBucketModel(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("MINK_TEST_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (rerun with MINK_TEST_SEED=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	faulty := objstore.NewFaulty(objstore.NewMem())
+	faulty.Seed(seed)
+	env := &testEnv{t: t, log: catalog.NewMemLog(), store: faulty}
+	live := func(catalog.NodeID) bool { return true }
+	dir := t.TempDir()
+	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)
+	id := createKVTable(t, cat, 1)
+	b := waitKV(t, m, id)
+	c := b.Codec()
+	ctx := context.Background()
+
+	model := kvModel{}
+	var uncertain []kvModel // candidate states after writes of unknown outcome
+	var acked, unknown, dups, snaps, restarts, crashes, reopened int
+	check := func(when string) {
+		t.Helper()
+		got := kvModel(scanAll(t, b))
+		if uncertain == nil {
+			if got.String() != model.String() {
+				t.Fatalf("seed %d, %s: state\n  %v\nwant\n  %v", seed, when, got, model)
+			}
+			return
+		}
+		for _, cand := range uncertain {
+			if got.String() == cand.String() {
+				model, uncertain = got, nil
+				return
+			}
+		}
+		t.Fatalf("seed %d, %s: state\n  %v\nis none of the %d possible states, e.g.\n  %v", seed, when, got, len(uncertain), uncertain[0])
+	}
+	restart := func(crash bool) {
+		t.Helper()
+		if crash {
+			crashes++
+		} else {
+			restarts++
+			if err := m.CloseBuckets(ctx); err != nil {
+				t.Fatalf("seed %d: close buckets: %v", seed, err)
+			}
+		}
+		m.Close()
+		m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
+		b = waitKV(t, m, id)
+		check(fmt.Sprintf("after restart (crash %v)", crash))
+	}
+	const steps = 400
+	for step := 0; step < steps; step++ {
+		switch r := rng.IntN(100); {
+		case r < 60:
+			ws := randomBatch(rng, step)
+			next, ok := model.apply(ws)
+			recs, _, err := b.Write(ctx, encodeWrites(t, c, ws))
+			var dup *kv.DuplicateKeyError
+			switch {
+			case err == nil && uncertain == nil:
+				if !ok {
+					t.Fatalf("seed %d step %d: batch %v succeeded, the model says duplicate key", seed, step, ws)
+				}
+				model = next
+				acked++
+				_ = recs
+			case err == nil:
+				// Based on an uncertain state: any candidate, then this.
+				for i, cand := range uncertain {
+					uncertain[i], _ = cand.apply(ws)
+				}
+			case errors.As(err, &dup):
+				dups++
+				if ok && uncertain == nil {
+					t.Fatalf("seed %d step %d: duplicate key %v, the model has none", seed, step, err)
+				}
+			case errors.Is(err, ErrUnknownOutcome):
+				unknown++
+				if uncertain == nil {
+					uncertain = []kvModel{model}
+				}
+				for _, cand := range slices.Clone(uncertain) {
+					if nc, ok := cand.apply(ws); ok {
+						uncertain = append(uncertain, nc)
+					}
+				}
+				if rng.IntN(2) == 0 {
+					restart(true)
+					continue
+				}
+				// The manager closes the failed bucket and reopens it at
+				// a new leader epoch by itself.
+				old := b.Epoch()
+				deadline := time.Now().Add(20 * time.Second)
+				for b = waitKV(t, m, id); b.Epoch() == old; b = waitKV(t, m, id) {
+					if time.Now().After(deadline) {
+						t.Fatalf("seed %d: the failed bucket was not reopened", seed)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				reopened++
+				check("after the failed bucket reopened")
+			case errors.Is(err, ErrUnavailable):
+				// Failed before the append (the bucket is reopening).
+				restart(true)
+			default:
+				t.Fatalf("seed %d step %d: write: %v", seed, step, err)
+			}
+		case r < 75:
+			if uncertain != nil {
+				continue
+			}
+			k := int64(rng.IntN(40))
+			row, found, err := b.Get(keyOf(t, c, k))
+			if err != nil {
+				t.Fatalf("seed %d step %d: get: %v", seed, step, err)
+			}
+			want, wantFound := model[k]
+			if found != wantFound || (found && valueOf(t, c, row) != want) {
+				t.Fatalf("seed %d step %d: Get(%d) = %v %q, model %v %q", seed, step, k, found, row, wantFound, want)
+			}
+		case r < 85:
+			var remove func()
+			if rng.IntN(3) == 0 {
+				remove = faulty.Inject(objstore.Rule{Ops: objstore.OpPut, Prefix: "kv/", Prob: 0.3, Err: errors.New("injected snapshot upload failure")})
+			}
+			err := b.Snapshot(ctx)
+			if remove != nil {
+				remove()
+			} else if err != nil {
+				t.Fatalf("seed %d step %d: snapshot: %v", seed, step, err)
+			}
+			if err == nil {
+				snaps++
+			}
+		case r < 90:
+			// The next WAL upload fails (or lands but loses its response).
+			rule := objstore.Rule{Ops: objstore.OpPut, Prefix: "wal/", Times: 1, Err: errors.New("injected WAL failure")}
+			if rng.IntN(2) == 0 {
+				rule.Err, rule.LoseResponse = nil, true
+			}
+			faulty.Inject(rule)
+		case r < 95:
+			restart(false)
+		default:
+			restart(true)
+		}
+	}
+	faulty.Reset()
+	restart(true)
+	t.Logf("%d acknowledged batches, %d unknown outcomes (%d reopened by the manager), %d duplicate-key failures, %d snapshots, %d clean restarts, %d crashes; %d keys",
+		acked, unknown, reopened, dups, snaps, restarts, crashes, len(model))
+	if acked == 0 || snaps == 0 || crashes == 0 {
+		t.Fatalf("seed %d: the run did not exercise writes, snapshots and crashes", seed)
 	}
 }

@@ -116,9 +116,9 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 	case *pg.Node_CopyStmt:
 		return s.planCopy(ctx, n.CopyStmt)
 	case *pg.Node_UpdateStmt:
-		return nil, s.appendOnly(n.UpdateStmt.GetRelation(), "UPDATE")
+		return s.planUpdate(ctx, n.UpdateStmt, paramOIDs)
 	case *pg.Node_DeleteStmt:
-		return nil, s.appendOnly(n.DeleteStmt.GetRelation(), "DELETE")
+		return s.planDelete(ctx, n.DeleteStmt, paramOIDs)
 	case *pg.Node_CreateSchemaStmt, *pg.Node_CreateTableAsStmt, *pg.Node_IndexStmt, *pg.Node_AlterTableStmt,
 		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateRoleStmt,
 		*pg.Node_GrantStmt, *pg.Node_TruncateStmt, *pg.Node_RenameStmt, *pg.Node_CreateFunctionStmt:

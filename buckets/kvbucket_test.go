@@ -42,7 +42,11 @@ func (e *testEnv) startKVNode(node catalog.NodeID, live func(catalog.NodeID) boo
 	if store == nil {
 		store = e.store
 	}
-	m, err := NewManager(Config{Node: node, NodeEpoch: out.Epoch, Meta: cat, Store: store, Live: live, Logger: quiet(),
+	logger := e.logger
+	if logger == nil {
+		logger = quiet()
+	}
+	m, err := NewManager(Config{Node: node, NodeEpoch: out.Epoch, Meta: cat, Store: store, Live: live, Logger: logger,
 		SyncInterval: 20 * time.Millisecond, Stream: s3stream.Config{BatchWindow: time.Millisecond, FlushInterval: 50 * time.Millisecond},
 		DataDir: dataDir, KVSnapshotInterval: snapEvery})
 	if err != nil {

@@ -21,6 +21,8 @@ type testEnv struct {
 	t     *testing.T
 	log   *catalog.MemLog
 	store objstore.Store
+	// logger, if set, is the managers' logger (default: discard).
+	logger *slog.Logger
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -52,6 +52,9 @@ type Config struct {
 	// before it is deleted, so that readers of an older view can finish.
 	GCInterval time.Duration
 	GCDelay    time.Duration
+	// KVSnapshotInterval is how often the leader of a primary-key bucket
+	// snapshots its KV tablet (if it changed) to the object store.
+	KVSnapshotInterval time.Duration
 	// MetadataSnapshotEvery is the number of metadata log entries between view
 	// snapshots (after which the log is truncated).
 	MetadataSnapshotEvery uint64
@@ -73,6 +76,7 @@ func DefaultConfig() Config {
 		CoordinatorTick:       5 * time.Second,
 		GCInterval:            time.Minute,
 		GCDelay:               5 * time.Minute,
+		KVSnapshotInterval:    5 * time.Minute,
 		MetadataSnapshotEvery: 1000,
 	}
 }
@@ -115,6 +119,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GCInterval <= 0 || c.GCDelay < 0 {
 		return fmt.Errorf("--gc-interval must be positive and --gc-delay not negative")
+	}
+	if c.KVSnapshotInterval <= 0 {
+		return fmt.Errorf("--kv-snapshot-interval %v: must be positive", c.KVSnapshotInterval)
 	}
 	if c.EtcdDialTimeout <= 0 {
 		return fmt.Errorf("--etcd-dial-timeout %v: must be positive", c.EtcdDialTimeout)

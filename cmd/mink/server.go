@@ -66,6 +66,7 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&cfg.CoordinatorTick, "coordinator-tick", cfg.CoordinatorTick, "how often the coordinator looks for buckets to fail over")
 	f.DurationVar(&cfg.GCInterval, "gc-interval", cfg.GCInterval, "how often the coordinator deletes unreferenced objects")
 	f.DurationVar(&cfg.GCDelay, "gc-delay", cfg.GCDelay, "how long an object stays after it became garbage (lets readers finish)")
+	f.DurationVar(&cfg.KVSnapshotInterval, "kv-snapshot-interval", cfg.KVSnapshotInterval, "how often the leader of a primary-key bucket snapshots its KV tablet to the object store")
 	f.Uint64Var(&cfg.MetadataSnapshotEvery, "metadata-snapshot-every", cfg.MetadataSnapshotEvery, "metadata log entries between view snapshots")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 )
@@ -129,6 +130,7 @@ func (s *Server) coordinate(ctx context.Context, epoch uint64, live *catalog.Liv
 // objects go after a grace delay that lets readers finish.
 func (s *Server) collectGarbage(ctx context.Context) {
 	gc := s3stream.NewCollector(s.store, s.cat, s.cfg.GCDelay)
+	kvgc := buckets.NewKVCollector(s.store, s.cat, s.cfg.GCDelay)
 	t := time.NewTicker(s.cfg.GCInterval)
 	defer t.Stop()
 	for {
@@ -144,6 +146,17 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		}
 		if st.Deleted > 0 {
 			s.logger.Info("garbage collected", "deleted", st.Deleted, "waiting", st.Waiting)
+		}
+		// KV snapshot objects that left retention, and those of dropped
+		// buckets. Changelog streams are never trimmed (only compacted),
+		// so every retained snapshot's log offset stays replayable.
+		kst, err := kvgc.Collect(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.logger.Warn("KV snapshot garbage collection failed; will retry", "err", err)
+			continue
+		}
+		if kst.Deleted > 0 {
+			s.logger.Info("KV snapshot garbage collected", "deleted", kst.Deleted, "waiting", kst.Waiting)
 		}
 	}
 }

@@ -199,6 +199,16 @@ func (c *copySink) Commit(ctx context.Context, rows int64) error {
 	if err := c.stage(); err != nil {
 		return err
 	}
+	if c.table.isPK() {
+		// A duplicate key fails the COPY (23505), as in PostgreSQL.
+		plan := &conflictPlan{action: pg.OnConflictAction_ONCONFLICT_NONE}
+		applied, _, err := c.s.writePK(ctx, c.table, c.staged, plan, nil)
+		if err != nil {
+			return toWire(err)
+		}
+		applied.Release()
+		return nil
+	}
 	if err := c.s.write(ctx, c.table, c.staged); err != nil {
 		return toWire(err)
 	}

@@ -213,9 +213,15 @@ func (s *session) insertPK(ctx context.Context, table *tableInfo, batches []arro
 		}
 		return nil
 	}
+	chunked := false
+	for _, p := range parts {
+		if p.rec.NumRows() > pkWriteRows {
+			chunked = true
+		}
+	}
 	switch plan.action {
 	case pg.OnConflictAction_ONCONFLICT_NONE:
-		if len(parts) > 1 {
+		if len(parts) > 1 || chunked {
 			if err := noDuplicates(); err != nil {
 				return nil, 0, err
 			}
@@ -234,10 +240,39 @@ func (s *session) insertPK(ctx context.Context, table *tableInfo, batches []arro
 		}
 	}
 	for i := range parts {
-		p := parts[i]
 		b := bucketsOf[&parts[i]]
 		codec := b.Codec()
+		for start := int64(0); start < parts[i].rec.NumRows(); start += pkWriteRows {
+			end := min(start+pkWriteRows, parts[i].rec.NumRows())
+			chunk := parts[i].rec.NewSlice(start, end)
+			records, err := s.insertChunk(ctx, table, b, chunk, plan, args)
+			chunk.Release()
+			if err != nil {
+				return nil, 0, err
+			}
+			n += int64(countType(records, kv.Insert) + countType(records, kv.UpdateAfter))
+			rows, err := changedRows(codec, records, kv.Insert, kv.UpdateAfter)
+			if err != nil {
+				return nil, 0, err
+			}
+			applied = append(applied, rows)
+		}
+	}
+	out, err := concatBatches(table.schema, applied)
+	return out, n, err
+}
+
+// pkWriteRows is the most rows one bucket write of a statement carries (one
+// stream entry); a statement with more rows for a bucket writes it in parts.
+const pkWriteRows = 32 << 10
+
+// insertChunk writes rows of an INSERT (or COPY) to one bucket in one write.
+func (s *session) insertChunk(ctx context.Context, table *tableInfo, b kvBucket, rec arrow.RecordBatch, plan *conflictPlan, args []any) ([]kv.ChangeRecord, error) {
+	codec := b.Codec()
+	{
+		p := bucketPart{rec: rec}
 		var records []kv.ChangeRecord
+		var err error
 		switch {
 		case plan.action == pg.OnConflictAction_ONCONFLICT_NONE, plan.action == pg.OnConflictAction_ONCONFLICT_NOTHING, plan.replace:
 			op := kv.OpInsert
@@ -249,25 +284,18 @@ func (s *session) insertPK(ctx context.Context, table *tableInfo, batches []arro
 			}
 			writes, err := codec.Writes(op, p.rec)
 			if err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			if records, err = s.pkWrite(ctx, table, b, p.rec, writes); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		default:
 			if records, err = s.upsertBucket(ctx, table, b, p.rec, plan, args); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
-		n += int64(countType(records, kv.Insert) + countType(records, kv.UpdateAfter))
-		rows, err := changedRows(codec, records, kv.Insert, kv.UpdateAfter)
-		if err != nil {
-			return nil, 0, err
-		}
-		applied = append(applied, rows)
+		return records, nil
 	}
-	out, err := concatBatches(table.schema, applied)
-	return out, n, err
 }
 
 // upsertBucket runs INSERT … ON CONFLICT DO UPDATE on one bucket: it reads

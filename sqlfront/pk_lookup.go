@@ -1,0 +1,382 @@
+package sqlfront
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/buckets/routing"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// lookupPlan is a point lookup: a SELECT of columns of one primary-key
+// table whose WHERE fixes every key column by equality with a constant or
+// a parameter. It reads the one row from the bucket's tablet without the
+// engine.
+type lookupPlan struct {
+	table *tableInfo
+	out   []int // result columns, as table column indexes
+	// keys holds, per primary-key column (key order), the constant value
+	// or the parameter number (param > 0).
+	keys []lookupKey
+	// keyCols are the primary key's columns as a schema of their own;
+	// bucketKey the bucket key's positions in it.
+	keyCols   []sqltypes.Column
+	bucketKey []int
+	partPos   int // the partition column's position in the key, or -1
+}
+
+type lookupKey struct {
+	value any
+	param int
+}
+
+// planLookup recognizes a point lookup. ok is false when sel is anything
+// else; the engine then plans it.
+func (s *session) planLookup(sel *pg.SelectStmt, paramOIDs []uint32) (*stmt, bool) {
+	p, params, ok := s.matchLookup(sel, paramOIDs)
+	if !ok {
+		return nil, false
+	}
+	cols := make([]pgwire.Column, len(p.out))
+	for j, i := range p.out {
+		c := p.table.cols[i]
+		cols[j] = pgwire.Column{Name: c.Name, TypeOID: c.Type.OID(), TypeSize: c.Type.Len(), TypeMod: c.Type.TypMod()}
+	}
+	postgresColumnNames(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}, cols)
+	st := &stmt{params: params, columns: cols}
+	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		row, err := s.runLookup(ctx, p, args)
+		if err != nil {
+			return pgwire.Result{}, err
+		}
+		var rows [][]any
+		if row != nil {
+			rows = [][]any{row}
+		}
+		return pgwire.Result{Rows: pgwire.RowsFromSlice(st.columns, rows)}, nil
+	}
+	return st, true
+}
+
+// matchLookup checks the shape of sel and returns the plan and the
+// parameter types.
+func (s *session) matchLookup(sel *pg.SelectStmt, paramOIDs []uint32) (*lookupPlan, []uint32, bool) {
+	if sel == nil || sel.Op != pg.SetOperation_SETOP_NONE || sel.WithClause != nil || len(sel.DistinctClause) > 0 ||
+		len(sel.GroupClause) > 0 || sel.HavingClause != nil || len(sel.WindowClause) > 0 || sel.IntoClause != nil ||
+		len(sel.LockingClause) > 0 || len(sel.ValuesLists) > 0 || sel.LimitCount != nil || sel.LimitOffset != nil ||
+		len(sel.SortClause) > 0 || len(sel.FromClause) != 1 || sel.WhereClause == nil {
+		return nil, nil, false
+	}
+	rv := sel.FromClause[0].GetRangeVar()
+	if rv == nil || !rv.Inh || rv.Catalogname != "" || (rv.Schemaname != "" && rv.Schemaname != "public") {
+		return nil, nil, false
+	}
+	if len(s.tx.pending) > 0 {
+		return nil, nil, false // the engine sees the block's writes
+	}
+	table, err := s.f.lookupTableByName(rv.Relname)
+	if err != nil || !table.isPK() {
+		return nil, nil, false
+	}
+	alias := table.name
+	if rv.Alias != nil {
+		if len(rv.Alias.Colnames) > 0 {
+			return nil, nil, false
+		}
+		alias = rv.Alias.Aliasname
+	}
+	// column resolves a column reference to a table column.
+	column := func(n *pg.Node) (int, bool, bool) { // index, star, ok
+		cr := n.GetColumnRef()
+		if cr == nil || len(cr.Fields) == 0 || len(cr.Fields) > 2 {
+			return 0, false, false
+		}
+		if len(cr.Fields) == 2 && cr.Fields[0].GetString_().GetSval() != alias {
+			return 0, false, false
+		}
+		last := cr.Fields[len(cr.Fields)-1]
+		if last.GetAStar() != nil {
+			return 0, true, true
+		}
+		name := last.GetString_().GetSval()
+		i, ok := table.colIdx[name]
+		return i, false, ok
+	}
+	p := &lookupPlan{table: table, partPos: -1}
+	for _, t := range sel.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil || len(rt.Indirection) > 0 {
+			return nil, nil, false
+		}
+		i, star, ok := column(rt.Val)
+		if !ok {
+			return nil, nil, false
+		}
+		if star {
+			if rt.Name != "" {
+				return nil, nil, false
+			}
+			for i := range table.cols {
+				p.out = append(p.out, i)
+			}
+			continue
+		}
+		p.out = append(p.out, i)
+	}
+	// WHERE: a conjunction of key = value, each key column once.
+	var conds []*pg.Node
+	if be := sel.WhereClause.GetBoolExpr(); be != nil {
+		if be.Boolop != pg.BoolExprType_AND_EXPR {
+			return nil, nil, false
+		}
+		conds = be.Args
+	} else {
+		conds = []*pg.Node{sel.WhereClause}
+	}
+	pk := table.pkCols()
+	p.keys = make([]lookupKey, len(pk))
+	set := make([]bool, len(pk))
+	params := append([]uint32(nil), paramOIDs...)
+	maxParam := 0
+	for _, c := range conds {
+		ae := c.GetAExpr()
+		if ae == nil || ae.Kind != pg.A_Expr_Kind_AEXPR_OP || len(ae.Name) != 1 || ae.Name[0].GetString_().GetSval() != "=" {
+			return nil, nil, false
+		}
+		l, r := ae.Lexpr, ae.Rexpr
+		i, star, ok := column(l)
+		if !ok {
+			l, r = r, l
+			if i, star, ok = column(l); !ok {
+				return nil, nil, false
+			}
+		}
+		if star {
+			return nil, nil, false
+		}
+		k := -1
+		for j, c := range pk {
+			if c == i {
+				k = j
+			}
+		}
+		if k < 0 || set[k] {
+			return nil, nil, false
+		}
+		set[k] = true
+		typ := table.cols[i].Type
+		if pr := r.GetParamRef(); pr != nil {
+			n := int(pr.Number)
+			for len(params) < n {
+				params = append(params, 0)
+			}
+			if params[n-1] != 0 && params[n-1] != typ.OID() {
+				return nil, nil, false
+			}
+			params[n-1] = typ.OID()
+			p.keys[k] = lookupKey{param: n}
+			maxParam = max(maxParam, n)
+			continue
+		}
+		v, ok := constantKey(r, typ)
+		if !ok {
+			return nil, nil, false
+		}
+		p.keys[k] = lookupKey{value: v}
+	}
+	for _, ok := range set {
+		if !ok {
+			return nil, nil, false
+		}
+	}
+	for _, oid := range params {
+		if oid == 0 {
+			return nil, nil, false // a parameter the WHERE does not use
+		}
+	}
+	if len(params) != maxParam && maxParam > 0 {
+		return nil, nil, false
+	}
+	for j, i := range pk {
+		p.keyCols = append(p.keyCols, table.cols[i])
+		if i == table.partCol {
+			p.partPos = j
+		}
+	}
+	for _, b := range table.keyCols {
+		for j, i := range pk {
+			if i == b {
+				p.bucketKey = append(p.bucketKey, j)
+			}
+		}
+	}
+	return p, params, true
+}
+
+// constantKey is the Go value of a constant compared with a key column of
+// type typ, for the types whose constants need no engine to read: integers
+// and text.
+func constantKey(n *pg.Node, typ sqltypes.Type) (any, bool) {
+	c := n.GetAConst()
+	if c == nil || c.Isnull {
+		return nil, false
+	}
+	switch typ.Kind() {
+	case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8:
+		switch v := c.Val.(type) {
+		case *pg.A_Const_Ival:
+			return int64(v.Ival.Ival), true
+		case *pg.A_Const_Sval:
+			// '42', as drivers that interpolate parameters send them.
+			if !pgInteger.MatchString(v.Sval.Sval) {
+				return nil, false
+			}
+			i, err := strconv.ParseInt(strings.TrimSpace(v.Sval.Sval), 10, 64)
+			return i, err == nil
+		}
+	case sqltypes.Text, sqltypes.Varchar:
+		if sv, ok := c.Val.(*pg.A_Const_Sval); ok {
+			return sv.Sval.Sval, true
+		}
+	}
+	return nil, false
+}
+
+// runLookup reads the row of the key; nil when there is none.
+func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]any, error) {
+	vals := make([]any, len(p.keys))
+	for j, k := range p.keys {
+		if k.param > 0 {
+			if k.param > len(args) {
+				return nil, errorf(pgwire.CodeProtocolViolation, "bind message supplies %d parameters, but prepared statement requires %d", len(args), k.param)
+			}
+			vals[j] = args[k.param-1]
+		} else {
+			vals[j] = k.value
+		}
+		if vals[j] == nil {
+			return nil, nil // key = NULL matches nothing
+		}
+	}
+	keyRec, ok := keyRecord(p, vals)
+	if !ok {
+		return nil, nil // no value of the column's type equals it
+	}
+	defer keyRec.Release()
+	id, ok, err := s.lookupBucket(ctx, p, keyRec)
+	if err != nil || !ok {
+		return nil, err
+	}
+	b, err := s.f.kvBucket(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	key, err := b.Codec().AppendKeyOf(nil, keyRec.Columns(), 0)
+	if err != nil {
+		return nil, err
+	}
+	row, found, err := b.Get(key)
+	if err != nil || !found {
+		return nil, err
+	}
+	rec, err := b.Codec().DecodeRows(memory.DefaultAllocator, [][]byte{row})
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	out := make([]any, len(p.out))
+	for j, i := range p.out {
+		out[j] = engine.GoValue(rec.Column(i), 0, p.table.cols[i].Type)
+	}
+	return out, nil
+}
+
+// keyRecord builds a one-row batch of the key columns; false if a value
+// does not fit its column (so no row can have it).
+func keyRecord(p *lookupPlan, vals []any) (arrow.RecordBatch, bool) {
+	mem := memory.DefaultAllocator
+	fields := make([]arrow.Field, len(p.keyCols))
+	cols := make([]arrow.Array, len(p.keyCols))
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for j, c := range p.keyCols {
+		dt := c.Type.ArrowType()
+		switch c.Type.Kind() {
+		case sqltypes.UUID:
+			dt = &arrow.FixedSizeBinaryType{ByteWidth: 16}
+		case sqltypes.JSON, sqltypes.JSONB:
+			dt = arrow.BinaryTypes.String
+		}
+		fields[j] = arrow.Field{Name: c.Name, Type: dt, Nullable: true}
+		b := array.NewBuilder(mem, dt)
+		err := appendValue(b, c.Type, vals[j])
+		cols[j] = b.NewArray()
+		b.Release()
+		if err != nil {
+			return nil, false
+		}
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, 1)
+	defer rec.Release()
+	conformed, err := sqltypes.Conform(p.table.name, p.keyCols, rec, mem)
+	if err != nil {
+		return nil, false
+	}
+	return conformed, true
+}
+
+// lookupBucket is the bucket holding the key; false if its partition does
+// not exist.
+func (s *session) lookupBucket(ctx context.Context, p *lookupPlan, keyRec arrow.RecordBatch) (catalog.BucketID, bool, error) {
+	var ids []catalog.BucketID
+	if p.partPos < 0 {
+		s.f.cfg.Meta.Read(func(v *catalog.View) {
+			if t, ok := v.Tables[p.table.id]; ok {
+				ids = t.Buckets
+			}
+		})
+	} else {
+		value, err := routing.PartitionValue(keyRec.Column(p.partPos), 0)
+		if err != nil {
+			return 0, false, err
+		}
+		s.f.cfg.Meta.Read(func(v *catalog.View) {
+			if t, ok := v.Tables[p.table.id]; ok {
+				for _, part := range t.Partitions {
+					if part.Value == value {
+						ids = part.Buckets
+					}
+				}
+			}
+		})
+	}
+	if len(ids) == 0 {
+		if p.partPos < 0 {
+			return 0, false, undefinedTable(p.table.name)
+		}
+		return 0, false, nil
+	}
+	key, err := routing.RowKey(nil, keyRec, p.bucketKey, 0)
+	if err != nil {
+		return 0, false, fmt.Errorf("route key: %w", err)
+	}
+	return ids[routing.Bucket(key, len(ids))], true, nil
+}

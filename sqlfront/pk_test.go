@@ -1,0 +1,139 @@
+package sqlfront_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/minkdb/mink/internal/minktest"
+	"github.com/minkdb/mink/sqlfront"
+)
+
+// A point lookup (every key column fixed by equality) skips the engine —
+// it reads no bucket scan — and answers exactly what the engine answers:
+// the same column names, types and values, in text and binary, through the
+// simple and the extended protocol and prepared statements.
+func TestPointLookup(t *testing.T) {
+	n := minktest.Start(t, minktest.Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`CREATE TABLE lk (id bigint, s text, u uuid, d date, ts timestamptz, n numeric(10,2), f double precision,
+		b bytea, j jsonb, iv interval, bo boolean, vc varchar(4), PRIMARY KEY (id, s)) WITH (buckets = 3)`)
+	exec(`INSERT INTO lk VALUES (1, 'a', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2024-02-29', '2024-01-02 03:04:05.123456+00', 12.5, 1.25, '\x00ff', '{"k": [1, 2]}', '1 day 2 hours', true, 'abcd')`)
+	exec(`INSERT INTO lk VALUES (1, 'b', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`)
+	exec(`INSERT INTO lk VALUES (-7, 'ü', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', '1999-12-31', '1970-01-01 00:00:00+00', -0.01, -1e300, '', '[]', '-1 mons', false, '')`)
+	exec(`CREATE TABLE lkp (region text, id integer, v text, PRIMARY KEY (region, id)) PARTITION BY LIST (region) WITH (buckets = 2)`)
+	exec(`INSERT INTO lkp VALUES ('eu', 1, 'one'), ('us', 1, 'uno'), ('eu', 2, 'two')`)
+	front := n.Server.SQLFrontend().(*sqlfront.Frontend)
+
+	type result struct {
+		fields []string
+		rows   [][]any
+	}
+	query := func(mode pgx.QueryExecMode, sql string, args ...any) result {
+		t.Helper()
+		rows, err := conn.Query(ctx, sql, append([]any{mode}, args...)...)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		defer rows.Close()
+		var res result
+		for _, fd := range rows.FieldDescriptions() {
+			res.fields = append(res.fields, fmt.Sprintf("%s:%d:%d:%d", fd.Name, fd.DataTypeOID, fd.DataTypeSize, fd.TypeModifier))
+		}
+		for rows.Next() {
+			v, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.rows = append(res.rows, v)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return res
+	}
+	cases := []struct {
+		fast, slow string // the slow one has a condition the fast path does not take
+		args       []any
+		rows       int
+	}{
+		{"SELECT * FROM lk WHERE id = $1 AND s = $2", "SELECT * FROM lk WHERE id = $1 AND s = $2 AND true", []any{int64(1), "a"}, 1},
+		{"SELECT * FROM lk WHERE id = $1 AND s = $2", "SELECT * FROM lk WHERE id = $1 AND s = $2 AND true", []any{int64(1), "b"}, 1},
+		{"SELECT * FROM lk WHERE s = $2 AND id = $1", "SELECT * FROM lk WHERE id = $1 AND s = $2 AND true", []any{int64(-7), "ü"}, 1},
+		{"SELECT * FROM lk WHERE id = $1 AND s = $2", "SELECT * FROM lk WHERE id = $1 AND s = $2 AND true", []any{int64(2), "a"}, 0},
+		{"SELECT vc, id, x.s AS key FROM lk x WHERE x.id = 1 AND x.s = 'a'", "SELECT vc, id, x.s AS key FROM lk x WHERE x.id = 1 AND x.s = 'a' AND true", nil, 1},
+		{"SELECT lk.* FROM lk WHERE 1 = id AND 'a' = s", "SELECT lk.* FROM lk WHERE 1 = id AND 'a' = s AND true", nil, 1},
+		{"SELECT v FROM lkp WHERE region = $1 AND id = $2", "SELECT v FROM lkp WHERE region = $1 AND id = $2 AND true", []any{"us", int32(1)}, 1},
+		{"SELECT v FROM lkp WHERE region = $1 AND id = $2", "SELECT v FROM lkp WHERE region = $1 AND id = $2 AND true", []any{"ap", int32(1)}, 0},
+		{"SELECT * FROM lkp WHERE region = 'eu' AND id = 2", "SELECT * FROM lkp WHERE region = 'eu' AND id = 2 AND true", nil, 1},
+	}
+	modes := []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec, pgx.QueryExecModeSimpleProtocol}
+	for _, c := range cases {
+		for _, mode := range modes {
+			before := front.BucketScans()
+			fast := query(mode, c.fast, c.args...)
+			if scans := front.BucketScans() - before; scans != 0 {
+				t.Errorf("%s (mode %v): %d bucket scans, want the point-lookup path (0)", c.fast, mode, scans)
+			}
+			before = front.BucketScans()
+			slow := query(mode, c.slow, c.args...)
+			if front.BucketScans() == before && c.rows > 0 {
+				t.Errorf("%s: the engine path scanned no bucket", c.slow)
+			}
+			if len(fast.rows) != c.rows {
+				t.Errorf("%s %v (mode %v): %d rows, want %d", c.fast, c.args, mode, len(fast.rows), c.rows)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Errorf("%s %v (mode %v):\nfast %v\nslow %v", c.fast, c.args, mode, fast, slow)
+			}
+		}
+	}
+	// A prepared statement, executed many times, sees every change.
+	if _, err := conn.Prepare(ctx, "get", "SELECT f FROM lk WHERE id = $1 AND s = $2"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		exec("UPDATE lk SET f = $1 WHERE id = 1 AND s = 'a'", float64(i))
+		var f float64
+		if err := conn.QueryRow(ctx, "get", int64(1), "a").Scan(&f); err != nil || f != float64(i) {
+			t.Fatalf("prepared lookup %d: %v %v", i, f, err)
+		}
+	}
+	exec("DELETE FROM lk WHERE id = 1 AND s = 'a'")
+	if err := conn.QueryRow(ctx, "get", int64(1), "a").Scan(new(float64)); err != pgx.ErrNoRows {
+		t.Fatalf("lookup of a deleted key: %v", err)
+	}
+	// A NULL key matches nothing, as in PostgreSQL.
+	if err := conn.QueryRow(ctx, "get", nil, "a").Scan(new(float64)); err != pgx.ErrNoRows {
+		t.Fatalf("lookup of a NULL key: %v", err)
+	}
+	// Errors are the engine's: a column that does not exist.
+	_, err = conn.Exec(ctx, "SELECT nosuch FROM lk WHERE id = 1 AND s = 'a'")
+	var pe *pgconn.PgError
+	if !errorsAs(err, &pe) || pe.Code != "42703" {
+		t.Fatalf("unknown column: %v", err)
+	}
+}
+
+func errorsAs(err error, pe **pgconn.PgError) bool {
+	e, ok := err.(*pgconn.PgError)
+	if ok {
+		*pe = e
+	}
+	return ok
+}

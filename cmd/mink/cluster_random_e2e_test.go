@@ -1,0 +1,191 @@
+package main
+
+// A seeded randomized schedule of faults — SIGKILL, SIGSTOP/SIGCONT past or
+// short of lease_ttl, clean restarts, rebalances — under a write workload,
+// with the history checked at the end (cluster_history_e2e_test.go).
+//
+//	go test ./cmd/mink -run TestRandomFaultSchedule -v                  # 30 s, a new seed
+//	go test ./cmd/mink -run TestRandomFaultSchedule -v -args -seed=42   # replay seed 42
+//	MINK_SEED=42 MINK_SCHEDULE=10m go test ./cmd/mink -run TestRandomFaultSchedule -timeout 30m
+//
+// The seed fixes the schedule (which fault, which node, how long, the pauses
+// between) and the choices of the writers; the timing of the processes is
+// not reproducible, so a replay repeats the schedule, not the interleaving.
+// `make soak` runs a long schedule.
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	seedFlag     = flag.Uint64("seed", 0, "seed of TestRandomFaultSchedule (default: MINK_SEED, else the clock)")
+	scheduleFlag = flag.Duration("schedule", 0, "length of TestRandomFaultSchedule's fault schedule (default: MINK_SCHEDULE, else 30s)")
+)
+
+func scheduleSeed(t *testing.T) uint64 {
+	if *seedFlag != 0 {
+		return *seedFlag
+	}
+	if s := os.Getenv("MINK_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("MINK_SEED=%q: %v", s, err)
+		}
+		return seed
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+func scheduleLength(t *testing.T) time.Duration {
+	if *scheduleFlag != 0 {
+		return *scheduleFlag
+	}
+	if s := os.Getenv("MINK_SCHEDULE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("MINK_SCHEDULE=%q: %v", s, err)
+		}
+		return d
+	}
+	return 30 * time.Second
+}
+
+// nodeState is what the schedule did to a node last.
+type nodeState int
+
+const (
+	nodeUp nodeState = iota
+	nodeKilled
+	nodePaused
+)
+
+func TestRandomFaultSchedule(t *testing.T) {
+	seed := scheduleSeed(t)
+	length := scheduleLength(t)
+	// Printed first, so that a run that hangs or crashes can be replayed.
+	fmt.Printf("TestRandomFaultSchedule: seed %d, schedule %v (replay: -args -seed=%d or MINK_SEED=%d)\n", seed, length, seed, seed)
+	t.Logf("seed %d, schedule %v", seed, length)
+	rng := rand.New(rand.NewPCG(seed, 0x6d696e6b))
+
+	c := newTestCluster(t, clusterOpts{})
+	c.startAll()
+	const table, nbuckets = "r", 6
+	createTable(t, c.nodes[0], table, nbuckets)
+	c.waitServed(c.nodes[0], table, 60*time.Second)
+
+	h := newHistory()
+	w := &workload{h: h, table: table, writers: 4, readEvery: 700 * time.Millisecond, seed: seed, timeout: 8 * time.Second}
+	w.run(c)
+	defer func() {
+		select {
+		case <-w.stop:
+		default:
+			w.halt()
+		}
+	}()
+
+	state := make([]nodeState, len(c.nodes))
+	var log []string
+	step := func(format string, args ...any) {
+		line := fmt.Sprintf("%6.1fs ", h.now().Seconds()) + fmt.Sprintf(format, args...)
+		log = append(log, line)
+		t.Log(line)
+	}
+	// heal brings node i back to running.
+	heal := func(i int) {
+		switch state[i] {
+		case nodePaused:
+			c.resume(c.nodes[i])
+			step("SIGCONT node %d", i+1)
+		case nodeKilled:
+			c.nodes[i].start()
+			c.nodes[i].waitHealthy()
+			step("node %d restarted", i+1)
+		}
+		state[i] = nodeUp
+	}
+	end := time.Now().Add(length)
+	for time.Now().Before(end) {
+		// At most one node down at a time, so that the other two keep the
+		// cluster serving; a fault is healed before the next one.
+		i := rng.IntN(len(c.nodes))
+		n := c.nodes[i]
+		switch op := rng.IntN(10); {
+		case op < 3:
+			step("SIGKILL node %d", i+1)
+			n.kill()
+			state[i] = nodeKilled
+			sleepRand(rng, 1000, 5000)
+			heal(i)
+		case op < 6:
+			// Short of or past lease_ttl (2 s).
+			d := time.Duration(300+rng.IntN(4000)) * time.Millisecond
+			step("SIGSTOP node %d for %v", i+1, d)
+			c.pause(n)
+			state[i] = nodePaused
+			time.Sleep(d)
+			heal(i)
+		case op < 8:
+			step("SIGTERM node %d (clean restart)", i+1)
+			n.stop()
+			state[i] = nodeKilled
+			sleepRand(rng, 200, 2000)
+			heal(i)
+		default:
+			out, errOut, code := runMinkQuiet(30*time.Second, "cluster", "rebalance", "--server", n.admin)
+			step("rebalance via node %d: exit %d: %s", i+1, code, strings.TrimSpace(lastLine(out+errOut)))
+		}
+		sleepRand(rng, 500, 2500)
+	}
+	for i := range c.nodes {
+		heal(i)
+	}
+	step("healed; waiting for the cluster to converge")
+	c.waitLive(len(c.nodes))
+	c.waitServed(c.nodes[0], table, 90*time.Second)
+	time.Sleep(time.Second)
+	w.halt()
+
+	cs := conns{}
+	defer cs.closeAll()
+	for _, n := range c.nodes {
+		if _, err := sqlRead(c, h, cs, n, table, 100, 30*time.Second); err != nil {
+			t.Fatalf("final read through node %d: %v", nodeIndex(c, n), err)
+		}
+	}
+	if _, err := flightScan(c, h, table, 101); err != nil {
+		t.Fatalf("final Flight scan: %v", err)
+	}
+	ok, fail, info, reads := h.counts()
+	t.Logf("seed %d: inserts %d acknowledged, %d failed (57P03), %d unknown; %d reads", seed, ok, fail, info, reads)
+	if ok < 50 {
+		t.Fatalf("seed %d: only %d inserts acknowledged", seed, ok)
+	}
+	summary, problems := verifyHistory(h.snapshot(), nbuckets)
+	t.Log(summary)
+	if len(problems) > 0 {
+		t.Errorf("seed %d: the history fails the check; schedule:\n%s", seed, strings.Join(log, "\n"))
+		for _, p := range problems {
+			t.Error(p)
+		}
+	}
+	for _, n := range c.nodes {
+		n.stop()
+	}
+}
+
+func sleepRand(rng *rand.Rand, minMS, maxMS int) {
+	time.Sleep(time.Duration(minMS+rng.IntN(maxMS-minMS)) * time.Millisecond)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

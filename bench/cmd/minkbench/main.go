@@ -58,6 +58,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunFlight(ctx, os.Stdout, cfg)
 	},
+	"pk": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.PKConfig{Dir: dir}
+		if quick {
+			cfg.Rows, cfg.Duration = 100_000, 3*time.Second
+		}
+		return bench.RunPK(ctx, os.Stdout, cfg)
+	},
 	"query": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.QueryConfig{Dir: dir}
 		if quick {

@@ -385,8 +385,12 @@ func (b *KVBucket) shutdown(clean bool) {
 	})
 }
 
+// ErrWrongKind: a log bucket was asked for as a primary-key bucket, or
+// the other way round.
+var ErrWrongKind = errors.New("wrong kind of bucket")
+
 // errIsLogBucket and errIsKVBucket say a caller asked for the wrong kind.
 var (
-	errIsKVBucket  = errors.New("is a primary-key bucket; use Manager.KVBucket")
-	errIsLogBucket = errors.New("is a log bucket (its table has no primary key); use Manager.Bucket")
+	errIsKVBucket  = fmt.Errorf("is a primary-key bucket (use Manager.KVBucket): %w", ErrWrongKind)
+	errIsLogBucket = fmt.Errorf("is a log bucket, its table has no primary key (use Manager.Bucket): %w", ErrWrongKind)
 )

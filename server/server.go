@@ -475,6 +475,9 @@ func (s *Server) stopBuckets(clean bool) {
 // SQLFrontend is the node's SQL front end (a pgwire.Handler).
 func (s *Server) SQLFrontend() pgwire.Handler { return s.front }
 
+// Catalog is the node's metadata catalog.
+func (s *Server) Catalog() *catalog.Catalog { return s.cat }
+
 // Buckets is the current bucket manager, or nil while re-registering.
 func (s *Server) Buckets() *buckets.Manager {
 	s.mu.Lock()

@@ -12,9 +12,71 @@ const (
 	// ActionBucketEnds: BucketEndsRequest → BucketEnds, for the buckets the
 	// answering node leads and has open.
 	ActionBucketEnds = "bucket-ends"
-	// ActionLookup: keys to rows of a primary-key table. Unimplemented until
-	// primary-key tables exist.
+	// ActionLookup: KVLookupRequest → KVLookupResult: encoded primary keys
+	// to encoded rows of one primary-key bucket, from its leader's
+	// acknowledged state.
 	ActionLookup = "lookup"
+	// ActionKVWrite: KVWriteRequest → KVWriteResult: writes to one
+	// primary-key bucket, run by its leader (docs/flight.md).
+	ActionKVWrite = "kv-write"
+)
+
+// KVLookupRequest is the body of lookup. Keys are encoded primary keys
+// (docs/format/kv.md).
+type KVLookupRequest struct {
+	Bucket uint64   `json:"bucket"`
+	Keys   [][]byte `json:"keys"`
+}
+
+// KVLookupResult has one entry per key: the encoded row, or null.
+type KVLookupResult struct {
+	Rows [][]byte `json:"rows"`
+	// Offset is the changelog offset the answer reflects.
+	Offset uint64 `json:"offset"`
+}
+
+// KVWrite is one write of a kv-write: Op is the kv.WriteOp number
+// (0 insert, 1 insert-if-absent, 2 upsert, 3 update, 4 delete); Key and
+// Row are encoded (docs/format/kv.md).
+type KVWrite struct {
+	Op       uint8  `json:"op"`
+	Key      []byte `json:"key"`
+	Row      []byte `json:"row,omitempty"`
+	CheckRow bool   `json:"check_row,omitempty"`
+	IfRow    []byte `json:"if_row,omitempty"`
+}
+
+// KVWriteRequest is the body of kv-write: one atomic batch.
+type KVWriteRequest struct {
+	Bucket uint64    `json:"bucket"`
+	Writes []KVWrite `json:"writes"`
+}
+
+// KVChange is one changelog record a kv-write produced: Type is
+// 0 (+I), 1 (-U), 2 (+U) or 3 (-D); Write is the index of the write that
+// produced it.
+type KVChange struct {
+	Type  int8   `json:"type"`
+	Key   []byte `json:"key"`
+	Row   []byte `json:"row"`
+	Write int    `json:"write"`
+}
+
+// KVWriteResult is the result of kv-write: the records, in changelog
+// order, and the offset of the first (the acknowledged end when none).
+type KVWriteResult struct {
+	Records []KVChange `json:"records"`
+	First   uint64     `json:"first"`
+}
+
+// Reasons of a kv-write that failed without appending anything (the status
+// metadata carries "write", the index of the failing write, and "key", the
+// encoded key in base64).
+const (
+	// ReasonDuplicateKey: an insert found its key (SQLSTATE 23505).
+	ReasonDuplicateKey = "DUPLICATE_KEY"
+	// ReasonConflict: a conditional write found another row.
+	ReasonConflict = "WRITE_CONFLICT"
 )
 
 // DescribeTableRequest is the body of describe-table.

@@ -95,6 +95,12 @@ type Ticket struct {
 	From    uint64   `json:"from,omitempty"`
 	To      *uint64  `json:"to,omitempty"`
 	Columns []string `json:"columns,omitempty"`
+	// Changelog, for a bucket of a primary-key table, reads its changelog
+	// (_change_type, then the columns; one offset per record) over
+	// [From, To) instead of its current state. A primary-key bucket's
+	// ticket without it reads the current state (the leader only; From
+	// and To do not apply).
+	Changelog bool `json:"changelog,omitempty"`
 }
 
 // Encode returns the ticket bytes.

@@ -21,7 +21,8 @@ var actionTypes = []*flight.ActionType{
 	{Type: flightwire.ActionCreatePartition, Description: `{"table": name, "value": text} → creates the partition if missing, then as describe-table`},
 	{Type: flightwire.ActionClusterStatus, Description: `→ nodes (epoch, liveness, Flight location, buckets led), coordinator, applied metadata index (JSON)`},
 	{Type: flightwire.ActionBucketEnds, Description: `{"buckets": [id, …]} → {"ends": {id: offset}} for the buckets this node leads and has open`},
-	{Type: flightwire.ActionLookup, Description: "keys → rows of a primary-key table (not supported yet: primary-key tables do not exist)"},
+	{Type: flightwire.ActionLookup, Description: `{"bucket": id, "keys": [base64 encoded key, …]} → {"rows": [base64 encoded row or null, …], "offset": n}, from the leader of a primary-key bucket`},
+	{Type: flightwire.ActionKVWrite, Description: `{"bucket": id, "writes": [{"op", "key", "row", "check_row", "if_row"}, …]} → {"records": [{"type", "key", "row", "write"}, …], "first": offset}: one atomic batch of writes to a primary-key bucket, run by its leader`},
 }
 
 // ListActions lists the actions DoAction runs.
@@ -60,7 +61,15 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 			out = s.localEnds(req.Buckets)
 		}
 	case flightwire.ActionLookup:
-		err = status.Error(codes.Unimplemented, "lookup: primary-key tables are not supported yet")
+		var req flightwire.KVLookupRequest
+		if err = decodeBody(a, &req); err == nil {
+			out, err = s.kvLookup(req)
+		}
+	case flightwire.ActionKVWrite:
+		var req flightwire.KVWriteRequest
+		if err = decodeBody(a, &req); err == nil {
+			out, err = s.kvWrite(ctx, req)
+		}
 	default:
 		err = status.Errorf(codes.InvalidArgument, "unknown action %q (ListActions lists them)", a.GetType())
 	}

@@ -45,7 +45,10 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 		return err
 	}
 	if r.table.primaryKey() {
-		return errUnimplementedPK
+		return s.doGetKV(t, r.table, stream)
+	}
+	if t.Changelog {
+		return status.Errorf(codes.InvalidArgument, "bucket %d belongs to a log table: it has no changelog", id)
 	}
 	cols, schema, err := r.table.projection(t.Columns)
 	if err != nil {

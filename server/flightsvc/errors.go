@@ -16,8 +16,9 @@ import (
 	"github.com/minkdb/mink/internal/sqltypes"
 )
 
-// errUnimplementedPK is returned for primary-key tables until they exist.
-var errUnimplementedPK = status.Error(codes.Unimplemented, "primary-key tables are not supported yet")
+// errUnimplementedPK is DoPut's answer for primary-key tables.
+var errUnimplementedPK = status.Error(codes.Unimplemented,
+	"DoPut into a primary-key table is not supported: write through SQL (INSERT … ON CONFLICT, COPY) or the kv-write action")
 
 // bucketStatus turns an error about bucket id into the gRPC status a client
 // acts on: NotLeader (FailedPrecondition with a redirect), Unavailable, or
@@ -69,6 +70,8 @@ func toStatus(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, buckets.ErrUnavailable):
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, buckets.ErrWrongKind):
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
 }

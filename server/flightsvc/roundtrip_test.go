@@ -308,8 +308,8 @@ func TestRoundTrip(t *testing.T) {
 		if err == nil {
 			_, err = stream.Recv()
 		}
-		if status.Code(err) != codes.Unimplemented {
-			t.Fatalf("lookup: %v", err)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("lookup without a body: %v", err)
 		}
 	})
 }

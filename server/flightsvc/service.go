@@ -182,12 +182,23 @@ func (s *Service) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor)
 	if err != nil {
 		return nil, err
 	}
-	if r.table.primaryKey() {
-		return nil, errUnimplementedPK
-	}
 	_, schema, err := r.table.projection(cmd.Columns)
 	if err != nil {
 		return nil, err
+	}
+	if r.table.primaryKey() {
+		// One endpoint per bucket: its current state, at its leader.
+		info := &flight.FlightInfo{Schema: flight.SerializeSchema(schema, s.alloc), FlightDescriptor: d, TotalRecords: -1, TotalBytes: -1}
+		for _, b := range r.buckets {
+			t := flightwire.Ticket{Bucket: uint64(b.id), Columns: cmd.Columns}
+			meta, _ := json.Marshal(flightwire.EndpointMeta{Bucket: uint64(b.id), Partition: b.partition, Leader: uint32(b.leader)})
+			ep := &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: t.Encode()}, AppMetadata: meta}
+			if b.addr != "" {
+				ep.Location = []*flight.Location{{Uri: flightwire.Location(b.addr)}}
+			}
+			info.Endpoint = append(info.Endpoint, ep)
+		}
+		return info, nil
 	}
 	ends := s.bucketEnds(ctx, r.buckets)
 	info := &flight.FlightInfo{

@@ -1,0 +1,410 @@
+package flightsvc
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/kv"
+)
+
+// Primary-key buckets over Flight: kv-write and lookup actions run on the
+// bucket's leader; DoGet reads the leader's current state, or the
+// changelog like a log bucket's rows.
+
+// kvBucket returns the primary-key bucket id if this node serves it, or
+// the status that says where it is served.
+func (s *Service) kvBucket(id catalog.BucketID) (*buckets.KVBucket, error) {
+	m := s.cfg.Buckets()
+	if m == nil {
+		return nil, flightwire.UnavailableStatus("this node is registering again", uint64(id))
+	}
+	b, err := m.KVBucket(id)
+	if err != nil {
+		return nil, bucketStatus(id, err)
+	}
+	return b, nil
+}
+
+// kvWrite runs a kv-write on this node's bucket.
+func (s *Service) kvWrite(ctx context.Context, req flightwire.KVWriteRequest) (*flightwire.KVWriteResult, error) {
+	id := catalog.BucketID(req.Bucket)
+	b, err := s.kvBucket(id)
+	if err != nil {
+		return nil, err
+	}
+	writes := make([]kv.Write, len(req.Writes))
+	for i, w := range req.Writes {
+		if w.Op > uint8(kv.OpDelete) {
+			return nil, status.Errorf(codes.InvalidArgument, "kv-write: write %d: unknown op %d", i, w.Op)
+		}
+		if len(w.Key) == 0 || (kv.WriteOp(w.Op) != kv.OpDelete && len(w.Row) == 0) {
+			return nil, status.Errorf(codes.InvalidArgument, "kv-write: write %d: a key (and a row, unless a delete) is required", i)
+		}
+		writes[i] = kv.Write{Op: kv.WriteOp(w.Op), Key: w.Key, Row: w.Row, CheckRow: w.CheckRow, IfRow: w.IfRow}
+	}
+	records, first, err := b.Write(ctx, writes)
+	if err != nil {
+		return nil, kvWriteStatus(id, err)
+	}
+	out := &flightwire.KVWriteResult{First: first, Records: make([]flightwire.KVChange, len(records))}
+	for i, r := range records {
+		out.Records[i] = flightwire.KVChange{Type: int8(r.Type), Key: r.Key, Row: r.Row, Write: r.Write}
+	}
+	return out, nil
+}
+
+// kvWriteStatus maps a KVBucket.Write error: a duplicate key or a
+// conflict (nothing appended) keep their write index and key.
+func kvWriteStatus(id catalog.BucketID, err error) error {
+	var dup *kv.DuplicateKeyError
+	var conflict *kv.ConflictError
+	var reason string
+	var write int
+	var key []byte
+	switch {
+	case errors.As(err, &dup):
+		reason, write, key = flightwire.ReasonDuplicateKey, dup.Write, dup.Key
+	case errors.As(err, &conflict):
+		reason, write, key = flightwire.ReasonConflict, conflict.Write, conflict.Key
+	default:
+		if errors.Is(err, buckets.ErrUnknownOutcome) {
+			return flightwire.OutcomeUnknownStatus(err.Error(), uint64(id))
+		}
+		return bucketStatus(id, err)
+	}
+	md := map[string]string{"bucket": strconv.FormatUint(uint64(id), 10), "write": strconv.Itoa(write), "key": base64.StdEncoding.EncodeToString(key)}
+	if reason == flightwire.ReasonDuplicateKey {
+		md["sqlstate"] = "23505"
+	}
+	code := codes.AlreadyExists
+	if reason == flightwire.ReasonConflict {
+		code = codes.Aborted
+	}
+	st, serr := status.New(code, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: flightwire.Domain, Metadata: md})
+	if serr != nil {
+		return status.Error(code, err.Error())
+	}
+	return st.Err()
+}
+
+// kvLookup answers a lookup from this node's bucket.
+func (s *Service) kvLookup(req flightwire.KVLookupRequest) (*flightwire.KVLookupResult, error) {
+	id := catalog.BucketID(req.Bucket)
+	b, err := s.kvBucket(id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := b.NewReader()
+	if err != nil {
+		return nil, bucketStatus(id, err)
+	}
+	defer r.Close()
+	out := &flightwire.KVLookupResult{Rows: make([][]byte, len(req.Keys)), Offset: r.Offset()}
+	for i, k := range req.Keys {
+		row, ok, err := r.Get(k)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if ok {
+			out.Rows[i] = row
+		}
+	}
+	return out, nil
+}
+
+// doGetKV serves a ticket of a primary-key bucket: its current state
+// (leader only) or its changelog.
+func (s *Service) doGetKV(t flightwire.Ticket, tb *table, stream flight.FlightService_DoGetServer) error {
+	id := catalog.BucketID(t.Bucket)
+	if t.Changelog {
+		return s.doGetChangelog(t, tb, stream)
+	}
+	cols, schema, err := tb.projection(t.Columns)
+	if err != nil {
+		return err
+	}
+	b, err := s.kvBucket(id)
+	if err != nil {
+		return err
+	}
+	r, err := b.NewReader()
+	if err != nil {
+		return bucketStatus(id, err)
+	}
+	defer r.Close()
+	rr, err := kv.NewRecordReader(r, b.Codec(), s.alloc, maxRowsPerMessage)
+	if err != nil {
+		return toStatus(err)
+	}
+	defer rr.Release()
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(s.alloc))
+	defer w.Close()
+	meta, _ := json.Marshal(flightwire.BatchMeta{Offset: r.Offset()})
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		arrs := make([]arrow.Array, len(cols))
+		for i, c := range cols {
+			arrs[i] = rec.Column(c)
+		}
+		out := array.NewRecordBatch(schema, arrs, rec.NumRows())
+		err := w.WriteWithAppMetadata(out, meta)
+		out.Release()
+		if err != nil {
+			return err
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return toStatus(err)
+	}
+	return w.Close()
+}
+
+// doGetChangelog streams changelog records of a primary-key bucket like the
+// rows of a log bucket: the leader serves any range, another node a range
+// committed to stream objects.
+func (s *Service) doGetChangelog(t flightwire.Ticket, tb *table, stream flight.FlightService_DoGetServer) error {
+	ctx := stream.Context()
+	id := catalog.BucketID(t.Bucket)
+	codec, err := buckets.NewKVCodec(tb.spec)
+	if err != nil {
+		return toStatus(err)
+	}
+	full := codec.ChangelogSchema()
+	cols, schema, err := changelogProjection(full, t.Columns)
+	if err != nil {
+		return err
+	}
+	m := s.cfg.Buckets()
+	if m == nil {
+		return flightwire.UnavailableStatus("this node is registering again", uint64(id))
+	}
+	var read readFunc
+	var end uint64
+	if b, err := m.KVBucket(id); err == nil {
+		read, end = b.ReadChangelog, b.End()
+		if t.To != nil {
+			end = min(end, *t.To)
+		}
+	} else {
+		var committed uint64
+		s.cfg.Meta.Read(func(v *catalog.View) {
+			if st, ok := v.Streams[catalog.StreamID(id)]; ok {
+				committed = st.End
+			}
+		})
+		if !errors.Is(err, buckets.ErrNotLeader) || t.To == nil || *t.To > committed {
+			return bucketStatus(id, err)
+		}
+		read = func(ctx context.Context, from, to uint64) ([]buckets.Batch, error) {
+			return m.ReadCommitted(ctx, id, from, to)
+		}
+		end = *t.To
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(s.alloc))
+	defer w.Close()
+	for from := t.From; from < end; {
+		batches, err := read(ctx, from, min(from+readChunkRows, end))
+		if err != nil {
+			return bucketStatus(id, err)
+		}
+		next := from
+		for _, b := range batches {
+			if err == nil {
+				err = s.sendBatch(w, b, from, end, cols, schema)
+			}
+			next = max(next, b.Offset+uint64(b.Record.NumRows()))
+		}
+		buckets.ReleaseBatches(batches)
+		if err != nil {
+			return toStatus(err)
+		}
+		if next == from {
+			return status.Errorf(codes.Internal, "bucket %d: no changelog at offset %d, below its end %d", id, from, end)
+		}
+		from = next
+	}
+	return w.Close()
+}
+
+// changelogProjection projects the changelog schema; nil columns mean all.
+func changelogProjection(full *arrow.Schema, columns []string) ([]int, *arrow.Schema, error) {
+	if columns == nil {
+		idx := make([]int, full.NumFields())
+		for i := range idx {
+			idx[i] = i
+		}
+		return idx, full, nil
+	}
+	idx := make([]int, len(columns))
+	fields := make([]arrow.Field, len(columns))
+	for i, name := range columns {
+		j := full.FieldIndices(name)
+		if len(j) == 0 {
+			return nil, nil, status.Errorf(codes.InvalidArgument, "changelog column %q does not exist", name)
+		}
+		idx[i], fields[i] = j[0], full.Field(j[0])
+	}
+	return idx, arrow.NewSchema(fields, nil), nil
+}
+
+// WriteKV runs writes as one atomic batch on the primary-key bucket led at
+// addr, following redirects, and returns the change records and the offset
+// of the first (KVBucket.Write). A *kv.DuplicateKeyError or
+// *kv.ConflictError means nothing was written; buckets.ErrUnknownOutcome
+// that the writes may or may not have been applied (the connection broke
+// or the leader could not tell); NotLeader/Unavailable/NoSuchBucket as for
+// Transport.
+func (p *Pool) WriteKV(ctx context.Context, addr string, bucket catalog.BucketID, writes []kv.Write) ([]kv.ChangeRecord, uint64, error) {
+	req := flightwire.KVWriteRequest{Bucket: uint64(bucket), Writes: make([]flightwire.KVWrite, len(writes))}
+	for i, w := range writes {
+		req.Writes[i] = flightwire.KVWrite{Op: uint8(w.Op), Key: w.Key, Row: w.Row, CheckRow: w.CheckRow, IfRow: w.IfRow}
+	}
+	for hop := 0; ; hop++ {
+		c, err := p.client(addr)
+		if err != nil {
+			return nil, 0, err
+		}
+		var res flightwire.KVWriteResult
+		err = flightwire.DoAction(ctx, c, flightwire.ActionKVWrite, req, &res)
+		if err == nil {
+			out := make([]kv.ChangeRecord, len(res.Records))
+			for i, r := range res.Records {
+				out[i] = kv.ChangeRecord{Type: kv.ChangeType(r.Type), Key: r.Key, Row: r.Row, Write: r.Write}
+			}
+			return out, res.First, nil
+		}
+		if info, ok := flightwire.Info(err); ok && (info.Reason == flightwire.ReasonDuplicateKey || info.Reason == flightwire.ReasonConflict) {
+			write, _ := strconv.Atoi(info.Metadata["write"])
+			key, _ := base64.StdEncoding.DecodeString(info.Metadata["key"])
+			if info.Reason == flightwire.ReasonDuplicateKey {
+				return nil, 0, &kv.DuplicateKeyError{Write: write, Key: key}
+			}
+			return nil, 0, &kv.ConflictError{Write: write, Key: key}
+		}
+		if _, redirected := flightwire.RedirectOf(err); !redirected && !flightwire.IsBucketUnavailable(err) && !flightwire.IsNotFound(err) &&
+			(flightwire.IsUnavailable(err) || flightwire.IsOutcomeUnknown(err) || status.Code(err) == codes.Canceled || status.Code(err) == codes.DeadlineExceeded) {
+			// The connection failed during the call, or the leader could
+			// not tell: the writes may have been applied.
+			return nil, 0, fmt.Errorf("bucket %d at %s: %w: %s", bucket, addr, buckets.ErrUnknownOutcome, flightwire.StatusMessage(err))
+		}
+		err = fromStatus(addr, bucket, err)
+		var nle *buckets.NotLeaderError
+		if !errors.As(err, &nle) || hop == maxRedirects {
+			return nil, 0, err
+		}
+		addr = nle.To
+	}
+}
+
+// GetKV returns the row of an encoded key in the acknowledged state of the
+// primary-key bucket led at addr, following redirects.
+func (p *Pool) GetKV(ctx context.Context, addr string, bucket catalog.BucketID, key []byte) ([]byte, bool, error) {
+	rows, err := p.LookupKV(ctx, addr, bucket, [][]byte{key})
+	if err != nil {
+		return nil, false, err
+	}
+	return rows[0], rows[0] != nil, nil
+}
+
+// LookupKV returns the rows of encoded keys (nil where there is none) in
+// one consistent state of the primary-key bucket led at addr.
+func (p *Pool) LookupKV(ctx context.Context, addr string, bucket catalog.BucketID, keys [][]byte) ([][]byte, error) {
+	for hop := 0; ; hop++ {
+		c, err := p.client(addr)
+		if err != nil {
+			return nil, err
+		}
+		var res flightwire.KVLookupResult
+		err = flightwire.DoAction(ctx, c, flightwire.ActionLookup, flightwire.KVLookupRequest{Bucket: uint64(bucket), Keys: keys}, &res)
+		if err == nil {
+			if len(res.Rows) != len(keys) {
+				return nil, fmt.Errorf("bucket %d at %s: %d keys looked up, %d answers", bucket, addr, len(keys), len(res.Rows))
+			}
+			return res.Rows, nil
+		}
+		err = fromStatus(addr, bucket, err)
+		var nle *buckets.NotLeaderError
+		if !errors.As(err, &nle) || hop == maxRedirects {
+			return nil, err
+		}
+		addr = nle.To
+	}
+}
+
+// ScanKV returns the current state of the primary-key bucket led at addr,
+// as record batches of the table's schema in key order, following
+// redirects. The caller releases them.
+func (p *Pool) ScanKV(ctx context.Context, addr string, bucket catalog.BucketID) ([]arrow.RecordBatch, error) {
+	t := flightwire.Ticket{Bucket: uint64(bucket)}
+	for hop := 0; ; hop++ {
+		var out []arrow.RecordBatch
+		c, err := p.client(addr)
+		if err != nil {
+			return nil, err
+		}
+		err = flightwire.GetStream(ctx, c, t.Encode(), nil, func(rec arrow.RecordBatch, _ flightwire.BatchMeta) error {
+			rec.Retain()
+			out = append(out, rec)
+			return nil
+		})
+		if err == nil {
+			return out, nil
+		}
+		for _, r := range out {
+			r.Release()
+		}
+		err = fromStatus(addr, bucket, err)
+		var nle *buckets.NotLeaderError
+		if !errors.As(err, &nle) || hop == maxRedirects {
+			return nil, err
+		}
+		addr = nle.To
+	}
+}
+
+// ReadChangelog returns every acknowledged changelog batch of the
+// primary-key bucket led at addr (schema kv.Codec.ChangelogSchema), with
+// the offset of each batch's first record, following redirects. The caller
+// releases them.
+func (p *Pool) ReadChangelog(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error) {
+	var out []buckets.Batch
+	t := flightwire.Ticket{Bucket: uint64(bucket), Changelog: true}
+	for hop := 0; ; hop++ {
+		c, err := p.client(addr)
+		if err != nil {
+			buckets.ReleaseBatches(out)
+			return nil, err
+		}
+		err = flightwire.GetStream(ctx, c, t.Encode(), nil, func(rec arrow.RecordBatch, meta flightwire.BatchMeta) error {
+			rec.Retain()
+			out = append(out, buckets.Batch{Offset: meta.Offset, Record: rec})
+			t.From = meta.Offset + uint64(rec.NumRows())
+			return nil
+		})
+		err = fromStatus(addr, bucket, err)
+		if err == nil {
+			return out, nil
+		}
+		var nle *buckets.NotLeaderError
+		if !errors.As(err, &nle) || hop == maxRedirects {
+			buckets.ReleaseBatches(out)
+			return nil, err
+		}
+		addr = nle.To
+	}
+}

@@ -1,0 +1,201 @@
+package flightsvc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/server/flightsvc"
+)
+
+var kvtSpec = catalog.TableSpec{Name: "kvt", Columns: []catalog.Column{{Name: "k", Type: "bigint", NotNull: true}, {Name: "v", Type: "text"}},
+	PrimaryKey: []string{"k"}, Buckets: 2}
+
+// kvtWrites encodes one write of op per (key, value).
+func kvtWrites(t *testing.T, c *kv.Codec, op kv.WriteOp, keys []int64, vals []string) []kv.Write {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.DefaultAllocator, c.Schema())
+	defer b.Release()
+	for i, k := range keys {
+		b.Field(0).(*array.Int64Builder).Append(k)
+		b.Field(1).(*array.StringBuilder).Append(vals[i])
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	ws, err := c.Writes(op, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func kvtKey(t *testing.T, c *kv.Codec, k int64) []byte {
+	t.Helper()
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.Append(k)
+	a := b.NewArray()
+	defer a.Release()
+	b.Release()
+	key, err := c.AppendKeyOf(nil, []arrow.Array{a}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// kvtText renders k=v rows (with a leading _change_type if present).
+func kvtText(recs ...arrow.RecordBatch) []string {
+	var out []string
+	for _, rec := range recs {
+		ct := -1
+		if rec.Schema().Field(0).Name == kv.ChangeTypeColumn {
+			ct = 0
+		}
+		ks := rec.Column(ct + 1).(*array.Int64)
+		vs := rec.Column(ct + 2).(*array.String)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			s := fmt.Sprintf("%d=%s", ks.Value(i), vs.Value(i))
+			if ct == 0 {
+				s = rec.Column(0).(*array.String).Value(i) + " " + s
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Primary-key buckets over Flight, through node 1 for a bucket node 2
+// leads: kv-write (with its change records, offsets and a duplicate key
+// kept as *kv.DuplicateKeyError), lookup, state scan and changelog, each
+// following the redirect; and the raw protocol's answers.
+func TestKVTransport(t *testing.T) {
+	n1, n2 := startPair(t)
+	ctx := context.Background()
+	if _, err := n1.Server.Catalog().Propose(ctx, catalog.CreateTable{Spec: kvtSpec}); err != nil {
+		t.Fatal(err)
+	}
+	raw := dialFlight(t, n1.Config.FlightAddr)
+	id := bucketOn(t, raw, "kvt", 2)
+	codec, err := buckets.NewKVCodec(kvtSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := flightsvc.NewPool()
+	defer pool.Close()
+	addr := n1.Config.FlightAddr
+
+	var recs []kv.ChangeRecord
+	var first uint64
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		recs, first, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kv.OpInsert, []int64{1, 2, 3}, []string{"a", "b", "c"}))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, buckets.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(recs) != 3 || first != 0 || recs[0].Type != kv.Insert || recs[2].Write != 2 {
+		t.Fatalf("insert: %v at %d", recs, first)
+	}
+	recs, first, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kv.OpUpsert, []int64{2, 4}, []string{"b2", "d"}))
+	if err != nil || first != 3 || len(recs) != 3 || recs[0].Type != kv.UpdateBefore || recs[1].Type != kv.UpdateAfter || recs[2].Type != kv.Insert {
+		t.Fatalf("upsert: %v at %d, %v", recs, first, err)
+	}
+	del := kvtWrites(t, codec, kv.OpDelete, []int64{1}, []string{""})
+	if recs, first, err = pool.WriteKV(ctx, addr, id, del); err != nil || first != 6 || len(recs) != 1 || recs[0].Type != kv.Delete {
+		t.Fatalf("delete: %v at %d, %v", recs, first, err)
+	}
+	// A duplicate key: nothing written, the error keeps its write index.
+	_, _, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kv.OpInsert, []int64{9, 3}, []string{"x", "dup"}))
+	var dup *kv.DuplicateKeyError
+	if !errors.As(err, &dup) || dup.Write != 1 || !slices.Equal(dup.Key, kvtKey(t, codec, 3)) {
+		t.Fatalf("duplicate insert: %v", err)
+	}
+
+	row, ok, err := pool.GetKV(ctx, addr, id, kvtKey(t, codec, 2))
+	if err != nil || !ok {
+		t.Fatalf("lookup 2: %v %v", ok, err)
+	}
+	rec, err := codec.DecodeRows(memory.DefaultAllocator, [][]byte{row})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kvtText(rec); fmt.Sprint(got) != "[2=b2]" {
+		t.Fatalf("lookup 2: %v", got)
+	}
+	rec.Release()
+	if _, ok, err := pool.GetKV(ctx, addr, id, kvtKey(t, codec, 1)); err != nil || ok {
+		t.Fatalf("lookup of a deleted key: %v %v", ok, err)
+	}
+	if _, ok, err := pool.GetKV(ctx, addr, id, kvtKey(t, codec, 9)); err != nil || ok {
+		t.Fatalf("lookup of the key of a failed batch: %v %v", ok, err)
+	}
+
+	state, err := pool.ScanKV(ctx, addr, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kvtText(state...); fmt.Sprint(got) != "[2=b2 3=c 4=d]" {
+		t.Fatalf("scan: %v", got)
+	}
+	for _, r := range state {
+		r.Release()
+	}
+	changes, err := pool.ReadChangelog(ctx, addr, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cl []arrow.RecordBatch
+	for _, b := range changes {
+		cl = append(cl, b.Record)
+	}
+	want := "[+I 1=a +I 2=b +I 3=c -U 2=b +U 2=b2 +I 4=d -D 1=a]"
+	if got := kvtText(cl...); fmt.Sprint(got) != want || changes[0].Offset != 0 {
+		t.Fatalf("changelog: %v, want %s", got, want)
+	}
+	buckets.ReleaseBatches(changes)
+
+	// Raw protocol: node 1 redirects a state ticket to node 2.
+	ticket := flightwire.Ticket{Bucket: uint64(id)}.Encode()
+	_, err = readEndpoint(ctx, raw, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: ticket}})
+	if r, ok := flightwire.RedirectOf(err); !ok || r.Leader != 2 {
+		t.Fatalf("state ticket at node 1: %v", err)
+	}
+	raw2 := dialFlight(t, n2.Config.FlightAddr)
+	rows, err := readEndpoint(ctx, raw2, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: ticket}})
+	if err != nil || fmt.Sprint(rows) != "[2|b2 3|c 4|d]" {
+		t.Fatalf("state ticket at node 2: %v %v", rows, err)
+	}
+	// GetFlightInfo lists every bucket of the table, each at its leader.
+	info, err := raw.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"kvt"}})
+	if err != nil || len(info.Endpoint) != 2 {
+		t.Fatalf("flight info: %v %v", info, err)
+	}
+	// kv-write to a log table's bucket, and DoPut into a primary-key table.
+	if _, err := n1.Server.Catalog().Propose(ctx, catalog.CreateTable{Spec: catalog.TableSpec{Name: "logt", Columns: []catalog.Column{{Name: "k", Type: "bigint"}}, Buckets: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	logID := bucketOn(t, raw, "logt", 1)
+	if _, _, err := pool.WriteKV(ctx, addr, logID, del); err == nil || !strings.Contains(err.Error(), "is a log bucket") || !strings.Contains(err.Error(), "InvalidArgument") {
+		t.Fatalf("kv-write to a log bucket: %v", err)
+	}
+	if _, _, err := pool.WriteKV(ctx, addr, 999999, del); !errors.Is(err, buckets.ErrNoSuchBucket) {
+		t.Fatalf("kv-write to an unknown bucket: %v", err)
+	}
+}

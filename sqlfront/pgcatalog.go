@@ -67,6 +67,7 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	if rw.err != nil {
 		return nil, true, rw.err
 	}
+	s.rewriteTreeForEngine(rewritten)
 	text, err := deparse(rewritten)
 	if err != nil {
 		return nil, true, fmt.Errorf("deparse catalog query: %w", err)
@@ -77,6 +78,9 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	}
 	sort.Strings(keys)
 	st, err = s.planCatalogStatement(ctx, sql, text, node, keys, rw.macros, paramOIDs)
+	if err == nil {
+		s.refineResultTypes(node, st.columns)
+	}
 	if err != nil {
 		// DuckDB cannot bind some of the queries psql's \d sends for
 		// objects mink never has (policies, publications, statistics);

@@ -1,11 +1,16 @@
 package sqlfront
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"sort"
+	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
@@ -13,17 +18,23 @@ import (
 // planQuery plans a statement the engine runs as written: SELECT, VALUES,
 // EXPLAIN. Tables are engine views over their buckets (tableRegistry).
 func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (*stmt, error) {
-	if node != nil {
-		sql = stripPublic(sql, node)
-	}
 	if err := s.tables.sync(ctx); err != nil {
 		return nil, err
 	}
-	desc, err := s.conn.Describe(ctx, sql)
+	var desc *engine.Description
+	var err error
+	if node != nil {
+		sql, desc, err = s.describeRewritten(ctx, sql, node)
+	} else {
+		desc, err = s.conn.Describe(ctx, sql)
+	}
 	if err != nil {
 		return nil, err
 	}
 	st := &stmt{params: resolveParams(paramOIDs, desc.Params), columns: wireColumns(desc.Columns)}
+	if node != nil {
+		s.refineResultTypes(node, st.columns)
+	}
 	var prune *prunePlan
 	if node != nil {
 		prune = s.planPruning(node)
@@ -51,6 +62,24 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 	return st, nil
 }
 
+// describeRewritten returns the SQL the engine runs for a statement (see
+// engineRewriter) and its description. Should the engine not parse the
+// deparsed statement, it runs the statement as written instead: DuckDB's
+// semantics then, rather than an error PostgreSQL would not give.
+func (s *session) describeRewritten(ctx context.Context, sql string, node *pg.Node) (string, *engine.Description, error) {
+	asWritten := stripPublic(sql, node)
+	rewritten := s.rewriteForEngine(asWritten, node)
+	desc, err := s.conn.Describe(ctx, rewritten)
+	if err != nil && rewritten != asWritten {
+		// Either the statement is wrong, and the error (its position) is
+		// best told about the text the client sent, or DuckDB did not
+		// take the deparsed text.
+		desc, err = s.conn.Describe(ctx, asWritten)
+		rewritten = asWritten
+	}
+	return rewritten, desc, err
+}
+
 // wireColumns describes engine result columns to Postgres clients.
 func wireColumns(cols []engine.Column) []pgwire.Column {
 	out := make([]pgwire.Column, len(cols))
@@ -58,6 +87,73 @@ func wireColumns(cols []engine.Column) []pgwire.Column {
 		out[i] = pgwire.Column{Name: c.Name, TypeOID: c.Type.OID(), TypeSize: c.Type.Len(), TypeMod: c.Type.TypMod()}
 	}
 	return out
+}
+
+// bpcharOID is character(n)'s type OID. char(n) values are stored without
+// their trailing blanks (so comparisons and length ignore them, as in
+// PostgreSQL) and padded to n when a char(n) column is returned.
+const bpcharOID = 1042
+
+// jsonbOID is jsonb's type OID. The engine computes jsonb values as JSON
+// text in its own layout; jsonbText prints them as PostgreSQL prints jsonb.
+const jsonbOID = 3802
+
+// jsonbText returns JSON text the way PostgreSQL prints a jsonb value:
+// object keys in jsonb's order (shorter first, then bytewise), the last of
+// duplicate keys, ", " between elements and ": " after keys. Text that does
+// not parse is returned as it is.
+func jsonbText(s string) string {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return s
+	}
+	var b strings.Builder
+	writeJSONB(&b, v)
+	return b.String()
+}
+
+func writeJSONB(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			if len(keys[i]) != len(keys[j]) {
+				return len(keys[i]) < len(keys[j])
+			}
+			return keys[i] < keys[j]
+		})
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeJSONB(b, k)
+			b.WriteString(": ")
+			writeJSONB(b, v[k])
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeJSONB(b, e)
+		}
+		b.WriteByte(']')
+	default:
+		// Strings as PostgreSQL escapes them: no \u003c for <, > and &.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v) // a string, json.Number, bool or nil
+		b.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	}
 }
 
 // engineRows adapts engine rows to pgwire.Rows.
@@ -71,7 +167,20 @@ func (r *engineRows) Columns() []pgwire.Column { return r.columns }
 
 func (r *engineRows) Next(ctx context.Context) ([]any, error) {
 	if r.rows.Next() {
-		return r.rows.Values(), nil
+		vals := r.rows.Values()
+		for i, c := range r.columns {
+			s, ok := vals[i].(string)
+			if !ok {
+				continue
+			}
+			switch {
+			case c.TypeOID == bpcharOID && c.TypeMod > 4:
+				vals[i] = sqltypes.PadChar(s, int(c.TypeMod-4))
+			case c.TypeOID == jsonbOID:
+				vals[i] = jsonbText(s)
+			}
+		}
+		return vals, nil
 	}
 	if err := r.rows.Err(); err != nil {
 		return nil, toWire(err)

@@ -1,12 +1,16 @@
 package sqlfront
 
 import (
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/minkdb/mink/internal/sqltypes"
 )
 
 // walk calls fn for every message in a parse tree, depth first.
@@ -80,4 +84,307 @@ func stripPublic(sql string, node *pg.Node) string {
 
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// engineRewriter rewrites a parsed SELECT where DuckDB's semantics differ
+// from PostgreSQL's and a rewrite restores PostgreSQL's (docs/sql.md):
+//
+//   - x / y and x % y raise 22012 when y is zero (DuckDB returns NULL):
+//     the divisor goes through the macro mink_divisor, unless it is a
+//     nonzero constant;
+//   - x ~ re (and !~, ~*, !~*) search, as PostgreSQL's do, through
+//     regexp_matches (DuckDB's ~ matches the whole string);
+//   - sum of a smallint or integer column is bigint (DuckDB: HUGEINT,
+//     described as numeric); length, char_length, octet_length, position
+//     and strpos are integer (DuckDB: BIGINT); date - date is integer;
+//   - to_char(timestamp or date, 'constant format') becomes strftime with
+//     the format translated (the common fields; others stay an error);
+//   - x::varchar(n) and x::char(n) truncate to n characters (DuckDB
+//     ignores the length);
+//   - '\x…'::bytea is hex (DuckDB reads \x as an escape of one byte);
+//   - a timestamptz literal of a time without seconds and an offset
+//     ('10:00+01') gets its seconds (DuckDB requires them).
+//
+// It works on the tree in place; changed says whether the statement must
+// be deparsed.
+type engineRewriter struct {
+	s       *session
+	changed bool
+	// wrapped are the calls already rewritten: a rewrite that wraps a
+	// node is visited again through its children.
+	wrapped     map[*pg.FuncCall]bool
+	wrappedExpr map[*pg.A_Expr]bool
+}
+
+// rewriteForEngine returns the SQL to send to the engine for a SELECT:
+// sql itself, unless a rewrite applied.
+func (s *session) rewriteForEngine(sql string, node *pg.Node) string {
+	if node.GetSelectStmt() == nil && node.GetExplainStmt() == nil {
+		return sql
+	}
+	tree := proto.Clone(node).(*pg.Node)
+	if !s.rewriteTreeForEngine(tree) {
+		return sql
+	}
+	for _, rv := range rangeVars(tree) {
+		if rv.Schemaname == "public" {
+			rv.Schemaname, rv.Catalogname = "", ""
+		}
+	}
+	out, err := pg.Deparse(&pg.ParseResult{Version: parserVersion, Stmts: []*pg.RawStmt{{Stmt: tree}}})
+	if err != nil {
+		return sql
+	}
+	return out
+}
+
+// rewriteTreeForEngine applies engineRewriter to a statement's tree in
+// place and reports whether it changed anything. The catalog path
+// (planCatalogQuery) calls it on its own rewritten tree.
+func (s *session) rewriteTreeForEngine(tree *pg.Node) bool {
+	rw := &engineRewriter{s: s, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}}
+	rw.node(tree, &fromScope{})
+	return rw.changed
+}
+
+func (rw *engineRewriter) node(n *pg.Node, sc *fromScope) {
+	visitNode(n, func(m *pg.Node) bool { return rw.visit(m, sc) })
+}
+
+func (rw *engineRewriter) visit(n *pg.Node, sc *fromScope) bool {
+	var repl *pg.Node
+	switch x := n.Node.(type) {
+	case *pg.Node_SelectStmt:
+		rw.selectStmt(x.SelectStmt, sc)
+		return false
+	case *pg.Node_AExpr:
+		if !rw.wrappedExpr[x.AExpr] {
+			repl = rw.aExpr(x.AExpr, sc)
+		}
+	case *pg.Node_FuncCall:
+		if !rw.wrapped[x.FuncCall] {
+			repl = rw.funcCall(x.FuncCall, sc)
+		}
+	case *pg.Node_TypeCast:
+		repl = rw.typeCast(x.TypeCast)
+	}
+	if repl != nil {
+		n.Node = repl.Node
+		rw.changed = true
+	}
+	return true
+}
+
+func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
+	if sel.Op != pg.SetOperation_SETOP_NONE {
+		if sel.Larg != nil {
+			rw.selectStmt(sel.Larg, outer)
+		}
+		if sel.Rarg != nil {
+			rw.selectStmt(sel.Rarg, outer)
+		}
+		for _, n := range sel.SortClause {
+			rw.node(n, outer)
+		}
+		return
+	}
+	ctes := map[string]bool{}
+	if wc := sel.WithClause; wc != nil {
+		for _, c := range wc.Ctes {
+			rw.node(c.GetCommonTableExpr().GetCtequery(), outer)
+			ctes[c.GetCommonTableExpr().GetCtename()] = true
+		}
+	}
+	scope := &fromScope{}
+	for _, item := range sel.FromClause {
+		rw.node(item, outer)
+		rw.s.addFromItem(scope, item, ctes)
+	}
+	for _, list := range [][]*pg.Node{sel.TargetList, sel.GroupClause, sel.SortClause, sel.WindowClause, sel.DistinctClause} {
+		for _, n := range list {
+			rw.node(n, scope)
+		}
+	}
+	for _, n := range []*pg.Node{sel.WhereClause, sel.HavingClause, sel.LimitCount, sel.LimitOffset} {
+		rw.node(n, scope)
+	}
+	for _, vl := range sel.ValuesLists {
+		rw.node(vl, scope)
+	}
+}
+
+func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
+	if e.Kind != pg.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
+		return nil
+	}
+	switch op := e.Name[0].GetString_().GetSval(); op {
+	case "/", "%":
+		if nonzeroConstant(e.Rexpr) {
+			return nil
+		}
+		if fc := e.Rexpr.GetFuncCall(); fc != nil && rw.wrapped[fc] {
+			return nil
+		}
+		call := catCall("mink_divisor", e.Rexpr)
+		rw.wrapped[call.GetFuncCall()] = true
+		e.Rexpr = call
+		rw.changed = true
+		return nil
+	case "~", "!~", "~*", "!~*":
+		args := []*pg.Node{e.Lexpr, e.Rexpr}
+		if strings.HasSuffix(op, "*") {
+			args = append(args, catString("i"))
+		}
+		call := catCall("regexp_matches", args...)
+		if strings.HasPrefix(op, "!") {
+			return &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR, Args: []*pg.Node{call}}}}
+		}
+		return call
+	case "-":
+		if sc.exprOrigin(e.Lexpr).typ.Kind() == sqltypes.Date && sc.exprOrigin(e.Rexpr).typ.Kind() == sqltypes.Date {
+			rw.wrappedExpr[e] = true
+			return catCast(&pg.Node{Node: &pg.Node_AExpr{AExpr: e}}, "int4")
+		}
+	}
+	return nil
+}
+
+// nonzeroConstant reports whether n is a numeric constant other than zero.
+func nonzeroConstant(n *pg.Node) bool {
+	c := n.GetAConst()
+	if c == nil || c.Isnull {
+		return false
+	}
+	if iv := c.GetIval(); iv != nil {
+		return iv.Ival != 0
+	}
+	if fv := c.GetFval(); fv != nil {
+		f, err := strconv.ParseFloat(fv.Fval, 64)
+		return err == nil && f != 0
+	}
+	return false
+}
+
+// integerFuncs are functions whose PostgreSQL result is integer where
+// DuckDB's is BIGINT.
+var integerFuncs = map[string]bool{
+	"length": true, "char_length": true, "character_length": true, "octet_length": true,
+	"bit_length": true, "position": true, "strpos": true, "ascii": true,
+}
+
+func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
+	schema, name := funcName(fc)
+	if schema != "" && schema != "pg_catalog" {
+		return nil
+	}
+	wrap := func(typ string) *pg.Node {
+		rw.wrapped[fc] = true
+		return catCast(&pg.Node{Node: &pg.Node_FuncCall{FuncCall: fc}}, typ)
+	}
+	switch {
+	case name == "sum" && len(fc.Args) == 1 && !fc.AggStar:
+		switch sc.exprOrigin(fc.Args[0]).typ.Kind() {
+		case sqltypes.Int2, sqltypes.Int4:
+			return wrap("int8")
+		}
+	case integerFuncs[name] && fc.Over == nil:
+		return wrap("int4")
+	case name == "to_char" && len(fc.Args) == 2:
+		c := fc.Args[1].GetAConst()
+		if c == nil || c.GetSval() == nil {
+			return nil
+		}
+		format, ok := strftimeFormat(c.GetSval().Sval)
+		if !ok {
+			return nil
+		}
+		return catCall("strftime", fc.Args[0], catString(format))
+	}
+	return nil
+}
+
+func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
+	t, err := typeOf(tc.TypeName)
+	if err != nil {
+		return nil
+	}
+	lit := ""
+	if c := tc.Arg.GetAConst(); c != nil && c.GetSval() != nil {
+		lit = c.GetSval().Sval
+	}
+	switch t.Kind() {
+	case sqltypes.Varchar, sqltypes.Char:
+		if t.Length() == 0 {
+			return nil
+		}
+		out := catCall("left", catCast(tc.Arg, "text"), catInt(int64(t.Length())))
+		if t.Kind() == sqltypes.Char {
+			out = catCall("rtrim", out)
+		}
+		return out
+	case sqltypes.Bytea:
+		if hex, ok := strings.CutPrefix(lit, `\x`); ok {
+			return catCall("from_hex", catString(hex))
+		}
+	case sqltypes.Timestamptz:
+		if m := offsetNoSecondsRE.FindStringSubmatchIndex(lit); m != nil {
+			tc.Arg = catString(lit[:m[3]] + ":00" + lit[m[3]:])
+			return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: tc}}
+		}
+	}
+	return nil
+}
+
+// offsetNoSecondsRE finds a time of day without seconds followed by a UTC
+// offset ("10:00+01"), which DuckDB does not read; submatch 1 ends where
+// the seconds go.
+var offsetNoSecondsRE = regexp.MustCompile(`(?:^|[^:\d])(\d{1,2}:\d\d)\s*[+-]\d{1,2}(?::?\d\d)?$`)
+
+// strftimeFields are to_char's template patterns that strftime has, longest
+// first where one is a prefix of another.
+var strftimeFields = []struct{ pattern, strftime string }{
+	{"YYYY", "%Y"}, {"YY", "%y"}, {"HH24", "%H"}, {"HH12", "%I"}, {"HH", "%I"},
+	{"MI", "%M"}, {"MS", "%g"}, {"MM", "%m"}, {"DDD", "%j"}, {"DD", "%d"},
+	{"SS", "%S"}, {"US", "%f"}, {"AM", "%p"}, {"PM", "%p"}, {"Mon", "%b"}, {"Dy", "%a"},
+}
+
+// strftimeFormat translates a to_char template, false when it uses a
+// pattern strftime has no equivalent for.
+func strftimeFormat(template string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(template); {
+		rest := template[i:]
+		if rest[0] == '"' {
+			end := strings.IndexByte(rest[1:], '"')
+			if end < 0 {
+				return "", false
+			}
+			b.WriteString(strings.ReplaceAll(rest[1:1+end], "%", "%%"))
+			i += end + 2
+			continue
+		}
+		matched := false
+		for _, f := range strftimeFields {
+			if strings.HasPrefix(rest, f.pattern) {
+				b.WriteString(f.strftime)
+				i += len(f.pattern)
+				matched = true
+				break
+			}
+		}
+		if matched {
+			continue
+		}
+		c := rest[0]
+		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' {
+			return "", false // a pattern not translated, or a letter PostgreSQL may read as one
+		}
+		if c == '%' {
+			b.WriteString("%%")
+		} else {
+			b.WriteByte(c)
+		}
+		i++
+	}
+	return b.String(), true
 }

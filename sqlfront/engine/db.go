@@ -175,6 +175,9 @@ var sessionSettings = []string{
 	"SET integer_division = true",
 	// ORDER BY … ASC puts NULLs last, DESC first, as in PostgreSQL.
 	"SET default_null_order = 'nulls_last_on_asc_first_on_desc'",
+	// The divisor of x / y and x % y, which sqlfront routes through this
+	// macro: PostgreSQL raises 22012 where DuckDB returns NULL.
+	"CREATE TEMP MACRO mink_divisor(x) AS CASE WHEN x = 0 THEN error('division by zero') ELSE x END",
 }
 
 // Conn opens a connection for one SQL session.

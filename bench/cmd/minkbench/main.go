@@ -65,6 +65,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunPK(ctx, os.Stdout, cfg)
 	},
+	"recovery": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.RecoveryConfig{Dir: dir}
+		if quick {
+			cfg.StateBytes, cfg.ChangelogBytes = 64<<20, 8<<20
+		}
+		return bench.RunRecovery(ctx, os.Stdout, cfg)
+	},
 	"query": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.QueryConfig{Dir: dir}
 		if quick {

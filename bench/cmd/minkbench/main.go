@@ -65,6 +65,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunPK(ctx, os.Stdout, cfg)
 	},
+	"failover": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.FailoverConfig{Dir: dir}
+		if quick {
+			cfg.ShortRuns, cfg.DefaultRuns = 1, -1
+		}
+		return bench.RunFailover(ctx, os.Stdout, cfg)
+	},
 	"recovery": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.RecoveryConfig{Dir: dir}
 		if quick {

@@ -10,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pg "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -127,7 +126,11 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 	for i, c := range table.cols {
 		expr := quoteIdent(alias) + "." + quoteIdent(c.Name)
 		if e, ok := exprs[i]; ok {
-			text, err := deparseExpr(qualifyColumns(e, alias))
+			q, err := qualifyColumns(e, table)
+			if err != nil {
+				return nil, err
+			}
+			text, err := deparseExpr(q)
 			if err != nil {
 				return nil, err
 			}
@@ -144,7 +147,11 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + existingView + " AS " + quoteIdent(alias) +
 		" JOIN " + excludedView + " AS excluded ON " + quoteIdent(alias) + "." + rowColumn + " = excluded." + rowColumn
 	if oc.WhereClause != nil {
-		text, err := deparseExpr(qualifyColumns(oc.WhereClause, alias))
+		w, err := qualifyColumns(oc.WhereClause, table)
+		if err != nil {
+			return nil, err
+		}
+		text, err := deparseExpr(w)
 		if err != nil {
 			return nil, err
 		}
@@ -171,19 +178,22 @@ func isExcludedRef(n *pg.Node, col string) bool {
 	return cr.Fields[0].GetString_().GetSval() == "excluded" && cr.Fields[1].GetString_().GetSval() == col
 }
 
-// qualifyColumns returns a copy of n where unqualified column references
-// name alias's columns, as in PostgreSQL's ON CONFLICT DO UPDATE (the
-// engine would find them ambiguous between the row and excluded).
-func qualifyColumns(n *pg.Node, alias string) *pg.Node {
-	cp := proto.Clone(n).(*pg.Node)
-	walk(cp, func(m protoreflect.Message) {
+// qualifyColumns checks that n names columns of the row and excluded
+// with their relation, as PostgreSQL requires in ON CONFLICT DO UPDATE
+// (an unqualified column of the table is ambiguous there: 42702).
+func qualifyColumns(n *pg.Node, table *tableInfo) (*pg.Node, error) {
+	var err error
+	walk(n, func(m protoreflect.Message) {
 		cr, ok := m.Interface().(*pg.ColumnRef)
-		if !ok || len(cr.Fields) != 1 || cr.Fields[0].GetString_() == nil {
+		if !ok || len(cr.Fields) != 1 || cr.Fields[0].GetString_() == nil || err != nil {
 			return
 		}
-		cr.Fields = append([]*pg.Node{pg.MakeStrNode(alias)}, cr.Fields...)
+		name := cr.Fields[0].GetString_().Sval
+		if _, ok := table.colIdx[name]; ok {
+			err = &pgwire.Error{Code: pgwire.CodeAmbiguousColumn, Message: fmt.Sprintf("column reference %q is ambiguous", name), Position: cr.Location + 1}
+		}
 	})
-	return cp
+	return n, err
 }
 
 // insertPK writes an INSERT's rows into a primary-key table. It returns

@@ -14,6 +14,7 @@ import (
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
@@ -33,6 +34,24 @@ type lookupPlan struct {
 	keyCols   []sqltypes.Column
 	bucketKey []int
 	partPos   int // the partition column's position in the key, or -1
+
+	// Reused between executions (a statement runs on one goroutine).
+	keyBuilders []array.Builder
+	keyFields   []arrow.Field
+	plainKey    bool // every key column's Arrow type needs no conforming
+	rb          *kv.RowBuilder
+	rbCodec     *kv.Codec
+}
+
+func (p *lookupPlan) close() {
+	for _, b := range p.keyBuilders {
+		b.Release()
+	}
+	p.keyBuilders = nil
+	if p.rb != nil {
+		p.rb.Release()
+		p.rb = nil
+	}
 }
 
 type lookupKey struct {
@@ -53,7 +72,7 @@ func (s *session) planLookup(sel *pg.SelectStmt, paramOIDs []uint32) (*stmt, boo
 		cols[j] = pgwire.Column{Name: c.Name, TypeOID: c.Type.OID(), TypeSize: c.Type.Len(), TypeMod: c.Type.TypMod()}
 	}
 	postgresColumnNames(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}, cols)
-	st := &stmt{params: params, columns: cols}
+	st := &stmt{params: params, columns: cols, close: p.close}
 	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
 		if err := s.checkTx(); err != nil {
 			return pgwire.Result{}, err
@@ -292,10 +311,19 @@ func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]a
 	if err != nil || !found {
 		return nil, err
 	}
-	rec, err := b.Codec().DecodeRows(memory.DefaultAllocator, [][]byte{row})
-	if err != nil {
+	codec := b.Codec()
+	if p.rb == nil || p.rbCodec != codec {
+		if p.rb != nil {
+			p.rb.Release()
+		}
+		p.rb, p.rbCodec = codec.NewRowBuilder(memory.DefaultAllocator), codec
+	}
+	if err := p.rb.Append(row); err != nil {
+		p.rb.Release()
+		p.rb = nil
 		return nil, err
 	}
+	rec := p.rb.NewRecordBatch()
 	defer rec.Release()
 	out := make([]any, len(p.out))
 	for j, i := range p.out {
@@ -308,7 +336,25 @@ func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]a
 // does not fit its column (so no row can have it).
 func keyRecord(p *lookupPlan, vals []any) (arrow.RecordBatch, bool) {
 	mem := memory.DefaultAllocator
-	fields := make([]arrow.Field, len(p.keyCols))
+	if p.keyBuilders == nil {
+		p.plainKey = true
+		for _, c := range p.keyCols {
+			dt := c.Type.ArrowType()
+			switch c.Type.Kind() {
+			case sqltypes.UUID:
+				dt = &arrow.FixedSizeBinaryType{ByteWidth: 16}
+			case sqltypes.JSON, sqltypes.JSONB:
+				dt = arrow.BinaryTypes.String
+			}
+			switch c.Type.Kind() {
+			case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8, sqltypes.Text:
+			default:
+				p.plainKey = false
+			}
+			p.keyFields = append(p.keyFields, arrow.Field{Name: c.Name, Type: dt, Nullable: true})
+			p.keyBuilders = append(p.keyBuilders, array.NewBuilder(mem, dt))
+		}
+	}
 	cols := make([]arrow.Array, len(p.keyCols))
 	defer func() {
 		for _, c := range cols {
@@ -317,24 +363,20 @@ func keyRecord(p *lookupPlan, vals []any) (arrow.RecordBatch, bool) {
 			}
 		}
 	}()
+	ok := true
 	for j, c := range p.keyCols {
-		dt := c.Type.ArrowType()
-		switch c.Type.Kind() {
-		case sqltypes.UUID:
-			dt = &arrow.FixedSizeBinaryType{ByteWidth: 16}
-		case sqltypes.JSON, sqltypes.JSONB:
-			dt = arrow.BinaryTypes.String
+		if err := appendValue(p.keyBuilders[j], c.Type, vals[j]); err != nil {
+			ok = false
 		}
-		fields[j] = arrow.Field{Name: c.Name, Type: dt, Nullable: true}
-		b := array.NewBuilder(mem, dt)
-		err := appendValue(b, c.Type, vals[j])
-		cols[j] = b.NewArray()
-		b.Release()
-		if err != nil {
-			return nil, false
-		}
+		cols[j] = p.keyBuilders[j].NewArray()
 	}
-	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, 1)
+	if !ok {
+		return nil, false
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(p.keyFields, nil), cols, 1)
+	if p.plainKey {
+		return rec, true
+	}
 	defer rec.Release()
 	conformed, err := sqltypes.Conform(p.table.name, p.keyCols, rec, mem)
 	if err != nil {

@@ -172,15 +172,16 @@ func (s *session) planChange(ctx context.Context, cs *changeStmt, alias string, 
 		if err := s.checkTx(); err != nil {
 			return pgwire.Result{}, err
 		}
-		if s.tx.status == pgwire.TxInBlock {
-			return pgwire.Result{}, unsupported("%s of a primary-key table inside a transaction block is not supported by mink; run it on its own (each statement is atomic per bucket)", verb)
-		}
 		if err := s.tables.sync(ctx); err != nil {
 			return pgwire.Result{}, err
 		}
-		changed, err := s.runChange(ctx, cs, args)
+		var deferred []bucketWrites
+		changed, err := s.runChange(ctx, cs, args, &deferred)
 		if err != nil {
 			return pgwire.Result{}, err
+		}
+		if len(deferred) > 0 {
+			s.tx.pending = append(s.tx.pending, &pendingWrite{table: table, pk: &pkPending{writes: deferred}})
 		}
 		defer changed.Release()
 		tag := fmt.Sprintf("%s %d", verb, changed.NumRows())
@@ -245,7 +246,10 @@ func (s *session) runReturning(ctx context.Context, table *tableInfo, returning 
 // current state, then writes each bucket's rows conditionally on the rows
 // read; a bucket whose rows changed meanwhile is evaluated again. It
 // returns the rows updated (new) or deleted (old).
-func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any) (arrow.RecordBatch, error) {
+//
+// Inside a transaction block nothing is written: the writes are added to
+// deferred, for COMMIT.
+func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any, deferred *[]bucketWrites) (arrow.RecordBatch, error) {
 	table := cs.table
 	done := map[catalog.BucketID]bool{}
 	var out []arrow.RecordBatch
@@ -306,6 +310,27 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any) (ar
 					w.Op, w.Row = kv.OpUpdate, row
 				}
 				writes = append(writes, w)
+			}
+			if s.tx.status == pgwire.TxInBlock {
+				// Applied at COMMIT, if the rows are still the ones read.
+				*deferred = append(*deferred, bucketWrites{id: id, writes: writes})
+				var rows [][]byte
+				for _, w := range writes {
+					if cs.del {
+						rows = append(rows, w.IfRow)
+					} else {
+						rows = append(rows, w.Row)
+					}
+				}
+				rec, err := codec.DecodeRows(memory.DefaultAllocator, rows)
+				if err != nil {
+					oldRec.Release()
+					newRec.Release()
+					return nil, err
+				}
+				out = append(out, rec)
+				done[id] = true
+				continue
 			}
 			records, _, err := b.Write(ctx, writes)
 			var ce *kv.ConflictError

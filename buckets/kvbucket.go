@@ -224,8 +224,8 @@ func (b *KVBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRec
 	}
 	// Not queued, so not appended; but the batch is staged on top of the
 	// earlier ones, so the bucket must reopen (Pending's protocol).
-	b.pend.Discard()
 	b.fail(err)
+	b.pend.Discard()
 	b.wmu.Unlock()
 	return nil, 0, fmt.Errorf("bucket %d: nothing appended: %w: %v", b.id, ErrUnavailable, err)
 }
@@ -243,8 +243,8 @@ func (b *KVBucket) applier() {
 		}
 		base, err := a.p.Wait(b.ctx)
 		if err != nil {
-			b.pend.Discard()
 			b.fail(err)
+			b.pend.Discard()
 			a.err = fmt.Errorf("bucket %d: %w: %v", b.id, ErrUnknownOutcome, err)
 			close(a.done)
 			continue

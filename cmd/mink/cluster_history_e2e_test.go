@@ -419,13 +419,43 @@ func verifyHistory(ops []histOp, buckets int) (summary string, problems []string
 		}
 		pops = append(pops, porcupine.Operation{ClientId: o.client, Input: setInput{id: o.id, insert: true}, Call: int64(o.call), Return: ret, Output: 0})
 	}
-	for _, r := range reads {
+	// Each id's reads are reduced to the two that bound it — the first read
+	// to return with it (earliest return) and the last read to start
+	// without it (latest call) — plus any read with more than one copy. Any
+	// violation among all reads (seen before it was inserted, missed after
+	// it was acknowledged, missed after a read saw it) shows among these
+	// two, and a long history stays small.
+	type bound struct {
+		seen, unseen *histOp
+	}
+	bounds := make(map[int64]*bound, len(universe))
+	for id := range universe {
+		bounds[id] = &bound{}
+	}
+	for ri := range reads {
+		r := &reads[ri]
 		count := map[int64]int{}
 		for _, id := range r.ids {
 			count[id]++
 		}
-		for id := range universe {
-			pops = append(pops, porcupine.Operation{ClientId: r.client, Input: setInput{id: id}, Call: int64(r.call), Return: int64(r.ret), Output: count[id]})
+		for id, b := range bounds {
+			n := count[id]
+			switch {
+			case n > 1:
+				pops = append(pops, porcupine.Operation{ClientId: r.client, Input: setInput{id: id}, Call: int64(r.call), Return: int64(r.ret), Output: n})
+			case n == 1 && (b.seen == nil || r.ret < b.seen.ret):
+				b.seen = r
+			case n == 0 && (b.unseen == nil || r.call > b.unseen.call):
+				b.unseen = r
+			}
+		}
+	}
+	for id, b := range bounds {
+		if r := b.seen; r != nil {
+			pops = append(pops, porcupine.Operation{ClientId: r.client, Input: setInput{id: id}, Call: int64(r.call), Return: int64(r.ret), Output: 1})
+		}
+		if r := b.unseen; r != nil {
+			pops = append(pops, porcupine.Operation{ClientId: r.client, Input: setInput{id: id}, Call: int64(r.call), Return: int64(r.ret), Output: 0})
 		}
 	}
 	res := porcupine.CheckOperationsTimeout(setModel, pops, 5*time.Minute)
@@ -450,12 +480,18 @@ func explainSet(ops, reads []histOp) string {
 	var b strings.Builder
 	lines := 0
 	say := func(format string, args ...any) {
+		if lines > 20 {
+			return
+		}
 		if lines < 20 {
 			fmt.Fprintf(&b, format+"\n", args...)
 		}
 		lines++
 	}
 	for ri, r := range reads {
+		if lines > 20 {
+			break
+		}
 		count := map[int64]int{}
 		for _, id := range r.ids {
 			count[id]++
@@ -584,6 +620,9 @@ func TestHistoryChecker(t *testing.T) {
 		{"duplicated", []histOp{ins(a, 0, 10, opOK), read(1, 20, 30, a, a)}, false},
 		{"stored although it failed", []histOp{ins(a, 0, 10, opFail), read(1, 20, 30, a)}, false},
 		{"phantom", []histOp{read(1, 20, 30, 99)}, false},
+		{"missed after the ack, seen later", []histOp{ins(a, 0, 10, opOK), read(1, 20, 30), read(2, 40, 50, a)}, false},
+		{"vanished between reads that saw it", []histOp{ins(a, 0, 100, opInfo), read(1, 10, 20, a), read(2, 30, 40, a), read(1, 50, 60), read(2, 70, 80, a)}, false},
+		{"unknown outcome appears, then stays", []histOp{ins(a, 0, 100, opInfo), read(1, 10, 20), read(2, 30, 40), read(1, 50, 60, a), read(2, 70, 80, a)}, true},
 		{"in order within a bucket", []histOp{ins(a, 0, 10, opOK), ins(b, 20, 30, opOK), read(0, 40, 50, a, b)}, true},
 		{"reordered within a bucket", []histOp{ins(a, 0, 10, opOK), ins(b, 20, 30, opOK), read(0, 40, 50, b, a)}, false},
 		{"concurrent inserts in either order", []histOp{ins(a, 0, 30, opOK), ins(b, 10, 40, opOK), read(0, 50, 60, b, a)}, true},

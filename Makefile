@@ -17,7 +17,7 @@ CGO_PKGS  := github.com/minkdb/mink/sqlfront github.com/minkdb/mink/sqlfront/eng
 ALL_PKGS   = $(shell $(GO) list ./...)
 PURE_PKGS  = $(filter-out $(CGO_PKGS),$(ALL_PKGS))
 
-.PHONY: all build run test test-deps deps bench lint clean
+.PHONY: all build run test test-deps deps bench lint clean soak
 
 all: build
 
@@ -41,6 +41,14 @@ test: test-deps build
 ifneq ($(strip $(CGO_PKGS)),)
 	$(GO) test -count=1 -timeout 15m $(CGO_PKGS)
 endif
+
+# A long seeded random fault schedule (cmd/mink TestRandomFaultSchedule):
+# SIGKILL, SIGSTOP/SIGCONT, clean restarts and rebalances of three nodes under
+# writes, the history checked with porcupine. `make test` runs it for 30 s.
+# SOAK sets the length; SEED=n replays the schedule of seed n.
+SOAK ?= 10m
+soak: test-deps build
+	MINK_SCHEDULE=$(SOAK) MINK_SEED=$(SEED) $(GO) test -count=1 -timeout 3h -v -run '^TestRandomFaultSchedule$$' ./cmd/mink
 
 # Benchmarks against their peers; results go to bench/RESULTS.md by hand,
 # with the command, the machine and the date.

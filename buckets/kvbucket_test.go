@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +48,11 @@ func (e *testEnv) startKVNode(node catalog.NodeID, live func(catalog.NodeID) boo
 	if logger == nil {
 		logger = quiet()
 	}
-	m, err := NewManager(Config{Node: node, NodeEpoch: out.Epoch, Meta: cat, Store: store, Live: live, Logger: logger,
+	var meta Metadata = cat
+	if e.meta != nil {
+		meta = e.meta(cat)
+	}
+	m, err := NewManager(Config{Node: node, NodeEpoch: out.Epoch, Meta: meta, Store: store, Live: live, Logger: logger,
 		SyncInterval: 20 * time.Millisecond, Stream: s3stream.Config{BatchWindow: time.Millisecond, FlushInterval: 50 * time.Millisecond},
 		DataDir: dataDir, KVSnapshotInterval: snapEvery})
 	if err != nil {
@@ -356,7 +362,11 @@ func TestKVBucketModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	faulty := objstore.NewFaulty(objstore.NewMem())
 	faulty.Seed(seed)
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: faulty}
+	logs := &syncBuffer{}
+	snapFaults := &snapshotCommitFaults{}
+	env := &testEnv{t: t, log: catalog.NewMemLog(), store: faulty,
+		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError})),
+		meta: func(c *catalog.Catalog) Metadata { return &faultyMeta{Catalog: c, f: snapFaults} }}
 	live := func(catalog.NodeID) bool { return true }
 	dir := t.TempDir()
 	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)
@@ -385,6 +395,7 @@ func TestKVBucketModel(t *testing.T) {
 		}
 		t.Fatalf("seed %d, %s: state\n  %v\nis none of the %d possible states, e.g.\n  %v", seed, when, got, len(uncertain), uncertain[0])
 	}
+	gc := NewKVCollector(faulty, cat, 0)
 	restart := func(crash bool) {
 		t.Helper()
 		if crash {
@@ -399,6 +410,11 @@ func TestKVBucketModel(t *testing.T) {
 		m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
 		b = waitKV(t, m, id)
 		check(fmt.Sprintf("after restart (crash %v)", crash))
+		// No fault here corrupts a snapshot: a restore that skips one
+		// means something a retained snapshot needs was deleted.
+		if l := logs.String(); strings.Contains(l, "corrupt snapshot") || strings.Contains(l, "no usable snapshot") {
+			t.Fatalf("seed %d: a restore skipped a snapshot:\n%s", seed, l)
+		}
 	}
 	const steps = 400
 	for step := 0; step < steps; step++ {
@@ -473,8 +489,13 @@ func TestKVBucketModel(t *testing.T) {
 			}
 		case r < 85:
 			var remove func()
-			if rng.IntN(3) == 0 {
+			switch rng.IntN(5) {
+			case 0:
 				remove = faulty.Inject(objstore.Rule{Ops: objstore.OpPut, Prefix: "kv/", Prob: 0.3, Err: errors.New("injected snapshot upload failure")})
+			case 1:
+				// The commit fails, before or after it is applied.
+				snapFaults.arm(rng.IntN(2) == 0)
+				remove = snapFaults.disarm
 			}
 			err := b.Snapshot(ctx)
 			if remove != nil {
@@ -484,6 +505,11 @@ func TestKVBucketModel(t *testing.T) {
 			}
 			if err == nil {
 				snaps++
+			}
+			// Collect garbage with no delay: never a file a retained
+			// snapshot needs.
+			if _, err := gc.Collect(ctx); err != nil {
+				t.Fatalf("seed %d step %d: gc: %v", seed, step, err)
 			}
 		case r < 90:
 			// The next WAL upload fails (or lands but loses its response).
@@ -505,4 +531,47 @@ func TestKVBucketModel(t *testing.T) {
 	if acked == 0 || snaps == 0 || crashes == 0 {
 		t.Fatalf("seed %d: the run did not exercise writes, snapshots and crashes", seed)
 	}
+}
+
+// snapshotCommitFaults makes the next CommitKVSnapshot fail: before it is
+// proposed, or after it is applied (a lost response).
+type snapshotCommitFaults struct {
+	mu         sync.Mutex
+	armed      bool
+	afterApply bool
+}
+
+func (f *snapshotCommitFaults) arm(afterApply bool) {
+	f.mu.Lock()
+	f.armed, f.afterApply = true, afterApply
+	f.mu.Unlock()
+}
+
+func (f *snapshotCommitFaults) disarm() {
+	f.mu.Lock()
+	f.armed = false
+	f.mu.Unlock()
+}
+
+// faultyMeta is the catalog with snapshotCommitFaults.
+type faultyMeta struct {
+	*catalog.Catalog
+	f *snapshotCommitFaults
+}
+
+func (m *faultyMeta) Propose(ctx context.Context, rec catalog.Record) (catalog.Outcome, error) {
+	if _, ok := rec.(catalog.CommitKVSnapshot); ok {
+		m.f.mu.Lock()
+		armed, after := m.f.armed, m.f.afterApply
+		m.f.armed = false
+		m.f.mu.Unlock()
+		if armed && !after {
+			return catalog.Outcome{}, errors.New("injected metadata failure before the commit")
+		}
+		if armed {
+			m.Catalog.Propose(ctx, rec)
+			return catalog.Outcome{}, errors.New("injected lost response after the commit")
+		}
+	}
+	return m.Catalog.Propose(ctx, rec)
 }

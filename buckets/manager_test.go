@@ -23,6 +23,8 @@ type testEnv struct {
 	store objstore.Store
 	// logger, if set, is the managers' logger (default: discard).
 	logger *slog.Logger
+	// meta, if set, wraps the catalog the managers see (fault seams).
+	meta func(*catalog.Catalog) Metadata
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -200,6 +200,14 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 		rw.node(item, outer)
 		rw.s.addFromItem(scope, item, ctes)
 	}
+	for _, t := range sel.TargetList {
+		// An untyped parameter that is a result column is text, as in
+		// PostgreSQL (DuckDB cannot type it).
+		if rt := t.GetResTarget(); rt != nil && rt.Val.GetParamRef() != nil {
+			rt.Val = catCast(rt.Val, "text")
+			rw.changed = true
+		}
+	}
 	for _, list := range [][]*pg.Node{sel.TargetList, sel.GroupClause, sel.SortClause, sel.WindowClause, sel.DistinctClause} {
 		for _, n := range list {
 			rw.node(n, scope)
@@ -217,7 +225,26 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 	if e.Kind != pg.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
 		return nil
 	}
-	switch op := e.Name[0].GetString_().GetSval(); op {
+	op := e.Name[0].GetString_().GetSval()
+	switch op {
+	case "+", "-", "*", "/", "%":
+		// A parameter in arithmetic with an operand of known type takes
+		// that type, as PostgreSQL resolves `$1 + 1` (integer); DuckDB
+		// would leave it untyped.
+		if e.Lexpr.GetParamRef() != nil {
+			if typ := paramTypeFrom(e.Rexpr, sc); typ != "" {
+				e.Lexpr = catCast(e.Lexpr, typ)
+				rw.changed = true
+			}
+		}
+		if e.Rexpr.GetParamRef() != nil {
+			if typ := paramTypeFrom(e.Lexpr, sc); typ != "" {
+				e.Rexpr = catCast(e.Rexpr, typ)
+				rw.changed = true
+			}
+		}
+	}
+	switch op {
 	case "/", "%":
 		if nonzeroConstant(e.Rexpr) {
 			return nil
@@ -247,6 +274,34 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		}
 	}
 	return nil
+}
+
+// paramTypeFrom returns the name of the type a parameter in arithmetic
+// with n takes: n's, when n is a number constant or a column of a numeric
+// type; "" when unknown.
+func paramTypeFrom(n *pg.Node, sc *fromScope) string {
+	if c := n.GetAConst(); c != nil && !c.Isnull {
+		switch {
+		case c.GetIval() != nil:
+			return "int4"
+		case c.GetFval() != nil:
+			return "numeric"
+		}
+		return ""
+	}
+	switch sc.exprOrigin(n).typ.Kind() {
+	case sqltypes.Int2:
+		return "int2"
+	case sqltypes.Int4:
+		return "int4"
+	case sqltypes.Int8:
+		return "int8"
+	case sqltypes.Float4:
+		return "float4"
+	case sqltypes.Float8:
+		return "float8"
+	}
+	return ""
 }
 
 // nonzeroConstant reports whether n is a numeric constant other than zero.

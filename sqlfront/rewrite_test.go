@@ -2,21 +2,6 @@ package sqlfront
 
 import "testing"
 
-func TestJSONBText(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{`{"b":1,"a":[1,2]}`, `{"a": [1, 2], "b": 1}`},
-		{`{"aa":1,"b":2,"a":{"y":null,"x":true}}`, `{"a": {"x": true, "y": null}, "b": 2, "aa": 1}`},
-		{`{"k":1,"k":2}`, `{"k": 2}`},
-		{`"<&>"`, `"<&>"`},
-		{`1.50`, `1.50`},
-		{`not json`, `not json`},
-	} {
-		if got := jsonbText(c.in); got != c.want {
-			t.Errorf("jsonbText(%s) = %s, want %s", c.in, got, c.want)
-		}
-	}
-}
-
 func TestStrftimeFormat(t *testing.T) {
 	for _, c := range []struct {
 		in, want string

@@ -64,7 +64,8 @@ func PadChar(s string, n int) string {
 //   - uuid accepts arrow.uuid, FixedSizeBinary(16), or String in the
 //     textual form DuckDB exports by default (22P02 if malformed);
 //   - json and jsonb accept arrow.json or String (the text is not
-//     re-validated: DuckDB's CAST to JSON validated it);
+//     re-validated: DuckDB's CAST to JSON validated it); jsonb text is
+//     normalised as PostgreSQL stores jsonb (JSONBText);
 //   - timestamptz accepts a microsecond timestamp in any zone (the values
 //     are instants; DuckDB labels them with the session zone);
 //   - every other column must already have the column's Arrow type (42804).
@@ -130,14 +131,23 @@ func conformColumn(table string, c Column, a arrow.Array, mem memory.Allocator) 
 		}
 		return nil, mismatch()
 	case JSON, JSONB:
+		var text *array.String
+		switch {
+		case arrow.TypeEqual(src, target):
+			text = a.(array.ExtensionArray).Storage().(*array.String)
+		case src.ID() == arrow.STRING:
+			text = a.(*array.String)
+		default:
+			return nil, mismatch()
+		}
+		if c.Type.Kind() == JSONB {
+			return normalizeJSONB(text, mem), nil
+		}
 		if arrow.TypeEqual(src, target) {
 			a.Retain()
 			return a, nil
 		}
-		if src.ID() == arrow.STRING {
-			return array.NewExtensionArrayWithStorage(jsonType.(arrow.ExtensionType), a), nil
-		}
-		return nil, mismatch()
+		return array.NewExtensionArrayWithStorage(jsonType.(arrow.ExtensionType), text), nil
 	case Timestamptz:
 		if ts, ok := src.(*arrow.TimestampType); ok && ts.Unit == arrow.Microsecond && ts.TimeZone != "" {
 			return retype(a, target), nil
@@ -223,3 +233,21 @@ func parseUUIDs(c Column, s *array.String, mem memory.Allocator) (arrow.Array, e
 
 // GoString helps test failure messages.
 func (t Type) GoString() string { return fmt.Sprintf("sqltypes.Type(%s)", t.Name()) }
+
+// normalizeJSONB returns a jsonb column of the values of text, each in
+// JSONBText's form.
+func normalizeJSONB(text *array.String, mem memory.Allocator) arrow.Array {
+	b := array.NewStringBuilder(mem)
+	defer b.Release()
+	b.Reserve(text.Len())
+	for i := 0; i < text.Len(); i++ {
+		if text.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		b.Append(JSONBText(text.Value(i)))
+	}
+	storage := b.NewArray()
+	defer storage.Release()
+	return array.NewExtensionArrayWithStorage(jsonType.(arrow.ExtensionType), storage)
+}

@@ -366,7 +366,7 @@ func TestKVBucketModel(t *testing.T) {
 	snapFaults := &snapshotCommitFaults{}
 	env := &testEnv{t: t, log: catalog.NewMemLog(), store: faulty,
 		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError})),
-		meta: func(c *catalog.Catalog) Metadata { return &faultyMeta{Catalog: c, f: snapFaults} }}
+		meta:   func(c *catalog.Catalog) Metadata { return &faultyMeta{Catalog: c, f: snapFaults} }}
 	live := func(catalog.NodeID) bool { return true }
 	dir := t.TempDir()
 	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)

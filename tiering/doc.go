@@ -1,0 +1,24 @@
+// Package tiering copies tables from their bucket streams into the lake: one
+// Apache Iceberg v2 table per mink table, in the object store under
+// lake/<table id>/ (docs/format/lake.md), with Parquet data files written by
+// parquet-go and metadata committed with iceberg-go.
+//
+// A round (Tierer.Round) freezes each bucket's committed stream end, writes
+// the rows between the table's tiered offsets and those ends as Parquet
+// files with the extra columns __bucket and __offset, commits one lake
+// snapshot whose summary carries the new per-bucket offsets, and then
+// records CommitTieringRound under the coordinator epoch. The lake, not the
+// log, is the record of what is tiered: a round whose lake commit succeeded
+// but whose CommitTieringRound was lost or fenced is recorded by the next
+// round from the offsets in the lake snapshot, so no row is tiered twice or
+// skipped. A lake commit is the create-only put of the next metadata version,
+// so two rounds (an old and a new coordinator) can never both commit on the
+// same base.
+//
+// Files written by rounds that never committed are garbage; LakeCollector
+// deletes them after a grace delay, and never a file referenced by a
+// retained lake snapshot.
+//
+// The package starts no goroutines. A Tierer is safe for concurrent use on
+// different tables.
+package tiering

@@ -1,0 +1,313 @@
+package tiering
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
+
+	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/catalog"
+)
+
+// Batch is a run of rows read from a bucket's stream: row i of Record has
+// offset Offset+i.
+type Batch struct {
+	Offset uint64
+	Record arrow.RecordBatch
+}
+
+// Source reads committed stream data. The server's implementation is
+// buckets.Manager.ReadCommitted, which reads stream objects and can be
+// served by any node.
+type Source interface {
+	// ReadCommitted returns the batches overlapping [from, to) of bucket,
+	// in offset order; the caller releases their records. Batches may
+	// extend beyond the range.
+	ReadCommitted(ctx context.Context, bucket catalog.BucketID, from, to uint64) ([]Batch, error)
+}
+
+// Metadata is the metadata log as tiering uses it (catalog.Catalog).
+type Metadata interface {
+	Propose(ctx context.Context, rec catalog.Record) (catalog.Outcome, error)
+	Read(fn func(v *catalog.View))
+}
+
+// ErrFenced: the round's coordinator epoch is no longer current. A round
+// fenced before its lake commit left only garbage files; one fenced after it
+// left a lake snapshot that the next holder's first round records (repair).
+var ErrFenced = errors.New("tiering round fenced: coordinator epoch is stale")
+
+// Config configures a Tierer.
+type Config struct {
+	Store objstore.Store
+	// StoreURL is the store's URL (the --object-store value); Iceberg
+	// metadata records absolute locations under it.
+	StoreURL string
+	Meta     Metadata
+	Source   Source
+	Logger   *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Tierer runs tiering rounds. It holds no state between rounds beyond its
+// configuration: everything a round needs is in the view and the lake, which
+// is what lets a new coordinator simply start rounds. Round is safe to call
+// concurrently for different tables; rounds of one table must not overlap
+// (the second would fail with ErrLakeConflict, harmlessly).
+type Tierer struct {
+	cfg  Config
+	lake *Lake
+}
+
+// New returns a Tierer.
+func New(cfg Config) *Tierer {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Tierer{cfg: cfg, lake: NewLake(cfg.Store, cfg.StoreURL)}
+}
+
+// Lake returns the Tierer's lake.
+func (t *Tierer) Lake() *Lake { return t.lake }
+
+// RoundResult says what one round did.
+type RoundResult struct {
+	Table catalog.TableID
+	// From and To are the per-bucket ranges tiered by this round (only
+	// buckets with new rows).
+	From, To map[catalog.BucketID]uint64
+	Rows     int64
+	Files    int
+	Bytes    int64 // Parquet bytes written
+	// Committed: a new lake snapshot (SnapshotID, Sequence) was committed.
+	Committed  bool
+	SnapshotID int64
+	Sequence   uint64
+	// Repaired: the metadata log was behind the lake (a lake commit whose
+	// CommitTieringRound was lost or fenced) and was brought up to it.
+	Repaired bool
+}
+
+// plan is a round's frozen view of one table.
+type plan struct {
+	id      catalog.TableID
+	spec    catalog.TableSpec
+	buckets []catalog.BucketID
+	// partition value of each bucket of a partitioned table
+	partition map[catalog.BucketID]string
+	tiered    catalog.TieringState
+	// ends are the committed stream ends at the start of the round.
+	ends  map[catalog.BucketID]uint64
+	epoch uint64 // the view's coordinator epoch
+}
+
+func planRound(v *catalog.View, id catalog.TableID) (plan, error) {
+	t := v.Tables[id]
+	if t == nil {
+		return plan{}, fmt.Errorf("table %d: %w", id, catalog.ErrNotFound)
+	}
+	p := plan{id: id, spec: t.Spec, tiered: t.Tiering, ends: map[catalog.BucketID]uint64{},
+		partition: map[catalog.BucketID]string{}, epoch: v.Coordinator.Epoch}
+	p.buckets = append(p.buckets, t.Buckets...)
+	for _, part := range t.Partitions {
+		for _, b := range part.Buckets {
+			p.buckets = append(p.buckets, b)
+			p.partition[b] = part.Value
+		}
+	}
+	slices.Sort(p.buckets)
+	for _, b := range p.buckets {
+		if st := v.Streams[catalog.StreamID(b)]; st != nil {
+			p.ends[b] = st.End
+		}
+	}
+	return p, nil
+}
+
+// Round tiers table id once under coordinator epoch epoch: it freezes each
+// bucket's committed end, writes [tiered, end) of every bucket as Parquet,
+// commits one lake snapshot whose summary holds the new offsets, and records
+// CommitTieringRound. It first repairs the log from the lake if the last
+// lake commit was not recorded. A round with no new rows commits nothing.
+func (t *Tierer) Round(ctx context.Context, id catalog.TableID, epoch uint64) (RoundResult, error) {
+	res := RoundResult{Table: id}
+	var (
+		p   plan
+		err error
+	)
+	t.cfg.Meta.Read(func(v *catalog.View) { p, err = planRound(v, id) })
+	if err != nil {
+		return res, err
+	}
+	if p.epoch != epoch {
+		return res, fmt.Errorf("%w: round of table %d under epoch %d, the coordinator is at %d", ErrFenced, id, epoch, p.epoch)
+	}
+	if len(p.spec.PrimaryKey) > 0 {
+		return res, fmt.Errorf("table %q has a primary key: tiering of primary-key tables is not implemented", p.spec.Name)
+	}
+	ls, err := newLakeSchema(p.spec)
+	if err != nil {
+		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+	}
+	tbl, err := t.lake.open(ctx, id, ls)
+	if err != nil {
+		return res, err
+	}
+	lakeState, err := stateOf(tbl)
+	if err != nil {
+		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+	}
+
+	// The lake is the record of what is tiered; the log follows it.
+	for b, off := range p.tiered.Offsets {
+		if lakeState.Offsets[b] < off {
+			return res, fmt.Errorf("table %q: the metadata log says bucket %d is tiered to offset %d, the lake (snapshot %d) only to %d",
+				p.spec.Name, b, off, lakeState.SnapshotID, lakeState.Offsets[b])
+		}
+	}
+	if lakeState.Sequence > p.tiered.LakeSequence {
+		if err := t.record(ctx, id, epoch, p, lakeState.Offsets, lakeState.SnapshotID, lakeState.Sequence); err != nil {
+			return res, fmt.Errorf("repair the tiered offsets of table %q from lake snapshot %d: %w", p.spec.Name, lakeState.SnapshotID, err)
+		}
+		res.Repaired = true
+		t.cfg.Logger.Info("tiering: recorded a lake snapshot the log had missed",
+			"table", p.spec.Name, "snapshot", lakeState.SnapshotID, "sequence", lakeState.Sequence)
+	}
+
+	res.From, res.To = map[catalog.BucketID]uint64{}, map[catalog.BucketID]uint64{}
+	for _, b := range p.buckets {
+		if from, end := lakeState.Offsets[b], p.ends[b]; end > from {
+			res.From[b], res.To[b] = from, end
+		}
+	}
+	if len(res.To) == 0 {
+		return res, nil
+	}
+
+	token := make([]byte, 8)
+	_, _ = rand.Read(token)
+	var locations []string
+	for _, b := range slices.Sorted(maps.Keys(res.To)) {
+		files, rows, err := t.writeBucket(ctx, ls, p, b, res.From[b], res.To[b], epoch, hex.EncodeToString(token))
+		if err != nil {
+			return res, fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, res.From[b], res.To[b], err)
+		}
+		res.Rows += rows
+		for _, f := range files {
+			locations = append(locations, t.lake.Location(f.key))
+			res.Files++
+			res.Bytes += f.size
+		}
+	}
+
+	// Heartbeat: do not commit to the lake under a stale epoch. This only
+	// narrows the window; the fence is CommitTieringRound's epoch check and
+	// the create-only metadata commit.
+	var now uint64
+	t.cfg.Meta.Read(func(v *catalog.View) { now = v.Coordinator.Epoch })
+	if now != epoch {
+		return res, fmt.Errorf("%w: coordinator epoch is %d, the round's %d", ErrFenced, now, epoch)
+	}
+
+	offsets := maps.Clone(lakeState.Offsets)
+	if offsets == nil {
+		offsets = map[catalog.BucketID]uint64{}
+	}
+	maps.Copy(offsets, res.To)
+	tx := tbl.NewTransaction()
+	props := iceberg.Properties{OffsetsProperty: encodeOffsets(offsets), EpochProperty: strconv.FormatUint(epoch, 10)}
+	if err := tx.AddFiles(ctx, locations, props, true); err != nil {
+		return res, fmt.Errorf("table %q: add %d files to the lake: %w", p.spec.Name, len(locations), err)
+	}
+	committed, err := tx.Commit(ctx)
+	if err != nil {
+		return res, fmt.Errorf("table %q: commit lake snapshot: %w", p.spec.Name, err)
+	}
+	snap := committed.CurrentSnapshot()
+	if snap == nil {
+		panic(fmt.Sprintf("tiering: lake commit of table %d left no current snapshot (metadata %s)", id, committed.MetadataLocation()))
+	}
+	res.Committed, res.SnapshotID, res.Sequence = true, snap.SnapshotID, uint64(snap.SequenceNumber)
+	if err := t.record(ctx, id, epoch, p, offsets, res.SnapshotID, res.Sequence); err != nil {
+		return res, fmt.Errorf("table %q: lake snapshot %d is committed but not recorded (the next round repairs it): %w",
+			p.spec.Name, res.SnapshotID, err)
+	}
+	return res, nil
+}
+
+// record proposes CommitTieringRound with the offsets of the table's current
+// buckets.
+func (t *Tierer) record(ctx context.Context, id catalog.TableID, epoch uint64, p plan, offsets map[catalog.BucketID]uint64, snapshotID int64, seq uint64) error {
+	rec := catalog.CommitTieringRound{Table: id, CoordinatorEpoch: epoch, Offsets: map[catalog.BucketID]uint64{},
+		LakeSnapshotID: snapshotID, LakeSequence: seq, At: t.cfg.Now().UTC()}
+	for _, b := range p.buckets {
+		if off, ok := offsets[b]; ok {
+			rec.Offsets[b] = off
+		}
+	}
+	if len(rec.Offsets) == 0 {
+		return nil
+	}
+	o, err := t.cfg.Meta.Propose(ctx, rec)
+	if err == nil {
+		err = o.Err
+	}
+	if errors.Is(err, catalog.ErrStaleEpoch) {
+		return fmt.Errorf("%w: %v", ErrFenced, err)
+	}
+	return err
+}
+
+type writtenFile struct {
+	key  string
+	size int64
+}
+
+// writeBucket writes rows [from, to) of bucket b as Parquet files under the
+// table's data prefix. File names carry the bucket, the range, the epoch and
+// a per-round token, so a retried round never collides with the garbage of
+// a failed one.
+func (t *Tierer) writeBucket(ctx context.Context, ls *lakeSchema, p plan, b catalog.BucketID, from, to, epoch uint64, token string) ([]writtenFile, int64, error) {
+	batches, err := t.cfg.Source.ReadCommitted(ctx, b, from, to)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read stream: %w", err)
+	}
+	defer func() {
+		for _, bt := range batches {
+			bt.Record.Release()
+		}
+	}()
+	contents, err := encodeParquet(ls, b, batches, from, to)
+	if err != nil {
+		return nil, 0, err
+	}
+	dir := LakePrefix(p.id) + "data/"
+	if p.spec.PartitionBy != "" {
+		dir += url.PathEscape(p.spec.PartitionBy) + "=" + url.PathEscape(p.partition[b]) + "/"
+	}
+	var out []writtenFile
+	rows := int64(to - from)
+	for i, data := range contents {
+		key := fmt.Sprintf("%sb%d-%d-%d-e%d-%s-%d.parquet", dir, b, from, to, epoch, token, i)
+		if err := t.cfg.Store.PutIfAbsent(ctx, key, data); err != nil {
+			return nil, 0, fmt.Errorf("write lake file %s: %w", key, err)
+		}
+		out = append(out, writtenFile{key: key, size: int64(len(data))})
+	}
+	return out, rows, nil
+}

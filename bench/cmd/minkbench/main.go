@@ -79,6 +79,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunRecovery(ctx, os.Stdout, cfg)
 	},
+	"throughput": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.ThroughputConfig{Dir: dir}
+		if quick {
+			cfg.Duration = 2 * time.Second
+		}
+		return bench.RunThroughput(ctx, os.Stdout, cfg)
+	},
 	"query": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.QueryConfig{Dir: dir}
 		if quick {

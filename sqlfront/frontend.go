@@ -10,6 +10,7 @@ import (
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
@@ -29,6 +30,11 @@ type Metadata interface {
 type Remote interface {
 	ReadBucket(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error)
 	AppendBucket(ctx context.Context, addr string, bucket catalog.BucketID, rec arrow.RecordBatch) error
+	// Primary-key buckets (flightsvc.Pool's KV methods; sqlfront/pk.go).
+	WriteKV(ctx context.Context, addr string, bucket catalog.BucketID, writes []kv.Write) ([]kv.ChangeRecord, uint64, error)
+	GetKV(ctx context.Context, addr string, bucket catalog.BucketID, key []byte) ([]byte, bool, error)
+	ScanKV(ctx context.Context, addr string, bucket catalog.BucketID) ([]arrow.RecordBatch, error)
+	ReadChangelog(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error)
 }
 
 // Config configures a Frontend.

@@ -18,14 +18,20 @@ import (
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
-// kvBucket is what SQL uses of a primary-key bucket (buckets.KVBucket).
+// kvBucket is what SQL uses of a primary-key bucket: a local
+// buckets.KVBucket, or one led by another node, reached through Remote.
 type kvBucket interface {
 	Codec() *kv.Codec
-	End() uint64
+	// Write applies writes as one atomic batch (buckets.KVBucket.Write).
 	Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRecord, uint64, error)
-	Get(key []byte) ([]byte, bool, error)
-	NewReader() (*kv.Reader, error)
-	ReadChangelog(ctx context.Context, from, to uint64) ([]buckets.Batch, error)
+	// Get returns the row of key in the acknowledged state.
+	Get(ctx context.Context, key []byte) ([]byte, bool, error)
+	// Scan returns the acknowledged state, in key order, from one
+	// consistent snapshot. The caller releases the batches.
+	Scan(ctx context.Context) ([]arrow.RecordBatch, error)
+	// Changelog returns every acknowledged changelog batch
+	// (_change_type, then the columns). The caller releases them.
+	Changelog(ctx context.Context) ([]buckets.Batch, error)
 }
 
 // errNoKVBuckets: this build's bucket manager serves no primary-key buckets.
@@ -35,6 +41,79 @@ var errNoKVBuckets = errors.New("primary-key buckets are not served by this node
 // (errors like buckets.Manager.Bucket). pk_local.go sets it.
 var localKVBucket = func(m *buckets.Manager, id catalog.BucketID) (kvBucket, error) {
 	return nil, errNoKVBuckets
+}
+
+// remoteKV is a primary-key bucket led by another node. Calls that fail
+// because the bucket is opening or moving (so nothing happened) are
+// retried for up to wait.
+type remoteKV struct {
+	r     Remote
+	addr  string
+	id    catalog.BucketID
+	codec *kv.Codec
+	wait  time.Duration
+}
+
+func (b *remoteKV) retry(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(b.wait)
+	for {
+		err := fn()
+		if err == nil || errors.Is(err, buckets.ErrUnknownOutcome) || !retryable(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (b *remoteKV) Codec() *kv.Codec { return b.codec }
+func (b *remoteKV) Write(ctx context.Context, writes []kv.Write) (recs []kv.ChangeRecord, first uint64, err error) {
+	err = b.retry(ctx, func() (err error) {
+		recs, first, err = b.r.WriteKV(ctx, b.addr, b.id, writes)
+		return err
+	})
+	return recs, first, err
+}
+func (b *remoteKV) Get(ctx context.Context, key []byte) (row []byte, ok bool, err error) {
+	err = b.retry(ctx, func() (err error) {
+		row, ok, err = b.r.GetKV(ctx, b.addr, b.id, key)
+		return err
+	})
+	return row, ok, err
+}
+func (b *remoteKV) Scan(ctx context.Context) (out []arrow.RecordBatch, err error) {
+	err = b.retry(ctx, func() (err error) {
+		out, err = b.r.ScanKV(ctx, b.addr, b.id)
+		return err
+	})
+	return out, err
+}
+func (b *remoteKV) Changelog(ctx context.Context) (out []buckets.Batch, err error) {
+	err = b.retry(ctx, func() (err error) {
+		out, err = b.r.ReadChangelog(ctx, b.addr, b.id)
+		return err
+	})
+	return out, err
+}
+
+// codecOf returns the codec of the primary-key table of bucket id.
+func (f *Frontend) codecOf(id catalog.BucketID) (*kv.Codec, error) {
+	var spec *catalog.TableSpec
+	f.cfg.Meta.Read(func(v *catalog.View) {
+		if b, ok := v.Buckets[id]; ok {
+			if t, ok := v.Tables[b.Table]; ok {
+				sp := t.Spec
+				spec = &sp
+			}
+		}
+	})
+	if spec == nil {
+		return nil, fmt.Errorf("bucket %d: %w", id, buckets.ErrNoSuchBucket)
+	}
+	return buckets.NewKVCodec(*spec)
 }
 
 // maxWriteAttempts bounds the optimistic retries of a read-modify-write
@@ -73,10 +152,14 @@ func (f *Frontend) kvBucket(ctx context.Context, id catalog.BucketID) (kvBucket,
 			}
 		}
 		var nle *buckets.NotLeaderError
-		if errors.As(err, &nle) && nle.To != "" {
-			// Another node leads it. Remote primary-key buckets are not
-			// reached through Flight yet: fail clearly rather than wait.
-			return nil, errorf(codeUnavailable, "bucket %d of a primary-key table is led by node %d (%s); mink cannot yet reach primary-key buckets on other nodes: connect to that node", id, nle.Leader, nle.To)
+		if errors.As(err, &nle) && nle.To != "" && f.cfg.Remote != nil {
+			// Another node leads it: reach it through Flight (the Pool
+			// follows redirects if it moves again).
+			codec, err := f.codecOf(id)
+			if err != nil {
+				return nil, err
+			}
+			return &remoteKV{r: f.cfg.Remote, addr: nle.To, id: id, codec: codec, wait: f.cfg.BucketWait}, nil
 		}
 		if !retryable(err) || time.Now().After(deadline) {
 			return nil, err
@@ -265,7 +348,7 @@ func (s *session) checkAbsent(ctx context.Context, table *tableInfo, parts []buc
 			if err != nil {
 				return err
 			}
-			if _, ok, err := b.Get(key); err != nil {
+			if _, ok, err := b.Get(ctx, key); err != nil {
 				return err
 			} else if ok {
 				return duplicateKey(table, p.rec, i)

@@ -72,7 +72,7 @@ func (c *changelogSource) Open(ctx context.Context, columns []int) (array.Record
 		if err != nil {
 			return nil, fmt.Errorf("read the changelog of %q: %w", c.info.name, err)
 		}
-		got, err := b.ReadChangelog(ctx, 0, b.End())
+		got, err := b.Changelog(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("read the changelog of %q: %w", c.info.name, err)
 		}

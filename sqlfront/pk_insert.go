@@ -324,7 +324,7 @@ func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket
 		writes := make([]kv.Write, len(proposed))
 		skip := make([]bool, len(proposed))
 		for i, w := range proposed {
-			row, ok, err := b.Get(w.Key)
+			row, ok, err := b.Get(ctx, w.Key)
 			if err != nil {
 				return nil, err
 			}

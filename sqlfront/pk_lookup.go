@@ -307,7 +307,7 @@ func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]a
 	if err != nil {
 		return nil, err
 	}
-	row, found, err := b.Get(key)
+	row, found, err := b.Get(ctx, key)
 	if err != nil || !found {
 		return nil, err
 	}

@@ -6,10 +6,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/kv"
 )
 
 // openPK reads the current (acknowledged) rows of a primary-key table's
@@ -37,25 +35,5 @@ func (f *Frontend) scanKV(ctx context.Context, id catalog.BucketID) ([]arrow.Rec
 	if err != nil {
 		return nil, err
 	}
-	r, err := b.NewReader()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	rr, err := kv.NewRecordReader(r, b.Codec(), memory.DefaultAllocator, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer rr.Release()
-	var out []arrow.RecordBatch
-	for rr.Next() {
-		rec := rr.RecordBatch()
-		rec.Retain()
-		out = append(out, rec)
-	}
-	if err := rr.Err(); err != nil {
-		releaseAll(out)
-		return nil, err
-	}
-	return out, nil
+	return b.Scan(ctx)
 }

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand"
 	"net"
 	"os"
@@ -21,6 +23,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/minkdb/mink/internal/embedetcd"
 )
 
 // TestPKStatements runs every statement on primary-key tables through pgx,
@@ -480,4 +484,115 @@ func sortedKV(m map[int64]int64) string {
 		fmt.Fprintf(&b, "%d:%d ", k, m[k])
 	}
 	return b.String()
+}
+
+// Two nodes: a primary-key table whose buckets are spread over both is
+// written, updated, deleted, scanned, looked up and its changelog read
+// through either node, the other node's buckets through Flight.
+func TestPKTwoNodes(t *testing.T) {
+	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
+		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	extra := []string{"--object-store", "file://" + t.TempDir(), "--coordinator-tick", "200ms"}
+	nodes := make([]*node, 2)
+	for i := range nodes {
+		nodes[i] = newNode(t, nodeOpts{nodeID: i + 1, etcd: strings.Join(etcd.Endpoints(), ","), leaseTTL: "3s", extra: extra})
+		nodes[i].start()
+		nodes[i].waitHealthy()
+	}
+	waitFor(t, 30*time.Second, "two live nodes", func() bool {
+		live := 0
+		for _, n := range clusterStatus(t, nodes[1].admin).Nodes {
+			if n.Live {
+				live++
+			}
+		}
+		return live == 2
+	})
+	ctx := context.Background()
+	c1 := connect(t, nodes[0].pgURL(), pgx.QueryExecModeCacheStatement)
+	c2 := connect(t, nodes[1].pgURL(), pgx.QueryExecModeSimpleProtocol)
+	mustExec(t, c1, "CREATE TABLE pk2n (id bigint PRIMARY KEY, v bigint) WITH (buckets = 6)")
+	st := clusterStatus(t, nodes[0].admin)
+	for _, n := range st.Nodes {
+		if n.BucketsLed == 0 {
+			t.Fatalf("node %d leads no bucket: %+v", n.ID, st.Nodes)
+		}
+	}
+	model := map[int64]int64{}
+	for i := int64(0); i < 60; i++ {
+		c := c1
+		if i%2 == 1 {
+			c = c2
+		}
+		mustExec(t, c, "INSERT INTO pk2n VALUES ($1, $2)", i, i*10)
+		model[i] = i * 10
+	}
+	if _, err := c2.Exec(ctx, "INSERT INTO pk2n VALUES (7, 0)"); sqlState(err) != "23505" {
+		t.Fatalf("duplicate through node 2: %v", err)
+	}
+	if tag := mustExec(t, c1, "INSERT INTO pk2n SELECT i, -i FROM generate_series(50, 69) AS s(i) ON CONFLICT (id) DO UPDATE SET v = excluded.v").String(); tag != "INSERT 0 20" {
+		t.Fatal(tag)
+	}
+	for i := int64(50); i < 70; i++ {
+		model[i] = -i
+	}
+	if tag := mustExec(t, c2, "UPDATE pk2n SET v = v + 1 WHERE id % 3 = 0").String(); tag != fmt.Sprintf("UPDATE %d", 24) {
+		t.Fatal(tag)
+	}
+	for k := range model {
+		if k%3 == 0 {
+			model[k]++
+		}
+	}
+	if tag := mustExec(t, c1, "DELETE FROM pk2n WHERE id % 5 = 0").String(); tag != "DELETE 14" {
+		t.Fatal(tag)
+	}
+	for k := range model {
+		if k%5 == 0 {
+			delete(model, k)
+		}
+	}
+	for i, c := range []*pgx.Conn{c1, c2} {
+		if got := readKV(t, c, "SELECT id, v FROM pk2n"); !reflect.DeepEqual(got, model) {
+			t.Fatalf("node %d scans %v, want %v", i+1, sortedKV(got), sortedKV(model))
+		}
+		for k := int64(0); k < 70; k++ {
+			var v int64
+			err := c.QueryRow(ctx, "SELECT v FROM pk2n WHERE id = $1", k).Scan(&v)
+			want, ok := model[k]
+			if (err == pgx.ErrNoRows) == ok || (ok && (err != nil || v != want)) {
+				t.Fatalf("node %d: lookup %d: %d %v, want %d (present %v)", i+1, k, v, err, want, ok)
+			}
+		}
+		folded := map[int64]int64{}
+		rows, err := c.Query(ctx, `SELECT _change_type, id, v FROM "pk2n$changelog" ORDER BY _bucket, _offset`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var ct string
+			var id, v int64
+			if err := rows.Scan(&ct, &id, &v); err != nil {
+				t.Fatal(err)
+			}
+			switch ct {
+			case "+I", "+U":
+				folded[id] = v
+			case "-D":
+				delete(folded, id)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(folded, model) {
+			t.Fatalf("node %d: the changelog folds to %v", i+1, sortedKV(folded))
+		}
+	}
 }

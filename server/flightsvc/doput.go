@@ -45,7 +45,7 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 	if err != nil {
 		return err
 	}
-	if r.table.primaryKey() {
+	if r.table.primaryKey() && cmd.Bucket != 0 {
 		return errUnimplementedPK
 	}
 	if cmd.Bucket != 0 {
@@ -316,6 +316,9 @@ func (w *tableWriter) toBuckets(ctx context.Context, ids []catalog.BucketID, rec
 // (waiting up to BucketWait while it opens), else handed to the bucket's
 // forwarder.
 func (w *tableWriter) toBucket(ctx context.Context, id catalog.BucketID, rec arrow.RecordBatch) error {
+	if w.t.primaryKey() {
+		return w.s.upsertKV(ctx, w.t, id, rec)
+	}
 	if ch, ok := w.remote[id]; ok {
 		return w.forward(ctx, ch, rec)
 	}

@@ -16,9 +16,10 @@ import (
 	"github.com/minkdb/mink/internal/sqltypes"
 )
 
-// errUnimplementedPK is DoPut's answer for primary-key tables.
+// errUnimplementedPK is a bucket-addressed DoPut's answer for primary-key
+// tables.
 var errUnimplementedPK = status.Error(codes.Unimplemented,
-	"DoPut into a primary-key table is not supported: write through SQL (INSERT … ON CONFLICT, COPY) or the kv-write action")
+	"bucket-addressed DoPut into a primary-key table is not supported: use the table path (it upserts) or the kv-write action")
 
 // bucketStatus turns an error about bucket id into the gRPC status a client
 // acts on: NotLeader (FailedPrecondition with a redirect), Unavailable, or

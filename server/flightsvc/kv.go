@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -260,6 +261,55 @@ func changelogProjection(full *arrow.Schema, columns []string) ([]int, *arrow.Sc
 		idx[i], fields[i] = j[0], full.Field(j[0])
 	}
 	return idx, arrow.NewSchema(fields, nil), nil
+}
+
+// upsertKV upserts the rows of rec, a part of a table-addressed DoPut
+// routed to primary-key bucket id, as one atomic batch: here if this node
+// leads the bucket, else at its leader; retrying for up to ForwardWait
+// while the bucket opens or moves (a retry happens only when nothing was
+// written).
+func (s *Service) upsertKV(ctx context.Context, t *table, id catalog.BucketID, rec arrow.RecordBatch) error {
+	codec, err := buckets.NewKVCodec(t.spec)
+	if err != nil {
+		return toStatus(err)
+	}
+	writes, err := codec.Writes(kv.OpUpsert, rec)
+	if err != nil {
+		if errors.Is(err, kv.ErrNullKey) {
+			return status.Errorf(codes.InvalidArgument, "table %q: %v", t.name, err)
+		}
+		return toStatus(err)
+	}
+	deadline := time.Now().Add(s.cfg.ForwardWait)
+	for {
+		m := s.cfg.Buckets()
+		if m == nil {
+			err = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
+		} else {
+			var b *buckets.KVBucket
+			if b, err = m.KVBucket(id); err == nil {
+				_, _, err = b.Write(ctx, writes)
+			} else {
+				var nle *buckets.NotLeaderError
+				if errors.As(err, &nle) && nle.To != "" {
+					_, _, err = s.cfg.Pool.WriteKV(ctx, nle.To, id, writes)
+				}
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		var nle *buckets.NotLeaderError
+		retry := errors.Is(err, buckets.ErrUnavailable) || errors.As(err, &nle)
+		if !retry || errors.Is(err, buckets.ErrUnknownOutcome) || time.Now().After(deadline) {
+			return kvWriteStatus(id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // WriteKV runs writes as one atomic batch on the primary-key bucket led at

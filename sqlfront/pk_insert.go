@@ -278,34 +278,22 @@ const pkWriteRows = 32 << 10
 
 // insertChunk writes rows of an INSERT (or COPY) to one bucket in one write.
 func (s *session) insertChunk(ctx context.Context, table *tableInfo, b kvBucket, rec arrow.RecordBatch, plan *conflictPlan, args []any) ([]kv.ChangeRecord, error) {
-	codec := b.Codec()
-	{
-		p := bucketPart{rec: rec}
-		var records []kv.ChangeRecord
-		var err error
-		switch {
-		case plan.action == pg.OnConflictAction_ONCONFLICT_NONE, plan.action == pg.OnConflictAction_ONCONFLICT_NOTHING, plan.replace:
-			op := kv.OpInsert
-			switch {
-			case plan.action == pg.OnConflictAction_ONCONFLICT_NOTHING:
-				op = kv.OpInsertIfAbsent
-			case plan.replace:
-				op = kv.OpUpsert
-			}
-			writes, err := codec.Writes(op, p.rec)
-			if err != nil {
-				return nil, err
-			}
-			if records, err = s.pkWrite(ctx, table, b, p.rec, writes); err != nil {
-				return nil, err
-			}
-		default:
-			if records, err = s.upsertBucket(ctx, table, b, p.rec, plan, args); err != nil {
-				return nil, err
-			}
-		}
-		return records, nil
+	var op kv.WriteOp
+	switch {
+	case plan.action == pg.OnConflictAction_ONCONFLICT_NONE:
+		op = kv.OpInsert
+	case plan.action == pg.OnConflictAction_ONCONFLICT_NOTHING:
+		op = kv.OpInsertIfAbsent
+	case plan.replace:
+		op = kv.OpUpsert // DO UPDATE SET every column = excluded.column
+	default:
+		return s.upsertBucket(ctx, table, b, rec, plan, args)
 	}
+	writes, err := b.Codec().Writes(op, rec)
+	if err != nil {
+		return nil, err
+	}
+	return s.pkWrite(ctx, table, b, rec, writes)
 }
 
 // upsertBucket runs INSERT … ON CONFLICT DO UPDATE on one bucket: it reads

@@ -58,6 +58,9 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	if node.GetSelectStmt() == nil {
 		return nil, false, nil
 	}
+	if st, ok := s.planSetConfig(node); ok {
+		return st, true, nil
+	}
 	rewritten := proto.Clone(node).(*pg.Node)
 	rw := newCatalogRewriter(s.catalogConsts())
 	rw.rewrite(rewritten)

@@ -254,10 +254,12 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			case pgwire.TxIdle:
 				return pgwire.Result{Tag: "COMMIT", Notices: []*pgwire.Error{{Severity: "WARNING", Code: "25P01", Message: "there is no transaction in progress"}}}, nil
 			case pgwire.TxFailed:
+				s.endSettingsTx(ctx, false)
 				s.endTx()
 				return pgwire.Result{Tag: "ROLLBACK"}, nil
 			}
 			pending := s.tx.pending
+			s.endSettingsTx(ctx, true)
 			s.endTx()
 			if err := s.applyWrites(ctx, pending); err != nil {
 				return pgwire.Result{}, err
@@ -269,6 +271,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			if s.tx.status == pgwire.TxIdle {
 				return pgwire.Result{Tag: "ROLLBACK", Notices: []*pgwire.Error{{Severity: "WARNING", Code: "25P01", Message: "there is no transaction in progress"}}}, nil
 			}
+			s.endSettingsTx(ctx, false)
 			s.endTx()
 			return pgwire.Result{Tag: "ROLLBACK"}, nil
 		}}, nil

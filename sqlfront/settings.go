@@ -156,6 +156,8 @@ type settings struct {
 	values map[string]string
 	// custom holds placeholder settings with a dot in the name ("app.x").
 	told map[string]string
+	// tx is what the open transaction block changed.
+	tx txSettings
 }
 
 func newSettings(info pgwire.SessionInfo) *settings {
@@ -195,9 +197,22 @@ func (s *session) applyStartupParams(ctx context.Context) error {
 	return nil
 }
 
-// set changes one setting.
+// set changes one setting (SET, RESET, set_config), and notes the change
+// for the open transaction block, if any.
 func (s *session) set(ctx context.Context, name, value string) error {
 	name = strings.ToLower(name)
+	s.noteSettingChange(name, false)
+	if ts := s.settings.tx; ts.session != nil {
+		if _, ok := ts.session[name]; ok {
+			// A plain SET after SET LOCAL is what the block ends with.
+			defer func() { ts.session[name] = s.settings.values[name] }()
+		}
+	}
+	return s.applySetting(ctx, name, value)
+}
+
+// applySetting checks and applies one setting's new value.
+func (s *session) applySetting(ctx context.Context, name, value string) error {
 	def, known := knownSettings[name]
 	if !known {
 		if strings.Contains(name, ".") {
@@ -334,8 +349,8 @@ func (s *session) planSet(v *pg.VariableSetStmt) (*stmt, error) {
 }
 
 // setLocal is SET LOCAL. Outside a transaction block it does nothing but
-// warn, as in PostgreSQL. Inside one it sets the value like SET: mink does
-// not yet restore settings when a block ends.
+// warn, as in PostgreSQL. Inside one it sets the value until the block
+// ends (endSettingsTx).
 func (s *session) setLocal(name, value string) *stmt {
 	return &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
 		if err := s.checkTx(); err != nil {
@@ -344,7 +359,8 @@ func (s *session) setLocal(name, value string) *stmt {
 		if s.tx.status == pgwire.TxIdle {
 			return pgwire.Result{Tag: "SET", Notices: []*pgwire.Error{{Severity: "WARNING", Code: "25P01", Message: "SET LOCAL can only be used in transaction blocks"}}}, nil
 		}
-		if err := s.set(ctx, name, value); err != nil {
+		s.noteSettingChange(strings.ToLower(name), true)
+		if err := s.applySetting(ctx, strings.ToLower(name), value); err != nil {
 			return pgwire.Result{}, err
 		}
 		return pgwire.Result{Tag: "SET"}, nil
@@ -417,4 +433,114 @@ func (s *session) planDiscard(d *pg.DiscardStmt) (*stmt, error) {
 		return s.tagOnly("DISCARD TEMP", func(ctx context.Context) error { return nil }), nil
 	}
 	return nil, unsupported("DISCARD")
+}
+
+// Transaction-scoped settings. PostgreSQL undoes a block's SETs when the
+// block rolls back, and SET LOCAL's at the end of the block either way.
+// txSettings records, for the open block, what to restore.
+type txSettings struct {
+	// atBegin holds the value each setting changed in the block had when
+	// the block began (its first change records it).
+	atBegin map[string]string
+	// session holds, for each setting changed with SET LOCAL in the block,
+	// the value it returns to at the end of the block: its value before the
+	// first SET LOCAL, or the last plain SET in the block after it.
+	session map[string]string
+}
+
+// noteChange records a change of name in an open block, before it happens.
+func (s *session) noteSettingChange(name string, local bool) {
+	if s.tx.status == pgwire.TxIdle {
+		return
+	}
+	ts := &s.settings.tx
+	if ts.atBegin == nil {
+		ts.atBegin, ts.session = map[string]string{}, map[string]string{}
+	}
+	cur := s.settings.values[name]
+	if _, ok := ts.atBegin[name]; !ok {
+		ts.atBegin[name] = cur
+	}
+	if _, ok := ts.session[name]; local && !ok {
+		ts.session[name] = cur
+	}
+}
+
+// endSettingsTx restores settings at the end of a transaction block: the
+// block's SET LOCALs always, and all its SETs when it did not commit.
+func (s *session) endSettingsTx(ctx context.Context, committed bool) {
+	ts := s.settings.tx
+	s.settings.tx = txSettings{}
+	restore := ts.session
+	if !committed {
+		restore = ts.atBegin
+	}
+	for name, value := range restore {
+		// The value was valid when it was set; a failure to apply it again
+		// (a time zone DuckDB no longer takes) leaves the setting as it is.
+		_ = s.applySetting(ctx, name, value)
+	}
+}
+
+// planSetConfig plans SELECT set_config(name, value, is_local) with
+// constant arguments as the SET (or SET LOCAL) it is, returning the new
+// value as PostgreSQL does. ok is false for any other statement.
+func (s *session) planSetConfig(node *pg.Node) (*stmt, bool) {
+	sel := node.GetSelectStmt()
+	if sel == nil || len(sel.TargetList) != 1 || len(sel.FromClause) > 0 || sel.WhereClause != nil || sel.Op != pg.SetOperation_SETOP_NONE {
+		return nil, false
+	}
+	rt := sel.TargetList[0].GetResTarget()
+	fc := rt.GetVal().GetFuncCall()
+	if fc == nil || len(fc.Args) != 3 {
+		return nil, false
+	}
+	if schema, name := funcName(fc); name != "set_config" || (schema != "" && schema != "pg_catalog") {
+		return nil, false
+	}
+	var args [3]string
+	for i, a := range fc.Args {
+		v, err := settingValue([]*pg.Node{a})
+		if err != nil {
+			return nil, false
+		}
+		args[i] = v
+	}
+	local := false
+	switch strings.ToLower(args[2]) {
+	case "on", "true", "t":
+		local = true
+	case "off", "false", "f":
+	default:
+		return nil, false
+	}
+	colName := "set_config"
+	if rt.Name != "" {
+		colName = rt.Name
+	}
+	cols := []pgwire.Column{pgwire.NewColumn(colName, 25)}
+	name := strings.ToLower(args[0])
+	return &stmt{columns: cols, run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		// Outside a block, a local change ends with the statement's
+		// implicit transaction: nothing changes.
+		switch {
+		case !local:
+			if err := s.set(ctx, name, args[1]); err != nil {
+				return pgwire.Result{}, err
+			}
+		case s.tx.status != pgwire.TxIdle:
+			s.noteSettingChange(name, true)
+			if err := s.applySetting(ctx, name, args[1]); err != nil {
+				return pgwire.Result{}, err
+			}
+		}
+		value := args[1]
+		if v, ok := s.settings.values[name]; ok && (!local || s.tx.status != pgwire.TxIdle) {
+			value = v
+		}
+		return pgwire.Result{Tag: "SELECT 1", Rows: pgwire.RowsFromSlice(cols, [][]any{{value}})}, nil
+	}}, true
 }

@@ -318,3 +318,63 @@ func TestKVBucketMoveAndFailover(t *testing.T) {
 		t.Fatalf("Get after takeover: %v %v", ok, err)
 	}
 }
+
+// An object-store outage while a bucket opens (the snapshot's objects and
+// then the changelog's cannot be read) keeps it Unavailable; the open is
+// retried, and once the store answers the bucket serves the exact state,
+// restored from the snapshot (an outage is not a corrupt snapshot: nothing
+// is skipped).
+func TestKVBucketOpenRetriesThroughOutage(t *testing.T) {
+	faulty := objstore.NewFaulty(objstore.NewMem())
+	logs := &syncBuffer{}
+	env := &testEnv{t: t, log: catalog.NewMemLog(), store: faulty,
+		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	live := func(catalog.NodeID) bool { return true }
+	dir := t.TempDir()
+	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)
+	id := createKVTable(t, cat, 1)
+	b := waitKV(t, m, id)
+	ctx := context.Background()
+	model := kvModel{}
+	for i := 0; i < 40; i++ {
+		model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, int64(i % 13), fmt.Sprintf("a%d", i)}})
+	}
+	if err := b.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, int64(i % 7), fmt.Sprintf("b%d", i)}, {kv.OpDelete, int64(i % 5), ""}})
+	}
+	if err := m.CloseBuckets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+
+	outage := errors.New("injected outage")
+	removeKV := faulty.Inject(objstore.Rule{Ops: objstore.OpGet | objstore.OpGetRange, Prefix: "kv/", Err: outage})
+	removeStreams := faulty.Inject(objstore.Rule{Ops: objstore.OpGet | objstore.OpGetRange, Prefix: "streams/", Err: outage})
+	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "opening primary-key bucket failed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed open logged:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := m.KVBucket(id); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("during the outage: %v, want ErrUnavailable", err)
+	}
+	removeKV() // the snapshot restores, the replay still fails
+	time.Sleep(300 * time.Millisecond)
+	if _, err := m.KVBucket(id); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("with the changelog unreadable: %v, want ErrUnavailable", err)
+	}
+	removeStreams()
+	b = waitKV(t, m, id)
+	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
+		t.Fatalf("after the outage: %v\nwant %v", got, model)
+	}
+	if l := logs.String(); strings.Contains(l, "corrupt snapshot") || strings.Contains(l, "no usable snapshot") {
+		t.Fatalf("an outage was taken for a corrupt snapshot:\n%s", l)
+	}
+}

@@ -194,12 +194,12 @@ func (b *KVBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRec
 			// only if they are acknowledged.
 			select {
 			case <-last.done:
-				if last.err != nil {
-					return nil, 0, fmt.Errorf("bucket %d: an earlier write this one read failed: %w", b.id, ErrUnavailable)
-				}
 			case <-ctx.Done():
 				return nil, 0, ctx.Err()
 			}
+		}
+		if err := b.failure(); err != nil {
+			return nil, 0, fmt.Errorf("bucket %d: a write this one read may have failed: %w", b.id, ErrUnavailable)
 		}
 		return nil, b.End(), nil
 	}
@@ -223,37 +223,37 @@ func (b *KVBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRec
 		}
 	}
 	// Not queued, so not appended; but the batch is staged on top of the
-	// earlier ones, so the bucket must reopen (Pending's protocol).
+	// earlier ones, so the bucket must reopen (Pending's protocol). The
+	// applier, which alone applies and discards, stops applying.
 	b.fail(err)
-	b.pend.Discard()
 	b.wmu.Unlock()
 	return nil, 0, fmt.Errorf("bucket %d: nothing appended: %w: %v", b.id, ErrUnavailable, err)
 }
 
 // applier waits for the queued appends in stream order and applies each
-// acknowledged one to the tablet.
+// acknowledged one to the tablet. It alone calls Pending.Apply and
+// Pending.Discard, so they never race. Once the bucket has failed it
+// applies nothing more: it still waits for each append, to tell its writer
+// whether it is durable (the reopened bucket replays it).
 func (b *KVBucket) applier() {
 	defer close(b.applierDone)
 	for a := range b.queue {
-		if err := b.failure(); err != nil {
-			// Behind a failed append: the stream may or may not take it.
-			a.err = fmt.Errorf("bucket %d: %w: an earlier append failed: %v", b.id, ErrUnknownOutcome, err)
-			close(a.done)
-			continue
-		}
 		base, err := a.p.Wait(b.ctx)
-		if err != nil {
+		switch {
+		case err != nil:
 			b.fail(err)
 			b.pend.Discard()
 			a.err = fmt.Errorf("bucket %d: %w: %v", b.id, ErrUnknownOutcome, err)
-			close(a.done)
-			continue
-		}
-		a.base = base
-		if err := b.pend.Apply(a.records, base+uint64(len(a.records))); err != nil {
-			// Durable, so the write succeeded; the tablet is rebuilt when
-			// the bucket reopens.
-			b.fail(fmt.Errorf("apply offsets [%d, %d): %w", base, base+uint64(len(a.records)), err))
+		case b.failure() != nil:
+			b.pend.Discard()
+			a.base = base
+		default:
+			a.base = base
+			if err := b.pend.Apply(a.records, base+uint64(len(a.records))); err != nil {
+				// Durable, so the write succeeded; the tablet is rebuilt
+				// when the bucket reopens.
+				b.fail(fmt.Errorf("apply offsets [%d, %d): %w", base, base+uint64(len(a.records)), err))
+			}
 		}
 		close(a.done)
 	}

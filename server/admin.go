@@ -57,6 +57,8 @@ func (s *Server) startAdmin() error {
 	mux.HandleFunc("GET /api/v1/cluster/status", s.handleClusterStatus)
 	mux.HandleFunc("POST /api/v1/cluster/rebalance", s.handleRebalance)
 	mux.HandleFunc("GET /api/v1/tables/{name}/buckets", s.handleTableBuckets)
+	mux.HandleFunc("GET /api/v1/tiering/status", s.handleTieringStatus)
+	mux.HandleFunc("POST /api/v1/tiering/run", s.handleTieringRun)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

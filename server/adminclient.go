@@ -124,3 +124,69 @@ func (c *AdminClient) Rebalance(ctx context.Context, dryRun bool, fn func(Rebala
 		}
 	}
 }
+
+// TieringStatus fetches GET /api/v1/tiering/status.
+func (c *AdminClient) TieringStatus(ctx context.Context) (TieringStatus, error) {
+	var st TieringStatus
+	err := c.getJSON(ctx, "/api/v1/tiering/status", &st)
+	return st, err
+}
+
+// TieringRun calls POST /api/v1/tiering/run for table and calls fn for every
+// event as it arrives. With wait, it returns when the round is done.
+func (c *AdminClient) TieringRun(ctx context.Context, table string, wait bool, fn func(TieringRunEvent)) error {
+	path := "/api/v1/tiering/run?table=" + url.QueryEscape(table)
+	if wait {
+		path += "&wait=1"
+	}
+	return c.postNDJSON(ctx, path, func(dec *json.Decoder) (bool, error) {
+		var ev TieringRunEvent
+		if err := dec.Decode(&ev); err != nil {
+			return false, err
+		}
+		fn(ev)
+		switch ev.Type {
+		case "done", "queued":
+			return true, nil
+		case "error":
+			return true, fmt.Errorf("tiering round of %s on node %d: %s", table, ev.By, ev.Error)
+		}
+		return false, nil
+	})
+}
+
+// postNDJSON POSTs to path and calls next for each NDJSON event until it
+// reports the last one.
+func (c *AdminClient) postNDJSON(ctx context.Context, path string, next func(*json.Decoder) (last bool, err error)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Addr+path, nil)
+	if err != nil {
+		return err
+	}
+	client := *c.HTTP
+	client.Timeout = 0 // progress streams for as long as the operation takes
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach mink admin API at %s: %w", c.Addr, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s: %s", c.Addr, e.Error)
+		}
+		return fmt.Errorf("%s%s: HTTP %d", c.Addr, path, resp.StatusCode)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		last, err := next(dec)
+		if err == io.EOF {
+			return fmt.Errorf("%s: the connection ended before the operation finished", path)
+		}
+		if err != nil || last {
+			return err
+		}
+	}
+}

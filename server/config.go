@@ -58,6 +58,13 @@ type Config struct {
 	// MetadataSnapshotEvery is the number of metadata log entries between view
 	// snapshots (after which the log is truncated).
 	MetadataSnapshotEvery uint64
+	// Tiering runs the tiering worker on the coordinator lease holder
+	// (tables can still opt out with WITH (tiering = off)).
+	Tiering bool
+	// TieringFreshness is the default of the table option
+	// tiering_freshness: a table with new rows gets a round once this long
+	// has passed since its last one.
+	TieringFreshness time.Duration
 }
 
 // DefaultConfig is `mink server` with no flags: node 1, data in ./mink-data,
@@ -78,6 +85,8 @@ func DefaultConfig() Config {
 		GCDelay:               5 * time.Minute,
 		KVSnapshotInterval:    5 * time.Minute,
 		MetadataSnapshotEvery: 1000,
+		Tiering:               true,
+		TieringFreshness:      time.Minute,
 	}
 }
 
@@ -122,6 +131,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KVSnapshotInterval <= 0 {
 		return fmt.Errorf("--kv-snapshot-interval %v: must be positive", c.KVSnapshotInterval)
+	}
+	if c.TieringFreshness <= 0 {
+		return fmt.Errorf("--tiering-freshness %v: must be positive", c.TieringFreshness)
 	}
 	if c.EtcdDialTimeout <= 0 {
 		return fmt.Errorf("--etcd-dial-timeout %v: must be positive", c.EtcdDialTimeout)

@@ -108,6 +108,16 @@ func (s *Server) coordinate(ctx context.Context, epoch uint64, live *catalog.Liv
 		s.collectGarbage(ctx)
 	}()
 	defer func() { <-gcDone }()
+	tieringCtx, stopTiering := context.WithCancel(ctx)
+	tieringDone := make(chan struct{})
+	go func() {
+		defer close(tieringDone)
+		s.tiering.run(tieringCtx, epoch)
+	}()
+	defer func() {
+		stopTiering()
+		<-tieringDone
+	}()
 	for {
 		changed := s.cat.Changed()
 		liveChanged := live.Changed()

@@ -50,6 +50,7 @@ type Server struct {
 	pgLn     net.Listener
 	flight   *flightsvc.Service
 	metrics  *metrics
+	tiering  *tieringWorker // runs on the coordinator lease holder
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -136,6 +137,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	}); err != nil {
 		return nil, fmt.Errorf("open metadata log: %w", err)
 	}
+	s.tiering = newTieringWorker(s, storeURL)
 	s.liveness = catalog.NewEtcdLiveness(s.client, cfg.Cluster)
 	s.election = catalog.NewEtcdElection(s.client, cfg.Cluster)
 	// A dead coordinator must lose the lease as fast as a dead node loses

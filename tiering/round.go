@@ -145,6 +145,33 @@ func planRound(v *catalog.View, id catalog.TableID) (plan, error) {
 // CommitTieringRound. It first repairs the log from the lake if the last
 // lake commit was not recorded. A round with no new rows commits nothing.
 func (t *Tierer) Round(ctx context.Context, id catalog.TableID, epoch uint64) (RoundResult, error) {
+	return t.RoundWithProgress(ctx, id, epoch, nil)
+}
+
+// Progress is one step of a round, reported as it happens.
+type Progress struct {
+	// Stage is "repaired" (the log recorded a lake snapshot it had
+	// missed), "planned" (From/To of every bucket with new rows are
+	// frozen), "bucket" (one bucket's files are written: Bucket, From, To,
+	// Rows, Files, Bytes), "committed" (the lake snapshot SnapshotID is
+	// committed) or "recorded" (CommitTieringRound was accepted).
+	Stage      string                         `json:"stage"`
+	Bucket     catalog.BucketID               `json:"bucket,omitempty"`
+	From       uint64                         `json:"from,omitempty"`
+	To         uint64                         `json:"to,omitempty"`
+	Ranges     map[catalog.BucketID][2]uint64 `json:"ranges,omitempty"`
+	Rows       int64                          `json:"rows,omitempty"`
+	Files      int                            `json:"files,omitempty"`
+	Bytes      int64                          `json:"bytes,omitempty"`
+	SnapshotID int64                          `json:"snapshot_id,omitempty"`
+	Sequence   uint64                         `json:"sequence,omitempty"`
+}
+
+// RoundWithProgress is Round, calling progress (if not nil) after each step.
+func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoch uint64, progress func(Progress)) (RoundResult, error) {
+	if progress == nil {
+		progress = func(Progress) {}
+	}
 	res := RoundResult{Table: id}
 	var (
 		p   plan
@@ -185,6 +212,7 @@ func (t *Tierer) Round(ctx context.Context, id catalog.TableID, epoch uint64) (R
 			return res, fmt.Errorf("repair the tiered offsets of table %q from lake snapshot %d: %w", p.spec.Name, lakeState.SnapshotID, err)
 		}
 		res.Repaired = true
+		progress(Progress{Stage: "repaired", SnapshotID: lakeState.SnapshotID, Sequence: lakeState.Sequence})
 		t.cfg.Logger.Info("tiering: recorded a lake snapshot the log had missed",
 			"table", p.spec.Name, "snapshot", lakeState.SnapshotID, "sequence", lakeState.Sequence)
 	}
@@ -198,6 +226,11 @@ func (t *Tierer) Round(ctx context.Context, id catalog.TableID, epoch uint64) (R
 	if len(res.To) == 0 {
 		return res, nil
 	}
+	ranges := map[catalog.BucketID][2]uint64{}
+	for b, to := range res.To {
+		ranges[b] = [2]uint64{res.From[b], to}
+	}
+	progress(Progress{Stage: "planned", Ranges: ranges})
 
 	token := make([]byte, 8)
 	_, _ = rand.Read(token)
@@ -208,11 +241,14 @@ func (t *Tierer) Round(ctx context.Context, id catalog.TableID, epoch uint64) (R
 			return res, fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, res.From[b], res.To[b], err)
 		}
 		res.Rows += rows
+		ev := Progress{Stage: "bucket", Bucket: b, From: res.From[b], To: res.To[b], Rows: rows, Files: len(files)}
 		for _, f := range files {
 			locations = append(locations, t.lake.Location(f.key))
 			res.Files++
 			res.Bytes += f.size
+			ev.Bytes += f.size
 		}
+		progress(ev)
 	}
 
 	// Heartbeat: do not commit to the lake under a stale epoch. This only
@@ -243,10 +279,12 @@ func (t *Tierer) Round(ctx context.Context, id catalog.TableID, epoch uint64) (R
 		panic(fmt.Sprintf("tiering: lake commit of table %d left no current snapshot (metadata %s)", id, committed.MetadataLocation()))
 	}
 	res.Committed, res.SnapshotID, res.Sequence = true, snap.SnapshotID, uint64(snap.SequenceNumber)
+	progress(Progress{Stage: "committed", SnapshotID: res.SnapshotID, Sequence: res.Sequence, Rows: res.Rows, Files: res.Files, Bytes: res.Bytes})
 	if err := t.record(ctx, id, epoch, p, offsets, res.SnapshotID, res.Sequence); err != nil {
 		return res, fmt.Errorf("table %q: lake snapshot %d is committed but not recorded (the next round repairs it): %w",
 			p.spec.Name, res.SnapshotID, err)
 	}
+	progress(Progress{Stage: "recorded", SnapshotID: res.SnapshotID, Sequence: res.Sequence})
 	return res, nil
 }
 

@@ -38,7 +38,7 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%v (see '%s --help')", err, cmd.CommandPath())}
 	})
-	root.AddCommand(newServerCmd(), newClusterCmd(), newTableCmd(), newVersionCmd())
+	root.AddCommand(newServerCmd(), newClusterCmd(), newTableCmd(), newTieringCmd(), newVersionCmd())
 	return root
 }
 

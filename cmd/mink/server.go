@@ -68,6 +68,8 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&cfg.GCDelay, "gc-delay", cfg.GCDelay, "how long an object stays after it became garbage (lets readers finish)")
 	f.DurationVar(&cfg.KVSnapshotInterval, "kv-snapshot-interval", cfg.KVSnapshotInterval, "how often the leader of a primary-key bucket snapshots its KV tablet to the object store")
 	f.Uint64Var(&cfg.MetadataSnapshotEvery, "metadata-snapshot-every", cfg.MetadataSnapshotEvery, "metadata log entries between view snapshots")
+	f.BoolVar(&cfg.Tiering, "tiering", cfg.Tiering, "run the tiering worker (copies tables into the Iceberg lake) on the coordinator")
+	f.DurationVar(&cfg.TieringFreshness, "tiering-freshness", cfg.TieringFreshness, "default of the table option tiering_freshness: time between tiering rounds of a table with new rows")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

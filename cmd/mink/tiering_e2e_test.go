@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/server"
+	"github.com/minkdb/mink/tiering"
+)
+
+// startTieringNode starts a single node whose tiering worker waits freshness
+// between rounds of a table.
+func startTieringNode(t *testing.T, dataDir, freshness string) *node {
+	t.Helper()
+	var n *node
+	for try := 0; ; try++ {
+		n = newNode(t, nodeOpts{dataDir: dataDir, leaseTTL: "3s",
+			extra: []string{"--coordinator-tick", "200ms", "--tiering-freshness", freshness, "--gc-interval", "1s"}})
+		if distinctPorts(n.args) || try == 10 {
+			break
+		}
+	}
+	n.start()
+	n.waitHealthy()
+	n.waitSQL()
+	return n
+}
+
+func tieringStatus(t *testing.T, n *node) server.TieringStatus {
+	t.Helper()
+	out, errOut, code := runMink(t, 30*time.Second, "tiering", "status", "--json", "--server", n.admin)
+	if code != 0 {
+		t.Fatalf("mink tiering status: exit %d: %s", code, errOut)
+	}
+	var st server.TieringStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("mink tiering status --json: %v\n%s", err, out)
+	}
+	return st
+}
+
+func tableTiering(t *testing.T, st server.TieringStatus, name string) server.TableTiering {
+	t.Helper()
+	for _, tt := range st.Tables {
+		if tt.Table == name {
+			return tt
+		}
+	}
+	t.Fatalf("tiering status has no table %q: %+v", name, st)
+	return server.TableTiering{}
+}
+
+// lakeIDs reads the current lake snapshot of a table with iceberg-go and
+// returns the "id" column of every row, and the (bucket, offset) pairs.
+func lakeIDs(t *testing.T, dataDir string, id catalog.TableID) (ids []int64, parts map[string]int) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join(dataDir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := objstore.NewDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tbl, err := tiering.NewLake(store, "file://"+root).Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts = map[string]int{}
+	if tbl == nil || tbl.CurrentSnapshot() == nil {
+		return nil, parts
+	}
+	_, recs, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[[2]int64]bool{}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := func(name string) *array.Int64 {
+			idx := rec.Schema().FieldIndices(name)
+			if len(idx) != 1 {
+				t.Fatalf("lake has no column %q: %s", name, rec.Schema())
+			}
+			return rec.Column(idx[0]).(*array.Int64)
+		}
+		idCol, bucket, offset := col("id"), col(tiering.BucketColumn), col(tiering.OffsetColumn)
+		var dt *array.String
+		if idx := rec.Schema().FieldIndices("dt"); len(idx) == 1 {
+			dt = rec.Column(idx[0]).(*array.String)
+		}
+		for i := range int(rec.NumRows()) {
+			key := [2]int64{bucket.Value(i), offset.Value(i)}
+			if seen[key] {
+				t.Fatalf("bucket %d offset %d is in the lake twice", key[0], key[1])
+			}
+			seen[key] = true
+			ids = append(ids, idCol.Value(i))
+			if dt != nil {
+				parts[dt.Value(i)]++
+			}
+		}
+		rec.Release()
+	}
+	slices.Sort(ids)
+	return ids, parts
+}
+
+// insertIDs inserts rows (id, 'row id', now()) for ids [from, to), with a
+// fourth column 'day-<id % 3>' when partitioned.
+func insertIDs(t *testing.T, conn *pgx.Conn, table string, from, to int, partitioned bool) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "INSERT INTO %s VALUES ", table)
+	for i := from; i < to; i++ {
+		if i > from {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "(%d, 'row %d', now()", i, i)
+		if partitioned {
+			fmt.Fprintf(&b, ", 'day-%d'", i%3)
+		}
+		b.WriteString(")")
+	}
+	mustExec(t, conn, b.String())
+}
+
+func seq(from, to int) []int64 {
+	var out []int64
+	for i := from; i < to; i++ {
+		out = append(out, int64(i))
+	}
+	return out
+}
+
+// TestTieringCLI: a log table written with pgx is tiered by `mink tiering run
+// --wait`; iceberg-go reads exactly the inserted rows from the lake, and
+// `mink tiering status` shows no lag. A table WITH (tiering = off) is
+// refused and reported off. The worker tiers a partitioned table on its own
+// into identity partitions.
+func TestTieringCLI(t *testing.T) {
+	dataDir := t.TempDir()
+	n := startTieringNode(t, dataDir, "1h")
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
+	mustExec(t, conn, "CREATE TABLE events (id bigint NOT NULL, msg text, ts timestamptz) WITH (buckets = 3)")
+	insertIDs(t, conn, "events", 0, 500, false)
+
+	out, errOut, code := runMink(t, 60*time.Second, "tiering", "run", "--table", "events", "--wait", "--server", n.admin)
+	if code != 0 {
+		t.Fatalf("mink tiering run: exit %d: %s\n%s", code, errOut, out)
+	}
+	if !strings.Contains(out, "done") && !strings.Contains(out, "up to date") {
+		t.Fatalf("mink tiering run --wait printed:\n%s", out)
+	}
+	st := tableTiering(t, tieringStatus(t, n), "events")
+	if st.LagRows != 0 || st.Tiered != 500 || st.End != 500 || st.LagSeconds != 0 {
+		t.Fatalf("status after run --wait: %+v\nrun printed:\n%s", st, out)
+	}
+	ids, _ := lakeIDs(t, dataDir, st.ID)
+	if !slices.Equal(ids, seq(0, 500)) {
+		t.Fatalf("lake has %d rows (%v...), want ids 0..499", len(ids), ids[:min(len(ids), 5)])
+	}
+
+	// More rows: a second run tiers exactly them (the worker waits 1h).
+	insertIDs(t, conn, "events", 500, 800, false)
+	out, errOut, code = runMink(t, 60*time.Second, "tiering", "run", "--table", "events", "--wait", "--server", n.admin)
+	if code != 0 || !strings.Contains(out, "done: 300 rows tiered") || !strings.Contains(out, "committed lake snapshot") {
+		t.Fatalf("second run: exit %d: %s\n%s", code, errOut, out)
+	}
+	ids, _ = lakeIDs(t, dataDir, st.ID)
+	if !slices.Equal(ids, seq(0, 800)) {
+		t.Fatalf("lake has %d rows after the second run, want 800", len(ids))
+	}
+	text, _, code := runMink(t, 30*time.Second, "tiering", "status", "--server", n.admin)
+	if code != 0 || !strings.Contains(text, "events") {
+		t.Fatalf("mink tiering status: exit %d\n%s", code, text)
+	}
+	t.Logf("mink tiering status:\n%s", text)
+
+	// tiering = off: refused, reported.
+	mustExec(t, conn, "CREATE TABLE quiet (id bigint, msg text, ts timestamptz) WITH (tiering = off)")
+	insertIDs(t, conn, "quiet", 0, 10, false)
+	_, errOut, code = runMink(t, 30*time.Second, "tiering", "run", "--table", "quiet", "--wait", "--server", n.admin)
+	if code == 0 || !strings.Contains(errOut, "tiering = off") {
+		t.Fatalf("run of a table with tiering off: exit %d: %s", code, errOut)
+	}
+	if q := tableTiering(t, tieringStatus(t, n), "quiet"); q.Enabled || q.Tiered != 0 {
+		t.Fatalf("status of a table with tiering off: %+v", q)
+	}
+	_, errOut, code = runMink(t, 30*time.Second, "tiering", "run", "--table", "nosuch", "--server", n.admin)
+	if code == 0 || !strings.Contains(errOut, `table "nosuch" does not exist`) {
+		t.Fatalf("run of a missing table: exit %d: %s", code, errOut)
+	}
+
+	// The worker on its own: a new table is tiered without being asked
+	// (its first round is due at once), partitioned by dt.
+	mustExec(t, conn, "CREATE TABLE clicks (id bigint NOT NULL, msg text, ts timestamptz, dt text NOT NULL) PARTITION BY LIST (dt) WITH (buckets = 2)")
+	insertIDs(t, conn, "clicks", 0, 90, true)
+	var clicks server.TableTiering
+	waitFor(t, 60*time.Second, "the worker to tier clicks", func() bool {
+		clicks = tableTiering(t, tieringStatus(t, n), "clicks")
+		return clicks.Tiered == 90 && clicks.LagRows == 0
+	})
+	ids, parts := lakeIDs(t, dataDir, clicks.ID)
+	if !slices.Equal(ids, seq(0, 90)) || parts["day-0"] != 30 || parts["day-1"] != 30 || parts["day-2"] != 30 {
+		t.Fatalf("clicks lake: %d rows, partitions %v", len(ids), parts)
+	}
+	if clicks.LastRound == nil || clicks.LastError != "" {
+		t.Fatalf("clicks status: %+v", clicks)
+	}
+}

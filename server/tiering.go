@@ -1,0 +1,295 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/tiering"
+)
+
+// tieringWorker runs tiering rounds (package tiering) on the coordinator
+// lease holder: run is started by coordinate with the lease's epoch and
+// returns when the lease is lost or the epoch turns out stale. Rounds of one
+// table never overlap (tableTiering.roundMu); the admin API's "run" uses the
+// same lock. The in-memory status (last round, last error) lives as long as
+// the node: a new lease holder starts with none and rebuilds everything else
+// from the view and the lake.
+type tieringWorker struct {
+	s      *Server
+	tierer *tiering.Tierer
+	gc     *tiering.LakeCollector
+
+	// wake is signalled by a "run" request without --wait.
+	wake chan struct{}
+
+	mu struct {
+		sync.Mutex
+		// epoch is the coordinator epoch the worker runs under; 0 when
+		// this node does not hold the lease.
+		epoch  uint64
+		tables map[catalog.TableID]*tableTiering
+	}
+}
+
+// tableTiering is the worker's state of one table.
+type tableTiering struct {
+	// roundMu is held for the whole of a round of the table.
+	roundMu sync.Mutex
+
+	// The rest is guarded by tieringWorker.mu.
+	requested   bool // a run was requested: round as soon as possible
+	running     bool
+	lastAttempt time.Time
+	lastRound   *RoundSummary
+	lastErr     string
+	lastErrAt   time.Time
+	// behindSince is when the worker first saw the table behind its
+	// streams since it was last caught up.
+	behindSince time.Time
+}
+
+// RoundSummary is the last round of a table in GET /api/v1/tiering/status.
+type RoundSummary struct {
+	At         time.Time `json:"at"`
+	DurationMS int64     `json:"duration_ms"`
+	Rows       int64     `json:"rows"`
+	Files      int       `json:"files"`
+	Bytes      int64     `json:"bytes"`
+	SnapshotID int64     `json:"snapshot_id,omitempty"`
+	Repaired   bool      `json:"repaired,omitempty"`
+}
+
+func newTieringWorker(s *Server, storeURL string) *tieringWorker {
+	w := &tieringWorker{s: s, wake: make(chan struct{}, 1)}
+	w.tierer = tiering.New(tiering.Config{
+		Store: s.store, StoreURL: storeURL, Meta: s.cat, Source: committedSource{s}, Logger: s.logger,
+	})
+	w.gc = tiering.NewLakeCollector(w.tierer.Lake(), s.cfg.GCDelay)
+	w.mu.tables = map[catalog.TableID]*tableTiering{}
+	return w
+}
+
+// committedSource reads committed stream data through this node's bucket
+// manager (stream objects; any node can serve them).
+type committedSource struct{ s *Server }
+
+func (c committedSource) ReadCommitted(ctx context.Context, bucket catalog.BucketID, from, to uint64) ([]tiering.Batch, error) {
+	m := c.s.Buckets()
+	if m == nil {
+		return nil, fmt.Errorf("read bucket %d: %w", bucket, buckets.ErrUnavailable)
+	}
+	bs, err := m.ReadCommitted(ctx, bucket, from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tiering.Batch, len(bs))
+	for i, b := range bs {
+		out[i] = tiering.Batch{Offset: b.Offset, Record: b.Record}
+	}
+	return out, nil
+}
+
+func (w *tieringWorker) table(id catalog.TableID) *tableTiering {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.tableLocked(id)
+}
+
+func (w *tieringWorker) tableLocked(id catalog.TableID) *tableTiering {
+	t := w.mu.tables[id]
+	if t == nil {
+		t = &tableTiering{}
+		w.mu.tables[id] = t
+	}
+	return t
+}
+
+// tablePolicy is how a table is tiered, from its options and the server's
+// defaults.
+type tablePolicy struct {
+	enabled   bool
+	reason    string // why not, when !enabled
+	freshness time.Duration
+}
+
+func (w *tieringWorker) policy(spec catalog.TableSpec) tablePolicy {
+	p := tablePolicy{enabled: true, freshness: w.s.cfg.TieringFreshness}
+	if d, err := time.ParseDuration(spec.Options["tiering_freshness"]); err == nil && d > 0 {
+		p.freshness = d
+	}
+	switch {
+	case !w.s.cfg.Tiering:
+		p.enabled, p.reason = false, "tiering is off on this server (--tiering=false)"
+	case spec.Options["tiering"] == "off":
+		p.enabled, p.reason = false, "tiering = off"
+	case len(spec.PrimaryKey) > 0:
+		p.enabled, p.reason = false, "primary-key tables are not tiered yet"
+	}
+	return p
+}
+
+// behind reports whether any bucket of t has committed rows past its tiered
+// offset.
+func behind(v *catalog.View, t *catalog.Table) bool {
+	for _, b := range v.BucketsOf(t.ID) {
+		if st := v.Streams[catalog.StreamID(b)]; st != nil && st.End > t.Tiering.Offsets[b] {
+			return true
+		}
+	}
+	return false
+}
+
+// run is the worker loop of one lease: every tick it starts the rounds that
+// are due, one table at a time, and collects lake garbage every GCInterval.
+// It returns when ctx is done or a round finds the epoch stale.
+func (w *tieringWorker) run(ctx context.Context, epoch uint64) {
+	w.mu.Lock()
+	w.mu.epoch = epoch
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.mu.epoch = 0
+		w.mu.Unlock()
+	}()
+	tickEvery := min(time.Second, w.s.cfg.TieringFreshness)
+	tick := time.NewTicker(tickEvery)
+	defer tick.Stop()
+	lastGC := time.Now()
+	for {
+		if fenced := w.runDue(ctx, epoch); fenced {
+			w.s.logger.Warn("tiering: coordinator epoch is stale; the worker stops", "coordinator_epoch", epoch)
+			return
+		}
+		if time.Since(lastGC) >= w.s.cfg.GCInterval {
+			lastGC = time.Now()
+			w.collectGarbage(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-w.wake:
+		}
+	}
+}
+
+// runDue runs a round of every table that is due: tiering on, new committed
+// rows, and its freshness passed since the last attempt (or a run was
+// requested).
+func (w *tieringWorker) runDue(ctx context.Context, epoch uint64) (fenced bool) {
+	type due struct {
+		id   catalog.TableID
+		name string
+	}
+	var todo []due
+	now := time.Now()
+	w.s.cat.Read(func(v *catalog.View) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, id := range slices.Sorted(maps.Keys(v.Tables)) {
+			t := v.Tables[id]
+			p := w.policy(t.Spec)
+			st := w.tableLocked(id)
+			isBehind := behind(v, t)
+			switch {
+			case !isBehind:
+				st.behindSince = time.Time{}
+			case st.behindSince.IsZero():
+				st.behindSince = now
+			}
+			if !p.enabled || st.running {
+				continue
+			}
+			if st.requested || (isBehind && now.Sub(st.lastAttempt) >= p.freshness) {
+				todo = append(todo, due{id, t.Spec.Name})
+			}
+		}
+		for id := range w.mu.tables {
+			if v.Tables[id] == nil {
+				delete(w.mu.tables, id)
+			}
+		}
+	})
+	for _, d := range todo {
+		if ctx.Err() != nil {
+			return false
+		}
+		_, err := w.round(ctx, d.id, epoch, nil)
+		if errors.Is(err, tiering.ErrFenced) {
+			return true
+		}
+		if err != nil && ctx.Err() == nil {
+			w.s.logger.Warn("tiering round failed; will retry", "table", d.name, "err", err)
+		}
+	}
+	return false
+}
+
+// round runs one round of table id under epoch, holding the table's round
+// lock, and records its outcome in the table's status.
+func (w *tieringWorker) round(ctx context.Context, id catalog.TableID, epoch uint64, progress func(tiering.Progress)) (tiering.RoundResult, error) {
+	st := w.table(id)
+	st.roundMu.Lock()
+	defer st.roundMu.Unlock()
+	start := time.Now()
+	w.mu.Lock()
+	st.running, st.requested, st.lastAttempt = true, false, start
+	w.mu.Unlock()
+	res, err := w.tierer.RoundWithProgress(ctx, id, epoch, progress)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st.running = false
+	if err != nil {
+		st.lastErr, st.lastErrAt = err.Error(), time.Now()
+		return res, err
+	}
+	st.lastErr = ""
+	if res.Committed || res.Repaired {
+		st.lastRound = &RoundSummary{At: time.Now().UTC(), DurationMS: time.Since(start).Milliseconds(),
+			Rows: res.Rows, Files: res.Files, Bytes: res.Bytes, SnapshotID: res.SnapshotID, Repaired: res.Repaired}
+		if res.Committed {
+			w.s.logger.Info("tiering round committed", "table", id, "rows", res.Rows, "files", res.Files,
+				"bytes", res.Bytes, "snapshot", res.SnapshotID, "elapsed", time.Since(start))
+		}
+	}
+	return res, nil
+}
+
+// collectGarbage deletes lake files no retained lake snapshot references.
+func (w *tieringWorker) collectGarbage(ctx context.Context) {
+	var ids []catalog.TableID
+	w.s.cat.Read(func(v *catalog.View) { ids = slices.Sorted(maps.Keys(v.Tables)) })
+	st, err := w.gc.Collect(ctx, ids)
+	if err != nil && ctx.Err() == nil {
+		w.s.logger.Warn("lake garbage collection failed; will retry", "err", err)
+		return
+	}
+	if st.Deleted > 0 {
+		w.s.logger.Info("lake garbage collected", "deleted", st.Deleted, "waiting", st.Waiting)
+	}
+}
+
+// request asks the worker for a round of id as soon as possible.
+func (w *tieringWorker) request(id catalog.TableID) {
+	w.mu.Lock()
+	w.tableLocked(id).requested = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// epoch is the coordinator epoch the worker runs under, 0 if none.
+func (w *tieringWorker) epoch() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.epoch
+}

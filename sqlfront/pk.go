@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -116,10 +117,39 @@ func (f *Frontend) codecOf(id catalog.BucketID) (*kv.Codec, error) {
 	return buckets.NewKVCodec(*spec)
 }
 
-// maxWriteAttempts bounds the optimistic retries of a read-modify-write
-// statement (UPDATE, DELETE, ON CONFLICT DO UPDATE) on one bucket before
-// it fails with 40001.
-const maxWriteAttempts = 50
+// retryWindow bounds the optimistic retries of a read-modify-write
+// statement (UPDATE, DELETE, ON CONFLICT DO UPDATE) on one bucket before it
+// fails with 40001.
+const retryWindow = 10 * time.Second
+
+// conflictRetry is the retry state of one read-modify-write statement.
+type conflictRetry struct {
+	deadline time.Time
+	attempt  int
+}
+
+func newConflictRetry() *conflictRetry {
+	return &conflictRetry{deadline: time.Now().Add(retryWindow)}
+}
+
+// again waits before the next attempt, after a conflict: a write of
+// another session to the same rows is usually still waiting for its append
+// to be acknowledged, and the rows read before that is over would conflict
+// again. It fails with 40001 once the window is over.
+func (r *conflictRetry) again(ctx context.Context) error {
+	r.attempt++
+	if time.Now().After(r.deadline) {
+		return serializationFailure()
+	}
+	d := time.Millisecond << min(r.attempt, 6)
+	d = d/2 + time.Duration(rand.Int64N(int64(d)))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
 
 // isPK reports whether the table is a primary-key table.
 func (t *tableInfo) isPK() bool { return len(t.spec.PrimaryKey) > 0 }

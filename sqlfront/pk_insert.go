@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -249,24 +250,64 @@ func (s *session) insertPK(ctx context.Context, table *tableInfo, batches []arro
 			return nil, 0, err
 		}
 	}
-	for i := range parts {
+	// Each bucket's writes, in order; the buckets' writes run at the same
+	// time (their appends share the stream's commits) unless DO UPDATE
+	// needs the session's engine connection, which is not shared.
+	type result struct {
+		n    int64
+		rows []arrow.RecordBatch
+		err  error
+	}
+	results := make([]result, len(parts))
+	one := func(i int) {
 		b := bucketsOf[&parts[i]]
 		codec := b.Codec()
+		r := &results[i]
 		for start := int64(0); start < parts[i].rec.NumRows(); start += pkWriteRows {
 			end := min(start+pkWriteRows, parts[i].rec.NumRows())
 			chunk := parts[i].rec.NewSlice(start, end)
 			records, err := s.insertChunk(ctx, table, b, chunk, plan, args)
 			chunk.Release()
 			if err != nil {
-				return nil, 0, err
+				r.err = err
+				return
 			}
-			n += int64(countType(records, kv.Insert) + countType(records, kv.UpdateAfter))
+			r.n += int64(countType(records, kv.Insert) + countType(records, kv.UpdateAfter))
 			rows, err := changedRows(codec, records, kv.Insert, kv.UpdateAfter)
 			if err != nil {
-				return nil, 0, err
+				r.err = err
+				return
 			}
-			applied = append(applied, rows)
+			r.rows = append(r.rows, rows)
 		}
+	}
+	if len(parts) > 1 && (plan.action != pg.OnConflictAction_ONCONFLICT_UPDATE || plan.replace) {
+		var wg sync.WaitGroup
+		for i := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				one(i)
+			}()
+		}
+		wg.Wait()
+	} else {
+		for i := range parts {
+			if one(i); results[i].err != nil {
+				break
+			}
+		}
+	}
+	var firstErr error
+	for _, r := range results {
+		applied = append(applied, r.rows...)
+		n += r.n
+		if r.err != nil && firstErr == nil {
+			firstErr = r.err
+		}
+	}
+	if firstErr != nil {
+		return nil, 0, firstErr
 	}
 	out, err := concatBatches(table.schema, applied)
 	return out, n, err
@@ -306,7 +347,8 @@ func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
+	retry := newConflictRetry()
+	for {
 		var existing [][]byte // rows of the keys that exist
 		var conflicting []int // their row numbers in rec
 		writes := make([]kv.Write, len(proposed))
@@ -350,6 +392,9 @@ func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket
 		var ce *kv.ConflictError
 		var de *kv.DuplicateKeyError
 		if errors.As(err, &ce) || errors.As(err, &de) {
+			if err := retry.again(ctx); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		if err != nil {
@@ -360,7 +405,6 @@ func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket
 		}
 		return records, nil
 	}
-	return nil, serializationFailure()
 }
 
 // computeUpdates evaluates DO UPDATE SET … WHERE … for the conflicting

@@ -137,3 +137,61 @@ func errorsAs(err error, pe **pgconn.PgError) bool {
 	}
 	return ok
 }
+
+// Read-modify-write statements on one row from several sessions at once
+// lose no update: UPDATE and ON CONFLICT DO UPDATE write conditionally on
+// the row they read and retry when another session got in between.
+func TestPKConcurrentIncrements(t *testing.T) {
+	n := minktest.Start(t, minktest.Options{})
+	ctx := context.Background()
+	setup, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close(ctx)
+	for _, sql := range []string{
+		"CREATE TABLE ctr (id integer PRIMARY KEY, v bigint NOT NULL)",
+		"INSERT INTO ctr VALUES (1, 0)",
+	} {
+		if _, err := setup.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const sessions, each = 4, 40
+	errs := make(chan error, sessions)
+	for s := 0; s < sessions; s++ {
+		go func() {
+			conn, err := pgx.Connect(ctx, n.URL)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(ctx)
+			for i := 0; i < each; i++ {
+				if _, err := conn.Exec(ctx, "UPDATE ctr SET v = v + 1 WHERE id = 1"); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := conn.Exec(ctx, "INSERT INTO ctr VALUES (2, 1) ON CONFLICT (id) DO UPDATE SET v = ctr.v + 1"); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for s := 0; s < sessions; s++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := 1; id <= 2; id++ {
+		var v int64
+		if err := setup.QueryRow(ctx, "SELECT v FROM ctr WHERE id = $1", id).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v != sessions*each {
+			t.Errorf("row %d: %d increments survived, want %d", id, v, sessions*each)
+		}
+	}
+}

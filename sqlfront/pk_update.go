@@ -254,9 +254,12 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any, def
 	done := map[catalog.BucketID]bool{}
 	var out []arrow.RecordBatch
 	defer func() { releaseAll(out) }()
+	retry := newConflictRetry()
 	for attempt := 0; ; attempt++ {
-		if attempt == maxWriteAttempts {
-			return nil, serializationFailure()
+		if attempt > 0 {
+			if err := retry.again(ctx); err != nil {
+				return nil, err
+			}
 		}
 		oldRec, newRec, err := s.evaluateChange(ctx, cs, args)
 		if err != nil {

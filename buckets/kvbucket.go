@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -381,6 +382,11 @@ func (b *KVBucket) shutdown(clean bool) {
 		}
 		if err := b.tablet.Close(); err != nil {
 			b.m.cfg.Logger.Warn("closing KV tablet failed (it is rebuilt at the next open)", "bucket", b.id, "err", err)
+		}
+		// Every open restores from the object store: the directory is of no
+		// further use.
+		if err := os.RemoveAll(b.tablet.Dir()); err != nil {
+			b.m.cfg.Logger.Warn("removing a closed KV tablet's directory failed", "bucket", b.id, "dir", b.tablet.Dir(), "err", err)
 		}
 	})
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -292,6 +294,18 @@ func TestKVBucketMoveAndFailover(t *testing.T) {
 	}
 	if _, err := m1.KVBucket(id); !errors.As(err, &nle) || nle.Leader != 2 {
 		t.Fatalf("node 1 after the move: %v", err)
+	}
+	// Node 1 closed the bucket and dropped its tablet directory.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, _ := os.ReadDir(filepath.Join(m1.cfg.DataDir, "kv"))
+		if len(entries) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 1 still has tablet directories after the move: %v", entries)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if _, _, err := b.Write(ctx, encodeWrites(t, b.Codec(), []kw{{kv.OpUpsert, 1, "stale"}})); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("write through the old leader's handle: %v", err)

@@ -181,8 +181,8 @@ func (w *tieringWorker) run(ctx context.Context, epoch uint64) {
 }
 
 // runDue runs a round of every table that is due: tiering on, new committed
-// rows, and its freshness passed since the last attempt (or a run was
-// requested).
+// rows that have waited its freshness, and its freshness passed since the
+// last attempt (or a run was requested).
 func (w *tieringWorker) runDue(ctx context.Context, epoch uint64) (fenced bool) {
 	type due struct {
 		id   catalog.TableID
@@ -207,7 +207,11 @@ func (w *tieringWorker) runDue(ctx context.Context, epoch uint64) (fenced bool) 
 			if !p.enabled || st.running {
 				continue
 			}
-			if st.requested || (isBehind && now.Sub(st.lastAttempt) >= p.freshness) {
+			// Due when the oldest untiered rows have waited freshness (as
+			// far as the worker has seen) and the last attempt is that old
+			// too: rows reach the lake within about freshness, and a
+			// failing table is retried at that pace.
+			if st.requested || (isBehind && now.Sub(st.behindSince) >= p.freshness && now.Sub(st.lastAttempt) >= p.freshness) {
 				todo = append(todo, due{id, t.Spec.Name})
 			}
 		}

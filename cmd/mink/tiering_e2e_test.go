@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -178,7 +181,8 @@ func TestTieringCLI(t *testing.T) {
 	// More rows: a second run tiers exactly them (the worker waits 1h).
 	insertIDs(t, conn, "events", 500, 800, false)
 	out, errOut, code = runMink(t, 60*time.Second, "tiering", "run", "--table", "events", "--wait", "--server", n.admin)
-	if code != 0 || !strings.Contains(out, "done: 300 rows tiered") || !strings.Contains(out, "committed lake snapshot") {
+	if code != 0 || !strings.Contains(out, "done: 300 rows tiered") || !strings.Contains(out, "committed lake snapshot") ||
+		!strings.Contains(out, "recorded the tiered offsets") {
 		t.Fatalf("second run: exit %d: %s\n%s", code, errOut, out)
 	}
 	ids, _ = lakeIDs(t, dataDir, st.ID)
@@ -206,9 +210,9 @@ func TestTieringCLI(t *testing.T) {
 		t.Fatalf("run of a missing table: exit %d: %s", code, errOut)
 	}
 
-	// The worker on its own: a new table is tiered without being asked
-	// (its first round is due at once), partitioned by dt.
-	mustExec(t, conn, "CREATE TABLE clicks (id bigint NOT NULL, msg text, ts timestamptz, dt text NOT NULL) PARTITION BY LIST (dt) WITH (buckets = 2)")
+	// The worker on its own: a table with tiering_freshness = 1s is tiered
+	// without being asked, partitioned by dt.
+	mustExec(t, conn, "CREATE TABLE clicks (id bigint NOT NULL, msg text, ts timestamptz, dt text NOT NULL) PARTITION BY LIST (dt) WITH (buckets = 2, tiering_freshness = '1s')")
 	insertIDs(t, conn, "clicks", 0, 90, true)
 	var clicks server.TableTiering
 	waitFor(t, 60*time.Second, "the worker to tier clicks", func() bool {
@@ -222,4 +226,75 @@ func TestTieringCLI(t *testing.T) {
 	if clicks.LastRound == nil || clicks.LastError != "" {
 		t.Fatalf("clicks status: %+v", clicks)
 	}
+}
+
+// TestTieringKillMidRound: the lease holder is killed (SIGKILL) while a round
+// runs. The restarted node (a new coordinator epoch) completes tiering: the
+// lake read by iceberg-go holds every row exactly once.
+func TestTieringKillMidRound(t *testing.T) {
+	dataDir := t.TempDir()
+	n := startTieringNode(t, dataDir, "1h")
+	ctx := context.Background()
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeCacheStatement)
+	mustExec(t, conn, "CREATE TABLE events (id bigint NOT NULL, msg text, ts timestamptz) WITH (buckets = 4)")
+	const total = 200_000
+	for from := 0; from < total; from += 50_000 {
+		var rows [][]any
+		for i := from; i < from+50_000; i++ {
+			rows = append(rows, []any{int64(i), fmt.Sprintf("row %d with some text to make it longer", i), time.Now()})
+		}
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"id", "msg", "ts"}, pgx.CopyFromRows(rows)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close(ctx)
+
+	// Start a waited round and kill the server as soon as it has planned.
+	run := exec.Command(minkBin, "tiering", "run", "--table", "events", "--wait", "--server", n.admin)
+	stdout, err := run.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var printed strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		printed.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "round of events") {
+			n.kill()
+			break
+		}
+	}
+	io.Copy(io.Discard, stdout)
+	_ = run.Wait()
+	t.Logf("the run printed before the kill:\n%s", printed.String())
+	if !strings.Contains(printed.String(), "round of events") {
+		t.Fatalf("the round never started:\n%s", printed.String())
+	}
+	midRound := !strings.Contains(printed.String(), "recorded")
+
+	n.start()
+	n.waitHealthy()
+	// The old incarnation's coordinator lease lasts until its TTL (3s)
+	// runs out; until the new one registers, run asks to retry.
+	var out, errOut string
+	var code int
+	waitFor(t, 60*time.Second, "a tiering run after the restart", func() bool {
+		out, errOut, code = runMink(t, 120*time.Second, "tiering", "run", "--table", "events", "--wait", "--server", n.admin)
+		if code != 0 && !strings.Contains(errOut, "retry") {
+			t.Fatalf("run after the restart: exit %d: %s\n%s", code, errOut, out)
+		}
+		return code == 0
+	})
+	st := tableTiering(t, tieringStatus(t, n), "events")
+	if st.LagRows != 0 || st.Tiered != total {
+		t.Fatalf("status after the restart: %+v\nrun printed:\n%s", st, out)
+	}
+	ids, _ := lakeIDs(t, dataDir, st.ID)
+	if !slices.Equal(ids, seq(0, total)) {
+		t.Fatalf("lake has %d rows, want %d (each id once)", len(ids), total)
+	}
+	t.Logf("killed mid-round: %v; the run after the restart printed:\n%s\nserver log:\n%s", midRound, out, n.log())
 }

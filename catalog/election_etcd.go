@@ -56,7 +56,14 @@ func (e *EtcdElection) Campaign(ctx context.Context, node NodeID) (*Leadership, 
 	for attempt := 1; ; attempt++ {
 		err := election.Campaign(ctx, value)
 		if err == nil {
-			break
+			// etcd's Campaign returns once the keys ahead of ours are gone,
+			// without checking that ours is still there: if our lease ran
+			// out while we waited (a paused process), another campaigner
+			// holds the lease now, and we must not act as leader.
+			err = e.checkFirst(ctx, election.Key(), election.Rev())
+			if err == nil {
+				break
+			}
 		}
 		select {
 		case <-session.Done():
@@ -92,6 +99,19 @@ func (e *EtcdElection) Campaign(ctx context.Context, node NodeID) (*Leadership, 
 			return errors.Join(err, closeSession(ctx, e.client, session))
 		},
 	}, nil
+}
+
+// checkFirst reports an error unless key, created at revision rev, is the
+// first key under the election prefix: the lease holder's.
+func (e *EtcdElection) checkFirst(ctx context.Context, key string, rev int64) error {
+	resp, err := e.client.Get(ctx, e.prefix+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return fmt.Errorf("check coordinator lease: %w", err)
+	}
+	if len(resp.Kvs) == 0 || string(resp.Kvs[0].Key) != key || resp.Kvs[0].CreateRevision != rev {
+		return errors.New("campaign key gone (its lease expired while waiting); another node holds the lease")
+	}
+	return nil
 }
 
 // closeSession stops the keepalive and revokes the lease (bounded by ctx; if

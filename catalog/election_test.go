@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestEtcdElection(t *testing.T) {
@@ -154,4 +156,84 @@ func TestMemElection(t *testing.T) {
 	if _, ok, _ := e.Leader(ctx); ok {
 		t.Fatal("a leader after the last holder resigned")
 	}
+}
+
+// A campaigner whose lease expires while it waits (the process was paused)
+// must not come out of Campaign as leader when the key ahead of it goes:
+// its own key went with its lease, and a later campaigner holds the
+// lease. Before, etcd's Election.Campaign returned success (it only waits
+// for the earlier keys to go), and the paused node registered as
+// coordinator over the real lease holder.
+func TestEtcdElectionCampaignerLosesLeaseWhileWaiting(t *testing.T) {
+	ctx := testContext(t, 60*time.Second)
+	cluster := testCluster(t)
+	cli := testClient(t)
+	elect := func() *EtcdElection {
+		e := NewEtcdElection(testClient(t), cluster)
+		e.TTL = 2 * time.Second
+		return e
+	}
+	e1, e2, e3 := elect(), elect(), elect()
+	l1, err := e1.Campaign(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   *Leadership
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		l, err := e2.Campaign(ctx, 2)
+		second <- result{l, err}
+	}()
+	// Wait for node 2's key, then take its lease away as an expiry would.
+	var lease2 clientv3.LeaseID
+	deadline := time.Now().Add(10 * time.Second)
+	for lease2 == 0 && time.Now().Before(deadline) {
+		resp, err := cli.Get(ctx, e2.prefix+"/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range resp.Kvs {
+			if string(kv.Value) == "2" {
+				lease2 = clientv3.LeaseID(kv.Lease)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lease2 == 0 {
+		t.Fatal("node 2's campaign key did not appear")
+	}
+	if _, err := cli.Revoke(ctx, lease2); err != nil {
+		t.Fatal(err)
+	}
+	third := make(chan result, 1)
+	go func() {
+		l, err := e3.Campaign(ctx, 3)
+		third <- result{l, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := l1.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-third:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		defer r.l.Resign(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal("node 3 not elected after node 1 resigned")
+	}
+	select {
+	case r := <-second:
+		if r.err == nil {
+			r.l.Resign(ctx)
+			t.Fatal("node 2 came out of Campaign as leader after its lease was gone, while node 3 holds the lease")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("node 2's campaign did not end after its lease was gone")
+	}
+	checkLeader(t, e1, 3)
 }

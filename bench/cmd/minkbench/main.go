@@ -86,6 +86,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunThroughput(ctx, os.Stdout, cfg)
 	},
+	"tiering": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.TieringConfig{Dir: dir}
+		if quick {
+			cfg.Rows = 200_000
+		}
+		return bench.RunTiering(ctx, os.Stdout, cfg)
+	},
 	"query": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.QueryConfig{Dir: dir}
 		if quick {

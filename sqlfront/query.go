@@ -19,8 +19,13 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 	}
 	var desc *engine.Description
 	var err error
+	var mirror *mirrorPlan
+	var mirrorTree *pg.Node
 	if node != nil {
-		sql, desc, err = s.describeRewritten(ctx, sql, node)
+		sql, mirrorTree, desc, err = s.describeRewritten(ctx, sql, node)
+		if err == nil && mirrorTree != nil {
+			mirror = s.planMirror(ctx, mirrorTree)
+		}
 	} else {
 		desc, err = s.conn.Describe(ctx, sql)
 	}
@@ -49,7 +54,19 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 			return pgwire.Result{}, err
 		}
 		s.tables.partitions = filter
-		rows, err := s.conn.Query(ctx, sql, args...)
+		text := sql
+		if mirror != nil && !mirror.live(s) {
+			// A table was dropped since; the name may be a new table's.
+			mirror = s.planMirror(ctx, mirrorTree)
+		}
+		if mirror != nil && mirror.usable(s) {
+			if err := mirror.refresh(ctx, s); err == nil {
+				text = mirror.sql
+			} else if ctx.Err() != nil {
+				return pgwire.Result{}, ctx.Err()
+			}
+		}
+		rows, err := s.conn.Query(ctx, text, args...)
 		if err != nil {
 			return pgwire.Result{}, err
 		}
@@ -62,18 +79,21 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 // engineRewriter) and its description. Should the engine not parse the
 // deparsed statement, it runs the statement as written instead: DuckDB's
 // semantics then, rather than an error PostgreSQL would not give.
-func (s *session) describeRewritten(ctx context.Context, sql string, node *pg.Node) (string, *engine.Description, error) {
+//
+// tree is the rewritten statement, from which planMirror starts; nil when
+// the statement runs as written.
+func (s *session) describeRewritten(ctx context.Context, sql string, node *pg.Node) (string, *pg.Node, *engine.Description, error) {
 	asWritten := stripPublic(sql, node)
-	rewritten := s.rewriteForEngine(asWritten, node)
+	rewritten, tree := s.rewriteForEngine(asWritten, node)
 	desc, err := s.conn.Describe(ctx, rewritten)
 	if err != nil && rewritten != asWritten {
 		// Either the statement is wrong, and the error (its position) is
 		// best told about the text the client sent, or DuckDB did not
 		// take the deparsed text.
 		desc, err = s.conn.Describe(ctx, asWritten)
-		rewritten = asWritten
+		rewritten, tree = asWritten, nil
 	}
-	return rewritten, desc, err
+	return rewritten, tree, desc, err
 }
 
 // wireColumns describes engine result columns to Postgres clients.

@@ -117,25 +117,26 @@ type engineRewriter struct {
 }
 
 // rewriteForEngine returns the SQL to send to the engine for a SELECT:
-// sql itself, unless a rewrite applied.
-func (s *session) rewriteForEngine(sql string, node *pg.Node) string {
-	if node.GetSelectStmt() == nil && node.GetExplainStmt() == nil {
-		return sql
-	}
+// sql itself, unless a rewrite applied; and the rewritten tree.
+func (s *session) rewriteForEngine(sql string, node *pg.Node) (string, *pg.Node) {
 	tree := proto.Clone(node).(*pg.Node)
-	if !s.rewriteTreeForEngine(tree) {
-		return sql
+	if node.GetSelectStmt() == nil && node.GetExplainStmt() == nil {
+		return sql, tree
 	}
+	changed := s.rewriteTreeForEngine(tree)
 	for _, rv := range rangeVars(tree) {
 		if rv.Schemaname == "public" {
 			rv.Schemaname, rv.Catalogname = "", ""
 		}
 	}
-	out, err := pg.Deparse(&pg.ParseResult{Version: parserVersion, Stmts: []*pg.RawStmt{{Stmt: tree}}})
-	if err != nil {
-		return sql
+	if !changed {
+		return sql, tree
 	}
-	return out
+	out, err := deparse(tree)
+	if err != nil {
+		return sql, tree
+	}
+	return out, tree
 }
 
 // rewriteTreeForEngine applies engineRewriter to a statement's tree in

@@ -50,6 +50,8 @@ type DB struct {
 	conv duck.Connection
 	// self is the slot through which the mink_scan callbacks find this DB.
 	self unsafe.Pointer
+	// natives are the native tables (native.go).
+	natives natives
 
 	mu struct {
 		sync.Mutex

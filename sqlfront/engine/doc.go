@@ -34,6 +34,14 @@
 // 10 M rows, group-by aggregates run within ~1.15x of a native DuckDB
 // table and joins with a small table ~5x (internal/enginebench measures it).
 //
+// # Native tables
+//
+// NativeTable keeps a table in DuckDB's own storage, fed by appends
+// (native.go); sqlfront mirrors log tables in them, because DuckDB plans
+// queries over its own tables with their statistics, which no Source can
+// give it. Appends are transactions: a statement sees the appends that
+// committed before it started.
+//
 // # Results
 //
 // QueryArrow returns a statement's result as Arrow batches (DuckDB's

@@ -171,3 +171,74 @@ func mustType(t testing.TB, s string) sqltypes.Type {
 	}
 	return typ
 }
+
+// A native table holds exactly the appends that succeeded, with the
+// progress the caller recorded for them, and every Conn reads it.
+func TestNativeTable(t *testing.T) {
+	db := openDB(t, Options{})
+	c := openConn(t, db)
+	ctx := context.Background()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+	batch := func(from, n int64) arrow.RecordBatch {
+		b := array.NewInt64Builder(memory.DefaultAllocator)
+		defer b.Release()
+		for i := from; i < from+n; i++ {
+			b.Append(i)
+		}
+		col := b.NewArray()
+		defer col.Release()
+		return array.NewRecordBatch(schema, []arrow.Array{col}, n)
+	}
+	nt, err := db.NativeTable(ctx, "t1", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() int64 {
+		t.Helper()
+		rows, err := c.Query(ctx, "SELECT count(*), coalesce(sum(id), 0) FROM "+nt.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		rows.Next()
+		return rows.Values()[0].(int64)
+	}
+	injected := errors.New("injected")
+	err = nt.Update(ctx, func(progress map[uint64]uint64, appendRows func([]arrow.RecordBatch) error) error {
+		b := batch(0, 10)
+		defer b.Release()
+		if err := appendRows([]arrow.RecordBatch{b}); err != nil {
+			return err
+		}
+		progress[7] = 10
+		return injected // fails after the first append
+	})
+	if !errors.Is(err, injected) {
+		t.Fatalf("Update: %v", err)
+	}
+	if got := nt.Progress()[7]; got != 10 {
+		t.Fatalf("progress %d, want 10", got)
+	}
+	if n := count(); n != 10 {
+		t.Fatalf("%d rows, want 10", n)
+	}
+	if again, err := db.NativeTable(ctx, "t1", schema); err != nil || again != nt {
+		t.Fatalf("NativeTable again: %v %v", again, err)
+	}
+	if err := nt.Disable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := nt.Update(ctx, func(map[uint64]uint64, func([]arrow.RecordBatch) error) error { return nil }); !errors.Is(err, ErrNativeDisabled) {
+		t.Fatalf("Update of a disabled table: %v", err)
+	}
+	if err := db.DropNativeTables(ctx, func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if len(db.NativeTableKeys()) != 0 {
+		t.Fatalf("keys after drop: %v", db.NativeTableKeys())
+	}
+	db.SetNativeTables(false)
+	if _, err := db.NativeTable(ctx, "t2", schema); !errors.Is(err, ErrNativeDisabled) {
+		t.Fatalf("NativeTable while off: %v", err)
+	}
+}

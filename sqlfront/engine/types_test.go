@@ -142,7 +142,7 @@ func TestRowValues(t *testing.T) {
 		time.Date(2024, 2, 29, 12, 34, 56, 789012000, time.UTC),
 		time.Date(2024, 2, 29, 12, 34, 56, 789012000, time.UTC),
 		pgtype.Interval{Months: 14, Days: -3, Microseconds: 3723000001, Valid: true},
-		"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `{"a": [1, 2.5, null]}`, `{"k":"v"}`,
+		"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `{"a": [1, 2.5, null]}`, `{"k": "v"}`,
 	}
 	for i, w := range want {
 		if !reflect.DeepEqual(got[0][i], w) {

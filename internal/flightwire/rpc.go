@@ -177,6 +177,13 @@ func unwrapIPC(err error) error {
 
 // DoAction runs an action with a JSON body and decodes its single JSON
 // result into out (nil: ignore).
+//
+// An error for which NotSent holds means the server never saw the action:
+// DoAction is a server-streaming call, and gRPC reports a failure to open
+// the stream (no ready connection, the context ending while it waits for
+// one) from the call itself, before the request is written, while every
+// failure after the request may have been written (a connection that
+// breaks) comes from the stream's Recv.
 func DoAction(ctx context.Context, c flight.FlightServiceClient, typ string, body, out any) error {
 	var b []byte
 	if body != nil {
@@ -187,7 +194,7 @@ func DoAction(ctx context.Context, c flight.FlightServiceClient, typ string, bod
 	}
 	stream, err := c.DoAction(ctx, &flight.Action{Type: typ, Body: b})
 	if err != nil {
-		return err
+		return &notSentError{err}
 	}
 	var got []byte
 	for {

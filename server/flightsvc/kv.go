@@ -317,8 +317,11 @@ func (s *Service) upsertKV(ctx context.Context, t *table, id catalog.BucketID, r
 // of the first (KVBucket.Write). A *kv.DuplicateKeyError or
 // *kv.ConflictError means nothing was written; buckets.ErrUnknownOutcome
 // that the writes may or may not have been applied (the connection broke
-// or the leader could not tell); NotLeader/Unavailable/NoSuchBucket as for
-// Transport.
+// after the request may have been sent, the call's context ended while it
+// ran, or the leader could not tell); NotLeader/Unavailable/NoSuchBucket
+// as for Transport, and buckets.ErrUnavailable also when the node could
+// not be reached at all (the request was never sent, so a retry cannot
+// apply the writes twice).
 func (p *Pool) WriteKV(ctx context.Context, addr string, bucket catalog.BucketID, writes []kv.Write) ([]kv.ChangeRecord, uint64, error) {
 	req := flightwire.KVWriteRequest{Bucket: uint64(bucket), Writes: make([]flightwire.KVWrite, len(writes))}
 	for i, w := range writes {
@@ -346,10 +349,12 @@ func (p *Pool) WriteKV(ctx context.Context, addr string, bucket catalog.BucketID
 			}
 			return nil, 0, &kv.ConflictError{Write: write, Key: key}
 		}
-		if _, redirected := flightwire.RedirectOf(err); !redirected && !flightwire.IsBucketUnavailable(err) && !flightwire.IsNotFound(err) &&
+		if _, redirected := flightwire.RedirectOf(err); !redirected && !flightwire.NotSent(err) && !flightwire.IsBucketUnavailable(err) && !flightwire.IsNotFound(err) &&
 			(flightwire.IsUnavailable(err) || flightwire.IsOutcomeUnknown(err) || status.Code(err) == codes.Canceled || status.Code(err) == codes.DeadlineExceeded) {
 			// The connection failed during the call, or the leader could
-			// not tell: the writes may have been applied.
+			// not tell: the writes may have been applied. A call that was
+			// never sent (NotSent: gRPC could not open the stream) falls
+			// through to fromStatus: Unavailable, safe to retry.
 			return nil, 0, fmt.Errorf("bucket %d at %s: %w: %s", bucket, addr, buckets.ErrUnknownOutcome, flightwire.StatusMessage(err))
 		}
 		err = fromStatus(addr, bucket, err)

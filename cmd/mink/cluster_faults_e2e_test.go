@@ -238,7 +238,7 @@ func TestBucketMovesBackAndForth(t *testing.T) {
 	c.nodes[0].stop()
 	time.Sleep(time.Second)
 	observe("node 1 stopped")
-	c.nodes[0].start()
+	c.restart(c.nodes[0])
 	c.nodes[0].waitHealthy()
 	c.waitLive(3)
 	rebalance(c.nodes[1])

@@ -181,6 +181,31 @@ type testCluster struct {
 
 	mu     sync.Mutex
 	paused map[*node]bool
+	// earlier holds each node's log from its earlier starts (node.start
+	// resets it).
+	earlier map[*node]*strings.Builder
+}
+
+// restart starts node n again, keeping the log of its previous run.
+func (c *testCluster) restart(n *node) {
+	c.mu.Lock()
+	if c.earlier[n] == nil {
+		c.earlier[n] = &strings.Builder{}
+	}
+	c.earlier[n].WriteString(n.log())
+	c.mu.Unlock()
+	n.start()
+}
+
+// fullLog is node n's log over all its starts.
+func (c *testCluster) fullLog(n *node) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := n.log()
+	if b := c.earlier[n]; b != nil {
+		s = b.String() + s
+	}
+	return s
 }
 
 // pause stops node n with SIGSTOP; status polls skip it until resume.
@@ -224,7 +249,7 @@ func newTestCluster(t *testing.T, o clusterOpts) *testCluster {
 	if o.tick == "" {
 		o.tick = "500ms"
 	}
-	c := &testCluster{t: t, paused: map[*node]bool{}}
+	c := &testCluster{t: t, paused: map[*node]bool{}, earlier: map[*node]*strings.Builder{}}
 	if o.etcdMembers > 1 {
 		c.members = startEtcdCluster(t, o.etcdMembers)
 		var eps []string
@@ -256,6 +281,14 @@ func newTestCluster(t *testing.T, o clusterOpts) *testCluster {
 		n := newNode(t, nodeOpts{nodeID: i + 1, etcd: c.endpoints, leaseTTL: o.leaseTTL, extra: extra})
 		n.env = env
 		c.nodes = append(c.nodes, n)
+	}
+	// MINK_E2E_LOGS=dir keeps each node's log there.
+	if dir := os.Getenv("MINK_E2E_LOGS"); dir != "" {
+		t.Cleanup(func() {
+			for i, n := range c.nodes {
+				os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-node%d.log", t.Name(), i+1)), []byte(c.fullLog(n)), 0o644)
+			}
+		})
 	}
 	return c
 }

@@ -105,7 +105,7 @@ func TestRandomFaultSchedule(t *testing.T) {
 			c.resume(c.nodes[i])
 			step("SIGCONT node %d", i+1)
 		case nodeKilled:
-			c.nodes[i].start()
+			c.restart(c.nodes[i])
 			c.nodes[i].waitHealthy()
 			step("node %d restarted", i+1)
 		}
@@ -113,11 +113,11 @@ func TestRandomFaultSchedule(t *testing.T) {
 	}
 	end := time.Now().Add(length)
 	for time.Now().Before(end) {
-		// At most one node down at a time, so that the other two keep the
-		// cluster serving; a fault is healed before the next one.
+		// One fault at a time (two paused nodes at most), healed before the
+		// next, so that the cluster keeps serving.
 		i := rng.IntN(len(c.nodes))
 		n := c.nodes[i]
-		switch op := rng.IntN(10); {
+		switch op := rng.IntN(11); {
 		case op < 3:
 			step("SIGKILL node %d", i+1)
 			n.kill()
@@ -138,9 +138,43 @@ func TestRandomFaultSchedule(t *testing.T) {
 			state[i] = nodeKilled
 			sleepRand(rng, 200, 2000)
 			heal(i)
-		default:
+		case op < 9:
 			out, errOut, code := runMinkQuiet(30*time.Second, "cluster", "rebalance", "--server", n.admin)
 			step("rebalance via node %d: exit %d: %s", i+1, code, strings.TrimSpace(lastLine(out+errOut)))
+		case op < 10:
+			// Two nodes paused at once: the third serves everything.
+			j := (i + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)
+			d := time.Duration(300+rng.IntN(3000)) * time.Millisecond
+			step("SIGSTOP nodes %d and %d for %v", i+1, j+1, d)
+			c.pause(n)
+			c.pause(c.nodes[j])
+			state[i], state[j] = nodePaused, nodePaused
+			time.Sleep(d)
+			heal(i)
+			heal(j)
+		default:
+			// A fault during a rebalance (asked of another node; node i may
+			// be the coordinator running it).
+			j := (i + 1 + rng.IntN(len(c.nodes)-1)) % len(c.nodes)
+			done := make(chan string, 1)
+			go func() {
+				out, errOut, code := runMinkQuiet(60*time.Second, "cluster", "rebalance", "--server", c.nodes[j].admin)
+				done <- fmt.Sprintf("exit %d: %s", code, strings.TrimSpace(lastLine(out+errOut)))
+			}()
+			step("rebalance via node %d started", j+1)
+			sleepRand(rng, 0, 300)
+			if rng.IntN(2) == 0 {
+				step("SIGKILL node %d during the rebalance", i+1)
+				n.kill()
+				state[i] = nodeKilled
+			} else {
+				step("SIGSTOP node %d during the rebalance", i+1)
+				c.pause(n)
+				state[i] = nodePaused
+			}
+			sleepRand(rng, 500, 4000)
+			heal(i)
+			step("rebalance via node %d: %s", j+1, <-done)
 		}
 		sleepRand(rng, 500, 2500)
 	}

@@ -23,10 +23,10 @@ type FailoverConfig struct {
 	// afterwards). Default: the temp dir.
 	Dir string
 	// ShortRuns is the number of runs with short timings (lease_ttl 2 s,
-	// coordinator_tick 0.5 s) per table kind. Default 3.
+	// coordinator_tick 0.5 s) per table kind. Default 5.
 	ShortRuns int
 	// DefaultRuns is the number of runs with the default timings (30 s and
-	// 5 s) per table kind. Default 1; negative: none.
+	// 5 s) per table kind. Default 2; negative: none.
 	DefaultRuns int
 	// Buckets of the table. Default 6 (two per node).
 	Buckets int
@@ -34,10 +34,10 @@ type FailoverConfig struct {
 
 func (c *FailoverConfig) fill() {
 	if c.ShortRuns == 0 {
-		c.ShortRuns = 3
+		c.ShortRuns = 5
 	}
 	if c.DefaultRuns == 0 {
-		c.DefaultRuns = 1
+		c.DefaultRuns = 2
 	}
 	if c.Buckets == 0 {
 		c.Buckets = 6

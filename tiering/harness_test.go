@@ -195,6 +195,8 @@ type fakeSource struct {
 	rows map[catalog.BucketID][]Batch // guarded by mu
 	// fail, if set, fails reads of that bucket.
 	fail map[catalog.BucketID]error // guarded by mu
+	// widest is the widest range read so far.
+	widest uint64 // guarded by mu
 }
 
 func (s *fakeSource) add(b catalog.BucketID, batch Batch) {
@@ -219,6 +221,7 @@ func (s *fakeSource) ReadCommitted(ctx context.Context, bucket catalog.BucketID,
 	if err := s.fail[bucket]; err != nil {
 		return nil, err
 	}
+	s.widest = max(s.widest, to-from)
 	var out []Batch
 	for _, b := range s.rows[bucket] {
 		if b.Offset < to && b.Offset+uint64(b.Record.NumRows()) > from {

@@ -16,9 +16,11 @@ import (
 // one huge one.
 const (
 	rowGroupRows = 128 << 10
-	fileRows     = 1 << 20
 	pageBuffer   = 256 << 10
 )
+
+// fileRows is the most rows in one lake file (a variable for tests).
+var fileRows = 1 << 20
 
 // fileStats is what writing one Parquet file produced.
 type fileStats struct {

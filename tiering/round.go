@@ -321,9 +321,35 @@ type writtenFile struct {
 // a per-round token, so a retried round never collides with the garbage of
 // a failed one.
 func (t *Tierer) writeBucket(ctx context.Context, ls *lakeSchema, p plan, b catalog.BucketID, from, to, epoch uint64, token string) ([]writtenFile, int64, error) {
+	dir := LakePrefix(p.id) + "data/"
+	if p.spec.PartitionBy != "" {
+		dir += url.PathEscape(p.spec.PartitionBy) + "=" + url.PathEscape(p.partition[b]) + "/"
+	}
+	// One file per fileRows rows, read, encoded and written one at a time:
+	// a round's memory is bounded by a file's worth of rows, whatever the
+	// backlog.
+	var out []writtenFile
+	for lo := from; lo < to; {
+		hi := min(lo+uint64(fileRows), to)
+		files, err := t.writeRange(ctx, ls, b, lo, hi, func(i int) string {
+			if i == 0 {
+				return fmt.Sprintf("%sb%d-%d-%d-e%d-%s.parquet", dir, b, lo, hi, epoch, token)
+			}
+			return fmt.Sprintf("%sb%d-%d-%d-e%d-%s-%d.parquet", dir, b, lo, hi, epoch, token, i)
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, files...)
+		lo = hi
+	}
+	return out, int64(to - from), nil
+}
+
+func (t *Tierer) writeRange(ctx context.Context, ls *lakeSchema, b catalog.BucketID, from, to uint64, key func(int) string) ([]writtenFile, error) {
 	batches, err := t.cfg.Source.ReadCommitted(ctx, b, from, to)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read stream: %w", err)
+		return nil, fmt.Errorf("read stream: %w", err)
 	}
 	defer func() {
 		for _, bt := range batches {
@@ -332,20 +358,15 @@ func (t *Tierer) writeBucket(ctx context.Context, ls *lakeSchema, p plan, b cata
 	}()
 	contents, err := encodeParquet(ls, b, batches, from, to)
 	if err != nil {
-		return nil, 0, err
-	}
-	dir := LakePrefix(p.id) + "data/"
-	if p.spec.PartitionBy != "" {
-		dir += url.PathEscape(p.spec.PartitionBy) + "=" + url.PathEscape(p.partition[b]) + "/"
+		return nil, err
 	}
 	var out []writtenFile
-	rows := int64(to - from)
 	for i, data := range contents {
-		key := fmt.Sprintf("%sb%d-%d-%d-e%d-%s-%d.parquet", dir, b, from, to, epoch, token, i)
-		if err := t.cfg.Store.PutIfAbsent(ctx, key, data); err != nil {
-			return nil, 0, fmt.Errorf("write lake file %s: %w", key, err)
+		k := key(i)
+		if err := t.cfg.Store.PutIfAbsent(ctx, k, data); err != nil {
+			return nil, fmt.Errorf("write lake file %s: %w", k, err)
 		}
-		out = append(out, writtenFile{key: key, size: int64(len(data))})
+		out = append(out, writtenFile{key: k, size: int64(len(data))})
 	}
-	return out, rows, nil
+	return out, nil
 }

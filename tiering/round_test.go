@@ -224,3 +224,26 @@ func TestRoundUnsupportedTypeFails(t *testing.T) {
 }
 
 var _ = objstore.ErrExists
+
+// TestRoundSplitsFiles: a bucket's backlog is read and written one file of
+// at most fileRows rows at a time.
+func TestRoundSplitsFiles(t *testing.T) {
+	defer func(n int) { fileRows = n }(fileRows)
+	fileRows = 7
+	e := newEnv(t)
+	id := e.createTable(testSpec("events", 1, ""))
+	b := sortedKeys(e.ends(id))[0]
+	model := map[catalog.BucketID][]row{}
+	model[b] = append(e.appendRows(id, b, 0, 20), e.appendRows(id, b, 20, 20)...)
+	res, err := e.tierer().Round(e.ctx, id, e.epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Files != 6 || res.Rows != 40 {
+		t.Fatalf("round: %+v, want 40 rows in 6 files", res)
+	}
+	if e.src.widest != 7 {
+		t.Fatalf("widest stream read: %d rows, want 7", e.src.widest)
+	}
+	e.checkLake(id, model)
+}

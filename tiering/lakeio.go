@@ -46,6 +46,25 @@ func (s *storeIO) Open(name string) (iceio.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Find the size first: a small object (metadata, manifests) is read
+	// whole, a large one (a data file, of which readers want the footer
+	// and some column chunks) by ranges as it is read.
+	objs, err := s.store.List(s.ctx, key)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	size := int64(-1)
+	for _, o := range objs {
+		if o.Key == key {
+			size = o.Size
+		}
+	}
+	if size < 0 {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	if size > wholeReadBytes {
+		return &rangeFile{io: s, key: key, size: size}, nil
+	}
 	data, err := s.store.Get(s.ctx, key)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
@@ -55,6 +74,76 @@ func (s *storeIO) Open(name string) (iceio.File, error) {
 	}
 	return &memFile{Reader: bytes.NewReader(data), name: key, size: int64(len(data))}, nil
 }
+
+// wholeReadBytes: objects up to this size are read with one Get (a
+// variable for tests).
+var wholeReadBytes int64 = 4 << 20
+
+// rangeFile reads a large object by ranges. Sequential Reads go through a
+// 1 MiB window so that a reader's small reads do not each cost a request.
+type rangeFile struct {
+	io   *storeIO
+	key  string
+	size int64
+	pos  int64
+	// window holds the bytes [winOff, winOff+len(window)).
+	window []byte
+	winOff int64
+}
+
+func (f *rangeFile) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &fs.PathError{Op: "read", Path: f.key, Err: fs.ErrInvalid}
+	}
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	data, err := f.io.store.GetRange(f.io.ctx, f.key, off, int64(len(p)))
+	if err != nil {
+		return 0, &fs.PathError{Op: "read", Path: f.key, Err: err}
+	}
+	n := copy(p, data)
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *rangeFile) Read(p []byte) (int, error) {
+	if f.pos >= f.size {
+		return 0, io.EOF
+	}
+	if f.pos < f.winOff || f.pos >= f.winOff+int64(len(f.window)) {
+		data, err := f.io.store.GetRange(f.io.ctx, f.key, f.pos, max(int64(len(p)), 1<<20))
+		if err != nil {
+			return 0, &fs.PathError{Op: "read", Path: f.key, Err: err}
+		}
+		f.window, f.winOff = data, f.pos
+	}
+	n := copy(p, f.window[f.pos-f.winOff:])
+	f.pos += int64(n)
+	return n, nil
+}
+
+func (f *rangeFile) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += f.pos
+	case io.SeekEnd:
+		offset += f.size
+	default:
+		return 0, fmt.Errorf("seek %s: bad whence %d", f.key, whence)
+	}
+	if offset < 0 {
+		return 0, fmt.Errorf("seek %s: negative position %d", f.key, offset)
+	}
+	f.pos = offset
+	return offset, nil
+}
+
+func (f *rangeFile) Close() error               { return nil }
+func (f *rangeFile) Stat() (fs.FileInfo, error) { return fileInfo{name: f.key, size: f.size}, nil }
 
 func (s *storeIO) Remove(name string) error { return nil }
 

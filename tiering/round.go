@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"maps"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -234,21 +236,18 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 
 	token := make([]byte, 8)
 	_, _ = rand.Read(token)
+	files, err := t.writeBuckets(ctx, ls, p, res.From, res.To, epoch, hex.EncodeToString(token), progress)
+	if err != nil {
+		return res, err
+	}
 	var locations []string
-	for _, b := range slices.Sorted(maps.Keys(res.To)) {
-		files, rows, err := t.writeBucket(ctx, ls, p, b, res.From[b], res.To[b], epoch, hex.EncodeToString(token))
-		if err != nil {
-			return res, fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, res.From[b], res.To[b], err)
-		}
-		res.Rows += rows
-		ev := Progress{Stage: "bucket", Bucket: b, From: res.From[b], To: res.To[b], Rows: rows, Files: len(files)}
-		for _, f := range files {
-			locations = append(locations, t.lake.Location(f.key))
-			res.Files++
-			res.Bytes += f.size
-			ev.Bytes += f.size
-		}
-		progress(ev)
+	for _, f := range files {
+		locations = append(locations, t.lake.Location(f.key))
+		res.Files++
+		res.Bytes += f.size
+	}
+	for b, to := range res.To {
+		res.Rows += int64(to - res.From[b])
 	}
 
 	// Heartbeat: do not commit to the lake under a stale epoch. This only
@@ -309,6 +308,66 @@ func (t *Tierer) record(ctx context.Context, id catalog.TableID, epoch uint64, p
 		return fmt.Errorf("%w: %v", ErrFenced, err)
 	}
 	return err
+}
+
+// writeBuckets writes the buckets' ranges, up to GOMAXPROCS buckets at a
+// time (Parquet encoding and zstd are CPU-bound), and returns the files in
+// bucket order. The first failure cancels the others.
+func (t *Tierer) writeBuckets(ctx context.Context, ls *lakeSchema, p plan, from, to map[catalog.BucketID]uint64,
+	epoch uint64, token string, progress func(Progress)) ([]writtenFile, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	buckets := slices.Sorted(maps.Keys(to))
+	files := make([][]writtenFile, len(buckets))
+	errs := make([]error, len(buckets))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var (
+		wg         sync.WaitGroup
+		progressMu sync.Mutex
+	)
+	for i, b := range buckets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			fs, rows, err := t.writeBucket(ctx, ls, p, b, from[b], to[b], epoch, token)
+			if err != nil {
+				errs[i] = fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
+				cancel()
+				return
+			}
+			files[i] = fs
+			ev := Progress{Stage: "bucket", Bucket: b, From: from[b], To: to[b], Rows: rows, Files: len(fs)}
+			for _, f := range fs {
+				ev.Bytes += f.size
+			}
+			progressMu.Lock()
+			progress(ev)
+			progressMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// Report the root cause, not a sibling's cancellation.
+	var firstErr error
+	for _, err := range errs {
+		if err != nil && (firstErr == nil || errors.Is(firstErr, context.Canceled)) {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	var out []writtenFile
+	for _, fs := range files {
+		out = append(out, fs...)
+	}
+	return out, nil
 }
 
 type writtenFile struct {

@@ -3,6 +3,7 @@ package tiering
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -244,6 +245,35 @@ func TestRoundSplitsFiles(t *testing.T) {
 	}
 	if e.src.widest != 7 {
 		t.Fatalf("widest stream read: %d rows, want 7", e.src.widest)
+	}
+	e.checkLake(id, model)
+}
+
+// TestRoundStreamReadFails: a bucket whose stream cannot be read fails the
+// round (naming the bucket) and commits nothing; the next round tiers all.
+func TestRoundStreamReadFails(t *testing.T) {
+	e := newEnv(t)
+	id := e.createTable(testSpec("events", 3, ""))
+	bs := sortedKeys(e.ends(id))
+	model := map[catalog.BucketID][]row{}
+	for i, b := range bs {
+		model[b] = e.appendRows(id, b, int64(i*100), 10+i)
+	}
+	e.src.mu.Lock()
+	e.src.fail = map[catalog.BucketID]error{bs[1]: errors.New("stream object unreadable")}
+	e.src.mu.Unlock()
+	res, err := e.tierer().Round(e.ctx, id, e.epoch)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("bucket %d", bs[1])) || res.Committed {
+		t.Fatalf("round with an unreadable bucket: %+v, %v", res, err)
+	}
+	if ts := e.tiered(id); ts.Offsets != nil {
+		t.Fatalf("the failed round recorded %+v", ts)
+	}
+	e.src.mu.Lock()
+	e.src.fail = nil
+	e.src.mu.Unlock()
+	if _, err := e.tierer().Round(e.ctx, id, e.epoch); err != nil {
+		t.Fatal(err)
 	}
 	e.checkLake(id, model)
 }

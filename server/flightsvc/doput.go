@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/kv"
 )
 
 // DoPut writes batches to a table (routed and forwarded here) or to one
@@ -46,7 +48,7 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		return err
 	}
 	if r.table.primaryKey() && cmd.Bucket != 0 {
-		return errUnimplementedPK
+		return s.putBucketKV(stream, rdr, r.table, r.buckets[0])
 	}
 	if cmd.Bucket != 0 {
 		return s.putBucket(stream, rdr, r.table, r.buckets[0].id)
@@ -147,6 +149,113 @@ func (s *Service) putBucket(stream flight.FlightService_DoPutServer, rdr *flight
 	}
 	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
 		return toStatus(fmt.Errorf("DoPut: read batches: %w", err))
+	}
+	return nil
+}
+
+// putBucketKV upserts every batch into primary-key bucket ref, which this
+// node must lead: each batch is one atomic write (a later row of a key
+// wins), acknowledged once durable like a log bucket's batch, with the
+// changelog offset of its first record. Every row must route to this
+// bucket (its partition, and the hash of its bucket key), or the batch
+// fails with InvalidArgument and nothing of it is written: a key stored in
+// the wrong bucket could never be found or replaced.
+//
+// The status it ends with says what became of the batches it did not
+// acknowledge, as for a log bucket: OutcomeUnknown means the failed batch
+// may have been applied; any other status, that none of them was.
+func (s *Service) putBucketKV(stream flight.FlightService_DoPutServer, rdr *flight.Reader, t *table, ref bucketRef) error {
+	ctx := stream.Context()
+	id := ref.id
+	m := s.cfg.Buckets()
+	if m == nil {
+		return flightwire.UnavailableStatus("this node is registering again", uint64(id))
+	}
+	b, err := m.KVBucket(id)
+	if err != nil {
+		return bucketStatus(id, err)
+	}
+	index, count := -1, 0
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		ct, ok := v.Tables[t.id]
+		if !ok {
+			return
+		}
+		ids := ct.Buckets
+		for _, p := range ct.Partitions {
+			if slices.Contains(p.Buckets, id) {
+				ids = p.Buckets
+			}
+		}
+		index, count = slices.Index(ids, id), len(ids)
+	})
+	if index < 0 {
+		return flightwire.NotFoundStatus(fmt.Sprintf("bucket %d is no longer a bucket of table %q", id, t.name), flightwire.ReasonNoSuchBucket, uint64(id))
+	}
+	codec := b.Codec()
+	acked := 0
+	for rdr.Next() {
+		rec, err := t.conform(rdr.RecordBatch())
+		if err != nil {
+			return toStatus(err)
+		}
+		err = checkRoute(t, ref.partition, rec, index, count)
+		var writes []kv.Write
+		if err == nil {
+			if writes, err = codec.Writes(kv.OpUpsert, rec); errors.Is(err, kv.ErrNullKey) {
+				err = status.Errorf(codes.InvalidArgument, "table %q: %v", t.name, err)
+			}
+		}
+		rows := rec.NumRows()
+		rec.Release()
+		if err != nil {
+			return toStatus(err)
+		}
+		offset := b.End()
+		if len(writes) > 0 {
+			if _, offset, err = b.Write(ctx, writes); err != nil {
+				if errors.Is(err, buckets.ErrUnknownOutcome) {
+					return flightwire.OutcomeUnknownStatus(fmt.Sprintf("bucket %d: %d batches acknowledged; whether the next was applied is unknown: %v",
+						id, acked, err), uint64(id))
+				}
+				return kvWriteStatus(id, err)
+			}
+		}
+		body, _ := json.Marshal(flightwire.PutAck{Bucket: uint64(id), Offset: &offset, Rows: rows})
+		if err := stream.Send(&flight.PutResult{AppMetadata: body}); err != nil {
+			return err // the client is gone
+		}
+		acked++
+	}
+	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return toStatus(fmt.Errorf("DoPut: read batches: %w", err))
+	}
+	return nil
+}
+
+// checkRoute fails unless every row of rec belongs to the bucket at index
+// of count buckets of partition (the partition value; "" unpartitioned).
+func checkRoute(t *table, partition string, rec arrow.RecordBatch, index, count int) error {
+	if t.partCol >= 0 {
+		col := rec.Column(t.partCol)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			v, err := routing.PartitionValue(col, i)
+			if err != nil {
+				return status.Error(codes.InvalidArgument, err.Error())
+			}
+			if v != partition {
+				return status.Errorf(codes.InvalidArgument, "row %d has partition value %q; the bucket belongs to partition %q", i, v, partition)
+			}
+		}
+	}
+	idx, err := routing.Buckets(rec, t.keyCols, count)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	for i, b := range idx {
+		if b != index {
+			return status.Errorf(codes.InvalidArgument, "row %d hashes to bucket index %d of the table, not %d: route rows with buckets/routing", i, b, index)
+		}
 	}
 	return nil
 }

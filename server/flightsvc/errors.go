@@ -16,11 +16,6 @@ import (
 	"github.com/minkdb/mink/internal/sqltypes"
 )
 
-// errUnimplementedPK is a bucket-addressed DoPut's answer for primary-key
-// tables.
-var errUnimplementedPK = status.Error(codes.Unimplemented,
-	"bucket-addressed DoPut into a primary-key table is not supported: use the table path (it upserts) or the kv-write action")
-
 // bucketStatus turns an error about bucket id into the gRPC status a client
 // acts on: NotLeader (FailedPrecondition with a redirect), Unavailable, or
 // NotFound; anything else goes through toStatus.

@@ -329,3 +329,35 @@ func TestGCKeepsUnreferencedWithinDelay(t *testing.T) {
 	}
 	e.checkLake(id, model)
 }
+
+// TestRoundHeartbeatStopsWriting: once the coordinator epoch moves on, a
+// round writes no further files.
+func TestRoundHeartbeatStopsWriting(t *testing.T) {
+	defer func(n int) { fileRows = n }(fileRows)
+	fileRows = 5
+	e := newEnv(t)
+	id := e.createTable(testSpec("events", 1, ""))
+	b := sortedKeys(e.ends(id))[0]
+	e.appendRows(id, b, 0, 50) // 10 files' worth
+	old := e.epoch
+	var mu sync.Mutex
+	puts := 0
+	e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, key string) error {
+		if op == objstore.OpPut && strings.Contains(key, "/data/") {
+			mu.Lock()
+			puts++
+			first := puts == 1
+			mu.Unlock()
+			if first {
+				e.newCoordinator()
+			}
+		}
+		return nil
+	}})
+	if _, err := e.tierer().Round(e.ctx, id, old); !errors.Is(err, ErrFenced) {
+		t.Fatalf("round after the epoch moved: %v", err)
+	}
+	if puts != 1 {
+		t.Fatalf("the fenced round wrote %d data files, want 1", puts)
+	}
+}

@@ -253,10 +253,8 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 	// Heartbeat: do not commit to the lake under a stale epoch. This only
 	// narrows the window; the fence is CommitTieringRound's epoch check and
 	// the create-only metadata commit.
-	var now uint64
-	t.cfg.Meta.Read(func(v *catalog.View) { now = v.Coordinator.Epoch })
-	if now != epoch {
-		return res, fmt.Errorf("%w: coordinator epoch is %d, the round's %d", ErrFenced, now, epoch)
+	if err := t.checkEpoch(epoch); err != nil {
+		return res, err
 	}
 
 	offsets := maps.Clone(lakeState.Offsets)
@@ -370,6 +368,17 @@ func (t *Tierer) writeBuckets(ctx context.Context, ls *lakeSchema, p plan, from,
 	return out, nil
 }
 
+// checkEpoch returns ErrFenced when epoch is not the view's coordinator
+// epoch.
+func (t *Tierer) checkEpoch(epoch uint64) error {
+	var now uint64
+	t.cfg.Meta.Read(func(v *catalog.View) { now = v.Coordinator.Epoch })
+	if now != epoch {
+		return fmt.Errorf("%w: coordinator epoch is %d, the round's %d", ErrFenced, now, epoch)
+	}
+	return nil
+}
+
 type writtenFile struct {
 	key  string
 	size int64
@@ -389,6 +398,11 @@ func (t *Tierer) writeBucket(ctx context.Context, ls *lakeSchema, p plan, b cata
 	// backlog.
 	var out []writtenFile
 	for lo := from; lo < to; {
+		// Heartbeat before each file: a round whose coordinator epoch is
+		// no longer current stops writing garbage early.
+		if err := t.checkEpoch(epoch); err != nil {
+			return nil, 0, err
+		}
 		hi := min(lo+uint64(fileRows), to)
 		files, err := t.writeRange(ctx, ls, b, lo, hi, func(i int) string {
 			if i == 0 {

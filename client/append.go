@@ -40,11 +40,18 @@ func (c *Client) AppendTable(ctx context.Context, table string, rec arrow.Record
 		return err
 	}
 	if len(m.info.PrimaryKey) > 0 {
-		return fmt.Errorf("table %q: %w", table, ErrPrimaryKeyUnsupported)
+		return fmt.Errorf("table %q has a primary key (use PutTable): %w", table, ErrWrongKind)
 	}
+	return c.writeParts(ctx, m, rec)
+}
+
+// writeParts routes rec and sends each bucket's part to its leader, in
+// parallel.
+func (c *Client) writeParts(ctx context.Context, m *tableMeta, rec arrow.RecordBatch) error {
+	table := m.info.Name
 	parts, err := c.route(ctx, m, rec)
 	if err != nil {
-		return fmt.Errorf("append to table %q: %w", table, err)
+		return fmt.Errorf("write to table %q: %w", table, err)
 	}
 	defer func() {
 		for _, p := range parts {
@@ -65,17 +72,6 @@ func (c *Client) AppendTable(ctx context.Context, table string, rec arrow.Record
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// PutTable upserts rows into a primary-key table. Not supported yet.
-func (c *Client) PutTable(ctx context.Context, table string, rec arrow.RecordBatch) error {
-	return fmt.Errorf("table %q: %w", table, ErrPrimaryKeyUnsupported)
-}
-
-// Lookup returns the rows of a primary-key table with the given keys. Not
-// supported yet.
-func (c *Client) Lookup(ctx context.Context, table string, keys arrow.RecordBatch) (arrow.RecordBatch, error) {
-	return nil, fmt.Errorf("table %q: %w", table, ErrPrimaryKeyUnsupported)
 }
 
 // part is the rows of a batch that go to one bucket.

@@ -1,13 +1,24 @@
 // Package client is mink's Go client for bulk data over Arrow Flight
 // (docs/flight.md).
 //
-// A Client routes the rows of AppendTable to buckets with the server's
-// hash (buckets/routing) and sends each bucket's part straight to the
-// bucket's leader. It caches the leader of every bucket, updates the cache
-// from NotLeader redirects and retries there, and retries Unavailable
-// (a bucket opening or moving, a node restarting) with backoff until the
-// call's deadline, or Options.RetryTimeout when the context has none. Scan
-// reads every bucket of a table in parallel.
+// A Client routes the rows of AppendTable (log tables) and PutTable
+// (upserts into primary-key tables) to buckets with the server's hash
+// (buckets/routing) and sends each bucket's part straight to the bucket's
+// leader. Lookup finds rows of a primary-key table by key at the leaders
+// of their buckets. It caches the leader of every bucket, updates the
+// cache from NotLeader redirects and retries there, and retries
+// Unavailable (a bucket opening or moving, a node restarting) with backoff
+// until the call's deadline, or Options.RetryTimeout when the context has
+// none. Scan reads every bucket of a table in parallel: a log table's
+// rows, a primary-key table's current state, or its changelog.
+//
+// A write is retried only when nothing of it can have been stored; when
+// its outcome is unknown (a connection that broke during the call) the
+// error wraps ErrUnknownOutcome. Lookups and scans change nothing and are
+// retried after any failure to reach a leader.
+//
+// The client encodes primary keys itself (docs/format/kv.md), so it
+// imports mink's kv package.
 //
 // A Client is safe for concurrent use. It keeps one gRPC connection per
 // node; Close closes them. Scan starts goroutines that end when its reader
@@ -27,9 +38,10 @@ import (
 	"github.com/minkdb/mink/internal/flightwire"
 )
 
-// ErrPrimaryKeyUnsupported is returned by PutTable and Lookup, and for
-// primary-key tables by AppendTable and Scan.
-var ErrPrimaryKeyUnsupported = errors.New("primary-key tables are not supported yet")
+// ErrWrongKind: the call does not apply to this kind of table
+// (AppendTable of a primary-key table, PutTable, Lookup or a changelog
+// Scan of a log table).
+var ErrWrongKind = errors.New("wrong kind of table")
 
 // ErrUnknownOutcome: a write failed in a way that does not say whether its
 // rows were stored (the connection broke during the call, or the server's

@@ -85,8 +85,15 @@ func TestAppendAndScan(t *testing.T) {
 	if err := c.AppendTable(ctx, "nope", rec); !errors.Is(err, client.ErrNoSuchTable) {
 		t.Fatalf("append to a missing table: %v", err)
 	}
-	if err := c.PutTable(ctx, "kv", rec); !errors.Is(err, client.ErrPrimaryKeyUnsupported) {
-		t.Fatalf("PutTable: %v", err)
+	// kv is a log table: no upsert, lookup or changelog.
+	if err := c.PutTable(ctx, "kv", rec); !errors.Is(err, client.ErrWrongKind) {
+		t.Fatalf("PutTable into a log table: %v", err)
+	}
+	if _, err := c.Lookup(ctx, "kv", rec); !errors.Is(err, client.ErrWrongKind) {
+		t.Fatalf("Lookup in a log table: %v", err)
+	}
+	if _, err := c.Scan(ctx, "kv", client.ScanOptions{Changelog: true}); !errors.Is(err, client.ErrWrongKind) {
+		t.Fatalf("changelog scan of a log table: %v", err)
 	}
 }
 

@@ -11,8 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/minkdb/mink/internal/flightwire"
 )
@@ -24,6 +22,11 @@ type ScanOptions struct {
 	// Partitions restricts a partitioned table to these partition values
 	// (canonical text, as in docs/flight.md); nil means all.
 	Partitions []string
+	// Changelog reads the changelog of a primary-key table instead of its
+	// current state: _change_type (+I, -U, +U, -D) and the table's
+	// columns, one offset per record, each bucket up to its acknowledged
+	// end when its read starts. Columns then name changelog columns.
+	Changelog bool
 }
 
 // Scan reads a table: every bucket's rows up to the end it had when Scan
@@ -33,32 +36,51 @@ type ScanOptions struct {
 // moves during the scan is resumed at the new leader after the rows already
 // returned.
 //
+// For a primary-key table Scan reads the current state: every bucket's
+// rows in key order, each bucket from one consistent state at its leader.
+// A state read cannot resume part way: if a bucket's leader moves after
+// some of its rows were returned, the scan fails (Err); before that, it is
+// retried at the new leader. With ScanOptions.Changelog it reads the
+// changelog, which resumes like a log table's rows.
+//
 // The reader must be released; releasing it early cancels the reads.
 // Cancelling ctx also ends them (Err reports it).
 func (c *Client) Scan(ctx context.Context, table string, opts ScanOptions) (array.RecordReader, error) {
-	desc := flightwire.Command{Table: table, Columns: opts.Columns, Partitions: opts.Partitions}.Descriptor()
-	var info *flight.FlightInfo
-	err := c.anyNode(ctx, func(fc flight.FlightServiceClient) error {
+	var endpoints []*flight.FlightEndpoint
+	var schema *arrow.Schema
+	resumable := true
+	if opts.Changelog {
 		var err error
-		info, err = fc.GetFlightInfo(ctx, desc)
-		return err
-	})
-	switch {
-	case status.Code(err) == codes.Unimplemented:
-		return nil, fmt.Errorf("table %q: %w", table, ErrPrimaryKeyUnsupported)
-	case err != nil:
-		return nil, tableErr(table, err)
-	}
-	schema, err := flight.DeserializeSchema(info.Schema, memory.DefaultAllocator)
-	if err != nil {
-		return nil, fmt.Errorf("table %q: schema: %w", table, err)
+		if endpoints, schema, err = c.changelogEndpoints(ctx, table, opts); err != nil {
+			return nil, err
+		}
+	} else {
+		desc := flightwire.Command{Table: table, Columns: opts.Columns, Partitions: opts.Partitions}.Descriptor()
+		var info *flight.FlightInfo
+		err := c.anyNode(ctx, func(fc flight.FlightServiceClient) error {
+			var err error
+			info, err = fc.GetFlightInfo(ctx, desc)
+			return err
+		})
+		if err != nil {
+			return nil, tableErr(table, err)
+		}
+		if schema, err = flight.DeserializeSchema(info.Schema, memory.DefaultAllocator); err != nil {
+			return nil, fmt.Errorf("table %q: schema: %w", table, err)
+		}
+		m, err := c.table(ctx, table, false)
+		if err != nil {
+			return nil, err
+		}
+		resumable = len(m.info.PrimaryKey) == 0
+		endpoints = info.Endpoint
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &scanReader{schema: schema, ch: make(chan arrow.RecordBatch, c.opts.ScanParallelism), cancel: cancel}
 	r.refs.Store(1)
 	sem := make(chan struct{}, c.opts.ScanParallelism)
 	var wg sync.WaitGroup
-	for _, ep := range info.Endpoint {
+	for _, ep := range endpoints {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -69,7 +91,7 @@ func (c *Client) Scan(ctx context.Context, table string, opts ScanOptions) (arra
 				return
 			}
 			defer func() { <-sem }()
-			if err := c.readEndpoint(ctx, table, ep, r.ch); err != nil {
+			if err := c.readEndpoint(ctx, table, ep, resumable, r.ch); err != nil {
 				r.setErr(err)
 				cancel()
 			}
@@ -83,8 +105,10 @@ func (c *Client) Scan(ctx context.Context, table string, opts ScanOptions) (arra
 }
 
 // readEndpoint streams one endpoint's rows into ch, following redirects
-// and resuming after the rows sent when the bucket moves.
-func (c *Client) readEndpoint(ctx context.Context, table string, ep *flight.FlightEndpoint, ch chan<- arrow.RecordBatch) error {
+// and resuming after the rows sent when the bucket moves; a ticket that is
+// not resumable (a primary-key bucket's state) is retried only while no
+// row of it was sent.
+func (c *Client) readEndpoint(ctx context.Context, table string, ep *flight.FlightEndpoint, resumable bool, ch chan<- arrow.RecordBatch) error {
 	t, err := flightwire.ParseTicket(ep.GetTicket().GetTicket())
 	if err != nil {
 		return err
@@ -95,6 +119,7 @@ func (c *Client) readEndpoint(ctx context.Context, table string, ep *flight.Flig
 	}
 	r := c.newRetry(ctx)
 	hops := 0
+	sent := false
 	for {
 		if addr == "" {
 			addr = c.leader(t.Bucket)
@@ -123,10 +148,15 @@ func (c *Client) readEndpoint(ctx context.Context, table string, ep *flight.Flig
 				return ctx.Err()
 			}
 			t.From = meta.Offset + uint64(rec.NumRows())
+			sent = true
 			return nil
 		})
 		if err == nil {
 			return nil
+		}
+		if sent && !resumable {
+			return fmt.Errorf("read the state of bucket %d of table %q at %s: failed after some of its rows were returned (a state read cannot resume): %w",
+				t.Bucket, table, addr, err)
 		}
 		if rd, ok := flightwire.RedirectOf(err); ok {
 			if to, perr := rd.Addr(); perr == nil && hops < c.opts.MaxRedirects {

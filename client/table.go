@@ -3,10 +3,12 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 
 	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/kv"
 )
 
 // tableMeta is a table's routing information, as some node's view had it.
@@ -16,6 +18,11 @@ type tableMeta struct {
 	buckets []uint64
 	// partitions maps partition values to their bucket ids in index order.
 	partitions map[string][]uint64
+
+	// The key and row codec of a primary-key table, built on first use.
+	codecOnce sync.Once
+	kvCodec   *kv.Codec
+	codecErr  error
 }
 
 func newTableMeta(info flightwire.TableInfo) *tableMeta {

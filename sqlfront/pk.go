@@ -44,6 +44,28 @@ var localKVBucket = func(m *buckets.Manager, id catalog.BucketID) (kvBucket, err
 	return nil, errNoKVBuckets
 }
 
+// kvWriteHook, set only by tests (pk_export_test.go), wraps every write to
+// a primary-key bucket: write does the real write; the hook decides whether
+// to call it and what the statement sees, to fail a statement half-way.
+var kvWriteHook func(id catalog.BucketID, write func() error) error
+
+// hookedKV applies kvWriteHook to a bucket's writes.
+type hookedKV struct {
+	kvBucket
+	id catalog.BucketID
+}
+
+func (h hookedKV) Write(ctx context.Context, writes []kv.Write) (recs []kv.ChangeRecord, first uint64, err error) {
+	err = kvWriteHook(h.id, func() (err error) {
+		recs, first, err = h.kvBucket.Write(ctx, writes)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return recs, first, nil
+}
+
 // remoteKV is a primary-key bucket led by another node. Calls that fail
 // because the bucket is opening or moving (so nothing happened) are
 // retried for up to wait.
@@ -178,6 +200,9 @@ func (f *Frontend) kvBucket(ctx context.Context, id catalog.BucketID) (kvBucket,
 		} else {
 			var b kvBucket
 			if b, err = localKVBucket(m, id); err == nil {
+				if kvWriteHook != nil {
+					return hookedKV{b, id}, nil
+				}
 				return b, nil
 			}
 		}

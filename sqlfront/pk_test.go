@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/internal/minktest"
 	"github.com/minkdb/mink/sqlfront"
 )
@@ -193,5 +194,140 @@ func TestPKConcurrentIncrements(t *testing.T) {
 		if v != sessions*each {
 			t.Errorf("row %d: %d increments survived, want %d", id, v, sessions*each)
 		}
+	}
+}
+
+// A statement over several buckets whose write fails half-way: each
+// bucket's part is there entirely or not at all, the client gets 40003
+// when the outcome of a write is unknown (it may have been stored) and
+// 57P03 when the bucket certainly stored nothing, and nothing is applied
+// twice.
+func TestPKWriteFailsHalfway(t *testing.T) {
+	n := minktest.Start(t, minktest.Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	defer sqlfront.SetKVWriteHook(nil)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec("CREATE TABLE fh (id bigint PRIMARY KEY, v text) WITH (buckets = 4)")
+	exec("INSERT INTO fh SELECT i, 'a' FROM generate_series(0, 39) AS s(i)")
+	// Which bucket holds which key, from the changelog.
+	bucketOf := map[int64]uint64{}
+	rows, err := conn.Query(ctx, `SELECT id, _bucket FROM "fh$changelog"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		var b uint64
+		if err := rows.Scan(&id, &b); err != nil {
+			t.Fatal(err)
+		}
+		bucketOf[id] = b
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	victim := bucketOf[0]
+	state := func() map[int64]string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT id, v FROM fh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int64]string{}
+		for rows.Next() {
+			var id int64
+			var v string
+			if err := rows.Scan(&id, &v); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = v
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		return out
+	}
+	wantCode := func(err error, code string) {
+		t.Helper()
+		var pe *pgconn.PgError
+		if !errorsAs(err, &pe) || pe.Code != code {
+			t.Fatalf("got %v, want SQLSTATE %s", err, code)
+		}
+	}
+
+	// 1. The victim's write is stored but its answer is lost: 40003, and
+	// every row is there once.
+	sqlfront.SetKVWriteHook(func(b uint64, write func() error) error {
+		err := write()
+		if b == victim && err == nil {
+			return fmt.Errorf("injected lost answer: %w", buckets.ErrUnknownOutcome)
+		}
+		return err
+	})
+	// perBucket checks that each bucket's rows 0..39 all have one value,
+	// and returns it by bucket.
+	perBucket := func(got map[int64]string) map[uint64]string {
+		t.Helper()
+		out := map[uint64]string{}
+		for id := int64(0); id < 40; id++ {
+			b := bucketOf[id]
+			if v, ok := out[b]; ok && v != got[id] {
+				t.Fatalf("bucket %d has rows %q and %q: a bucket's part of a statement must be all there or not at all", b, v, got[id])
+			}
+			out[b] = got[id]
+		}
+		return out
+	}
+	_, err = conn.Exec(ctx, "UPDATE fh SET v = 'b'")
+	wantCode(err, "40003")
+	if v := perBucket(state())[victim]; v != "b" {
+		t.Fatalf("the victim bucket's rows are %q, want its write stored", v)
+	}
+	// 2. The victim stores nothing: 57P03; the victim's part is not there,
+	// the other buckets' parts entirely or not at all (the statement stops
+	// at the first failing bucket).
+	sqlfront.SetKVWriteHook(func(b uint64, write func() error) error {
+		if b == victim {
+			return fmt.Errorf("injected: nothing appended: %w", buckets.ErrUnavailable)
+		}
+		return write()
+	})
+	_, err = conn.Exec(ctx, "UPDATE fh SET v = 'c'")
+	wantCode(err, "57P03")
+	if v := perBucket(state())[victim]; v != "b" {
+		t.Fatalf("the victim bucket's rows are %q, want them unchanged", v)
+	}
+	// 3. The same for an INSERT: a retry of the rows that were not stored
+	// then succeeds, and stores none twice.
+	_, err = conn.Exec(ctx, "INSERT INTO fh SELECT i, 'new' FROM generate_series(100, 139) AS s(i)")
+	wantCode(err, "57P03")
+	sqlfront.SetKVWriteHook(nil)
+	got := state()
+	stored := 0
+	for id := int64(100); id < 140; id++ {
+		if _, ok := got[id]; ok {
+			stored++
+		}
+	}
+	if stored == 0 || stored == 40 {
+		t.Fatalf("%d of the 40 rows stored: want the other buckets' parts only", stored)
+	}
+	tag, err := conn.Exec(ctx, "INSERT INTO fh SELECT i, 'new' FROM generate_series(100, 139) AS s(i) ON CONFLICT DO NOTHING")
+	if err != nil || tag.RowsAffected() != int64(40-stored) {
+		t.Fatalf("retry: %v %v, want %d rows", tag, err, 40-stored)
+	}
+	var count int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM fh").Scan(&count); err != nil || count != 80 {
+		t.Fatalf("count %d %v, want 80", count, err)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -12,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,6 +26,7 @@ import (
 	"github.com/minkdb/mink/client"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/internal/minktest"
+	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/server"
 )
 
@@ -36,6 +42,12 @@ type fakeNode struct {
 	broken   bool
 	attempts atomic.Int64
 	rows     atomic.Int64
+	// pk makes kv a primary-key table (id bigint PRIMARY KEY, s text);
+	// lookups answer every key with the row (id, "found"), after failing
+	// the first lookupFails like a connection that broke.
+	pk          bool
+	lookupFails int64
+	lookups     atomic.Int64
 }
 
 func startFake(t *testing.T, unavailable int64) *fakeNode {
@@ -60,8 +72,26 @@ func (f *fakeNode) DoAction(a *flight.Action, stream flight.FlightService_DoActi
 	case flightwire.ActionClusterStatus:
 		out = flightwire.ClusterStatus{}
 	case flightwire.ActionDescribeTable:
-		out = flightwire.TableInfo{ID: 1, Name: "kv", BucketKey: []string{"id"}, BucketCount: 1,
+		info := flightwire.TableInfo{ID: 1, Name: "kv", BucketKey: []string{"id"}, BucketCount: 1,
+			Columns: []flightwire.Column{{Name: "id", Type: "bigint", NotNull: true}, {Name: "s", Type: "text"}},
 			Buckets: []flightwire.BucketInfo{{ID: 7, Leader: 1, Location: flightwire.Location(f.addr)}}}
+		if f.pk {
+			info.PrimaryKey = []string{"id"}
+		}
+		out = info
+	case flightwire.ActionLookup:
+		if f.lookups.Add(1) <= f.lookupFails {
+			return status.Error(codes.Unavailable, "connection reset by peer")
+		}
+		var req flightwire.KVLookupRequest
+		if err := json.Unmarshal(a.Body, &req); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		rows, err := fakeRows(len(req.Keys))
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		out = flightwire.KVLookupResult{Rows: rows}
 	default:
 		return status.Error(codes.InvalidArgument, a.Type)
 	}
@@ -211,3 +241,129 @@ func TestRetryAcrossRestart(t *testing.T) {
 }
 
 var _ = ipc.WithSchema
+
+// fakeRows encodes n rows (i, "found") of the fake primary-key table.
+func fakeRows(n int) ([][]byte, error) {
+	codec, err := kv.NewCodec(arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil), []int{0})
+	if err != nil {
+		return nil, err
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, codec.Schema())
+	defer b.Release()
+	for i := 0; i < n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.StringBuilder).Append("found")
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	out := make([][]byte, n)
+	for i := range out {
+		if out[i], err = codec.AppendRow(nil, rec, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// An upsert whose connection breaks after the server took the rows is an
+// unknown outcome, not sent again; a lookup whose connection breaks is
+// retried (it changes nothing).
+func TestPrimaryKeyUnknownOutcome(t *testing.T) {
+	f := startFake(t, 0)
+	f.pk, f.broken, f.lookupFails = true, true, 2
+	c := dial(t, f.addr)
+	rec := kvBatch(0, 10)
+	defer rec.Release()
+	err := c.PutTable(context.Background(), "kv", rec)
+	if !errors.Is(err, client.ErrUnknownOutcome) {
+		t.Fatalf("want ErrUnknownOutcome, got %v", err)
+	}
+	if f.attempts.Load() != 1 || f.rows.Load() != 10 {
+		t.Fatalf("%d attempts, %d rows: the upsert was sent again", f.attempts.Load(), f.rows.Load())
+	}
+	keys := keyBatch(5, 6)
+	defer keys.Release()
+	rows, err := c.Lookup(context.Background(), "kv", keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Release()
+	if rows.NumRows() != 2 || f.lookups.Load() != 3 {
+		t.Fatalf("%d rows after %d lookups, want 2 rows after 2 broken lookups and 1 answered", rows.NumRows(), f.lookups.Load())
+	}
+}
+
+// A node restarts while a client upserts and looks up: both retry while
+// the node is down and its primary-key buckets restore their state, and
+// the state afterwards is every acknowledged upsert.
+func TestPrimaryKeyAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	n, err := minktest.StartNode(minktest.Options{DataDir: dir}, t.TempDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, n)
+	exec(t, conn, "CREATE TABLE pk (id bigint PRIMARY KEY, s text) WITH (buckets = 4)")
+	c := dial(t, n.Config.FlightAddr)
+	ctx := context.Background()
+	rec := pkBatch(ids(0, 1000), "a")
+	if err := c.PutTable(ctx, "pk", rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	conn.Close(ctx)
+	if err := n.Server.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const down = 300 * time.Millisecond
+	restarted := make(chan *minktest.Node, 1)
+	go func() {
+		time.Sleep(down)
+		n2, err := minktest.StartNode(minktest.Options{DataDir: dir, Tweak: func(cfg *server.Config) {
+			cfg.PGAddr, cfg.FlightAddr, cfg.AdminAddr = n.Config.PGAddr, n.Config.FlightAddr, n.Config.AdminAddr
+			cfg.EmbeddedEtcdAddr = n.Config.EmbeddedEtcdAddr
+		}}, t.TempDir)
+		if err != nil {
+			t.Error(err)
+		}
+		restarted <- n2
+	}()
+	start := time.Now()
+	keys := keyBatch(1, 999, 5000)
+	defer keys.Release()
+	rows, lookupErr := c.Lookup(ctx, "pk", keys)
+	rec = pkBatch(ids(500, 1500), "b")
+	defer rec.Release()
+	err = c.PutTable(ctx, "pk", rec)
+	n2 := <-restarted
+	if n2 == nil {
+		t.FailNow()
+	}
+	t.Cleanup(func() { n2.Server.Close() })
+	if lookupErr != nil {
+		t.Fatal(lookupErr)
+	}
+	got := fmt.Sprint(rowsText(rows))
+	rows.Release()
+	if got != "[1=a1 999=a999]" {
+		t.Fatalf("lookup across the restart: %s", got)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed < down {
+		t.Fatalf("done after %v, before the node was back", elapsed)
+	}
+	model := map[int64]string{}
+	for id := int64(0); id < 1500; id++ {
+		model[id] = fmt.Sprintf("a%d", id)
+		if id >= 500 {
+			model[id] = fmt.Sprintf("b%d", id)
+		}
+	}
+	if got := state(t, c, "pk"); !maps.Equal(got, model) {
+		t.Fatalf("state after the restart: %d rows, want %d", len(got), len(model))
+	}
+}

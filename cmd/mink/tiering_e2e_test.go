@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/server"
 	"github.com/minkdb/mink/tiering"
 )
@@ -68,7 +71,13 @@ func tableTiering(t *testing.T, st server.TieringStatus, name string) server.Tab
 // returns the "id" column of every row, and the (bucket, offset) pairs.
 func lakeIDs(t *testing.T, dataDir string, id catalog.TableID) (ids []int64, parts map[string]int) {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join(dataDir, "objects"))
+	return lakeIDsIn(t, filepath.Join(dataDir, "objects"), id)
+}
+
+// lakeIDsIn is lakeIDs for the object store in directory root.
+func lakeIDsIn(t *testing.T, root string, id catalog.TableID) (ids []int64, parts map[string]int) {
+	t.Helper()
+	root, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,4 +306,125 @@ func TestTieringKillMidRound(t *testing.T) {
 		t.Fatalf("lake has %d rows, want %d (each id once)", len(ids), total)
 	}
 	t.Logf("killed mid-round: %v; the run after the restart printed:\n%s\nserver log:\n%s", midRound, out, n.log())
+}
+
+// TestTieringStalledHolderFenced: two nodes share an etcd and an object
+// store. The coordinator lease holder is stopped (SIGSTOP) in the middle of a
+// round; the other node takes the lease and tiers the table. When the old
+// holder resumes, its round is refused (stale epoch or lost commit race), and
+// the lake read by iceberg-go holds every row exactly once.
+func TestTieringStalledHolderFenced(t *testing.T) {
+	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
+		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	objects := t.TempDir()
+	extra := []string{"--object-store", "file://" + objects, "--coordinator-tick", "200ms", "--tiering-freshness", "1h"}
+	endpoints := strings.Join(etcd.Endpoints(), ",")
+	n1 := newNode(t, nodeOpts{nodeID: 1, etcd: endpoints, leaseTTL: "3s", extra: extra})
+	n1.start()
+	n1.waitHealthy()
+	n2 := newNode(t, nodeOpts{nodeID: 2, etcd: endpoints, leaseTTL: "3s", extra: extra})
+	n2.start()
+	n2.waitHealthy()
+	waitFor(t, 30*time.Second, "node 1 coordinator, both live", func() bool {
+		st := clusterStatus(t, n2.admin)
+		a, _ := findNode(st, 1)
+		b, _ := findNode(st, 2)
+		return a.Live && b.Live && st.Coordinator.Node == 1
+	})
+	n1.waitSQL()
+	ctx := context.Background()
+	conn := connect(t, n1.pgURL(), pgx.QueryExecModeCacheStatement)
+	mustExec(t, conn, "CREATE TABLE events (id bigint NOT NULL, msg text, ts timestamptz) WITH (buckets = 4)")
+	const total = 200_000
+	for from := 0; from < total; from += 50_000 {
+		var rows [][]any
+		for i := from; i < from+50_000; i++ {
+			rows = append(rows, []any{int64(i), fmt.Sprintf("row %d with some text to make it longer", i), time.Now()})
+		}
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"id", "msg", "ts"}, pgx.CopyFromRows(rows)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close(ctx)
+	waitFor(t, 30*time.Second, "all rows committed to the streams", func() bool {
+		return tableTiering(t, tieringStatus(t, n1), "events").End == total
+	})
+
+	// A waited round on node 1; stop node 1 as soon as it has planned.
+	run := exec.Command(minkBin, "tiering", "run", "--table", "events", "--wait", "--server", n1.admin)
+	stdout, err := run.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	run.Stderr = &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var printed strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		printed.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "round of events") {
+			n1.signal(syscall.SIGSTOP)
+			break
+		}
+	}
+	stopped := printed.String()
+	t.Logf("node 1's round printed before SIGSTOP:\n%s", stopped)
+	if !strings.Contains(stopped, "round of events") {
+		t.Fatalf("the round never started: %s", stderr.String())
+	}
+	runDone := make(chan error, 1)
+	go func() {
+		rest, _ := io.ReadAll(stdout)
+		printed.Write(rest)
+		runDone <- run.Wait()
+	}()
+
+	waitFor(t, 60*time.Second, "node 2 coordinator", func() bool {
+		st := clusterStatus(t, n2.admin)
+		return st.Coordinator.Node == 2 && st.Coordinator.LeaseHolder == 2
+	})
+	var out, errOut string
+	var code int
+	waitFor(t, 60*time.Second, "a tiering run on node 2", func() bool {
+		out, errOut, code = runMink(t, 120*time.Second, "tiering", "run", "--table", "events", "--wait", "--server", n2.admin)
+		if code != 0 && !strings.Contains(errOut, "retry") {
+			t.Fatalf("run on node 2: exit %d: %s\n%s", code, errOut, out)
+		}
+		return code == 0
+	})
+	t.Logf("node 2's round printed:\n%s", out)
+	st := tableTiering(t, tieringStatus(t, n2), "events")
+	if st.LagRows != 0 || st.Tiered != total {
+		t.Fatalf("status on node 2: %+v", st)
+	}
+
+	// Node 1 resumes: its round must not land.
+	n1.signal(syscall.SIGCONT)
+	select {
+	case err := <-runDone:
+		if err == nil && !strings.Contains(printed.String(), "recorded the tiered offsets") {
+			t.Logf("node 1's run ended without error but recorded nothing:\n%s", printed.String())
+		} else if err == nil {
+			t.Fatalf("node 1's stale round was recorded:\n%s", printed.String())
+		}
+		t.Logf("node 1's stale run ended (%v): %s%s", err, printed.String(), stderr.String())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("node 1's run did not end after SIGCONT:\n%s", printed.String())
+	}
+	ids, _ := lakeIDsIn(t, objects, st.ID)
+	if !slices.Equal(ids, seq(0, total)) {
+		t.Fatalf("lake has %d rows, want %d (each id once)", len(ids), total)
+	}
+	if after := tableTiering(t, tieringStatus(t, n2), "events"); after.Tiered != total || after.LakeSnapshotID != st.LakeSnapshotID {
+		t.Fatalf("status after node 1 resumed: %+v (before: snapshot %d)", after, st.LakeSnapshotID)
+	}
 }

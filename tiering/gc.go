@@ -144,11 +144,10 @@ func (l *Lake) references(ctx context.Context, id catalog.TableID) (map[string]b
 				return nil, err
 			}
 			refs[k] = true
-			entries, err := m.FetchEntries(fsys, false)
-			if err != nil {
-				return nil, fmt.Errorf("lake of table %d manifest %s: %w", id, m.FilePath(), err)
-			}
-			for _, e := range entries {
+			for e, err := range m.Entries(fsys, false) {
+				if err != nil {
+					return nil, fmt.Errorf("lake of table %d manifest %s: %w", id, m.FilePath(), err)
+				}
 				if k, err = key(e.DataFile().FilePath()); err != nil {
 					return nil, err
 				}

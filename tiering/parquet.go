@@ -22,12 +22,6 @@ const (
 // fileRows is the most rows in one lake file (a variable for tests).
 var fileRows = 1 << 20
 
-// fileStats is what writing one Parquet file produced.
-type fileStats struct {
-	rows  int64
-	bytes int64
-}
-
 // encodeParquet writes rows [from, to) of bucket, taken from batches (dense
 // offsets, in order; batches may extend beyond the range on either side), as
 // Parquet files of at most fileRows rows each, and returns their contents.
@@ -42,7 +36,7 @@ func encodeParquet(ls *lakeSchema, bucket catalog.BucketID, batches []Batch, fro
 	var (
 		files [][]byte
 		buf   *bytes.Buffer
-		w     *parquet.Writer
+		w     *parquet.GenericWriter[any]
 		inCur int
 	)
 	flush := func() error {
@@ -73,7 +67,7 @@ func encodeParquet(ls *lakeSchema, bucket catalog.BucketID, batches []Batch, fro
 		for i := next - b.Offset; i < n && b.Offset+i < to; i++ {
 			if w == nil {
 				buf = &bytes.Buffer{}
-				w = parquet.NewWriter(buf, ps,
+				w = parquet.NewGenericWriter[any](buf, ps,
 					parquet.Compression(&parquet.Zstd),
 					parquet.MaxRowsPerRowGroup(rowGroupRows),
 					parquet.PageBufferSize(pageBuffer),

@@ -70,7 +70,7 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	if rw.err != nil {
 		return nil, true, rw.err
 	}
-	s.rewriteTreeForEngine(rewritten)
+	s.rewriteTreeForEngine(rewritten, false)
 	text, err := deparse(rewritten)
 	if err != nil {
 		return nil, true, fmt.Errorf("deparse catalog query: %w", err)

@@ -21,8 +21,9 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 	var err error
 	var mirror *mirrorPlan
 	var mirrorTree *pg.Node
+	var quotients map[int]bool
 	if node != nil {
-		sql, mirrorTree, desc, err = s.describeRewritten(ctx, sql, node)
+		sql, mirrorTree, quotients, desc, err = s.describeRewritten(ctx, sql, node)
 		if err == nil && mirrorTree != nil {
 			mirror = s.planMirror(ctx, mirrorTree)
 		}
@@ -35,6 +36,11 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 	st := &stmt{params: resolveParams(paramOIDs, desc.Params), columns: wireColumns(desc.Columns)}
 	if node != nil {
 		s.refineResultTypes(node, st.columns)
+	}
+	for i := range quotients {
+		if i < len(st.columns) {
+			st.columns[i] = pgwire.NewColumn(st.columns[i].Name, numericOID)
+		}
 	}
 	var prune *prunePlan
 	if node != nil {
@@ -70,7 +76,7 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 		if err != nil {
 			return pgwire.Result{}, err
 		}
-		return pgwire.Result{Rows: &engineRows{rows: rows, columns: st.columns}}, nil
+		return pgwire.Result{Rows: &engineRows{rows: rows, columns: st.columns, quotients: quotients}}, nil
 	}
 	return st, nil
 }
@@ -82,18 +88,18 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 //
 // tree is the rewritten statement, from which planMirror starts; nil when
 // the statement runs as written.
-func (s *session) describeRewritten(ctx context.Context, sql string, node *pg.Node) (string, *pg.Node, *engine.Description, error) {
+func (s *session) describeRewritten(ctx context.Context, sql string, node *pg.Node) (string, *pg.Node, map[int]bool, *engine.Description, error) {
 	asWritten := stripPublic(sql, node)
-	rewritten, tree := s.rewriteForEngine(asWritten, node)
+	rewritten, tree, quotients := s.rewriteForEngine(asWritten, node)
 	desc, err := s.conn.Describe(ctx, rewritten)
 	if err != nil && rewritten != asWritten {
 		// Either the statement is wrong, and the error (its position) is
 		// best told about the text the client sent, or DuckDB did not
 		// take the deparsed text.
 		desc, err = s.conn.Describe(ctx, asWritten)
-		rewritten, tree = asWritten, nil
+		rewritten, tree, quotients = asWritten, nil, nil
 	}
-	return rewritten, tree, desc, err
+	return rewritten, tree, quotients, desc, err
 }
 
 // wireColumns describes engine result columns to Postgres clients.
@@ -115,11 +121,17 @@ const bpcharOID = 1042
 // jsonb.
 const jsonbOID = 3802
 
+// numericOID is numeric's type OID.
+const numericOID = 1700
+
 // engineRows adapts engine rows to pgwire.Rows.
 type engineRows struct {
 	rows    *engine.Rows
 	columns []pgwire.Column
-	release func()
+	// quotients are the columns the engine computes as quotient text
+	// (numeric.go).
+	quotients map[int]bool
+	release   func()
 }
 
 func (r *engineRows) Columns() []pgwire.Column { return r.columns }
@@ -133,6 +145,12 @@ func (r *engineRows) Next(ctx context.Context) ([]any, error) {
 				continue
 			}
 			switch {
+			case r.quotients[i]:
+				n, ok := quotientText(s)
+				if !ok {
+					return nil, errorf(pgwire.CodeInternalError, "quotient column %d: unexpected engine value %q", i+1, s)
+				}
+				vals[i] = n
 			case c.TypeOID == bpcharOID && c.TypeMod > 4:
 				vals[i] = sqltypes.PadChar(s, int(c.TypeMod-4))
 			case c.TypeOID == jsonbOID:

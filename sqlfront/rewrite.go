@@ -114,38 +114,48 @@ type engineRewriter struct {
 	// node is visited again through its children.
 	wrapped     map[*pg.FuncCall]bool
 	wrappedExpr map[*pg.A_Expr]bool
+	// root is the top-level SELECT when its numeric quotients are to be
+	// computed exactly (numeric.go); quotients are the positions of the
+	// result columns rewritten so.
+	root      *pg.SelectStmt
+	quotients map[int]bool
 }
 
 // rewriteForEngine returns the SQL to send to the engine for a SELECT:
-// sql itself, unless a rewrite applied; and the rewritten tree.
-func (s *session) rewriteForEngine(sql string, node *pg.Node) (string, *pg.Node) {
+// sql itself, unless a rewrite applied; the rewritten tree; and the result
+// columns computed as quotient text (numeric.go).
+func (s *session) rewriteForEngine(sql string, node *pg.Node) (string, *pg.Node, map[int]bool) {
 	tree := proto.Clone(node).(*pg.Node)
 	if node.GetSelectStmt() == nil && node.GetExplainStmt() == nil {
-		return sql, tree
+		return sql, tree, nil
 	}
-	changed := s.rewriteTreeForEngine(tree)
+	changed, quotients := s.rewriteTreeForEngine(tree, true)
 	for _, rv := range rangeVars(tree) {
 		if rv.Schemaname == "public" {
 			rv.Schemaname, rv.Catalogname = "", ""
 		}
 	}
 	if !changed {
-		return sql, tree
+		return sql, tree, nil
 	}
 	out, err := deparse(tree)
 	if err != nil {
-		return sql, tree
+		return sql, tree, nil
 	}
-	return out, tree
+	return out, tree, quotients
 }
 
 // rewriteTreeForEngine applies engineRewriter to a statement's tree in
-// place and reports whether it changed anything. The catalog path
-// (planCatalogQuery) calls it on its own rewritten tree.
-func (s *session) rewriteTreeForEngine(tree *pg.Node) bool {
-	rw := &engineRewriter{s: s, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}}
+// place and reports whether it changed anything, and which result columns
+// it computes as quotient text when quotients is set. The catalog path
+// (planCatalogQuery) calls it on its own rewritten tree, without.
+func (s *session) rewriteTreeForEngine(tree *pg.Node, quotients bool) (bool, map[int]bool) {
+	rw := &engineRewriter{s: s, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}, quotients: map[int]bool{}}
+	if quotients {
+		rw.root = tree.GetSelectStmt()
+	}
 	rw.node(tree, &fromScope{})
-	return rw.changed
+	return rw.changed, rw.quotients
 }
 
 func (rw *engineRewriter) node(n *pg.Node, sc *fromScope) {
@@ -200,6 +210,19 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 	for _, item := range sel.FromClause {
 		rw.node(item, outer)
 		rw.s.addFromItem(scope, item, ctes)
+	}
+	if sel == rw.root {
+		for i, ops := range quotientTargets(sel, scope) {
+			rt := sel.TargetList[i].GetResTarget()
+			divisor := ops[1]
+			if rt.Val.GetAExpr() != nil {
+				divisor = catCall("mink_divisor", divisor)
+				rw.wrapped[divisor.GetFuncCall()] = true
+			}
+			rt.Val = concatText(catCast(ops[0], "text"), catString("/"), catCast(divisor, "text"))
+			rw.quotients[i] = true
+			rw.changed = true
+		}
 	}
 	for _, t := range sel.TargetList {
 		// An untyped parameter that is a result column is text, as in
@@ -303,6 +326,15 @@ func paramTypeFrom(n *pg.Node, sc *fromScope) string {
 		return "float8"
 	}
 	return ""
+}
+
+// concatText is a || b || ….
+func concatText(parts ...*pg.Node) *pg.Node {
+	out := parts[0]
+	for _, p := range parts[1:] {
+		out = &pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: catNames("||"), Lexpr: out, Rexpr: p}}}
+	}
+	return out
 }
 
 // nonzeroConstant reports whether n is a numeric constant other than zero.

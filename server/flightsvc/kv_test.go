@@ -189,7 +189,7 @@ func TestKVTransport(t *testing.T) {
 	}
 	// A table-addressed DoPut into a primary-key table upserts, routed to
 	// both buckets (one here, one forwarded); within a DoPut a later row of
-	// a key wins. A bucket-addressed one is refused.
+	// a key wins.
 	put := func(keys []int64, vals []string) arrow.RecordBatch {
 		b := array.NewRecordBuilder(memory.DefaultAllocator, codec.Schema())
 		defer b.Release()
@@ -241,8 +241,12 @@ func TestKVTransport(t *testing.T) {
 	if len(all) != 8 {
 		t.Fatalf("after the DoPut: %v", all)
 	}
+	// A bucket-addressed DoPut at a node that does not lead the bucket is
+	// redirected (TestPutBucketKV covers the leader's side).
 	if _, err := doPut(t, raw, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"kvt", "bucket", fmt.Sprint(id)}}, p2); err == nil {
-		t.Fatal("a bucket-addressed DoPut into a primary-key table was accepted")
+		t.Fatal("a bucket-addressed DoPut at a node that does not lead the bucket was accepted")
+	} else if r, ok := flightwire.RedirectOf(err); !ok || r.Leader != 2 {
+		t.Fatalf("bucket-addressed DoPut at node 1: want NotLeader to node 2, got %v", err)
 	}
 
 	// kv-write to a log table's bucket, and an unknown bucket.

@@ -499,7 +499,7 @@ func testPgxErrors(t *testing.T, n *node) {
 			{"INSERT INTO " + table + " (s) VALUES (1)", "23502"},
 			{"UPDATE " + table + " SET s = 1", "0A000"},
 			{"DELETE FROM " + table, "0A000"},
-			{"CREATE TABLE pk (id bigint PRIMARY KEY)", "0A000"},
+			{"CREATE TABLE uq (id bigint UNIQUE)", "0A000"},
 			{"CREATE VIEW v AS SELECT 1", "0A000"},
 			{"CREATE TABLE " + table + " (id bigint)", "42P07"},
 			{"INSERT INTO " + table + " (id, v) VALUES (1, 'abcd')", "22001"},

@@ -177,6 +177,7 @@ func newMetrics(s *Server) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mink_metadata_applied_index", Help: "The last metadata log index applied to this node's view.",
 		}, func() float64 { return float64(s.cat.AppliedIndex()) }),
+		tieringCollector{s},
 	)
 	return &metrics{registry: reg}
 }

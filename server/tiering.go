@@ -29,6 +29,8 @@ type tieringWorker struct {
 	// wake is signalled by a "run" request without --wait.
 	wake chan struct{}
 
+	counters tieringCounters
+
 	mu struct {
 		sync.Mutex
 		// epoch is the coordinator epoch the worker runs under; 0 when
@@ -250,6 +252,21 @@ func (w *tieringWorker) round(ctx context.Context, id catalog.TableID, epoch uin
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st.running = false
+	if res.Committed {
+		w.counters.rows.Add(uint64(max(res.Rows, 0)))
+		w.counters.bytes.Add(uint64(max(res.Bytes, 0)))
+		w.counters.files.Add(uint64(res.Files))
+	}
+	switch {
+	case err != nil:
+		w.counters.failed.Add(1)
+	case res.Committed:
+		w.counters.committed.Add(1)
+	case res.Repaired:
+		w.counters.repaired.Add(1)
+	default:
+		w.counters.empty.Add(1)
+	}
 	if err != nil {
 		st.lastErr, st.lastErrAt = err.Error(), time.Now()
 		return res, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -197,6 +198,12 @@ func TestTieringCLI(t *testing.T) {
 	ids, _ = lakeIDs(t, dataDir, st.ID)
 	if !slices.Equal(ids, seq(0, 800)) {
 		t.Fatalf("lake has %d rows after the second run, want 800", len(ids))
+	}
+	metrics := scrape(t, n.admin)
+	for _, want := range []string{`mink_tiering_lag_rows{table="events"} 0`, "mink_tiering_rows_total 800", `mink_tiering_rounds_total{result="committed"} 2`} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("/metrics has no line %q", want)
+		}
 	}
 	text, _, code := runMink(t, 30*time.Second, "tiering", "status", "--server", n.admin)
 	if code != 0 || !strings.Contains(text, "events") {
@@ -427,4 +434,19 @@ func TestTieringStalledHolderFenced(t *testing.T) {
 	if after := tableTiering(t, tieringStatus(t, n2), "events"); after.Tiered != total || after.LakeSnapshotID != st.LakeSnapshotID {
 		t.Fatalf("status after node 1 resumed: %+v (before: snapshot %d)", after, st.LakeSnapshotID)
 	}
+}
+
+// scrape returns the node's /metrics text.
+func scrape(t *testing.T, admin string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }

@@ -294,8 +294,7 @@ func TestPKWriteFailsHalfway(t *testing.T) {
 		t.Fatalf("the victim bucket's rows are %q, want its write stored", v)
 	}
 	// 2. The victim stores nothing: 57P03; the victim's part is not there,
-	// the other buckets' parts entirely or not at all (the statement stops
-	// at the first failing bucket).
+	// the other buckets' parts entirely or not at all.
 	sqlfront.SetKVWriteHook(func(b uint64, write func() error) error {
 		if b == victim {
 			return fmt.Errorf("injected: nothing appended: %w", buckets.ErrUnavailable)

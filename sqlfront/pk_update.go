@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -271,7 +272,7 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any, def
 			newRec.Release()
 			return nil, err
 		}
-		conflict := false
+		var jobs []*writeJob
 		for _, id := range order {
 			if done[id] {
 				continue
@@ -335,37 +336,65 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any, def
 				done[id] = true
 				continue
 			}
-			records, _, err := b.Write(ctx, writes)
+			jobs = append(jobs, &writeJob{id: id, b: b, writes: writes})
+		}
+		oldRec.Release()
+		newRec.Release()
+		// The buckets' writes run at the same time: each waits for its
+		// append to be acknowledged, and appends share the stream's commits.
+		var wg sync.WaitGroup
+		for _, j := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				j.records, _, j.err = j.b.Write(ctx, j.writes)
+			}()
+		}
+		wg.Wait()
+		conflict := false
+		var firstErr error
+		for _, j := range jobs {
 			var ce *kv.ConflictError
-			if errors.As(err, &ce) {
+			if errors.As(j.err, &ce) {
 				conflict = true
 				continue
 			}
-			if err != nil {
-				oldRec.Release()
-				newRec.Release()
-				return nil, err
+			if j.err != nil {
+				if firstErr == nil {
+					firstErr = j.err
+				}
+				continue
 			}
-			done[id] = true
+			done[j.id] = true
 			typ := kv.UpdateAfter
 			if cs.del {
 				typ = kv.Delete
 			}
-			rows, err := changedRows(codec, records, typ)
-			if err != nil {
-				oldRec.Release()
-				newRec.Release()
-				return nil, err
+			rows, err := changedRows(j.b.Codec(), j.records, typ)
+			if err != nil && firstErr == nil {
+				firstErr = err
 			}
-			out = append(out, rows)
+			if err == nil {
+				out = append(out, rows)
+			}
 		}
-		oldRec.Release()
-		newRec.Release()
+		if firstErr != nil {
+			return nil, firstErr
+		}
 		if !conflict {
 			break
 		}
 	}
 	return concatBatches(table.schema, out)
+}
+
+// writeJob is one bucket's conditional writes of an UPDATE or DELETE.
+type writeJob struct {
+	id      catalog.BucketID
+	b       kvBucket
+	writes  []kv.Write
+	records []kv.ChangeRecord
+	err     error
 }
 
 // evaluateChange runs the statement's query and returns the old rows and

@@ -143,6 +143,7 @@ func (c *Client) Lookup(ctx context.Context, table string, keys arrow.RecordBatc
 		keys [][]byte
 	}
 	groups := map[uint64]*group{}
+	refreshed := false
 	for i := 0; i < n; i++ {
 		ids := m.buckets
 		if partCol >= 0 {
@@ -150,14 +151,17 @@ func (c *Client) Lookup(ctx context.Context, table string, keys arrow.RecordBatc
 			if err != nil {
 				return nil, fmt.Errorf("lookup in table %q: %w", table, err)
 			}
-			if ids = m.partitions[v]; ids == nil {
-				// Refresh once: the partition may be newer than the cache.
+			if ids = m.partitions[v]; ids == nil && !refreshed {
+				// Refresh once a call: the partition may be newer than
+				// the cache.
 				if m, err = c.table(ctx, table, true); err != nil {
 					return nil, err
 				}
-				if ids = m.partitions[v]; ids == nil {
-					continue // no such partition: no row
-				}
+				refreshed = true
+				ids = m.partitions[v]
+			}
+			if ids == nil {
+				continue // no such partition: no row
 			}
 		}
 		if len(ids) != count {

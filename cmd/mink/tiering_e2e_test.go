@@ -211,6 +211,21 @@ func TestTieringCLI(t *testing.T) {
 	}
 	t.Logf("mink tiering status:\n%s", text)
 
+	// Without --wait the round is queued and the worker runs it (its
+	// freshness, 1h, does not hold back a requested round).
+	insertIDs(t, conn, "events", 800, 805, false)
+	waitFor(t, 30*time.Second, "the 5 new rows committed", func() bool {
+		return tableTiering(t, tieringStatus(t, n), "events").End == 805
+	})
+	out, errOut, code = runMink(t, 30*time.Second, "tiering", "run", "--table", "events", "--server", n.admin)
+	if code != 0 || !strings.Contains(out, "round of events queued on node 1") {
+		t.Fatalf("run without --wait: exit %d: %s\n%s", code, errOut, out)
+	}
+	waitFor(t, 30*time.Second, "the queued round", func() bool {
+		st := tableTiering(t, tieringStatus(t, n), "events")
+		return st.Tiered == 805 && st.LagRows == 0
+	})
+
 	// tiering = off: refused, reported.
 	mustExec(t, conn, "CREATE TABLE quiet (id bigint, msg text, ts timestamptz) WITH (tiering = off)")
 	insertIDs(t, conn, "quiet", 0, 10, false)

@@ -284,16 +284,31 @@ func (w *tieringWorker) round(ctx context.Context, id catalog.TableID, epoch uin
 }
 
 // collectGarbage deletes lake files no retained lake snapshot references.
+// A table is collected only while none of this node's rounds of it runs
+// (its round lock): a round's files are unreferenced until it commits, and
+// a "run --wait" round may outlast the GC delay.
 func (w *tieringWorker) collectGarbage(ctx context.Context) {
 	var ids []catalog.TableID
 	w.s.cat.Read(func(v *catalog.View) { ids = slices.Sorted(maps.Keys(v.Tables)) })
-	st, err := w.gc.Collect(ctx, ids)
-	if err != nil && ctx.Err() == nil {
-		w.s.logger.Warn("lake garbage collection failed; will retry", "err", err)
-		return
+	var total tiering.LakeGCStats
+	for _, id := range ids {
+		st := w.table(id)
+		if !st.roundMu.TryLock() {
+			continue
+		}
+		got, err := w.gc.Collect(ctx, []catalog.TableID{id})
+		st.roundMu.Unlock()
+		if err != nil {
+			if ctx.Err() == nil {
+				w.s.logger.Warn("lake garbage collection failed; will retry", "table", id, "err", err)
+			}
+			continue
+		}
+		total.Deleted += got.Deleted
+		total.Waiting += got.Waiting
 	}
-	if st.Deleted > 0 {
-		w.s.logger.Info("lake garbage collected", "deleted", st.Deleted, "waiting", st.Waiting)
+	if total.Deleted > 0 {
+		w.s.logger.Info("lake garbage collected", "deleted", total.Deleted, "waiting", total.Waiting)
 	}
 }
 

@@ -23,7 +23,12 @@ import (
 // flight (possibly on an old lease holder) writes its files before it
 // commits them, and Delay must exceed the longest round.
 //
-// Lakes of dropped tables are kept. Not safe for concurrent use.
+// The caller must keep its own rounds of a table from running while the
+// table is collected (the server holds the table's round lock): the delay
+// then only has to cover rounds of an old lease holder.
+//
+// Lakes of dropped tables are kept. Safe for concurrent use (passes are
+// serialized).
 type LakeCollector struct {
 	lake  *Lake
 	delay time.Duration
@@ -44,7 +49,8 @@ type LakeGCStats struct {
 	Waiting int // unreferenced, within the delay
 }
 
-// Collect runs one pass over the lakes of the given tables.
+// Collect runs one pass over the lakes of the given tables (the first-seen
+// times of other tables' objects are kept for their own passes).
 func (c *LakeCollector) Collect(ctx context.Context, tables []catalog.TableID) (LakeGCStats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -88,9 +94,17 @@ func (c *LakeCollector) Collect(ctx context.Context, tables []catalog.TableID) (
 			st.Deleted++
 		}
 	}
+	// Forget objects of these tables that are gone or referenced now; the
+	// other tables' are kept for their next pass.
 	for k := range c.firstSeen {
-		if !seen[k] {
-			delete(c.firstSeen, k)
+		if seen[k] {
+			continue
+		}
+		for _, id := range tables {
+			if strings.HasPrefix(k, LakePrefix(id)) {
+				delete(c.firstSeen, k)
+				break
+			}
 		}
 	}
 	return st, nil

@@ -250,7 +250,7 @@ func TestKVTransport(t *testing.T) {
 	}
 
 	// kv-write to a log table's bucket, and an unknown bucket.
-	if _, err := n1.Server.Catalog().Propose(ctx, catalog.CreateTable{Spec: catalog.TableSpec{Name: "logt", Columns: []catalog.Column{{Name: "k", Type: "bigint"}}, Buckets: 1}}); err != nil {
+	if _, err := n1.Server.Catalog().Propose(ctx, catalog.CreateTable{Spec: catalog.TableSpec{Name: "logt", Columns: []catalog.Column{{Name: "k", Type: "bigint"}}, Buckets: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	logID := bucketOn(t, raw, "logt", 1)

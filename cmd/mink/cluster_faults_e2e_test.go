@@ -57,8 +57,11 @@ func TestPauseLeaderPastLease(t *testing.T) {
 	if ledBy(bs, 3) == 0 {
 		t.Fatalf("node 3 leads no bucket of p: %+v", bs)
 	}
-	st, _ := c.status()
-	before, _ := findNode(st, 3)
+	st, ok := c.status()
+	before, found := findNode(st, 3)
+	if !ok || !found || before.Epoch == 0 {
+		t.Fatalf("node 3 before the pause: %+v", st)
+	}
 
 	h := newHistory()
 	// Writers and a reader go to every node, the paused one included: its
@@ -137,10 +140,10 @@ func TestPauseLeaderPastLease(t *testing.T) {
 	if _, err := flightScan(c, h, "p", 101); err != nil {
 		t.Fatalf("final Flight scan: %v", err)
 	}
-	ok, fail, info, reads := h.counts()
-	t.Logf("inserts: %d acknowledged, %d failed, %d unknown; %d reads", ok, fail, info, reads)
-	if ok < 100 {
-		t.Fatalf("only %d inserts acknowledged: the workload did not run", ok)
+	acked, fail, info, reads := h.counts()
+	t.Logf("inserts: %d acknowledged, %d failed, %d unknown; %d reads", acked, fail, info, reads)
+	if acked < 100 {
+		t.Fatalf("only %d inserts acknowledged: the workload did not run", acked)
 	}
 	// Writes sent to node 3 after it resumed (they were forwarded to the new
 	// leaders, or failed): the checker holds every acknowledged one to be
@@ -309,7 +312,7 @@ func TestCoordinatorStopsDuringRebalance(t *testing.T) {
 	c.nodes[0].start()
 	c.nodes[0].waitHealthy()
 	c.waitLive(1)
-	createTable(t, c.nodes[0], "k", 12)
+	createTable(t, c.nodes[0], "k", 24)
 	c.waitServed(c.nodes[0], "k", 60*time.Second)
 	c.nodes[1].start()
 	c.nodes[2].start()
@@ -441,7 +444,7 @@ func TestCoordinatorStopsDuringRebalance(t *testing.T) {
 	if ok < 100 {
 		t.Fatalf("only %d inserts acknowledged", ok)
 	}
-	checkHistory(t, h, 12)
+	checkHistory(t, h, 24)
 	for _, n := range c.nodes {
 		n.stop()
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
@@ -180,16 +182,24 @@ func measureFailover(ctx context.Context, bin, dir, kind string, nbuckets int, l
 	}
 	res.Moved = len(victimBuckets)
 
-	// Writers on nodes 1 and 2 write rows that land in node 3's buckets
-	// (upserting a small key set for primary-key tables), one statement
-	// at a time, from before the kill until the first write after it.
+	// Writers write rows that land in node 3's buckets (upserting a small
+	// key set for primary-key tables), one statement at a time, from before
+	// the kill until the first write after it: one writer per node and
+	// bucket, because SQL cannot reach a primary-key bucket on another node
+	// yet, and the survivor a bucket moves to is not known in advance.
 	var killedAt time.Time
 	var mu sync.Mutex
 	var firstWrite time.Time
 	wctx, stopWriters := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for wi := 0; wi < 2; wi++ {
-		nd := c.nodes[wi]
+	var writerBuckets []int
+	for bi := range victimIndex {
+		writerBuckets = append(writerBuckets, bi)
+	}
+	nwriters := len(c.nodes) * len(writerBuckets)
+	for wi := 0; wi < nwriters; wi++ {
+		nd := c.nodes[wi%len(c.nodes)]
+		bucket := writerBuckets[wi/len(c.nodes)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -199,20 +209,20 @@ func measureFailover(ctx context.Context, bin, dir, kind string, nbuckets int, l
 					wconn.Close(context.Background())
 				}
 			}()
-			for id := int64(wi); wctx.Err() == nil; id += 2 {
+			for id := int64(wi); wctx.Err() == nil; id += int64(nwriters) {
+				key := id
+				if kind == "primary key" {
+					key = id % 2000
+				}
+				if bucketOfInt64(key, nbuckets) != bucket {
+					continue
+				}
 				if wconn == nil {
 					var err error
 					if wconn, err = nd.connect(wctx); err != nil {
 						time.Sleep(50 * time.Millisecond)
 						continue
 					}
-				}
-				key := id
-				if kind == "primary key" {
-					key = id % 2000
-				}
-				if !victimIndex[bucketOfInt64(key, nbuckets)] {
-					continue
 				}
 				mu.Lock()
 				sentAfterKill := !killedAt.IsZero()
@@ -224,10 +234,15 @@ func measureFailover(ctx context.Context, bin, dir, kind string, nbuckets int, l
 					return
 				}
 				if err != nil {
-					wconn.Close(context.Background())
-					wconn = nil
-					// In flight at the kill, or 57P03 after the statement's
-					// 30 s wait with the default timings: try again.
+					// In flight at the kill, the node is gone, or 57P03 (the
+					// bucket is elsewhere or did not open within the
+					// statement's 30 s wait): try again.
+					var pgErr *pgconn.PgError
+					if !errors.As(err, &pgErr) {
+						wconn.Close(context.Background())
+						wconn = nil
+					}
+					time.Sleep(20 * time.Millisecond)
 					continue
 				}
 				if sentAfterKill {

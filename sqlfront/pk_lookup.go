@@ -61,8 +61,8 @@ type lookupKey struct {
 
 // planLookup recognizes a point lookup. ok is false when sel is anything
 // else; the engine then plans it.
-func (s *session) planLookup(sel *pg.SelectStmt, paramOIDs []uint32) (*stmt, bool) {
-	p, params, ok := s.matchLookup(sel, paramOIDs)
+func (s *session) planLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs []uint32) (*stmt, bool) {
+	p, params, ok := s.matchLookup(ctx, sel, paramOIDs)
 	if !ok {
 		return nil, false
 	}
@@ -92,7 +92,7 @@ func (s *session) planLookup(sel *pg.SelectStmt, paramOIDs []uint32) (*stmt, boo
 
 // matchLookup checks the shape of sel and returns the plan and the
 // parameter types.
-func (s *session) matchLookup(sel *pg.SelectStmt, paramOIDs []uint32) (*lookupPlan, []uint32, bool) {
+func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs []uint32) (*lookupPlan, []uint32, bool) {
 	if sel == nil || sel.Op != pg.SetOperation_SETOP_NONE || sel.WithClause != nil || len(sel.DistinctClause) > 0 ||
 		len(sel.GroupClause) > 0 || sel.HavingClause != nil || len(sel.WindowClause) > 0 || sel.IntoClause != nil ||
 		len(sel.LockingClause) > 0 || len(sel.ValuesLists) > 0 || sel.LimitCount != nil || sel.LimitOffset != nil ||
@@ -212,7 +212,11 @@ func (s *session) matchLookup(sel *pg.SelectStmt, paramOIDs []uint32) (*lookupPl
 		}
 		v, ok := constantKey(r, typ)
 		if !ok {
-			return nil, nil, false
+			// Other types: the engine reads the constant once, as INSERT
+			// would read it into the column.
+			if v, ok = s.readConstant(ctx, r, typ); !ok {
+				return nil, nil, false
+			}
 		}
 		p.keys[k] = lookupKey{value: v}
 	}
@@ -272,6 +276,36 @@ func constantKey(n *pg.Node, typ sqltypes.Type) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// readConstant evaluates a string literal (perhaps cast to typ) as a value
+// of typ, the way INSERT reads it; false if it is something else or does
+// not convert (the engine then plans the query and reports what is wrong).
+func (s *session) readConstant(ctx context.Context, n *pg.Node, typ sqltypes.Type) (any, bool) {
+	// Only string literals: PostgreSQL reads an untyped one as the key
+	// column's type, so the value is exactly what the comparison uses. A
+	// number compared with another type (id = 1.5) compares in a wider
+	// type, which the engine does.
+	lit, cast, ok := stringLiteral(n)
+	if !ok || (cast.Valid() && cast != typ) {
+		return nil, false
+	}
+	replaced, err := typedLiteral(lit, typ)
+	if err != nil {
+		return nil, false
+	}
+	if replaced != nil {
+		n = replaced
+	}
+	text, err := deparseExpr(n)
+	if err != nil {
+		return nil, false
+	}
+	v, err := s.constantValue(ctx, text, typ)
+	if err != nil || v == nil {
+		return nil, false
+	}
+	return v, true
 }
 
 // runLookup reads the row of the key; nil when there is none.
@@ -416,7 +450,9 @@ func (s *session) lookupBucket(ctx context.Context, p *lookupPlan, keyRec arrow.
 		}
 		return 0, false, nil
 	}
-	key, err := routing.RowKey(nil, keyRec, p.bucketKey, 0)
+	r := routable(keyRec)
+	defer r.Release()
+	key, err := routing.RowKey(nil, r, p.bucketKey, 0)
 	if err != nil {
 		return 0, false, fmt.Errorf("route key: %w", err)
 	}

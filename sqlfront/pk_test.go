@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,6 +40,8 @@ func TestPointLookup(t *testing.T) {
 	exec(`INSERT INTO lk VALUES (-7, 'ü', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', '1999-12-31', '1970-01-01 00:00:00+00', -0.01, -1e300, '', '[]', '-1 mons', false, '')`)
 	exec(`CREATE TABLE lkp (region text, id integer, v text, PRIMARY KEY (region, id)) PARTITION BY LIST (region) WITH (buckets = 2)`)
 	exec(`INSERT INTO lkp VALUES ('eu', 1, 'one'), ('us', 1, 'uno'), ('eu', 2, 'two')`)
+	exec(`CREATE TABLE lku (u uuid, d date, ts timestamptz, v text, PRIMARY KEY (u, d, ts))`)
+	exec(`INSERT INTO lku VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2024-02-29', '2024-01-02 03:04:05+00', 'found')`)
 	front := n.Server.SQLFrontend().(*sqlfront.Frontend)
 
 	type result struct {
@@ -82,6 +85,15 @@ func TestPointLookup(t *testing.T) {
 		{"SELECT v FROM lkp WHERE region = $1 AND id = $2", "SELECT v FROM lkp WHERE region = $1 AND id = $2 AND true", []any{"us", int32(1)}, 1},
 		{"SELECT v FROM lkp WHERE region = $1 AND id = $2", "SELECT v FROM lkp WHERE region = $1 AND id = $2 AND true", []any{"ap", int32(1)}, 0},
 		{"SELECT * FROM lkp WHERE region = 'eu' AND id = 2", "SELECT * FROM lkp WHERE region = 'eu' AND id = 2 AND true", nil, 1},
+		// Keys of other types, with string literals read as the key's type.
+		{"SELECT v FROM lku WHERE u = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11' AND d = '2024-02-29' AND ts = '2024-01-02 04:04:05+01'",
+			"SELECT v FROM lku WHERE u = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11' AND d = '2024-02-29' AND ts = '2024-01-02 04:04:05+01' AND true", nil, 1},
+		{"SELECT v FROM lku WHERE u = 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'::uuid AND d = '2024-02-29' AND ts = '2024-01-02 03:04:05+00'",
+			"SELECT v FROM lku WHERE u = 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'::uuid AND d = '2024-02-29' AND ts = '2024-01-02 03:04:05+00' AND true", nil, 1},
+		{"SELECT v FROM lku WHERE u = $1 AND d = $2 AND ts = $3", "SELECT v FROM lku WHERE u = $1 AND d = $2 AND ts = $3 AND true",
+			[]any{"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "2024-02-29", time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)}, 1},
+		{"SELECT v FROM lku WHERE u = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11' AND d = '2024-03-01' AND ts = '2024-01-02 03:04:05+00'",
+			"SELECT v FROM lku WHERE u = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11' AND d = '2024-03-01' AND ts = '2024-01-02 03:04:05+00' AND true", nil, 0},
 	}
 	modes := []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec, pgx.QueryExecModeSimpleProtocol}
 	for _, c := range cases {

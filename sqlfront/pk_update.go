@@ -494,7 +494,10 @@ func (s *session) groupByBucket(ctx context.Context, table *tableInfo, rec arrow
 		bs, ok := bucketsFor[len(ids)]
 		if !ok {
 			var err error
-			if bs, err = routing.Buckets(rec, table.keyCols, len(ids)); err != nil {
+			r := routable(rec)
+			bs, err = routing.Buckets(r, table.keyCols, len(ids))
+			r.Release()
+			if err != nil {
 				return nil, nil, err
 			}
 			bucketsFor[len(ids)] = bs

@@ -105,7 +105,7 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 	case *pg.Node_InsertStmt:
 		return s.planInsert(ctx, sql, n.InsertStmt, paramOIDs)
 	case *pg.Node_SelectStmt, *pg.Node_ExplainStmt:
-		if st, ok := s.planLookup(node.GetSelectStmt(), paramOIDs); ok {
+		if st, ok := s.planLookup(ctx, node.GetSelectStmt(), paramOIDs); ok {
 			return st, nil
 		}
 		if st, ok, err := s.planCatalogQuery(ctx, sql, node, paramOIDs); ok {

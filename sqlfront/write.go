@@ -142,7 +142,7 @@ func (a *appender) add(ctx context.Context, table *tableInfo, rec arrow.RecordBa
 }
 
 func (a *appender) toBuckets(ctx context.Context, table *tableInfo, bucketIDs []catalog.BucketID, rec arrow.RecordBatch) error {
-	return routing.EachBucket(ctx, rec, table.keyCols, len(bucketIDs), &roundRobin, func(i int, part arrow.RecordBatch) error {
+	return eachBucket(ctx, rec, table.keyCols, len(bucketIDs), func(i int, part arrow.RecordBatch) error {
 		return a.toBucket(ctx, bucketIDs[i], part)
 	})
 }

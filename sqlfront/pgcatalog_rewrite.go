@@ -518,7 +518,10 @@ func (rw *catalogRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 		}
 	}
 	if qualified {
-		rw.catalog = true
+		// The parser qualifies SQL's own type names (integer is
+		// pg_catalog.int4); a cast alone does not make a catalog query
+		// (sqlfront's engine rewrite drops the qualifier where DuckDB
+		// needs it).
 		tn.Names = tn.Names[1:]
 	}
 	return nil

@@ -90,7 +90,7 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 // the statement runs as written.
 func (s *session) describeRewritten(ctx context.Context, sql string, node *pg.Node) (string, *pg.Node, map[int]bool, *engine.Description, error) {
 	asWritten := stripPublic(sql, node)
-	rewritten, tree, quotients := s.rewriteForEngine(asWritten, node)
+	rewritten, tree, quotients := s.rewriteForEngine(sql, asWritten, node)
 	desc, err := s.conn.Describe(ctx, rewritten)
 	if err != nil && rewritten != asWritten {
 		// Either the statement is wrong, and the error (its position) is

@@ -124,12 +124,18 @@ type engineRewriter struct {
 // rewriteForEngine returns the SQL to send to the engine for a SELECT:
 // sql itself, unless a rewrite applied; the rewritten tree; and the result
 // columns computed as quotient text (numeric.go).
-func (s *session) rewriteForEngine(sql string, node *pg.Node) (string, *pg.Node, map[int]bool) {
+//
+// original is the statement as the client sent it (the positions in node
+// are in it); sql is what the engine would run as written.
+func (s *session) rewriteForEngine(original, sql string, node *pg.Node) (string, *pg.Node, map[int]bool) {
 	tree := proto.Clone(node).(*pg.Node)
 	if node.GetSelectStmt() == nil && node.GetExplainStmt() == nil {
 		return sql, tree, nil
 	}
 	changed, quotients := s.rewriteTreeForEngine(tree, true)
+	if unqualifyTypes(original, tree) {
+		changed = true // DuckDB does not read pg_catalog.int4
+	}
 	for _, rv := range rangeVars(tree) {
 		if rv.Schemaname == "public" {
 			rv.Schemaname, rv.Catalogname = "", ""
@@ -326,6 +332,28 @@ func paramTypeFrom(n *pg.Node, sc *fromScope) string {
 		return "float8"
 	}
 	return ""
+}
+
+// unqualifyTypes drops pg_catalog from the type names of casts, which the
+// parser adds to SQL's own type names (integer is pg_catalog.int4) and
+// DuckDB does not read; it reports whether sql itself wrote one so, which
+// the engine must then get deparsed.
+func unqualifyTypes(sql string, tree *pg.Node) bool {
+	written := false
+	walk(tree, func(m protoreflect.Message) {
+		tn, ok := m.Interface().(*pg.TypeName)
+		if !ok || len(tn.Names) < 2 || !strings.EqualFold(tn.Names[0].GetString_().GetSval(), "pg_catalog") {
+			return
+		}
+		if at := int(tn.Location); at >= 0 && at < len(sql) {
+			rest := strings.TrimLeft(sql[at:], `"`)
+			if hasPrefixFold(rest, "pg_catalog") {
+				written = true
+			}
+		}
+		tn.Names = tn.Names[1:]
+	})
+	return written
 }
 
 // concatText is a || b || ….

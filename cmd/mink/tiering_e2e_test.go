@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,7 +34,7 @@ func startTieringNode(t *testing.T, dataDir, freshness string) *node {
 	var n *node
 	for try := 0; ; try++ {
 		n = newNode(t, nodeOpts{dataDir: dataDir, leaseTTL: "3s",
-			extra: []string{"--coordinator-tick", "200ms", "--tiering-freshness", freshness, "--gc-interval", "1s"}})
+			extra: []string{"--coordinator-tick", "200ms", "--tiering-freshness", freshness, "--gc-interval", "1s", "--gc-delay", "2s"}})
 		if distinctPorts(n.args) || try == 10 {
 			break
 		}
@@ -279,6 +280,7 @@ func TestTieringKillMidRound(t *testing.T) {
 		}
 	}
 	conn.Close(ctx)
+	tableID := tableTiering(t, tieringStatus(t, n), "events").ID
 
 	// Start a waited round and kill the server as soon as it has planned.
 	run := exec.Command(minkBin, "tiering", "run", "--table", "events", "--wait", "--server", n.admin)
@@ -306,6 +308,18 @@ func TestTieringKillMidRound(t *testing.T) {
 	}
 	midRound := !strings.Contains(printed.String(), "recorded")
 
+	// An orphan data file, as a failed round leaves behind (whether the
+	// killed round got to write any is a matter of timing).
+	root, _ := filepath.Abs(filepath.Join(dataDir, "objects"))
+	orphans, err := objstore.NewDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := tiering.LakePrefix(tableID) + "data/b1-0-10-e1-0000000000000000.parquet"
+	if err := orphans.PutIfAbsent(ctx, orphan, []byte("not a parquet file")); err != nil {
+		t.Fatal(err)
+	}
+
 	n.start()
 	n.waitHealthy()
 	// The old incarnation's coordinator lease lasts until its TTL (3s)
@@ -327,7 +341,53 @@ func TestTieringKillMidRound(t *testing.T) {
 	if !slices.Equal(ids, seq(0, total)) {
 		t.Fatalf("lake has %d rows, want %d (each id once)", len(ids), total)
 	}
-	t.Logf("killed mid-round: %v; the run after the restart printed:\n%s\nserver log:\n%s", midRound, out, n.log())
+	t.Logf("killed mid-round: %v; the run after the restart printed:\n%s", midRound, out)
+
+	// The killed round's files are garbage: the lifecycle loop deletes
+	// them (gc-delay 2s) and keeps every file of the lake snapshot.
+	stored, live := lakeDataFiles(t, filepath.Join(dataDir, "objects"), st.ID)
+	t.Logf("data files after the restart's round: %d stored, %d in the lake snapshot", stored, live)
+	if stored <= live {
+		t.Fatalf("the orphan is not among the %d stored data files (%d live)", stored, live)
+	}
+	waitFor(t, 60*time.Second, "lake garbage collected", func() bool {
+		stored, live := lakeDataFiles(t, filepath.Join(dataDir, "objects"), st.ID)
+		return stored == live
+	})
+	if _, err := orphans.Get(ctx, orphan); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("the orphan is still there: %v", err)
+	}
+	if ids, _ := lakeIDs(t, dataDir, st.ID); !slices.Equal(ids, seq(0, total)) {
+		t.Fatalf("lake has %d rows after garbage collection, want %d", len(ids), total)
+	}
+}
+
+// lakeDataFiles counts the data files stored under a table's lake and the
+// data files of its current snapshot.
+func lakeDataFiles(t *testing.T, root string, id catalog.TableID) (stored, live int) {
+	t.Helper()
+	root, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := objstore.NewDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	objs, err := store.List(ctx, tiering.LakePrefix(id)+"data/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := tiering.NewLake(store, "file://"+root).Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(objs), len(tasks)
 }
 
 // TestTieringStalledHolderFenced: two nodes share an etcd and an object

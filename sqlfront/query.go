@@ -2,8 +2,11 @@ package sqlfront
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -124,6 +127,20 @@ const jsonbOID = 3802
 // numericOID is numeric's type OID.
 const numericOID = 1700
 
+// timeOID is time's type OID.
+const timeOID = 1083
+
+// timeText prints a time of day as PostgreSQL does: seconds with their
+// fraction only as far as it is not zero (12:34:56.789, 00:00:00).
+func timeText(us int64) string {
+	sec, frac := us/1_000_000, us%1_000_000
+	out := fmt.Sprintf("%02d:%02d:%02d", sec/3600, sec/60%60, sec%60)
+	if frac != 0 {
+		out += strings.TrimRight(fmt.Sprintf(".%06d", frac), "0")
+	}
+	return out
+}
+
 // engineRows adapts engine rows to pgwire.Rows.
 type engineRows struct {
 	rows    *engine.Rows
@@ -140,6 +157,10 @@ func (r *engineRows) Next(ctx context.Context) ([]any, error) {
 	if r.rows.Next() {
 		vals := r.rows.Values()
 		for i, c := range r.columns {
+			if t, ok := vals[i].(pgtype.Time); ok && c.TypeOID == timeOID && t.Valid {
+				vals[i] = pgwire.Text(timeText(t.Microseconds))
+				continue
+			}
 			s, ok := vals[i].(string)
 			if !ok {
 				continue

@@ -381,11 +381,11 @@ func unroutable(part arrow.RecordBatch, schema *arrow.Schema) arrow.RecordBatch 
 		cols[i] = part.Column(i)
 	}
 	out := array.NewRecordBatch(schema, cols, part.NumRows())
-	releaseAll2(made)
+	releaseArrays(made)
 	return out
 }
 
-func releaseAll2(arrs []arrow.Array) {
+func releaseArrays(arrs []arrow.Array) {
 	for _, a := range arrs {
 		a.Release()
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -311,3 +312,223 @@ func WriteTieringTable(w io.Writer, rep *TieringReport) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TieringLagConfig configures the lake-lag benchmark.
+type TieringLagConfig struct {
+	Dir string
+	// Rate is the ingest in rows/s, spread over Buckets buckets in batches
+	// committed every 100 ms; Duration is how long it runs; Freshness is
+	// the tiering_freshness of the table. Defaults 50 k, 4, 30 s, 1 s.
+	Rate      int
+	Buckets   int
+	Duration  time.Duration
+	Freshness time.Duration
+}
+
+// TieringLagReport is what MeasureTieringLag measured.
+type TieringLagReport struct {
+	Config     TieringLagConfig
+	Rows       int64
+	Rounds     int
+	RoundTimes []time.Duration
+	// Lags are, per committed batch, the time from its commit to the end
+	// of the round that tiered it.
+	Lags []time.Duration
+	// Behind is the untiered rows when ingest stopped.
+	Behind int64
+}
+
+// MeasureTieringLag commits batches of the facts table to the streams at
+// Rate rows/s while a worker loop runs a round whenever the oldest untiered
+// batch has waited Freshness and the last round started Freshness ago (the
+// server's rule), and measures how old rows are when they reach the lake.
+// Like MeasureTiering, the streams are in memory: this is the tiering
+// worker's ability to keep up, on a local-directory object store.
+func MeasureTieringLag(ctx context.Context, cfg TieringLagConfig) (*TieringLagReport, error) {
+	if cfg.Dir == "" {
+		cfg.Dir = os.TempDir()
+	}
+	if cfg.Rate == 0 {
+		cfg.Rate = 50_000
+	}
+	if cfg.Buckets == 0 {
+		cfg.Buckets = 4
+	}
+	if cfg.Duration == 0 {
+		cfg.Duration = 30 * time.Second
+	}
+	if cfg.Freshness == 0 {
+		cfg.Freshness = time.Second
+	}
+	rep := &TieringLagReport{Config: cfg}
+	base, err := os.MkdirTemp(cfg.Dir, "minkbench-tiering-lag-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(base)
+	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: discardLogger()})
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	propose := func(rec catalog.Record) (catalog.Outcome, error) {
+		o, err := cat.Propose(ctx, rec)
+		if err == nil {
+			err = o.Err
+		}
+		return o, err
+	}
+	if _, err := propose(catalog.RegisterNode{Node: 1}); err != nil {
+		return nil, err
+	}
+	coord, err := propose(catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1})
+	if err != nil {
+		return nil, err
+	}
+	spec := catalog.TableSpec{Name: "facts", Buckets: cfg.Buckets, Columns: []catalog.Column{
+		{Name: "id", Type: "bigint"}, {Name: "store", Type: "integer"}, {Name: "amount", Type: "double precision"},
+		{Name: "name", Type: "text"}, {Name: "ts", Type: "timestamptz"}, {Name: "flag", Type: "boolean"},
+		{Name: "user_id", Type: "bigint"}, {Name: "day", Type: "date"},
+	}}
+	created, err := propose(catalog.CreateTable{Spec: spec})
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range created.Buckets {
+		le, err := propose(catalog.LeadBucket{Bucket: b, Node: 1, CoordinatorEpoch: coord.Epoch})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := propose(catalog.OpenStream{Stream: catalog.StreamID(b), Epoch: le.Epoch, Node: 1, NodeEpoch: 1}); err != nil {
+			return nil, err
+		}
+	}
+	storeDir := filepath.Join(base, "objects")
+	store, err := objstore.NewDir(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	src := &memSource{batches: map[catalog.BucketID][]tiering.Batch{}}
+	defer src.release()
+	tr := tiering.New(tiering.Config{Store: store, StoreURL: "file://" + storeDir, Meta: cat, Source: src, Logger: discardLogger()})
+
+	// committed batches in order: (bucket, end offset, commit time)
+	type commit struct {
+		bucket catalog.BucketID
+		end    uint64
+		at     time.Time
+	}
+	var (
+		mu      sync.Mutex
+		commits []commit
+	)
+	ingestCtx, stopIngest := context.WithTimeout(ctx, cfg.Duration)
+	defer stopIngest()
+	ingestDone := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		ends := map[catalog.BucketID]uint64{}
+		perTick := cfg.Rate / 10
+		next := int64(0)
+		for k := 0; ; k++ {
+			select {
+			case <-ingestCtx.Done():
+				ingestDone <- nil
+				return
+			case <-tick.C:
+			}
+			b := created.Buckets[k%len(created.Buckets)]
+			rec := factsBatch(next, next+int64(perTick))
+			next += int64(perTick)
+			src.mu.Lock()
+			src.batches[b] = append(src.batches[b], tiering.Batch{Offset: ends[b], Record: rec})
+			src.mu.Unlock()
+			end := ends[b] + uint64(perTick)
+			if _, err := propose(catalog.CommitStreamObjects{Stream: catalog.StreamID(b), Epoch: 1,
+				Objects: []catalog.StreamObject{{Key: fmt.Sprintf("lag/%d/%d", b, ends[b]), Start: ends[b], End: end, Size: 1}}}); err != nil {
+				ingestDone <- err
+				return
+			}
+			ends[b] = end
+			mu.Lock()
+			commits = append(commits, commit{b, end, time.Now()})
+			rep.Rows += int64(perTick)
+			mu.Unlock()
+		}
+	}()
+
+	// The worker: a round when the oldest untiered batch has waited
+	// Freshness and the last round started Freshness ago.
+	tiered := map[catalog.BucketID]uint64{}
+	pending := 0 // index of the oldest commit not yet tiered
+	var lastStart time.Time
+	for ingestCtx.Err() == nil {
+		mu.Lock()
+		var oldest time.Time
+		if pending < len(commits) {
+			oldest = commits[pending].at
+		}
+		mu.Unlock()
+		now := time.Now()
+		if oldest.IsZero() || now.Sub(oldest) < cfg.Freshness || now.Sub(lastStart) < cfg.Freshness {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		lastStart = now
+		res, err := tr.Round(ctx, created.Table, coord.Epoch)
+		if err != nil {
+			return nil, fmt.Errorf("tiering round: %w", err)
+		}
+		done := time.Now()
+		rep.Rounds++
+		rep.RoundTimes = append(rep.RoundTimes, done.Sub(now))
+		for b, to := range res.To {
+			tiered[b] = to
+		}
+		mu.Lock()
+		for pending < len(commits) && commits[pending].end <= tiered[commits[pending].bucket] {
+			rep.Lags = append(rep.Lags, done.Sub(commits[pending].at))
+			pending++
+		}
+		mu.Unlock()
+	}
+	if err := <-ingestDone; err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	rep.Behind = int64(len(commits)-pending) * int64(cfg.Rate/10)
+	mu.Unlock()
+	return rep, nil
+}
+
+// RunTieringLag runs MeasureTieringLag and prints its table.
+func RunTieringLag(ctx context.Context, w io.Writer, cfg TieringLagConfig) error {
+	rep, err := MeasureTieringLag(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	WriteTieringLagTable(w, rep)
+	return nil
+}
+
+// WriteTieringLagTable prints the report as markdown.
+func WriteTieringLagTable(w io.Writer, rep *TieringLagReport) {
+	c := rep.Config
+	lags := slices.Clone(rep.Lags)
+	slices.Sort(lags)
+	rounds := slices.Clone(rep.RoundTimes)
+	slices.Sort(rounds)
+	pct := func(ds []time.Duration, p float64) time.Duration {
+		if len(ds) == 0 {
+			return 0
+		}
+		return ds[min(len(ds)-1, int(p*float64(len(ds))))].Round(time.Millisecond)
+	}
+	fmt.Fprintf(w, "facts table, %d rows/s committed every 100 ms over %d buckets for %s, tiering_freshness %s; object store: local directory\n\n",
+		c.Rate, c.Buckets, c.Duration, c.Freshness)
+	fmt.Fprintln(w, "| rows | rounds | round p50 | round max | lag p50 | lag p99 | lag max | untiered at the end |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %d rows |\n", rep.Rows, rep.Rounds,
+		pct(rounds, 0.5), pct(rounds, 1), pct(lags, 0.5), pct(lags, 0.99), pct(lags, 1), rep.Behind)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRunTiering runs the benchmark with a few thousand rows so it stays
@@ -21,5 +22,21 @@ func TestRunTiering(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "mink tiering round") || !strings.Contains(out.String(), "DuckDB") {
 		t.Errorf("table:\n%s", out.String())
+	}
+}
+
+// TestRunTieringLag runs the lag benchmark for a moment; it measures nothing
+// useful but checks that every committed row was tiered or counted behind.
+func TestRunTieringLag(t *testing.T) {
+	rep, err := MeasureTieringLag(t.Context(), TieringLagConfig{Dir: t.TempDir(), Rate: 2000, Duration: 2500 * time.Millisecond, Freshness: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	WriteTieringLagTable(&out, rep)
+	t.Log("\n" + out.String())
+	tiered := int64(len(rep.Lags)) * 200
+	if rep.Rounds == 0 || tiered+rep.Behind != rep.Rows {
+		t.Fatalf("%d rounds; %d rows committed, %d tiered + %d behind", rep.Rounds, rep.Rows, tiered, rep.Behind)
 	}
 }

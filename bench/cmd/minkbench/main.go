@@ -93,6 +93,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunTiering(ctx, os.Stdout, cfg)
 	},
+	"tiering-lag": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.TieringLagConfig{Dir: dir}
+		if quick {
+			cfg.Duration = 3 * time.Second
+		}
+		return bench.RunTieringLag(ctx, os.Stdout, cfg)
+	},
 	"query": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.QueryConfig{Dir: dir}
 		if quick {

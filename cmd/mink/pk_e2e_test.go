@@ -367,7 +367,7 @@ func TestPKKillAfterAcknowledged(t *testing.T) {
 			}
 			if i == killAfter {
 				killed.Add(1)
-				delay := time.Duration(rng.Int63n(int64(5 * time.Millisecond)))
+				delay := time.Duration(rng.Int63n(int64(20 * time.Millisecond)))
 				go func() {
 					defer killed.Done()
 					time.Sleep(delay)

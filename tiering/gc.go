@@ -36,11 +36,14 @@ type LakeCollector struct {
 
 	mu        sync.Mutex
 	firstSeen map[string]time.Time // guarded by mu
+	// manifests caches what manifest lists and manifests reference
+	// (see Lake.references); guarded by mu.
+	manifests map[string][]string
 }
 
 // NewLakeCollector returns a collector of lake with the given grace delay.
 func NewLakeCollector(lake *Lake, delay time.Duration) *LakeCollector {
-	return &LakeCollector{lake: lake, delay: delay, now: time.Now, firstSeen: map[string]time.Time{}}
+	return &LakeCollector{lake: lake, delay: delay, now: time.Now, firstSeen: map[string]time.Time{}, manifests: map[string][]string{}}
 }
 
 // LakeGCStats says what one pass did.
@@ -69,7 +72,7 @@ func (c *LakeCollector) Collect(ctx context.Context, tables []catalog.TableID) (
 		if len(objs) == 0 {
 			continue
 		}
-		refs, err := c.lake.references(ctx, id)
+		refs, err := c.lake.references(ctx, id, c.manifests)
 		if err != nil {
 			return st, err
 		}
@@ -114,7 +117,14 @@ func (c *LakeCollector) Collect(ctx context.Context, tables []catalog.TableID) (
 // versions, and the manifest lists, manifests and data files of every
 // snapshot of the current version. Any read error fails the pass (nothing is
 // deleted on doubt).
-func (l *Lake) references(ctx context.Context, id catalog.TableID) (map[string]bool, error) {
+//
+// cache, if not nil, maps a manifest list or manifest key to the keys it
+// references; lake objects are immutable, so a pass reads only the manifest
+// lists and manifests it has not seen before.
+func (l *Lake) references(ctx context.Context, id catalog.TableID, cache map[string][]string) (map[string]bool, error) {
+	if cache == nil {
+		cache = map[string][]string{}
+	}
 	refs := map[string]bool{}
 	version, err := l.currentVersion(ctx, id)
 	if err != nil {
@@ -144,28 +154,45 @@ func (l *Lake) references(ctx context.Context, id catalog.TableID) (map[string]b
 		return k, nil
 	}
 	for _, snap := range tbl.Metadata().Snapshots() {
-		k, err := key(snap.ManifestList)
+		listKey, err := key(snap.ManifestList)
 		if err != nil {
 			return nil, err
 		}
-		refs[k] = true
-		manifests, err := snap.Manifests(fsys)
-		if err != nil {
-			return nil, fmt.Errorf("lake of table %d snapshot %s: %w", id, strconv.FormatInt(snap.SnapshotID, 10), err)
-		}
-		for _, m := range manifests {
-			if k, err = key(m.FilePath()); err != nil {
-				return nil, err
+		refs[listKey] = true
+		manifestKeys, ok := cache[listKey]
+		if !ok {
+			manifests, err := snap.Manifests(fsys)
+			if err != nil {
+				return nil, fmt.Errorf("lake of table %d snapshot %s: %w", id, strconv.FormatInt(snap.SnapshotID, 10), err)
 			}
-			refs[k] = true
-			for e, err := range m.Entries(fsys, false) {
+			for _, m := range manifests {
+				mk, err := key(m.FilePath())
 				if err != nil {
-					return nil, fmt.Errorf("lake of table %d manifest %s: %w", id, m.FilePath(), err)
-				}
-				if k, err = key(e.DataFile().FilePath()); err != nil {
 					return nil, err
 				}
-				refs[k] = true
+				manifestKeys = append(manifestKeys, mk)
+				if _, ok := cache[mk]; ok {
+					continue
+				}
+				var dataKeys []string
+				for e, err := range m.Entries(fsys, false) {
+					if err != nil {
+						return nil, fmt.Errorf("lake of table %d manifest %s: %w", id, m.FilePath(), err)
+					}
+					dk, err := key(e.DataFile().FilePath())
+					if err != nil {
+						return nil, err
+					}
+					dataKeys = append(dataKeys, dk)
+				}
+				cache[mk] = dataKeys
+			}
+			cache[listKey] = manifestKeys
+		}
+		for _, mk := range manifestKeys {
+			refs[mk] = true
+			for _, dk := range cache[mk] {
+				refs[dk] = true
 			}
 		}
 	}

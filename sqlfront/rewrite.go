@@ -114,6 +114,7 @@ type engineRewriter struct {
 	// node is visited again through its children.
 	wrapped     map[*pg.FuncCall]bool
 	wrappedExpr map[*pg.A_Expr]bool
+	wrappedFrom map[*pg.RangeFunction]bool
 	// root is the top-level SELECT when its numeric quotients are to be
 	// computed exactly (numeric.go); quotients are the positions of the
 	// result columns rewritten so.
@@ -156,7 +157,7 @@ func (s *session) rewriteForEngine(original, sql string, node *pg.Node) (string,
 // it computes as quotient text when quotients is set. The catalog path
 // (planCatalogQuery) calls it on its own rewritten tree, without.
 func (s *session) rewriteTreeForEngine(tree *pg.Node, quotients bool) (bool, map[int]bool) {
-	rw := &engineRewriter{s: s, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}, quotients: map[int]bool{}}
+	rw := &engineRewriter{s: s, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}, wrappedFrom: map[*pg.RangeFunction]bool{}, quotients: map[int]bool{}}
 	if quotients {
 		rw.root = tree.GetSelectStmt()
 	}
@@ -184,6 +185,10 @@ func (rw *engineRewriter) visit(n *pg.Node, sc *fromScope) bool {
 		}
 	case *pg.Node_TypeCast:
 		repl = rw.typeCast(x.TypeCast)
+	case *pg.Node_RangeFunction:
+		if !rw.wrappedFrom[x.RangeFunction] {
+			repl = rw.rangeFunction(x.RangeFunction)
+		}
 	}
 	if repl != nil {
 		n.Node = repl.Node
@@ -354,6 +359,52 @@ func unqualifyTypes(sql string, tree *pg.Node) bool {
 		tn.Names = tn.Names[1:]
 	})
 	return written
+}
+
+// rangeFunction rewrites generate_series of integer constants in FROM,
+// which PostgreSQL types integer (DuckDB: BIGINT), into a subquery that
+// casts its values; the alias names the column as in PostgreSQL, where
+// `generate_series(1, 5) AS g` makes g the column too (DuckDB: the row).
+func (rw *engineRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
+	if rf.Lateral || rf.Ordinality || rf.IsRowsfrom || len(rf.Functions) != 1 || len(rf.Coldeflist) > 0 {
+		return nil
+	}
+	items := rf.Functions[0].GetList().GetItems()
+	if len(items) == 0 {
+		return nil
+	}
+	fc := items[0].GetFuncCall()
+	if fc == nil {
+		return nil
+	}
+	if schema, name := funcName(fc); name != "generate_series" || (schema != "" && schema != "pg_catalog") || len(fc.Args) < 2 || len(fc.Args) > 3 {
+		return nil
+	}
+	for _, a := range fc.Args {
+		if c := a.GetAConst(); c == nil || c.GetIval() == nil {
+			return nil
+		}
+	}
+	alias := &pg.Alias{Aliasname: "generate_series"}
+	if rf.Alias != nil {
+		alias = proto.Clone(rf.Alias).(*pg.Alias)
+	}
+	if len(alias.Colnames) == 0 {
+		alias.Colnames = catNames(alias.Aliasname)
+	}
+	inner := &pg.RangeFunction{Functions: rf.Functions}
+	rw.wrappedFrom[inner] = true
+	value := &pg.ResTarget{Name: "generate_series", Val: catCast(&pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: &pg.ColumnRef{Fields: catNames("generate_series")}}}, "int4")}
+	sub := &pg.SelectStmt{
+		Op:          pg.SetOperation_SETOP_NONE,
+		LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT,
+		TargetList:  []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: value}}},
+		FromClause:  []*pg.Node{{Node: &pg.Node_RangeFunction{RangeFunction: inner}}},
+	}
+	return &pg.Node{Node: &pg.Node_RangeSubselect{RangeSubselect: &pg.RangeSubselect{
+		Subquery: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sub}},
+		Alias:    alias,
+	}}}
 }
 
 // concatText is a || b || ….

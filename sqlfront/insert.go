@@ -113,6 +113,7 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 		return nil, withoutPosition(err)
 	}
 	params := resolveParams(paramOIDs, desc.Params)
+	evalParams := maxParamRef(ins.SelectStmt, ins.WithClause)
 	// A parameter standing alone for a column, in VALUES or in the target
 	// list of INSERT … SELECT, takes the column's type, as in PostgreSQL
 	// (the engine cannot see through the source).
@@ -149,6 +150,9 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 		}
 	}
 	selects(ins.SelectStmt.GetSelectStmt())
+	if params, err = s.conflictParams(ctx, table, conflict, params, paramOIDs); err != nil {
+		return nil, err
+	}
 
 	st := &stmt{params: params}
 	var returning string
@@ -187,7 +191,11 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 		if err := s.tables.sync(ctx); err != nil {
 			return pgwire.Result{}, err
 		}
-		batches, rows, err := s.evaluate(ctx, table, eval, args)
+		evalArgs := args
+		if len(evalArgs) > evalParams {
+			evalArgs = evalArgs[:evalParams] // the rest are ON CONFLICT's
+		}
+		batches, rows, err := s.evaluate(ctx, table, eval, evalArgs)
 		if err != nil {
 			return pgwire.Result{}, err
 		}

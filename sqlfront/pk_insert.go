@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -32,9 +33,10 @@ type conflictPlan struct {
 	// no WHERE, so it is a plain upsert of the proposed row.
 	replace bool
 	// update is the query computing the new rows of conflicting keys from
-	// existingView and excludedView; updateArgs says it uses parameters.
-	update     string
-	updateArgs bool
+	// existingView and excludedView; its parameter $j is the statement's
+	// $updateParams[j-1].
+	update       string
+	updateParams []int
 }
 
 // planConflict checks an ON CONFLICT clause against the table.
@@ -122,12 +124,31 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 			return plan, nil
 		}
 	}
+	// The update query is prepared on its own: its parameters are
+	// renumbered $1… in order of first use, and planUpdateParams passes the
+	// statement's values for them.
+	renumber := map[int32]int32{}
+	renum := func(n *pg.Node) *pg.Node {
+		cp := proto.Clone(n).(*pg.Node)
+		walk(cp, func(m protoreflect.Message) {
+			if pr, ok := m.Interface().(*pg.ParamRef); ok {
+				k, ok := renumber[pr.Number]
+				if !ok {
+					k = int32(len(renumber) + 1)
+					renumber[pr.Number] = k
+					plan.updateParams = append(plan.updateParams, int(pr.Number))
+				}
+				pr.Number = k
+			}
+		})
+		return cp
+	}
 	var sel []string
 	sel = append(sel, "excluded."+rowColumn)
 	for i, c := range table.cols {
 		expr := quoteIdent(alias) + "." + quoteIdent(c.Name)
 		if e, ok := exprs[i]; ok {
-			q, err := qualifyColumns(e, table)
+			q, err := qualifyColumns(renum(e), table)
 			if err != nil {
 				return nil, err
 			}
@@ -148,7 +169,7 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + existingView + " AS " + quoteIdent(alias) +
 		" JOIN " + excludedView + " AS excluded ON " + quoteIdent(alias) + "." + rowColumn + " = excluded." + rowColumn
 	if oc.WhereClause != nil {
-		w, err := qualifyColumns(oc.WhereClause, table)
+		w, err := qualifyColumns(renum(oc.WhereClause), table)
 		if err != nil {
 			return nil, err
 		}
@@ -159,15 +180,57 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 		q += " WHERE " + text
 	}
 	plan.update = q + " ORDER BY 1"
-	var all []*pg.Node
-	for _, e := range exprs {
-		all = append(all, e)
-	}
-	if oc.WhereClause != nil {
-		all = append(all, oc.WhereClause)
-	}
-	plan.updateArgs = hasParamRef(all)
 	return plan, nil
+}
+
+// conflictParams adds the types of the parameters that only DO UPDATE
+// uses to params (the types of the statement's parameters so far), from
+// the engine's reading of the update query; text where it cannot tell.
+func (s *session) conflictParams(ctx context.Context, table *tableInfo, plan *conflictPlan, params, client []uint32) ([]uint32, error) {
+	if len(plan.updateParams) == 0 {
+		return params, nil
+	}
+	schema := withRowNumberSchema(table.schema)
+	rel1, err := s.conn.RegisterRecords(ctx, existingView, schema, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rel1()
+	rel2, err := s.conn.RegisterRecords(ctx, excludedView, schema, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rel2()
+	desc, err := s.conn.Describe(ctx, plan.update)
+	if err != nil {
+		return nil, withoutPosition(err)
+	}
+	for j, orig := range plan.updateParams {
+		for len(params) < orig {
+			params = append(params, 0)
+		}
+		if params[orig-1] != 0 {
+			continue // typed by the rows' source or the client
+		}
+		params[orig-1] = 25
+		if orig-1 < len(client) && client[orig-1] != 0 {
+			params[orig-1] = client[orig-1]
+		} else if j < len(desc.Params) && desc.Params[j].Valid() {
+			params[orig-1] = desc.Params[j].OID()
+		}
+	}
+	for i, p := range params {
+		if p == 0 {
+			params[i] = 25 // a parameter no part of the statement uses
+		}
+	}
+	return params, nil
+}
+
+// withRowNumberSchema is schema plus rowColumn.
+func withRowNumberSchema(schema *arrow.Schema) *arrow.Schema {
+	fields := append(append([]arrow.Field{}, schema.Fields()...), arrow.Field{Name: rowColumn, Type: arrow.PrimitiveTypes.Int64})
+	return arrow.NewSchema(fields, nil)
 }
 
 // isExcludedRef reports whether n is excluded.<col>.
@@ -435,9 +498,11 @@ func (s *session) computeUpdates(ctx context.Context, table *tableInfo, codec *k
 		return nil, err
 	}
 	defer rel2()
-	var qargs []any
-	if plan.updateArgs {
-		qargs = args
+	qargs := make([]any, len(plan.updateParams))
+	for j, orig := range plan.updateParams {
+		if orig-1 < len(args) {
+			qargs[j] = args[orig-1]
+		}
 	}
 	rdr, err := s.conn.QueryArrow(ctx, plan.update, qargs...)
 	if err != nil {
@@ -521,4 +586,22 @@ func concatBatches(schema *arrow.Schema, batches []arrow.RecordBatch) (arrow.Rec
 		return nil, err
 	}
 	return merged[0], nil
+}
+
+// maxParamRef is the highest parameter number ($n) used in the messages;
+// the rows of an INSERT are evaluated with that many arguments, the rest
+// being ON CONFLICT's.
+func maxParamRef(msgs ...proto.Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m == nil || !m.ProtoReflect().IsValid() {
+			continue
+		}
+		walk(m, func(m protoreflect.Message) {
+			if pr, ok := m.Interface().(*pg.ParamRef); ok {
+				n = max(n, int(pr.Number))
+			}
+		})
+	}
+	return n
 }

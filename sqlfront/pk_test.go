@@ -342,3 +342,46 @@ func TestPKWriteFailsHalfway(t *testing.T) {
 		t.Fatalf("count %d %v, want 80", count, err)
 	}
 }
+
+// Parameters anywhere in INSERT … ON CONFLICT, UPDATE and DELETE, through
+// the extended protocol (prepared) and the simple one (interpolated).
+func TestPKParameters(t *testing.T) {
+	n := minktest.Start(t, minktest.Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
+		for _, sql := range []string{"DROP TABLE IF EXISTS p", "CREATE TABLE p (id bigint PRIMARY KEY, v text, n integer)"} {
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := []struct {
+			sql  string
+			args []any
+			tag  string
+		}{
+			{"INSERT INTO p VALUES ($1, $2, 0) ON CONFLICT (id) DO UPDATE SET v = $2", []any{int64(1), "a"}, "INSERT 0 1"},
+			{"INSERT INTO p VALUES ($1, $2, 0) ON CONFLICT (id) DO UPDATE SET v = $2", []any{int64(1), "b"}, "INSERT 0 1"},
+			{"INSERT INTO p VALUES ($1, $2, 0) ON CONFLICT (id) DO UPDATE SET v = $2, n = p.n + $3", []any{int64(1), "c", int32(5)}, "INSERT 0 1"},
+			{"INSERT INTO p VALUES ($1, 'x', 0) ON CONFLICT (id) DO UPDATE SET v = excluded.v WHERE p.v <> $2", []any{int64(1), "c"}, "INSERT 0 0"},
+			{"INSERT INTO p VALUES ($1, 'x', 0) ON CONFLICT (id) DO UPDATE SET n = $3 WHERE p.v = $2", []any{int64(1), "c", int32(7)}, "INSERT 0 1"},
+			{"UPDATE p SET v = $2 WHERE id = $1", []any{int64(1), "d"}, "UPDATE 1"},
+			{"DELETE FROM p WHERE id = $1 AND v = $2", []any{int64(1), "nope"}, "DELETE 0"},
+		}
+		for _, st := range steps {
+			tag, err := conn.Exec(ctx, st.sql, append([]any{mode}, st.args...)...)
+			if err != nil || tag.String() != st.tag {
+				t.Fatalf("%v: %s %v: %q %v, want %s", mode, st.sql, st.args, tag, err, st.tag)
+			}
+		}
+		var v string
+		var num int32
+		if err := conn.QueryRow(ctx, "SELECT v, n FROM p WHERE id = 1").Scan(&v, &num); err != nil || v != "d" || num != 7 {
+			t.Fatalf("%v: row is %q %d %v, want d 7", mode, v, num, err)
+		}
+	}
+}

@@ -37,6 +37,9 @@ type conflictPlan struct {
 	// $updateParams[j-1].
 	update       string
 	updateParams []int
+	// paramCol: a parameter standing alone for a column (SET col = $n)
+	// takes the column's type, as in PostgreSQL.
+	paramCol map[int]sqltypes.Type
 }
 
 // planConflict checks an ON CONFLICT clause against the table.
@@ -109,6 +112,12 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 			return nil, unsupported("ON CONFLICT DO UPDATE cannot change primary-key column %q in mink; DELETE the row and INSERT the new one", rt.Name)
 		}
 		exprs[i] = rt.Val
+		if pr := rt.Val.GetParamRef(); pr != nil {
+			if plan.paramCol == nil {
+				plan.paramCol = map[int]sqltypes.Type{}
+			}
+			plan.paramCol[int(pr.Number)] = table.cols[i].Type // SET col = $n
+		}
 	}
 	if oc.WhereClause == nil {
 		plan.replace = true
@@ -215,6 +224,8 @@ func (s *session) conflictParams(ctx context.Context, table *tableInfo, plan *co
 		params[orig-1] = 25
 		if orig-1 < len(client) && client[orig-1] != 0 {
 			params[orig-1] = client[orig-1]
+		} else if t, ok := plan.paramCol[orig]; ok {
+			params[orig-1] = t.OID()
 		} else if j < len(desc.Params) && desc.Params[j].Valid() {
 			params[orig-1] = desc.Params[j].OID()
 		}

@@ -3,6 +3,7 @@ package sqlfront
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -423,6 +424,21 @@ func keyRecord(p *lookupPlan, vals []any) (arrow.RecordBatch, bool) {
 // not exist.
 func (s *session) lookupBucket(ctx context.Context, p *lookupPlan, keyRec arrow.RecordBatch) (catalog.BucketID, bool, error) {
 	var ids []catalog.BucketID
+	exists := false
+	s.f.cfg.Meta.Read(func(v *catalog.View) { _, exists = v.Tables[p.table.id] })
+	if !exists {
+		// Dropped since the statement was prepared: a table of the same
+		// name and definition takes its place, as a re-planned statement
+		// would read it.
+		t, err := s.f.lookupTableByName(p.table.name)
+		if err != nil {
+			return 0, false, err
+		}
+		if !sameDefinition(t.spec, p.table.spec) {
+			return 0, false, unsupported("cached plan must not change result type")
+		}
+		p.table = t
+	}
 	if p.partPos < 0 {
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
 			if t, ok := v.Tables[p.table.id]; ok {
@@ -457,4 +473,12 @@ func (s *session) lookupBucket(ctx context.Context, p *lookupPlan, keyRec arrow.
 		return 0, false, fmt.Errorf("route key: %w", err)
 	}
 	return ids[routing.Bucket(key, len(ids))], true, nil
+}
+
+// sameDefinition reports whether two tables have the same columns, key,
+// partitioning and bucket key, so that a point-lookup plan made for one
+// serves the other.
+func sameDefinition(a, b catalog.TableSpec) bool {
+	return reflect.DeepEqual(a.Columns, b.Columns) && reflect.DeepEqual(a.PrimaryKey, b.PrimaryKey) &&
+		a.PartitionBy == b.PartitionBy && reflect.DeepEqual(a.BucketKey, b.BucketKey)
 }

@@ -366,7 +366,7 @@ func TestPKParameters(t *testing.T) {
 		}{
 			{"INSERT INTO p VALUES ($1, $2, 0) ON CONFLICT (id) DO UPDATE SET v = $2", []any{int64(1), "a"}, "INSERT 0 1"},
 			{"INSERT INTO p VALUES ($1, $2, 0) ON CONFLICT (id) DO UPDATE SET v = $2", []any{int64(1), "b"}, "INSERT 0 1"},
-			{"INSERT INTO p VALUES ($1, $2, 0) ON CONFLICT (id) DO UPDATE SET v = $2, n = p.n + $3", []any{int64(1), "c", int32(5)}, "INSERT 0 1"},
+			{"INSERT INTO p VALUES ($1, $2, 0) ON CONFLICT (id) DO UPDATE SET v = $2, n = p.n + $3::integer", []any{int64(1), "c", int32(5)}, "INSERT 0 1"},
 			{"INSERT INTO p VALUES ($1, 'x', 0) ON CONFLICT (id) DO UPDATE SET v = excluded.v WHERE p.v <> $2", []any{int64(1), "c"}, "INSERT 0 0"},
 			{"INSERT INTO p VALUES ($1, 'x', 0) ON CONFLICT (id) DO UPDATE SET n = $3 WHERE p.v = $2", []any{int64(1), "c", int32(7)}, "INSERT 0 1"},
 			{"UPDATE p SET v = $2 WHERE id = $1", []any{int64(1), "d"}, "UPDATE 1"},

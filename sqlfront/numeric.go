@@ -19,8 +19,8 @@ import (
 // "dividend/divisor" of its exact operands (sum and count for avg), and
 // divided here (quotientText), described as numeric. Only result columns
 // are rewritten: inside expressions (salary - avg(salary)), the engine's
-// double remains, and a column the statement sorts or deduplicates on is
-// left alone, since the text would not sort as the number does.
+// double remains; ORDER BY and GROUP BY references to such a column sort
+// and group by that double; with DISTINCT nothing is rewritten.
 
 // quotientOperands returns the dividend and divisor of n when it is a
 // numeric quotient: avg(x) of an integer or numeric x, or x / y with both
@@ -69,6 +69,38 @@ func valueKind(n *pg.Node, sc *fromScope) sqltypes.Kind {
 		}
 		return sqltypes.Invalid
 	}
+	if fc := n.GetFuncCall(); fc != nil {
+		// The aggregates whose result type follows from their argument's.
+		schema, name := funcName(fc)
+		if schema != "" && schema != "pg_catalog" {
+			return sqltypes.Invalid
+		}
+		if name == "count" {
+			return sqltypes.Int8
+		}
+		if len(fc.Args) != 1 {
+			return sqltypes.Invalid
+		}
+		arg := valueKind(fc.Args[0], sc)
+		switch name {
+		case "sum":
+			switch {
+			case arg == sqltypes.Int2 || arg == sqltypes.Int4:
+				return sqltypes.Int8
+			case arg == sqltypes.Int8 || arg == sqltypes.Numeric:
+				return sqltypes.Numeric
+			}
+		case "min", "max":
+			if isIntegerKind(arg) || arg == sqltypes.Numeric {
+				return arg
+			}
+		case "avg":
+			if isIntegerKind(arg) || arg == sqltypes.Numeric {
+				return sqltypes.Numeric
+			}
+		}
+		return sqltypes.Invalid
+	}
 	if a := n.GetAExpr(); a != nil && a.Kind == pg.A_Expr_Kind_AEXPR_OP && len(a.Name) == 1 && a.Lexpr != nil && a.Rexpr != nil {
 		// Integer arithmetic stays integer (of some width), and numeric
 		// with a numeric operand; division is not followed.
@@ -100,33 +132,77 @@ func quotientTargets(sel *pg.SelectStmt, sc *fromScope) map[int][2]*pg.Node {
 	out := map[int][2]*pg.Node{}
 	for i, t := range sel.TargetList {
 		rt := t.GetResTarget()
-		if rt == nil || sortedOn(sel, i, rt) {
+		if rt == nil {
 			continue
 		}
-		if num, den, ok := quotientOperands(rt.Val, sc); ok {
-			out[i] = [2]*pg.Node{num, den}
+		num, den, ok := quotientOperands(rt.Val, sc)
+		if !ok {
+			continue
 		}
+		if rt.Val.GetAExpr() != nil && len(sel.GroupClause) > 0 && !(groupFree(sel, num) && groupFree(sel, den)) {
+			// x / 4 grouped by x / 4: x alone is not grouped, so its text
+			// cannot be a result column.
+			continue
+		}
+		out[i] = [2]*pg.Node{num, den}
 	}
 	return out
 }
 
-// sortedOn reports whether ORDER BY may refer to result column i (by
-// position or by name).
-func sortedOn(sel *pg.SelectStmt, i int, rt *pg.ResTarget) bool {
-	name := rt.Name
-	if name == "" {
-		name = figureColname(rt.Val)
+// groupFree reports whether n can be a result column of the grouped query
+// sel: a function call (an aggregate, as far as the tree says), a
+// constant, or a column sel groups by.
+func groupFree(sel *pg.SelectStmt, n *pg.Node) bool {
+	if n.GetFuncCall() != nil || n.GetAConst() != nil {
+		return true
 	}
-	for _, s := range sel.SortClause {
-		by := s.GetSortBy().GetNode()
-		if c := by.GetAConst(); c != nil && c.GetIval() != nil && int(c.GetIval().Ival) == i+1 {
-			return true
+	cr := n.GetColumnRef()
+	if cr == nil {
+		return false
+	}
+	names := func(c *pg.ColumnRef) string {
+		var parts []string
+		for _, f := range c.Fields {
+			parts = append(parts, f.GetString_().GetSval())
 		}
-		if cr := by.GetColumnRef(); cr != nil && len(cr.Fields) == 1 && cr.Fields[0].GetString_().GetSval() == name {
+		return strings.Join(parts, ".")
+	}
+	for _, g := range sel.GroupClause {
+		if gc := g.GetColumnRef(); gc != nil && names(gc) == names(cr) {
 			return true
 		}
 	}
 	return false
+}
+
+// refsTo returns the ORDER BY and GROUP BY items that refer to result
+// column i by position or by name. The rewrite points them at the
+// column's expression, computed by the engine as the double it is there,
+// since the quotient text would not sort or group as the number does.
+func refsTo(sel *pg.SelectStmt, i int, rt *pg.ResTarget) []*pg.Node {
+	name := rt.Name
+	if name == "" {
+		name = figureColname(rt.Val)
+	}
+	refers := func(n *pg.Node) bool {
+		if c := n.GetAConst(); c != nil && c.GetIval() != nil && int(c.GetIval().Ival) == i+1 {
+			return true
+		}
+		cr := n.GetColumnRef()
+		return cr != nil && len(cr.Fields) == 1 && cr.Fields[0].GetString_().GetSval() == name
+	}
+	var out []*pg.Node
+	for _, s := range sel.SortClause {
+		if by := s.GetSortBy().GetNode(); by != nil && refers(by) {
+			out = append(out, by)
+		}
+	}
+	for _, g := range sel.GroupClause {
+		if refers(g) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // quotientText divides the engine's "dividend/divisor" text as PostgreSQL's

@@ -225,6 +225,9 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 	if sel == rw.root {
 		for i, ops := range quotientTargets(sel, scope) {
 			rt := sel.TargetList[i].GetResTarget()
+			for _, ref := range refsTo(sel, i, rt) {
+				ref.Node = proto.Clone(rt.Val).(*pg.Node).Node
+			}
 			divisor := ops[1]
 			if rt.Val.GetAExpr() != nil {
 				divisor = catCall("mink_divisor", divisor)

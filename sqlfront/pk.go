@@ -75,14 +75,24 @@ type remoteKV struct {
 	id    catalog.BucketID
 	codec *kv.Codec
 	wait  time.Duration
+	// leader is the Flight address of the bucket's leader in the current
+	// view ("" if none). A retry goes there: the leader at addr may have
+	// died and the bucket moved, and a dead node sends no redirect.
+	leader func() string
 }
 
-func (b *remoteKV) retry(ctx context.Context, fn func() error) error {
+func (b *remoteKV) retry(ctx context.Context, fn func(addr string) error) error {
 	deadline := time.Now().Add(b.wait)
+	addr := b.addr
 	for {
-		err := fn()
+		err := fn(addr)
 		if err == nil || errors.Is(err, buckets.ErrUnknownOutcome) || !retryable(err) || time.Now().After(deadline) {
 			return err
+		}
+		if b.leader != nil {
+			if to := b.leader(); to != "" {
+				addr = to
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -94,32 +104,46 @@ func (b *remoteKV) retry(ctx context.Context, fn func() error) error {
 
 func (b *remoteKV) Codec() *kv.Codec { return b.codec }
 func (b *remoteKV) Write(ctx context.Context, writes []kv.Write) (recs []kv.ChangeRecord, first uint64, err error) {
-	err = b.retry(ctx, func() (err error) {
-		recs, first, err = b.r.WriteKV(ctx, b.addr, b.id, writes)
+	err = b.retry(ctx, func(addr string) (err error) {
+		recs, first, err = b.r.WriteKV(ctx, addr, b.id, writes)
 		return err
 	})
 	return recs, first, err
 }
 func (b *remoteKV) Get(ctx context.Context, key []byte) (row []byte, ok bool, err error) {
-	err = b.retry(ctx, func() (err error) {
-		row, ok, err = b.r.GetKV(ctx, b.addr, b.id, key)
+	err = b.retry(ctx, func(addr string) (err error) {
+		row, ok, err = b.r.GetKV(ctx, addr, b.id, key)
 		return err
 	})
 	return row, ok, err
 }
 func (b *remoteKV) Scan(ctx context.Context) (out []arrow.RecordBatch, err error) {
-	err = b.retry(ctx, func() (err error) {
-		out, err = b.r.ScanKV(ctx, b.addr, b.id)
+	err = b.retry(ctx, func(addr string) (err error) {
+		out, err = b.r.ScanKV(ctx, addr, b.id)
 		return err
 	})
 	return out, err
 }
 func (b *remoteKV) Changelog(ctx context.Context) (out []buckets.Batch, err error) {
-	err = b.retry(ctx, func() (err error) {
-		out, err = b.r.ReadChangelog(ctx, b.addr, b.id)
+	err = b.retry(ctx, func(addr string) (err error) {
+		out, err = b.r.ReadChangelog(ctx, addr, b.id)
 		return err
 	})
 	return out, err
+}
+
+// leaderFlightAddr is the Flight address of bucket id's leader in the view,
+// or "" if it has none.
+func (f *Frontend) leaderFlightAddr(id catalog.BucketID) string {
+	var addr string
+	f.cfg.Meta.Read(func(v *catalog.View) {
+		if b, ok := v.Buckets[id]; ok {
+			if n, ok := v.Nodes[b.Leader]; ok {
+				addr = n.Addrs.Flight
+			}
+		}
+	})
+	return addr
 }
 
 // codecOf returns the codec of the primary-key table of bucket id.
@@ -214,7 +238,8 @@ func (f *Frontend) kvBucket(ctx context.Context, id catalog.BucketID) (kvBucket,
 			if err != nil {
 				return nil, err
 			}
-			return &remoteKV{r: f.cfg.Remote, addr: nle.To, id: id, codec: codec, wait: f.cfg.BucketWait}, nil
+			return &remoteKV{r: f.cfg.Remote, addr: nle.To, id: id, codec: codec, wait: f.cfg.BucketWait,
+				leader: func() string { return f.leaderFlightAddr(id) }}, nil
 		}
 		if !retryable(err) || time.Now().After(deadline) {
 			return nil, err

@@ -420,3 +420,57 @@ func TestRegisterChecker(t *testing.T) {
 		}
 	}
 }
+
+// A write in flight across a failover waits for the bucket to be served
+// again (docs/cluster.md: statements wait for a moving bucket up to 30 s),
+// for log and primary-key tables alike: kill -9 the leader of some
+// buckets, at once send a write through a surviving node into one of them,
+// and it succeeds once the bucket is open on its new leader.
+func TestWriteWaitsForFailover(t *testing.T) {
+	for _, kind := range []string{"log", "primary key"} {
+		t.Run(kind, func(t *testing.T) {
+			c := newTestCluster(t, clusterOpts{})
+			c.startAll()
+			ctx := context.Background()
+			conn, err := c.nodes[0].pg(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			ddl, write := "CREATE TABLE w (id bigint NOT NULL, v bigint) WITH (buckets = 6, bucket_key = 'id')", "INSERT INTO w VALUES ($1, 1)"
+			if kind == "primary key" {
+				ddl, write = "CREATE TABLE w (id bigint PRIMARY KEY, v bigint) WITH (buckets = 6)", "INSERT INTO w VALUES ($1, 1) ON CONFLICT (id) DO UPDATE SET v = excluded.v + 1"
+			}
+			if _, err := conn.Exec(ctx, ddl); err != nil {
+				t.Fatal(err)
+			}
+			bs := c.waitServed(c.nodes[0], "w", 60*time.Second)
+			leaderOf := map[int]uint32{}
+			for _, b := range bs {
+				leaderOf[b.Index] = uint32(b.Leader)
+			}
+			var key int64 = -1
+			for id := int64(0); key < 0 && id < 1000; id++ {
+				if leaderOf[bucketOf(id, 6)] == 3 {
+					key = id
+				}
+			}
+			if key < 0 {
+				t.Fatalf("node 3 leads no bucket: %+v", bs)
+			}
+			if _, err := conn.Exec(ctx, write, key); err != nil {
+				t.Fatalf("write through node 1 into node 3's bucket before the kill: %v", err)
+			}
+			c.nodes[2].kill()
+			killed := time.Now()
+			// Well inside the statement's own 30 s wait; the bucket is
+			// served again about lease_ttl (2 s) after the kill.
+			wctx, cancel := context.WithTimeout(ctx, 25*time.Second)
+			defer cancel()
+			if _, err := conn.Exec(wctx, write, key); err != nil {
+				t.Fatalf("write through node 1 sent right after the kill of the bucket's leader: %v after %v", err, time.Since(killed).Round(time.Millisecond))
+			}
+			t.Logf("write sent at the kill acknowledged after %v", time.Since(killed).Round(time.Millisecond))
+		})
+	}
+}

@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindCompactStreamObjects
+	maxKnownKind           = KindTrimStream
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -51,6 +51,7 @@ var kindNames = map[Kind]string{
 	KindCommitKVSnapshot:     "CommitKVSnapshot",
 	KindCommitTieringRound:   "CommitTieringRound",
 	KindCompactStreamObjects: "CompactStreamObjects",
+	KindTrimStream:           "TrimStream",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -126,6 +127,8 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[CommitTieringRound](kind, body)
 	case KindCompactStreamObjects:
 		return decodeRecordBody[CompactStreamObjects](kind, body)
+	case KindTrimStream:
+		return decodeRecordBody[TrimStream](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)
@@ -285,6 +288,9 @@ func normalizeDecodedView(v *View) {
 	}
 	for _, s := range v.Streams {
 		s.Objects = nilIfEmpty(s.Objects)
+		for i := range s.Objects {
+			s.Objects[i].At = s.Objects[i].At.UTC()
+		}
 	}
 }
 

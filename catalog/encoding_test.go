@@ -179,14 +179,17 @@ func sampleRecords() []Record {
 		CloseStream{Stream: 14, Epoch: 7},
 		CommitStreamObjects{Stream: 14, Epoch: 7, Objects: []StreamObject{
 			{Key: "streams/14/0-10.e7", Start: 0, End: 10, Size: 1000},
-			{Key: "streams/14/10-18446744073709551615.e7", Start: 10, End: 1<<64 - 1, Size: 1<<63 - 1}}},
+			{Key: "streams/14/10-18446744073709551615.e7", Start: 10, End: 1<<64 - 1, Size: 1<<63 - 1,
+				At: time.Date(2025, 3, 4, 5, 6, 7, 891, time.UTC)}}},
 		CommitWALTrim{Node: 3, NodeEpoch: 8, TrimSeq: 99, By: 4, ByEpoch: 2},
 		CommitKVSnapshot{Bucket: 14, LeaderEpoch: 7, SnapshotID: 3, LogOffset: 1234, Manifest: "kv/14/3/MANIFEST"},
 		CommitTieringRound{Table: 12, CoordinatorEpoch: 5, Offsets: map[BucketID]uint64{14: 100, 15: 200},
 			LakeSnapshotID: -5, LakeSequence: 9, At: time.Date(2025, 3, 4, 5, 6, 7, 890, time.UTC)},
 		CompactStreamObjects{Stream: 14, Epoch: 7, Replaces: []StreamObject{
-			{Key: "streams/14/5-10.7", Start: 5, End: 10, Size: 1000}, {Key: "streams/14/10-12.7", Start: 10, End: 12, Size: 20}},
-			With: StreamObject{Key: "streams/14/5-12.7c", Start: 5, End: 12, Size: 1020}},
+			{Key: "streams/14/5-10.7", Start: 5, End: 10, Size: 1000}, {Key: "streams/14/10-12.7", Start: 10, End: 12, Size: 20,
+				At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
+			With: StreamObject{Key: "streams/14/5-12.7c", Start: 5, End: 12, Size: 1020, At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
+		TrimStream{Stream: 14, Start: 10, CoordinatorEpoch: 5},
 	}
 }
 

@@ -35,6 +35,7 @@ const (
 	KindCommitKVSnapshot     Kind = 12
 	KindCommitTieringRound   Kind = 13
 	KindCompactStreamObjects Kind = 14
+	KindTrimStream           Kind = 15
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -101,7 +102,11 @@ type CreateTable struct {
 }
 
 // DropTable drops the table and all its partitions and buckets. Their streams
-// stay in the view until they are closed and garbage collected.
+// are retired: a closed stream leaves the view at once, an open one is marked
+// Retired and leaves the view when it is closed (its holder, or the node
+// taking over from a dead holder, flushes and closes it as for any bucket it
+// no longer leads). The objects of a stream no longer in the view are garbage
+// (s3stream.Collector).
 type DropTable struct {
 	Table TableID `json:"table"`
 }
@@ -114,7 +119,9 @@ type CreatePartition struct {
 	Value string  `json:"value"`
 }
 
-// DropPartition drops one partition and its buckets.
+// DropPartition drops one partition and its buckets; their streams are
+// retired as for DropTable. The lifecycle loop proposes it for partitions
+// expired by partition_retention.
 type DropPartition struct {
 	Table     TableID     `json:"table"`
 	Partition PartitionID `json:"partition"`
@@ -155,11 +162,18 @@ type CloseStream struct {
 }
 
 // StreamObject is one object holding offsets [Start, End) of a stream.
+//
+// At is when the object was written, by the writer's clock (UTC), or zero
+// when unknown (objects committed before it was recorded). log_retention
+// ages a stream's data by it: At is no earlier than the append of any entry
+// in the object, so age by At never overstates an entry's age. A compaction
+// output carries the latest At of the objects it replaces.
 type StreamObject struct {
-	Key   string `json:"key"`
-	Start uint64 `json:"start"`
-	End   uint64 `json:"end"`
-	Size  int64  `json:"size"`
+	Key   string    `json:"key"`
+	Start uint64    `json:"start"`
+	End   uint64    `json:"end"`
+	Size  int64     `json:"size"`
+	At    time.Time `json:"at,omitzero"`
 }
 
 // CommitStreamObjects adds Objects to Stream. Accepted only at the stream's
@@ -184,6 +198,30 @@ type CompactStreamObjects struct {
 	Epoch    uint64         `json:"epoch"`
 	Replaces []StreamObject `json:"replaces"`
 	With     StreamObject   `json:"with"`
+}
+
+// TrimStream moves Stream's start offset forward to Start: offsets below it
+// are no longer readable, and the stream's objects that end at or below it
+// leave the view (they become garbage for s3stream.Collector, which deletes
+// them after its reader grace delay). It is proposed by the coordinator lease
+// holder's lifecycle loop (log_retention) and carries its CoordinatorEpoch;
+// it is rejected when that epoch is stale, so a deposed lease holder cannot
+// trim. The stream's leader is not involved: a trim never touches the
+// stream's end, and the leader's appends and commits are unaffected.
+//
+// Rejected (ErrInvalid) when Start is below the stream's start (start
+// offsets never move backwards; the same trim again is accepted and changes
+// nothing), beyond its committed end, or not an object boundary (the Start
+// of one of its objects, or its committed end): a trim removes whole
+// objects. For a bucket's stream it is also rejected when the bucket belongs
+// to a primary-key table (their streams are never trimmed yet: the KV tablet
+// restores from a snapshot plus the changelog after it), or when the table's
+// tiering is on and Start is past the bucket's tiered offset (untiered data
+// is never trimmed). A retired stream is not trimmed (ErrNotFound).
+type TrimStream struct {
+	Stream           StreamID `json:"stream"`
+	Start            uint64   `json:"start"`
+	CoordinatorEpoch uint64   `json:"coordinator_epoch"`
 }
 
 // CommitWALTrim records that WAL objects of Node's WAL at NodeEpoch with a
@@ -244,3 +282,4 @@ func (CommitWALTrim) Kind() Kind        { return KindCommitWALTrim }
 func (CommitKVSnapshot) Kind() Kind     { return KindCommitKVSnapshot }
 func (CommitTieringRound) Kind() Kind   { return KindCommitTieringRound }
 func (CompactStreamObjects) Kind() Kind { return KindCompactStreamObjects }
+func (TrimStream) Kind() Kind           { return KindTrimStream }

@@ -118,6 +118,8 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyCommitTieringRound(v, r)
 	case CompactStreamObjects:
 		return applyCompactStreamObjects(v, r)
+	case TrimStream:
+		return applyTrimStream(v, r)
 	}
 	panic(fmt.Sprintf("catalog: recordValue accepted record type %T that Apply does not handle", rec))
 }
@@ -141,7 +143,7 @@ func recordValue(rec Record) (Record, error) {
 	switch rec.(type) {
 	case RegisterNode, RegisterCoordinator, CreateTable, DropTable, CreatePartition,
 		DropPartition, LeadBucket, OpenStream, CloseStream, CommitStreamObjects,
-		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects:
+		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)
@@ -394,9 +396,23 @@ func applyDropTable(v *View, r DropTable) Outcome {
 	}
 	for _, id := range v.BucketsOf(t.ID) {
 		delete(v.Buckets, id)
+		v.retireStream(StreamID(id))
 	}
 	delete(v.Tables, t.ID)
 	return Outcome{}
+}
+
+// retireStream retires the stream of a dropped bucket: a closed stream leaves
+// the view, an open one is marked Retired and leaves it when it is closed.
+func (v *View) retireStream(id StreamID) {
+	s := v.Streams[id]
+	switch {
+	case s == nil:
+	case s.Open:
+		s.Retired = true
+	default:
+		delete(v.Streams, id)
+	}
 }
 
 func applyCreatePartition(v *View, r CreatePartition) Outcome {
@@ -433,6 +449,7 @@ func applyDropPartition(v *View, r DropPartition) Outcome {
 	for _, id := range p.Buckets {
 		delete(v.Buckets, id)
 		delete(t.Tiering.Offsets, id)
+		v.retireStream(StreamID(id))
 	}
 	delete(t.Partitions, p.ID)
 	// Empty maps are nil in a view (see View), so views compare equal
@@ -501,6 +518,9 @@ func applyOpenStream(v *View, r OpenStream) Outcome {
 		return *out
 	}
 	s := v.Streams[r.Stream]
+	if s != nil && s.Retired && !(s.Open && s.Node == r.Node && s.NodeEpoch == r.NodeEpoch && s.Epoch == r.Epoch) {
+		return reject(ErrNotFound, "%s: the stream is retired (its bucket was dropped)", what)
+	}
 	if s != nil {
 		if s.Open && s.Node == r.Node && s.NodeEpoch == r.NodeEpoch && s.Epoch == r.Epoch {
 			// The same open again, after a lost response.
@@ -552,6 +572,9 @@ func applyCloseStream(v *View, r CloseStream) Outcome {
 	}
 	// Closing a closed stream at its epoch again (a lost response) is accepted.
 	s.Open = false
+	if s.Retired {
+		delete(v.Streams, s.ID)
+	}
 	return Outcome{}
 }
 
@@ -579,17 +602,30 @@ func applyCommitStreamObjects(v *View, r CommitStreamObjects) Outcome {
 			return reject(ErrGap, "%s: object %d starts at offset %d, object %d ended at %d",
 				what, i, o.Start, i-1, r.Objects[i-1].End)
 		}
+		if _, err := o.At.UTC().MarshalJSON(); err != nil {
+			return reject(ErrInvalid, "%s: object %d: time %v cannot be encoded", what, i, o.At)
+		}
 	}
-	if first := r.Objects[0]; first.Start != s.End {
-		if committedAlready(s, r.Objects) {
+	objects := slices.Clone(r.Objects)
+	for i := range objects {
+		objects[i].At = objects[i].At.UTC()
+	}
+	if first := objects[0]; first.Start != s.End {
+		if committedAlready(s, objects) {
 			// The same commit again, after a lost response.
+			return Outcome{End: s.End}
+		}
+		if last := objects[len(objects)-1]; last.End <= s.Start {
+			// Unreachable in practice: a commit retried after its offsets
+			// were trimmed away. Only the stream's writer commits at its
+			// epoch, so these are its own objects; they are garbage now.
 			return Outcome{End: s.End}
 		}
 		return reject(ErrGap, "%s: the first object starts at offset %d, the stream's committed end is %d",
 			what, first.Start, s.End)
 	}
-	s.Objects = append(s.Objects, r.Objects...)
-	s.End = r.Objects[len(r.Objects)-1].End
+	s.Objects = append(s.Objects, objects...)
+	s.End = objects[len(objects)-1].End
 	return Outcome{End: s.End}
 }
 
@@ -621,6 +657,14 @@ func applyCompactStreamObjects(v *View, r CompactStreamObjects) Outcome {
 		return reject(ErrInvalid, "%s: a compaction replaces at least 2 objects", what)
 	}
 	w := r.With
+	w.At = w.At.UTC()
+	if _, err := w.At.MarshalJSON(); err != nil {
+		return reject(ErrInvalid, "%s: time %v cannot be encoded", what, r.With.At)
+	}
+	replaces := slices.Clone(r.Replaces)
+	for i := range replaces {
+		replaces[i].At = replaces[i].At.UTC()
+	}
 	if w.Key == "" || w.Start != r.Replaces[0].Start || w.End != r.Replaces[len(r.Replaces)-1].End || w.Size < 0 {
 		return reject(ErrInvalid, "%s: the new object (key %q, offsets [%d, %d)) must cover the replaced objects' offsets [%d, %d)",
 			what, w.Key, w.Start, w.End, r.Replaces[0].Start, r.Replaces[len(r.Replaces)-1].End)
@@ -631,11 +675,65 @@ func applyCompactStreamObjects(v *View, r CompactStreamObjects) Outcome {
 		}
 		return reject(ErrExists, "%s: key %q is already a different object of the stream", what, w.Key)
 	}
-	if !committedAlready(s, r.Replaces) {
+	if !committedAlready(s, replaces) {
 		return reject(ErrGap, "%s: the replaced objects are not a run of the stream's objects", what)
 	}
-	i := slices.IndexFunc(s.Objects, func(o StreamObject) bool { return o.Key == r.Replaces[0].Key })
-	s.Objects = slices.Concat(s.Objects[:i], []StreamObject{w}, s.Objects[i+len(r.Replaces):])
+	i := slices.IndexFunc(s.Objects, func(o StreamObject) bool { return o.Key == replaces[0].Key })
+	s.Objects = slices.Concat(s.Objects[:i], []StreamObject{w}, s.Objects[i+len(replaces):])
+	return Outcome{}
+}
+
+func applyTrimStream(v *View, r TrimStream) Outcome {
+	what := fmt.Sprintf("trim stream %d to offset %d", r.Stream, r.Start)
+	if r.Stream == 0 {
+		return reject(ErrInvalid, "%s: stream must not be 0", what)
+	}
+	if r.CoordinatorEpoch == 0 {
+		return reject(ErrInvalid, "%s: coordinator epoch must not be 0", what)
+	}
+	if r.CoordinatorEpoch != v.Coordinator.Epoch {
+		return reject(ErrStaleEpoch, "%s: record carries coordinator epoch %d, current is %d (node %d)",
+			what, r.CoordinatorEpoch, v.Coordinator.Epoch, v.Coordinator.Node)
+	}
+	s := v.Streams[r.Stream]
+	if s == nil {
+		return reject(ErrNotFound, "%s: no such stream", what)
+	}
+	if s.Retired {
+		return reject(ErrNotFound, "%s: the stream is retired (its bucket was dropped)", what)
+	}
+	if r.Start == s.Start {
+		return Outcome{} // the same trim again, or nothing to trim
+	}
+	if r.Start < s.Start {
+		return reject(ErrInvalid, "%s: the stream starts at offset %d already; start offsets only move forward", what, s.Start)
+	}
+	if r.Start > s.End {
+		return reject(ErrInvalid, "%s: the stream's committed end is %d; a trim never passes it", what, s.End)
+	}
+	i, found := slices.BinarySearchFunc(s.Objects, r.Start, func(o StreamObject, start uint64) int {
+		return cmp.Compare(o.Start, start)
+	})
+	if !found && r.Start != s.End {
+		return reject(ErrInvalid, "%s: offset %d is inside an object; a trim removes whole objects", what, r.Start)
+	}
+	if b := v.Buckets[BucketID(r.Stream)]; b != nil {
+		t := v.Tables[b.Table]
+		if len(t.Spec.PrimaryKey) > 0 {
+			return reject(ErrInvalid, "%s: bucket %d belongs to primary-key table %q, whose streams are never trimmed", what, b.ID, t.Spec.Name)
+		}
+		if t.Spec.Options["tiering"] != "off" {
+			if tiered := t.Tiering.Offsets[b.ID]; r.Start > tiered {
+				return reject(ErrInvalid, "%s: bucket %d of table %q is tiered to offset %d; untiered data is never trimmed",
+					what, b.ID, t.Spec.Name, tiered)
+			}
+		}
+	}
+	if !found {
+		i = len(s.Objects)
+	}
+	s.Objects = nilIfEmpty(slices.Clone(s.Objects[i:]))
+	s.Start = r.Start
 	return Outcome{}
 }
 
@@ -983,10 +1081,22 @@ func (v *View) checkInvariants() error {
 		if s.Objects != nil && len(s.Objects) == 0 {
 			return fmt.Errorf("stream %d: empty object list is not nil", id)
 		}
-		var end uint64
+		if s.Start > s.End || (len(s.Objects) == 0 && s.Start != s.End) {
+			return fmt.Errorf("stream %d: start %d, end %d, %d objects", id, s.Start, s.End, len(s.Objects))
+		}
+		if s.Retired && !s.Open {
+			return fmt.Errorf("stream %d: retired but closed; it should have left the view", id)
+		}
+		if b := v.Buckets[BucketID(id)]; b != nil && s.Retired {
+			return fmt.Errorf("stream %d: retired, but its bucket is in the view", id)
+		}
+		end := s.Start
 		for i, o := range s.Objects {
 			if o.Start != end || o.End <= o.Start || o.Key == "" || o.Size < 0 {
 				return fmt.Errorf("stream %d: object %d %+v does not continue offset %d", id, i, o, end)
+			}
+			if o.At.Location() != time.UTC {
+				return fmt.Errorf("stream %d: object %d time %v is not in UTC", id, i, o.At)
 			}
 			end = o.End
 		}

@@ -228,17 +228,24 @@ func formatBucketIDs(ids []BucketID) string {
 //	commit-wal-trim node=1 node-epoch=1 seq=5 [by=1 by-epoch=1] (default: by the WAL's own node and epoch)
 //	commit-kv-snapshot bucket=2 leader-epoch=1 id=1 offset=10 [manifest=m]
 //	commit-tiering-round table=1 coord=1 offsets=(2:10, 3:20) lake=7 seq=1 [at=RFC3339]
+//	trim-stream stream=2 start=10 coord=1
 //
-// An object without key@ gets the key "s<stream>/e<epoch>/<start>-<end>".
+// An object without key@ gets the key "s<stream>/e<epoch>/<start>-<end>";
+// a suffix ~M sets its time At to 2025-01-01T00:00Z plus M minutes (given in
+// a +01:00 zone, which the state machine stores as UTC).
 // parseObject parses [key@]start-end; without a key, the object gets the key
 // "s<stream>/e<epoch>/<start>-<end>".
 func parseObject(a *recordArgs, o string, stream StreamID, epoch uint64) StreamObject {
+	o, minute, hasAt := strings.Cut(o, "~")
 	key, rng, hasKey := strings.Cut(o, "@")
 	if !hasKey {
 		rng = key
 	}
 	start, end, _ := strings.Cut(rng, "-")
 	so := StreamObject{Start: mustUint(a, start), End: mustUint(a, end)}
+	if hasAt {
+		so.At = time.Date(2025, 1, 1, 0, 0, 0, 0, time.FixedZone("x", 3600)).Add(time.Duration(mustUint(a, minute)) * time.Minute)
+	}
 	so.Size = int64(so.End-so.Start) * 100
 	if !hasKey {
 		key = fmt.Sprintf("s%d/e%d/%d-%d", stream, epoch, so.Start, so.End)
@@ -327,6 +334,8 @@ func parseRecord(line string) (Record, error) {
 			r.Manifest = fmt.Sprintf("kv/b%d/snap-%d", r.Bucket, r.SnapshotID)
 		}
 		rec = r
+	case "trim-stream":
+		rec = TrimStream{Stream: StreamID(a.uint("stream")), Start: a.uint("start"), CoordinatorEpoch: a.uint("coord")}
 	case "commit-tiering-round":
 		r := CommitTieringRound{Table: TableID(a.uint("table")), CoordinatorEpoch: a.uint("coord"),
 			LakeSnapshotID: a.int("lake"), LakeSequence: a.uint("seq"), At: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
@@ -525,11 +534,22 @@ func dumpView(v *View) string {
 		if s.Open {
 			state = "open"
 		}
-		fmt.Fprintf(&b, "stream %d %s epoch=%d node=%d node-epoch=%d end=%d", s.ID, state, s.Epoch, s.Node, s.NodeEpoch, s.End)
+		if s.Retired {
+			state += " retired"
+		}
+		fmt.Fprintf(&b, "stream %d %s epoch=%d node=%d node-epoch=%d", s.ID, state, s.Epoch, s.Node, s.NodeEpoch)
+		if s.Start != 0 {
+			fmt.Fprintf(&b, " start=%d", s.Start)
+		}
+		fmt.Fprintf(&b, " end=%d", s.End)
 		if s.Objects != nil {
 			var objs []string
 			for _, o := range s.Objects {
-				objs = append(objs, fmt.Sprintf("%s@%d-%d", o.Key, o.Start, o.End))
+				obj := fmt.Sprintf("%s@%d-%d", o.Key, o.Start, o.End)
+				if !o.At.IsZero() {
+					obj += "~" + o.At.Format(time.RFC3339)
+				}
+				objs = append(objs, obj)
 			}
 			fmt.Fprintf(&b, " objects=(%s)", strings.Join(objs, ", "))
 		}
@@ -822,6 +842,16 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		}
 		if rng.IntN(10) == 0 {
 			r.Offsets[BucketID(rng.Uint64N(v.NextID+2))] = 1
+		}
+		rec = r
+	case KindTrimStream:
+		id, s := pickStream()
+		r := TrimStream{Stream: id, CoordinatorEpoch: coordEpoch(), Start: uint64(rng.IntN(30))}
+		if s != nil && likely() {
+			r.Start = s.End
+			if len(s.Objects) > 0 && rng.IntN(2) == 0 {
+				r.Start = s.Objects[rng.IntN(len(s.Objects))].Start
+			}
 		}
 		rec = r
 	case KindCompactStreamObjects:

@@ -89,9 +89,17 @@ type Stream struct {
 	// Node and NodeEpoch name the holder while Open (and the last holder after).
 	Node      NodeID `json:"node"`
 	NodeEpoch uint64 `json:"node_epoch"`
-	// End is the committed end offset: offsets [0, End) are in Objects.
+	// Start is the first readable offset: offsets below it were trimmed
+	// (TrimStream). Offsets [Start, End) are in Objects; the first object
+	// starts at Start (there is none when Start == End).
+	Start uint64 `json:"start,omitempty"`
+	// End is the committed end offset.
 	End     uint64         `json:"end"`
 	Objects []StreamObject `json:"objects,omitempty"`
+	// Retired: the stream's bucket was dropped (DropTable, DropPartition)
+	// while the stream was open. It accepts its holder's last commits and
+	// leaves the view when it is closed.
+	Retired bool `json:"retired,omitempty"`
 }
 
 // WALID names one WAL: the WAL a node writes during one node epoch.

@@ -12,17 +12,21 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// Primary-key table failover (issue test 6): kill -9 the leader of a
-// primary-key table's bucket under upserts. SQL cannot reach a primary-key
-// bucket led by another node yet (57P03, "connect to that node"), so the
-// table has one bucket and the clients follow its leader, as that error
-// tells them to. The new leaders restore the
-// tablets (snapshot plus changelog) and serve exactly the acknowledged
-// state: checked with porcupine against a register per key, over every
-// upsert (acknowledged, or of unknown outcome) and every read — full scans
-// through all nodes and point lookups (which take the KV path, not the
-// engine) during the run and after the failover.
+// Primary-key table failover (issue test 6): kill -9 the leader of
+// primary-key buckets under upserts. The new leaders restore the tablets
+// (snapshot plus changelog) and serve exactly the acknowledged state:
+// checked with porcupine against a register per key, over every upsert
+// (acknowledged, or of unknown outcome) and every read — full scans and
+// point lookups (which take the KV path, not the engine) during the run and
+// after the failover. Two ways in: "forwarded", six buckets and clients on
+// the two surviving nodes, which forward to the leaders; "at the leader",
+// one bucket and clients that follow its leader.
 func TestKillPrimaryKeyLeaderUnderUpserts(t *testing.T) {
+	t.Run("forwarded", func(t *testing.T) { testKillPrimaryKeyLeader(t, true) })
+	t.Run("at the leader", func(t *testing.T) { testKillPrimaryKeyLeader(t, false) })
+}
+
+func testKillPrimaryKeyLeader(t *testing.T, forwarded bool) {
 	c := newTestCluster(t, clusterOpts{})
 	c.startAll()
 	ctx := context.Background()
@@ -31,18 +35,33 @@ func TestKillPrimaryKeyLeaderUnderUpserts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer setup.Close(ctx)
-	if _, err := setup.Exec(ctx, "CREATE TABLE kv (id bigint PRIMARY KEY, v bigint NOT NULL) WITH (buckets = 1)"); err != nil {
+	nbuckets := 1
+	if forwarded {
+		nbuckets = 6
+	}
+	if _, err := setup.Exec(ctx, fmt.Sprintf("CREATE TABLE kv (id bigint PRIMARY KEY, v bigint NOT NULL) WITH (buckets = %d)", nbuckets)); err != nil {
 		t.Fatal(err)
 	}
 	bs := c.waitServed(c.nodes[0], "kv", 60*time.Second)
 	victim := c.nodes[bs[0].Leader-1]
-	// leader is the node the clients send their statements to; refreshed
-	// from `mink table buckets` when a statement fails.
+	if forwarded {
+		victim = c.nodes[2]
+		if ledBy(bs, 3) == 0 {
+			t.Fatalf("node 3 leads no bucket: %+v", bs)
+		}
+	}
+	// currentLeader is the node a client sends its next statement to.
+	// Forwarded: either survivor. At the leader: the bucket's leader,
+	// refreshed from `mink table buckets` when a statement there fails.
 	var leaderMu sync.Mutex
 	leader, refreshed := victim, time.Now()
+	pick := rand.New(rand.NewPCG(9, 9))
 	currentLeader := func(failed *node) *node {
 		leaderMu.Lock()
 		defer leaderMu.Unlock()
+		if forwarded {
+			return c.nodes[pick.IntN(2)]
+		}
 		if failed == leader && time.Since(refreshed) > 200*time.Millisecond {
 			refreshed = time.Now()
 			for _, n := range c.nodes {
@@ -207,9 +226,17 @@ func TestKillPrimaryKeyLeaderUnderUpserts(t *testing.T) {
 			survivor = n
 		}
 	}
-	waitFor(t, 60*time.Second, "the bucket led by a live node and open", func() bool {
+	waitFor(t, 60*time.Second, "every bucket led by a live node and open", func() bool {
 		bs, err := c.buckets(survivor, "kv")
-		return err == nil && int(bs[0].Leader) != nodeIndex(c, victim) && bs[0].Open
+		if err != nil {
+			return false
+		}
+		for _, b := range bs {
+			if int(b.Leader) == nodeIndex(c, victim) || !b.Open {
+				return false
+			}
+		}
+		return true
 	})
 	t.Logf("kill -9 to every bucket open again: %v", time.Since(killed).Round(10*time.Millisecond))
 	time.Sleep(2 * time.Second) // upserts against the new leaders
@@ -224,13 +251,19 @@ func TestKillPrimaryKeyLeaderUnderUpserts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newLeader := c.nodes[bs[0].Leader-1]
-	if err := scan(cs, newLeader, writers+1); err != nil {
-		t.Fatalf("final scan through node %d: %v", nodeIndex(c, newLeader), err)
+	finalNodes := []*node{c.nodes[bs[0].Leader-1]}
+	if forwarded {
+		finalNodes = []*node{c.nodes[0], c.nodes[1]}
 	}
-	for _, k := range allKeys {
-		if err := lookup(cs, newLeader, writers+1, k); err != nil {
-			t.Fatalf("final lookup of %d: %v", k, err)
+	for _, n := range finalNodes {
+		if err := scan(cs, n, writers+1); err != nil {
+			t.Fatalf("final scan through node %d: %v", nodeIndex(c, n), err)
+		}
+	}
+	for i, k := range allKeys {
+		n := finalNodes[i%len(finalNodes)]
+		if err := lookup(cs, n, writers+1, k); err != nil {
+			t.Fatalf("final lookup of %d through node %d: %v", k, nodeIndex(c, n), err)
 		}
 	}
 	after := 0
@@ -239,7 +272,7 @@ func TestKillPrimaryKeyLeaderUnderUpserts(t *testing.T) {
 			after++
 		}
 	}
-	t.Logf("upserts acknowledged by the new leader: %d", after)
+	t.Logf("upserts sent after the kill and acknowledged: %d", after)
 	if after == 0 {
 		t.Fatal("no upsert sent after the kill was acknowledged")
 	}

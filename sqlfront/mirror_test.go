@@ -128,3 +128,32 @@ func TestMirrorRefreshFailsHalfway(t *testing.T) {
 	insertIDs(t, conn, 601, 700)
 	checkCount(t, conn, front, 700, mirrored)
 }
+
+// A result column that is a table column carries the table's OID and the
+// column's number in RowDescription (pgjdbc's isNullable reads them);
+// an expression carries none.
+func TestResultColumnOrigin(t *testing.T) {
+	conn, _ := mirrorConn(t)
+	ctx := context.Background()
+	insertIDs(t, conn, 1, 2)
+	var tableOID uint32
+	if err := conn.QueryRow(ctx, "SELECT 'm'::regclass::oid").Scan(&tableOID); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"SELECT id, j, id + 1 FROM m",
+		"SELECT x.id, x.j, 1 FROM (SELECT * FROM m) AS x",
+	} {
+		rows, err := conn.Query(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds := rows.FieldDescriptions()
+		rows.Close()
+		if fds[0].TableOID != tableOID || fds[0].TableAttributeNumber != 1 ||
+			fds[1].TableOID != tableOID || fds[1].TableAttributeNumber != 3 || fds[1].DataTypeOID != 3802 ||
+			fds[2].TableOID != 0 || fds[2].TableAttributeNumber != 0 {
+			t.Errorf("%s: fields %+v, want id and j of table %d", sql, fds, tableOID)
+		}
+	}
+}

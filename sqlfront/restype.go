@@ -22,6 +22,8 @@ type resultOrigin struct {
 	typ   sqltypes.Type // invalid: unknown
 	table uint32        // pg_class OID of the base table, 0 if none
 	attr  int16         // attnum of the base column
+	// name is the column's name as a result column of a subquery.
+	name string
 }
 
 // relScope is one relation of a FROM clause.
@@ -118,7 +120,12 @@ func (s *session) selectOrigins(sel *pg.SelectStmt, outerCTEs map[string]bool) (
 			out = append(out, expanded...)
 			continue
 		}
-		out = append(out, scope.exprOrigin(rt.Val))
+		o := scope.exprOrigin(rt.Val)
+		o.name = rt.Name
+		if o.name == "" {
+			o.name = figureColname(rt.Val)
+		}
+		out = append(out, o)
 	}
 	return out, true
 }
@@ -164,7 +171,9 @@ func (s *session) addFromItem(scope *fromScope, item *pg.Node, ctes map[string]b
 		if sub := rs.Subquery.GetSelectStmt(); sub != nil {
 			if origins, ok := s.selectOrigins(sub, ctes); ok {
 				rel.cols = origins
-				rel.names = targetNames(sub, len(origins))
+				for _, o := range origins {
+					rel.names = append(rel.names, o.name)
+				}
 				if rs.Alias != nil {
 					renameColumns(&rel, rs.Alias.Colnames)
 				}
@@ -174,24 +183,6 @@ func (s *session) addFromItem(scope *fromScope, item *pg.Node, ctes map[string]b
 	default:
 		scope.rels = append(scope.rels, relScope{})
 	}
-}
-
-// targetNames returns the names of a SELECT's result columns when the
-// target list has no *, else names that match nothing.
-func targetNames(sel *pg.SelectStmt, n int) []string {
-	names := make([]string, n)
-	if len(sel.TargetList) != n {
-		return names
-	}
-	for i, t := range sel.TargetList {
-		rt := t.GetResTarget()
-		if rt.Name != "" {
-			names[i] = rt.Name
-		} else {
-			names[i] = figureColname(rt.Val)
-		}
-	}
-	return names
 }
 
 func renameColumns(rel *relScope, colnames []*pg.Node) {
@@ -223,7 +214,10 @@ func (sc *fromScope) star(cr *pg.ColumnRef) ([]resultOrigin, bool) {
 			return nil, false
 		}
 		found = true
-		out = append(out, rel.cols...)
+		for i, c := range rel.cols {
+			c.name = rel.names[i]
+			out = append(out, c)
+		}
 	}
 	return out, found
 }

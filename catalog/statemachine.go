@@ -629,8 +629,10 @@ func applyCommitStreamObjects(v *View, r CommitStreamObjects) Outcome {
 	return Outcome{End: s.End}
 }
 
-// committedAlready reports whether objects are, key and offsets, a run of
-// objects the stream has committed.
+// committedAlready reports whether objects are, key, offsets and size, a run
+// of objects the stream has committed. Their times are not compared: a
+// writer that retries a commit after a lost response stamps the same objects
+// again with a later time.
 func committedAlready(s *Stream, objects []StreamObject) bool {
 	i, found := slices.BinarySearchFunc(s.Objects, objects[0].Start, func(o StreamObject, start uint64) int {
 		return cmp.Compare(o.Start, start)
@@ -638,7 +640,9 @@ func committedAlready(s *Stream, objects []StreamObject) bool {
 	if !found || len(s.Objects)-i < len(objects) {
 		return false
 	}
-	return slices.Equal(s.Objects[i:i+len(objects)], objects)
+	return slices.EqualFunc(s.Objects[i:i+len(objects)], objects, func(a, b StreamObject) bool {
+		return a.Key == b.Key && a.Start == b.Start && a.End == b.End && a.Size == b.Size
+	})
 }
 
 func applyCompactStreamObjects(v *View, r CompactStreamObjects) Outcome {

@@ -77,6 +77,11 @@ func (s *Stream) Compact(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("compact stream %d: %w", s.id, err)
 	}
 	with := catalog.StreamObject{Key: key, Start: start, End: end, Size: int64(len(data))}
+	for _, o := range run {
+		if o.At.After(with.At) {
+			with.At = o.At // the newest data in it decides its age
+		}
+	}
 	if _, err := cfg.Meta.Propose(ctx, catalog.CompactStreamObjects{Stream: s.id, Epoch: s.epoch, Replaces: run, With: with}); err != nil {
 		if isOwnershipLoss(err) && s.n.stillOwnerCheck(s) != nil {
 			s.setFenced(fmt.Errorf("%w: stream %d: compaction at epoch %d rejected: %v", ErrFenced, s.id, s.epoch, err))

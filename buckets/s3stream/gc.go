@@ -19,7 +19,11 @@ import (
 //
 // Deletable:
 //   - a WAL object below its WAL's trim point;
-//   - a stream object of a stream that no longer exists in the view;
+//   - a stream object of a stream that no longer exists in the view (its
+//     bucket was dropped: DropTable, DropPartition);
+//   - a stream object that ends at or below its stream's start (trimmed by
+//     TrimStream; readers that planned a read before the trim may still
+//     read it during the delay);
 //   - a stream object not referenced by its stream whose range lies below
 //     the committed end (a duplicate of committed data) or whose epoch is
 //     below the stream's epoch (its writer is fenced and can never commit it).
@@ -89,6 +93,9 @@ func (c *Collector) Collect(ctx context.Context) (GCStats, error) {
 			st, exists := v.Streams[k.stream]
 			switch {
 			case !exists || k.epoch < st.Epoch:
+				deletable[o.Key] = true
+			case k.end <= st.Start:
+				// Trimmed (TrimStream): nothing reads below the start.
 				deletable[o.Key] = true
 			case k.compacted:
 				// An output of the current leader's compaction may be about

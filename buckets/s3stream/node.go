@@ -22,6 +22,9 @@ var (
 	// entry was not acknowledged; it may still become durable if a retry of the
 	// same upload succeeds, in which case it is in the stream exactly once.
 	ErrUnknownOutcome = errors.New("s3stream: WAL upload failed; append not acknowledged")
+	// ErrTrimmed is returned by reads from below a stream's start offset:
+	// that data was trimmed (catalog.TrimStream, log_retention).
+	ErrTrimmed = errors.New("s3stream: offsets trimmed")
 )
 
 // Metadata is what s3stream needs from the metadata log. *catalog.Catalog

@@ -305,6 +305,22 @@ func (s *Stream) Read(ctx context.Context, from, to uint64) ([]Entry, error) {
 	return append(out, mem...), nil
 }
 
+// retiredGone reports whether err, the rejection of this stream's
+// CloseStream, means the stream is no longer in the view: it was retired
+// (its bucket dropped) and a first close, whose response was lost, removed
+// it. Closed is what the caller wanted.
+func (s *Stream) retiredGone(err error) bool {
+	if !errors.Is(err, catalog.ErrNotFound) {
+		return false
+	}
+	gone := false
+	s.n.cfg.Meta.Read(func(v *catalog.View) {
+		_, inView := v.Streams[s.id]
+		gone = !inView
+	})
+	return gone
+}
+
 // Close hands the stream over cleanly: it stops new appends, waits until
 // everything appended is acknowledged, commits it to stream objects and
 // proposes CloseStream. On error the stream stays open at its epoch and Close
@@ -335,7 +351,7 @@ func (s *Stream) Close(ctx context.Context) error {
 	if err := s.Flush(ctx); err != nil {
 		return fmt.Errorf("close stream %d: %w", s.id, err)
 	}
-	if _, err := s.n.cfg.Meta.Propose(ctx, catalog.CloseStream{Stream: s.id, Epoch: s.epoch}); err != nil {
+	if _, err := s.n.cfg.Meta.Propose(ctx, catalog.CloseStream{Stream: s.id, Epoch: s.epoch}); err != nil && !s.retiredGone(err) {
 		return fmt.Errorf("close stream %d: %w", s.id, err)
 	}
 	s.setFenced(fmt.Errorf("stream %d: %w", s.id, ErrClosed))

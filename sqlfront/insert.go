@@ -286,7 +286,8 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 			}
 			for j, item := range items {
 				lit, typ, ok := stringLiteral(item)
-				if ok && !typ.Valid() {
+				uncast := ok && !typ.Valid()
+				if uncast {
 					typ = table.cols[targets[j]].Type
 				}
 				if f := item.GetAConst().GetFval(); f != nil {
@@ -300,8 +301,16 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 					if err != nil {
 						return "", err
 					}
-					if replaced != nil {
+					switch {
+					case replaced != nil:
 						items[j] = replaced
+					case uncast && isNumber(typ):
+						// PostgreSQL assigns an unknown-type literal to the
+						// column's type; the engine would type '1' varchar
+						// and refuse to mix it with numbers in other rows.
+						if items[j], err = castTo(item, typ); err != nil {
+							return "", err
+						}
 					}
 					continue
 				}
@@ -521,6 +530,25 @@ func stringLiteral(n *pg.Node) (string, sqltypes.Type, bool) {
 		return sv.Sval.Sval, typ, true
 	}
 	return "", typ, false
+}
+
+// isNumber reports whether typ is an integer, float or numeric type.
+func isNumber(typ sqltypes.Type) bool {
+	switch typ.Kind() {
+	case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8, sqltypes.Float4, sqltypes.Float8, sqltypes.Numeric:
+		return true
+	}
+	return false
+}
+
+// castTo wraps n in a cast to typ.
+func castTo(n *pg.Node, typ sqltypes.Type) (*pg.Node, error) {
+	cast, err := parseExpr("CAST(NULL AS " + typ.Name() + ")")
+	if err != nil {
+		return nil, err
+	}
+	cast.GetTypeCast().Arg = n
+	return cast, nil
 }
 
 // pgInteger is the text PostgreSQL 15's integer input functions accept.

@@ -65,6 +65,15 @@ type Config struct {
 	// tiering_freshness: a table with new rows gets a round once this long
 	// has passed since its last one.
 	TieringFreshness time.Duration
+	// LakeCacheDir is the local directory of lake files read by queries
+	// (default <DataDir>/lake-cache; emptied at start); LakeCacheBytes
+	// bounds its size (default DefaultLakeCacheBytes).
+	LakeCacheDir   string
+	LakeCacheBytes int64
+	// DisableSQLMirrors makes every SELECT read the buckets (and the lake)
+	// directly instead of the engine's in-memory mirrors of log tables: for
+	// diagnosis, tests and benchmarks of the union read.
+	DisableSQLMirrors bool
 }
 
 // DefaultConfig is `mink server` with no flags: node 1, data in ./mink-data,

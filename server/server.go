@@ -352,7 +352,14 @@ func (s *Server) startSQL() error {
 		return fmt.Errorf("start the SQL engine: %w", err)
 	}
 	s.remote = flightsvc.NewPool()
-	s.front = sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Remote: s.remote, Logger: s.logger})
+	lake, err := s.newLakeReader()
+	if err != nil {
+		return err
+	}
+	s.front = sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Remote: s.remote, Logger: s.logger, Lake: lake})
+	if s.cfg.DisableSQLMirrors {
+		s.front.SetMirrors(false)
+	}
 	pgcfg := pgwire.Config{Handler: s.front, Logger: s.logger}
 	if s.cfg.PGPasswordFile != "" {
 		if pgcfg.Users, err = readPasswordFile(s.cfg.PGPasswordFile); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
+	"github.com/minkdb/mink/tiering"
 )
 
 // Metadata is what the front end needs from the metadata log;
@@ -54,6 +55,9 @@ type Config struct {
 	// BucketWait bounds how long a statement waits for a bucket that is
 	// opening or moving before failing with 57P03. Default 30 s.
 	BucketWait time.Duration
+	// Lake reads tiered rows of log tables (the union read, lake.go); nil:
+	// a table with tiered rows cannot be read.
+	Lake *tiering.LakeReader
 }
 
 // Frontend is the SQL side of the Postgres wire protocol.

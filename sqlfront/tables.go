@@ -181,11 +181,14 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 	f := t.r.s.f
 	var bucketIDs []catalog.BucketID
 	filter := t.r.partitions[t.info.id]
+	var lake lakePin
 	f.cfg.Meta.Read(func(v *catalog.View) {
 		tbl, ok := v.Tables[t.info.id]
 		if !ok {
 			return
 		}
+		// One view: the lake snapshot and tiered offsets match (lake.go).
+		defer func() { lake = pinLake(tbl, bucketIDs) }()
 		if tbl.Spec.PartitionBy == "" {
 			bucketIDs = append(bucketIDs, tbl.Buckets...)
 			return
@@ -207,8 +210,12 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 	if t.info.isPK() {
 		return t.openPK(ctx, bucketIDs, columns)
 	}
+	if err := t.scanLake(ctx, lake, bucketIDs, columns, &batches); err != nil {
+		release()
+		return nil, err
+	}
 	for _, id := range bucketIDs {
-		got, err := f.readBucket(ctx, id)
+		got, err := f.readBucketFrom(ctx, id, lake.from(id))
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("read table %q: %w", t.info.name, err)

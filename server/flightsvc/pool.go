@@ -125,8 +125,15 @@ func (p *Pool) putBucket(ctx context.Context, addr string, bucket catalog.Bucket
 
 // ReadBucket implements Transport.
 func (p *Pool) ReadBucket(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error) {
+	return p.ReadBucketFrom(ctx, addr, bucket, 0)
+}
+
+// ReadBucketFrom is ReadBucket from offset from on: the batches
+// overlapping [from, end); the first may start before from. The union read
+// of a tiered table reads only the stream above its tiered offset.
+func (p *Pool) ReadBucketFrom(ctx context.Context, addr string, bucket catalog.BucketID, from uint64) ([]buckets.Batch, error) {
 	var out []buckets.Batch
-	t := flightwire.Ticket{Bucket: uint64(bucket)}
+	t := flightwire.Ticket{Bucket: uint64(bucket), From: from}
 	for hop := 0; ; hop++ {
 		c, err := p.client(addr)
 		if err != nil {

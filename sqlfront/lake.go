@@ -1,0 +1,172 @@
+package sqlfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+	"github.com/minkdb/mink/tiering"
+)
+
+// The union read of a log table: each bucket's rows [0, tiered) come from
+// the lake snapshot the view recorded with the tiered offsets, rows
+// [tiered, end) from the bucket's stream. The pair (lake snapshot, offsets)
+// is taken from one view per scan, so that a tiering round committing
+// meanwhile changes neither side: no row is read twice or missed. The
+// stream below the tiered offset is never read, so the read keeps working
+// after retention trimmed it.
+
+// lakePin is the lake part of one scan: the snapshot and the tiered offset
+// of each bucket it holds.
+type lakePin struct {
+	snapshot int64
+	offsets  map[catalog.BucketID]uint64
+	// all: the scan reads every bucket the snapshot holds (no pruning
+	// filter is needed on __bucket).
+	all bool
+}
+
+// pinLake returns the lake part of a scan of tbl's buckets ids, read from
+// the view v. PK tables are not tiered: no pin.
+func pinLake(tbl *catalog.Table, ids []catalog.BucketID) lakePin {
+	ts := tbl.Tiering
+	if ts.LakeSnapshotID == 0 || len(ts.Offsets) == 0 {
+		return lakePin{}
+	}
+	p := lakePin{snapshot: ts.LakeSnapshotID, offsets: make(map[catalog.BucketID]uint64, len(ts.Offsets))}
+	want := make(map[catalog.BucketID]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	p.all = true
+	for id, off := range ts.Offsets {
+		if want[id] {
+			p.offsets[id] = off
+		} else if off > 0 {
+			p.all = false
+		}
+	}
+	return p
+}
+
+// from is the offset the stream of bucket id is read from.
+func (p lakePin) from(id catalog.BucketID) uint64 { return p.offsets[id] }
+
+// scanLake appends the pinned lake rows of buckets ids, projected to
+// columns, to *out.
+func (t *tableSource) scanLake(ctx context.Context, pin lakePin, ids []catalog.BucketID, columns []int, out *[]arrow.RecordBatch) error {
+	if pin.snapshot == 0 {
+		return nil
+	}
+	lr := t.r.s.f.cfg.Lake
+	if lr == nil {
+		return fmt.Errorf("table %q has tiered rows but this node has no lake reader", t.info.name)
+	}
+	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns)}
+	if !pin.all {
+		req.Buckets = []catalog.BucketID{}
+		for _, id := range ids {
+			if pin.offsets[id] > 0 {
+				req.Buckets = append(req.Buckets, id)
+			}
+		}
+	}
+	err := lr.Scan(ctx, req, func(rec arrow.RecordBatch) error {
+		rec.Retain()
+		*out = append(*out, rec)
+		return nil
+	})
+	if err != nil {
+		return lakeError(t.info.name, err)
+	}
+	return nil
+}
+
+// lakeError maps a lake read error: a corrupt or missing data file is
+// XX001 (data_corrupted) naming the file.
+func lakeError(table string, err error) error {
+	var fe *tiering.LakeFileError
+	if errors.As(err, &fe) {
+		return &pgwire.Error{Code: codeDataCorrupted, Message: fmt.Sprintf("read table %q: %v", table, fe),
+			Hint: "The table's lake data is damaged; other tables are not affected.", Err: err}
+	}
+	return fmt.Errorf("read table %q from the lake: %w", table, err)
+}
+
+const codeDataCorrupted = "XX001"
+
+// readBucketFrom returns the acknowledged batches of a bucket from offset
+// from on, sliced so that the first row is at from. It waits, up to
+// BucketWait, for a bucket that is opening.
+func (f *Frontend) readBucketFrom(ctx context.Context, id catalog.BucketID, from uint64) ([]buckets.Batch, error) {
+	if from == 0 {
+		return f.readBucket(ctx, id)
+	}
+	deadline := time.Now().Add(f.cfg.BucketWait)
+	for {
+		m := f.cfg.Buckets()
+		if m == nil {
+			return nil, fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
+		}
+		var got []buckets.Batch
+		b, err := m.Bucket(id)
+		if err == nil {
+			end := b.End()
+			if from >= end {
+				return nil, nil
+			}
+			got, err = b.Read(ctx, from, end)
+		} else {
+			var nle *buckets.NotLeaderError
+			if errors.As(err, &nle) && f.cfg.Remote != nil && nle.To != "" {
+				if rr, ok := f.cfg.Remote.(rangedRemote); ok {
+					got, err = rr.ReadBucketFrom(ctx, nle.To, id, from)
+				} else {
+					got, err = f.cfg.Remote.ReadBucket(ctx, nle.To, id)
+				}
+			}
+		}
+		if err == nil {
+			return sliceFrom(got, from), nil
+		}
+		if !retryable(err) || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// rangedRemote is a Remote that reads a bucket from an offset
+// (flightsvc.Pool).
+type rangedRemote interface {
+	ReadBucketFrom(ctx context.Context, addr string, bucket catalog.BucketID, from uint64) ([]buckets.Batch, error)
+}
+
+// sliceFrom drops the rows below offset from.
+func sliceFrom(bs []buckets.Batch, from uint64) []buckets.Batch {
+	out := bs[:0]
+	for _, b := range bs {
+		n := uint64(b.Record.NumRows())
+		switch {
+		case b.Offset+n <= from:
+			b.Record.Release()
+		case b.Offset < from:
+			s := b.Record.NewSlice(int64(from-b.Offset), int64(n))
+			b.Record.Release()
+			out = append(out, buckets.Batch{Offset: from, Record: s})
+		default:
+			out = append(out, b)
+		}
+	}
+	return out
+}

@@ -1,0 +1,295 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/catalog"
+)
+
+// LakeReader reads lake snapshots for queries (the union read of sqlfront:
+// lake rows below the tiered offsets, stream rows from them on). Data files
+// and manifests are read through a FileCache when one is given. It keeps the
+// newest metadata it loaded per table and loads a newer version only when a
+// query asks for a snapshot that metadata does not have. Safe for
+// concurrent use.
+type LakeReader struct {
+	lake  *Lake
+	cache *FileCache
+
+	mu     sync.Mutex
+	tables map[catalog.TableID]table.Metadata
+}
+
+// NewLakeReader returns a reader of the lake in store (whose URL is base,
+// as for NewLake); cache may be nil (every read goes to the store).
+func NewLakeReader(store objstore.Store, base string, cache *FileCache) *LakeReader {
+	return &LakeReader{lake: NewLake(store, base), cache: cache, tables: map[catalog.TableID]table.Metadata{}}
+}
+
+// Cache returns the reader's cache (nil if none).
+func (r *LakeReader) Cache() *FileCache { return r.cache }
+
+// LakeFileError is a lake data file that could not be read: missing from
+// the object store (NotFound) or not decodable (corrupt). Key is its object
+// key.
+type LakeFileError struct {
+	Key      string
+	NotFound bool
+	Err      error
+}
+
+func (e *LakeFileError) Error() string {
+	if e.NotFound {
+		return fmt.Sprintf("lake file %s is missing: %v", e.Key, e.Err)
+	}
+	return fmt.Sprintf("lake file %s is corrupt: %v", e.Key, e.Err)
+}
+
+func (e *LakeFileError) Unwrap() error { return e.Err }
+
+// ScanRequest says what to read of one lake snapshot.
+type ScanRequest struct {
+	Table    catalog.TableID
+	Snapshot int64
+	// Schema is the schema of the batches to return: a subset of the
+	// table's columns, by name, with the types mink's buckets hold
+	// (sqltypes.Column.Type.ArrowType()). No fields: batches with only a
+	// row count.
+	Schema *arrow.Schema
+	// Buckets, if not nil, restricts the read to rows of these buckets
+	// (files of other buckets are skipped using their __bucket
+	// statistics; every data file holds one bucket).
+	Buckets []catalog.BucketID
+}
+
+// Scan calls fn with the batches of the snapshot, file by file, until fn
+// returns an error or the files are read. fn must not keep a batch beyond
+// its call without retaining it.
+func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.RecordBatch) error) error {
+	if req.Snapshot == 0 {
+		return nil
+	}
+	meta, err := r.metadata(ctx, req.Table, req.Snapshot)
+	if err != nil {
+		return err
+	}
+	tbl := table.New(ident(req.Table), meta, "", r.fsys(), nil)
+	fields := make([]string, 0, req.Schema.NumFields())
+	for _, f := range req.Schema.Fields() {
+		fields = append(fields, f.Name)
+	}
+	if len(fields) == 0 {
+		fields = []string{OffsetColumn}
+	}
+	opts := []table.ScanOption{table.WithSnapshotID(req.Snapshot), table.WithSelectedFields(fields...)}
+	if req.Buckets != nil {
+		var filter iceberg.BooleanExpression = iceberg.AlwaysFalse{}
+		if len(req.Buckets) > 0 {
+			vals := make([]int64, len(req.Buckets))
+			for i, b := range req.Buckets {
+				vals[i] = int64(b)
+			}
+			filter = iceberg.IsIn(iceberg.Reference(BucketColumn), vals...)
+		}
+		opts = append(opts, table.WithRowFilter(filter))
+	}
+	scan := tbl.Scan(opts...)
+	tasks, err := scan.PlanFiles(ctx)
+	if err != nil {
+		return fmt.Errorf("plan lake scan of table %d snapshot %d: %w", req.Table, req.Snapshot, err)
+	}
+	// Files in name order (bucket, then offset): deterministic output.
+	slices.SortFunc(tasks, func(a, b table.FileScanTask) int { return strings.Compare(a.File.FilePath(), b.File.FilePath()) })
+	for _, task := range tasks {
+		if err := r.readTask(ctx, scan, task, req.Schema, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *LakeReader) readTask(ctx context.Context, scan *table.Scan, task table.FileScanTask, schema *arrow.Schema, fn func(arrow.RecordBatch) error) error {
+	key, ok := strings.CutPrefix(task.File.FilePath(), r.lake.base+"/")
+	if !ok {
+		return fmt.Errorf("lake file %s is outside the object store %s", task.File.FilePath(), r.lake.base)
+	}
+	if r.cache != nil {
+		// Fetch first: a store error is not corruption.
+		f, err := r.cache.open(ctx, r.lake.store, key)
+		if errors.Is(err, objstore.ErrNotFound) {
+			return &LakeFileError{Key: key, NotFound: true, Err: err}
+		}
+		if err != nil {
+			return fmt.Errorf("read lake file %s: %w", key, err)
+		}
+		f.Close()
+	}
+	_, it, err := scan.ReadTasks(ctx, []table.FileScanTask{task})
+	if err != nil {
+		return r.fileError(ctx, key, err)
+	}
+	for rec, err := range it {
+		if err != nil {
+			return r.fileError(ctx, key, err)
+		}
+		out, err := conform(rec, schema)
+		rec.Release()
+		if err != nil {
+			return fmt.Errorf("lake file %s: %w", key, err)
+		}
+		err = fn(out)
+		out.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *LakeReader) fileError(ctx context.Context, key string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if r.cache != nil {
+		r.cache.forget(key)
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, objstore.ErrNotFound) {
+		return &LakeFileError{Key: key, NotFound: true, Err: err}
+	}
+	return &LakeFileError{Key: key, Err: err}
+}
+
+// metadata returns metadata of table id that has snapshot.
+func (r *LakeReader) metadata(ctx context.Context, id catalog.TableID, snapshot int64) (table.Metadata, error) {
+	r.mu.Lock()
+	meta := r.tables[id]
+	r.mu.Unlock()
+	if meta != nil && meta.SnapshotByID(snapshot) != nil {
+		return meta, nil
+	}
+	version, err := r.lake.currentVersion(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if version == 0 {
+		return nil, fmt.Errorf("lake of table %d has no metadata (snapshot %d expected)", id, snapshot)
+	}
+	key := metadataKey(id, version)
+	data, err := r.lake.store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read lake metadata %s: %w", key, err)
+	}
+	meta, err = table.ParseMetadataBytes(data)
+	if err != nil {
+		return nil, fmt.Errorf("parse lake metadata %s: %w", key, err)
+	}
+	if meta.SnapshotByID(snapshot) == nil {
+		return nil, fmt.Errorf("lake metadata %s has no snapshot %d", key, snapshot)
+	}
+	r.mu.Lock()
+	if old := r.tables[id]; old == nil || old.LastSequenceNumber() <= meta.LastSequenceNumber() {
+		r.tables[id] = meta
+	}
+	r.mu.Unlock()
+	return meta, nil
+}
+
+func (r *LakeReader) fsys() table.FSysF {
+	return func(ctx context.Context) (iceio.IO, error) {
+		return &cachedIO{storeIO: storeIO{ctx: ctx, store: r.lake.store, base: r.lake.base}, cache: r.cache}, nil
+	}
+}
+
+// cachedIO is storeIO whose reads go through a FileCache.
+type cachedIO struct {
+	storeIO
+	cache *FileCache
+}
+
+func (c *cachedIO) Open(name string) (iceio.File, error) {
+	if c.cache == nil {
+		return c.storeIO.Open(name)
+	}
+	key, err := c.key(name)
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.cache.open(c.ctx, c.store, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return f, nil
+}
+
+// conform turns a batch read by iceberg-go (Iceberg's Arrow types) into
+// one of schema (mink's bucket types), matching columns by name.
+func conform(rec arrow.RecordBatch, schema *arrow.Schema) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, schema.NumFields())
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	for i, f := range schema.Fields() {
+		idx := rec.Schema().FieldIndices(f.Name)
+		if len(idx) != 1 {
+			release()
+			return nil, fmt.Errorf("column %q missing", f.Name)
+		}
+		c, err := convertArray(rec.Column(idx[0]), f.Type)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("column %q: %w", f.Name, err)
+		}
+		cols[i] = c
+	}
+	out := array.NewRecordBatch(schema, cols, rec.NumRows())
+	release()
+	return out, nil
+}
+
+// convertArray returns a as type to (a new reference).
+func convertArray(a arrow.Array, to arrow.DataType) (arrow.Array, error) {
+	if arrow.TypeEqual(a.DataType(), to) {
+		a.Retain()
+		return a, nil
+	}
+	if ext, ok := to.(arrow.ExtensionType); ok {
+		inner, err := convertArray(a, ext.StorageType())
+		if err != nil {
+			return nil, err
+		}
+		defer inner.Release()
+		return array.NewExtensionArrayWithStorage(ext, inner), nil
+	}
+	if e, ok := a.(array.ExtensionArray); ok {
+		return convertArray(e.Storage(), to)
+	}
+	if arrow.TypeEqual(a.DataType(), to) {
+		a.Retain()
+		return a, nil
+	}
+	return compute.CastArray(context.Background(), a, compute.UnsafeCastOptions(to))
+}

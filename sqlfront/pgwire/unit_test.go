@@ -130,6 +130,12 @@ func TestDecode(t *testing.T) {
 		{pgtype.TimestamptzOID, "1500-06-07 08:09:10.5+00", time.Date(1500, 6, 7, 8, 9, 10, 500000000, time.UTC)},
 		{pgtype.TimestamptzOID, "2500-06-07 08:09:10.000001+00", time.Date(2500, 6, 7, 8, 9, 10, 1000, time.UTC)},
 		{pgtype.TimestamptzOID, "infinity", pgtype.Infinity},
+		// ISO 8601 with a T, as JSON-minded clients send it.
+		{pgtype.TimestamptzOID, "2024-03-04T05:06:07.89Z", ts},
+		{pgtype.TimestamptzOID, "2024-03-04T06:06:07.89+01:00", ts},
+		{pgtype.TimestamptzOID, "2024-03-04t05:06:07.89z", ts},
+		{pgtype.TimestampOID, "2024-03-04T05:06:07.89", ts},
+		{pgtype.TimestampOID, "2024-03-04T05:06:07.89Z", ts},
 		{pgtype.TimestampOID, "1999-12-31 23:59:59.999999", time.Date(1999, 12, 31, 23, 59, 59, 999999000, time.UTC)},
 		{pgtype.DateOID, "1200-02-29", time.Date(1200, 2, 29, 0, 0, 0, 0, time.UTC)},
 		{pgtype.DateOID, "-infinity", pgtype.NegativeInfinity},

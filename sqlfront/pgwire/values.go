@@ -329,9 +329,27 @@ func trimTextInput(oid uint32, src []byte) []byte {
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID, pgtype.Float4OID, pgtype.Float8OID,
 		pgtype.NumericOID, pgtype.BoolOID, pgtype.DateOID, pgtype.TimestampOID, pgtype.TimestamptzOID,
 		pgtype.UUIDOID, pgtype.IntervalOID, pgtype.TimeOID:
-		return []byte(strings.TrimSpace(string(src)))
+		src = []byte(strings.TrimSpace(string(src)))
+		if oid == pgtype.TimestampOID || oid == pgtype.TimestamptzOID {
+			src = isoTimestamp(src)
+		}
 	}
 	return src
+}
+
+// isoTimestamp rewrites ISO 8601 timestamp text ("2024-03-04T05:06:07Z"),
+// which PostgreSQL reads as well as its own form, into that form
+// ("2024-03-04 05:06:07+00") for pgtype. Other text is returned unchanged.
+func isoTimestamp(src []byte) []byte {
+	if len(src) < 12 || (src[10] != 'T' && src[10] != 't') || src[4] != '-' || src[7] != '-' {
+		return src
+	}
+	out := append([]byte(nil), src...)
+	out[10] = ' '
+	if last := out[len(out)-1]; last == 'Z' || last == 'z' {
+		out = append(out[:len(out)-1], "+00"...)
+	}
+	return out
 }
 
 // maxNumericTextLen bounds numeric input: PostgreSQL's numeric holds at most

@@ -339,91 +339,9 @@ func (s *session) routeParts(ctx context.Context, table *tableInfo, batches []ar
 	return out, nil
 }
 
-// routable returns rec with extension columns (uuid) replaced by their
-// storage (FixedSizeBinary(16)), which routing hashes as such: routing
-// does not take extension arrays as bucket keys. Release the result.
-func routable(rec arrow.RecordBatch) arrow.RecordBatch {
-	cols := rec.Columns()
-	var out []arrow.Array
-	var fields []arrow.Field
-	for i, c := range cols {
-		ext, ok := c.(array.ExtensionArray)
-		if !ok {
-			continue
-		}
-		if out == nil {
-			out = append([]arrow.Array{}, cols...)
-			fields = append([]arrow.Field{}, rec.Schema().Fields()...)
-		}
-		out[i] = ext.Storage()
-		fields[i] = arrow.Field{Name: fields[i].Name, Type: ext.Storage().DataType(), Nullable: fields[i].Nullable}
-	}
-	if out == nil {
-		rec.Retain()
-		return rec
-	}
-	return array.NewRecordBatch(arrow.NewSchema(fields, nil), out, rec.NumRows())
-}
-
-// eachBucket is routing.EachBucket, also for uuid bucket keys (routable).
+// eachBucket is routing.EachBucket with the node's round-robin.
 func eachBucket(ctx context.Context, rec arrow.RecordBatch, keyCols []int, n int, fn func(bucket int, part arrow.RecordBatch) error) error {
-	if len(keyCols) == 0 || n == 1 {
-		return routing.EachBucket(ctx, rec, keyCols, n, &roundRobin, fn)
-	}
-	r := routable(rec)
-	defer r.Release()
-	split, err := routing.Split(ctx, r, keyCols, n)
-	if err != nil {
-		return err
-	}
-	defer releaseAll(nonNil(split))
-	for b, part := range split {
-		if part == nil {
-			continue
-		}
-		back := unroutable(part, rec.Schema())
-		err := fn(b, back)
-		back.Release()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// unroutable turns a part of routable(rec) back into rec's schema.
-// Release the result.
-func unroutable(part arrow.RecordBatch, schema *arrow.Schema) arrow.RecordBatch {
-	cols := make([]arrow.Array, part.NumCols())
-	var made []arrow.Array
-	for i := range cols {
-		if et, ok := schema.Field(i).Type.(arrow.ExtensionType); ok && part.Column(i).DataType().ID() != arrow.EXTENSION {
-			a := array.NewExtensionArrayWithStorage(et, part.Column(i))
-			made = append(made, a)
-			cols[i] = a
-			continue
-		}
-		cols[i] = part.Column(i)
-	}
-	out := array.NewRecordBatch(schema, cols, part.NumRows())
-	releaseArrays(made)
-	return out
-}
-
-func releaseArrays(arrs []arrow.Array) {
-	for _, a := range arrs {
-		a.Release()
-	}
-}
-
-func nonNil(recs []arrow.RecordBatch) []arrow.RecordBatch {
-	var out []arrow.RecordBatch
-	for _, r := range recs {
-		if r != nil {
-			out = append(out, r)
-		}
-	}
-	return out
+	return routing.EachBucket(ctx, rec, keyCols, n, &roundRobin, fn)
 }
 
 func partRecords(parts []bucketPart) []arrow.RecordBatch {

@@ -466,9 +466,7 @@ func (s *session) lookupBucket(ctx context.Context, p *lookupPlan, keyRec arrow.
 		}
 		return 0, false, nil
 	}
-	r := routable(keyRec)
-	defer r.Release()
-	key, err := routing.RowKey(nil, r, p.bucketKey, 0)
+	key, err := routing.RowKey(nil, keyRec, p.bucketKey, 0)
 	if err != nil {
 		return 0, false, fmt.Errorf("route key: %w", err)
 	}

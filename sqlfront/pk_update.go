@@ -494,9 +494,7 @@ func (s *session) groupByBucket(ctx context.Context, table *tableInfo, rec arrow
 		bs, ok := bucketsFor[len(ids)]
 		if !ok {
 			var err error
-			r := routable(rec)
-			bs, err = routing.Buckets(r, table.keyCols, len(ids))
-			r.Release()
+			bs, err = routing.Buckets(rec, table.keyCols, len(ids))
 			if err != nil {
 				return nil, nil, err
 			}

@@ -61,8 +61,13 @@ const (
 //   - time64, timestamp: microseconds as a big-endian int64 (the unit is
 //     converted; the time zone does not matter, instants are compared);
 //   - decimal128: scale byte, then the 16-byte big-endian two's complement;
-//   - fixed-size binary: the bytes.
+//   - fixed-size binary: the bytes;
+//   - extension types (uuid): as their storage type.
 func AppendArrowValue(dst []byte, arr arrow.Array, i int) ([]byte, error) {
+	if ext, ok := arr.(array.ExtensionArray); ok {
+		// uuid and other extension types hash as their storage.
+		arr = ext.Storage()
+	}
 	if arr.IsNull(i) {
 		return append(dst, tagNull), nil
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -147,6 +148,58 @@ func TestSplitInterval(t *testing.T) {
 		p.Release()
 	}
 	if total != 100 {
+		t.Fatalf("%d rows after split", total)
+	}
+}
+
+// A uuid bucket key routes by its 16 bytes, the same as the fixed-size
+// binary it is stored as, and the split keeps the uuid column's type.
+func TestSplitUUID(t *testing.T) {
+	uuidType := extensions.NewUUIDType()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: uuidType}, {Name: "n", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	storage := array.NewFixedSizeBinaryBuilder(memory.DefaultAllocator, &arrow.FixedSizeBinaryType{ByteWidth: 16})
+	defer storage.Release()
+	ns := array.NewInt64Builder(memory.DefaultAllocator)
+	defer ns.Release()
+	var ids [][16]byte
+	for i := range 64 {
+		var id [16]byte
+		id[0], id[15] = byte(i), byte(i*7)
+		ids = append(ids, id)
+		storage.Append(id[:])
+		ns.Append(int64(i))
+	}
+	st, n := storage.NewArray(), ns.NewArray()
+	defer st.Release()
+	defer n.Release()
+	idArr := array.NewExtensionArrayWithStorage(uuidType, st)
+	defer idArr.Release()
+	rec := array.NewRecordBatch(schema, []arrow.Array{idArr, n}, 64)
+	defer rec.Release()
+	parts, err := Split(context.Background(), rec, []int{0}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for bucket, p := range parts {
+		if p == nil {
+			continue
+		}
+		if !arrow.TypeEqual(p.Schema().Field(0).Type, uuidType) {
+			t.Fatalf("bucket %d: id column is %s, want uuid", bucket, p.Schema().Field(0).Type)
+		}
+		rows := p.Column(1).(*array.Int64)
+		for i := 0; i < int(p.NumRows()); i++ {
+			id := ids[rows.Value(i)]
+			want := Bucket(append([]byte{tagValue}, id[:]...), 4)
+			if bucket != want {
+				t.Fatalf("row %d in bucket %d, its bytes hash to %d", rows.Value(i), bucket, want)
+			}
+		}
+		total += int(p.NumRows())
+		p.Release()
+	}
+	if total != 64 {
 		t.Fatalf("%d rows after split", total)
 	}
 }

@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -166,6 +167,14 @@ func (c *codec) decode(oid uint32, format int16, src []byte) (any, error) {
 		}
 		return v, nil
 	}
+	if oid == pgtype.ByteaOID && format == textFormat && !bytes.HasPrefix(src, []byte(`\x`)) {
+		// PostgreSQL's escape format (pgtype reads only hex): bytes as
+		// they are, \\ for a backslash, \ooo for any byte.
+		if b, ok := decodeByteaEscape(src); ok {
+			return b, nil
+		}
+		return nil, inputError(oid, format, src, errors.New("invalid escape sequence"))
+	}
 	if oid == pgtype.NumericOID {
 		if format == binaryFormat {
 			return decodeNumericBinary(src)
@@ -216,6 +225,30 @@ func (c *codec) decode(oid uint32, format int16, src []byte) (any, error) {
 		}
 	}
 	return nil, inputError(oid, format, src, err)
+}
+
+// decodeByteaEscape decodes bytea's escape text format; ok is false for a
+// backslash that starts neither \\ nor three octal digits (the first at
+// most 3).
+func decodeByteaEscape(src []byte) ([]byte, bool) {
+	out := make([]byte, 0, len(src))
+	octal := func(c byte) bool { return c >= '0' && c <= '7' }
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case c != '\\':
+			out = append(out, c)
+		case i+1 < len(src) && src[i+1] == '\\':
+			out = append(out, '\\')
+			i++
+		case i+3 < len(src) && src[i+1] <= '3' && octal(src[i+1]) && octal(src[i+2]) && octal(src[i+3]):
+			out = append(out, (src[i+1]-'0')<<6|(src[i+2]-'0')<<3|(src[i+3]-'0'))
+			i += 3
+		default:
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // errBinarySize is a binary value of the wrong length for its type.

@@ -23,6 +23,9 @@ type BucketStatus struct {
 	LeaderEpoch uint64           `json:"leader_epoch"`
 	// Open: the leader has the bucket's stream open at the leader epoch.
 	Open bool `json:"open"`
+	// Start is the stream's start offset: rows below it were trimmed by
+	// log_retention (TrimStream) and are read from the lake, if tiered.
+	Start uint64 `json:"start"`
 	// End is the committed end offset (rows in stream objects).
 	End uint64 `json:"end"`
 }
@@ -46,7 +49,7 @@ func (s *Server) handleTableBuckets(w http.ResponseWriter, r *http.Request) {
 			st := BucketStatus{Bucket: id, Partition: partValue[b.Partition], Index: b.Index, Leader: b.Leader, LeaderEpoch: b.LeaderEpoch}
 			if stream, ok := v.Streams[catalog.StreamID(id)]; ok {
 				st.Open = stream.Open && stream.Node == b.Leader && stream.Epoch == b.LeaderEpoch
-				st.End = stream.End
+				st.Start, st.End = stream.Start, stream.End
 			}
 			out = append(out, st)
 		}

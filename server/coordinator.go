@@ -108,6 +108,16 @@ func (s *Server) coordinate(ctx context.Context, epoch uint64, live *catalog.Liv
 		s.collectGarbage(ctx)
 	}()
 	defer func() { <-gcDone }()
+	retainCtx, stopRetain := context.WithCancel(ctx)
+	retainDone := make(chan struct{})
+	go func() {
+		defer close(retainDone)
+		s.retain(retainCtx, epoch, live)
+	}()
+	defer func() {
+		stopRetain()
+		<-retainDone
+	}()
 	tieringCtx, stopTiering := context.WithCancel(ctx)
 	tieringDone := make(chan struct{})
 	go func() {
@@ -158,8 +168,9 @@ func (s *Server) collectGarbage(ctx context.Context) {
 			s.logger.Info("garbage collected", "deleted", st.Deleted, "waiting", st.Waiting)
 		}
 		// KV snapshot objects that left retention, and those of dropped
-		// buckets. Changelog streams are never trimmed (only compacted),
-		// so every retained snapshot's log offset stays replayable.
+		// buckets. Changelog streams are never trimmed (TrimStream refuses
+		// primary-key buckets), so every retained snapshot's log offset
+		// stays replayable.
 		kst, err := kvgc.Collect(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.logger.Warn("KV snapshot garbage collection failed; will retry", "err", err)

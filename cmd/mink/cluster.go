@@ -87,13 +87,13 @@ func newTableCmd() *cobra.Command {
 				return enc.Encode(bs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "BUCKET\tPARTITION\tINDEX\tLEADER\tLEADER EPOCH\tOPEN\tCOMMITTED END")
+			fmt.Fprintln(tw, "BUCKET\tPARTITION\tINDEX\tLEADER\tLEADER EPOCH\tOPEN\tSTART\tCOMMITTED END")
 			for _, b := range bs {
 				open := "no"
 				if b.Open {
 					open = "yes"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t%d\n", b.Bucket, dash(b.Partition), b.Index, b.Leader, b.LeaderEpoch, open, b.End)
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t%d\t%d\n", b.Bucket, dash(b.Partition), b.Index, b.Leader, b.LeaderEpoch, open, b.Start, b.End)
 			}
 			return tw.Flush()
 		},

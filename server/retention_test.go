@@ -1,0 +1,166 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/minkdb/mink/catalog"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// objects returns committed objects of n entries each, written at the
+// given times.
+func objects(stream catalog.StreamID, start, n uint64, at ...time.Time) []catalog.StreamObject {
+	var out []catalog.StreamObject
+	for i, a := range at {
+		s := start + uint64(i)*n
+		out = append(out, catalog.StreamObject{Key: fmt.Sprintf("streams/%d/%d", stream, s), Start: s, End: s + n, Size: 1, At: a})
+	}
+	return out
+}
+
+func describeTrims(trims []catalog.TrimStream) string {
+	s := ""
+	for _, tr := range trims {
+		s += fmt.Sprintf("%d→%d@%d ", tr.Stream, tr.Start, tr.CoordinatorEpoch)
+	}
+	return s
+}
+
+func TestPlanTrims(t *testing.T) {
+	logSpec := func(name string, opts map[string]string, pk bool) catalog.CreateTable {
+		spec := catalog.TableSpec{Name: name, Columns: []catalog.Column{{Name: "a", Type: "bigint"}}, Buckets: 1, Options: opts}
+		if pk {
+			spec.PrimaryKey = []string{"a"}
+		}
+		return catalog.CreateTable{Spec: spec}
+	}
+	old := []time.Time{t0.Add(-3 * time.Hour), t0.Add(-2 * time.Hour), t0.Add(-30 * time.Minute)}
+	recs := []catalog.Record{
+		catalog.RegisterNode{Node: 1}, catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1},
+		logSpec("tiered", map[string]string{"log_retention": "1h"}, false),                     // table 1, bucket 2
+		logSpec("untiered", map[string]string{"log_retention": "1h", "tiering": "off"}, false), // table 3, bucket 4
+		logSpec("pk", map[string]string{"log_retention": "1h"}, true),                          // table 5, bucket 6
+		logSpec("keep", nil, false), // table 7, bucket 8
+	}
+	for _, b := range []catalog.BucketID{2, 4, 6, 8} {
+		recs = append(recs,
+			catalog.LeadBucket{Bucket: b, Node: 1, CoordinatorEpoch: 1},
+			catalog.OpenStream{Stream: catalog.StreamID(b), Epoch: 1, Node: 1, NodeEpoch: 1},
+			catalog.CommitStreamObjects{Stream: catalog.StreamID(b), Epoch: 1, Objects: objects(catalog.StreamID(b), 0, 10, old...)})
+	}
+	v := applyAll(t, recs...)
+	// Nothing tiered yet: only the table with tiering off is trimmed, by age
+	// alone, to the end of its last object older than an hour.
+	if got, want := describeTrims(planTrims(v, t0, 1)), "4→20@1 "; got != want {
+		t.Fatalf("before tiering: %s, want %s", got, want)
+	}
+	// Tiered to 15: the tiered table trims to 10 (the boundary at or below
+	// 15); tiered to 30, age limits it to 20.
+	catalog.Apply(v, v.Index+1, catalog.CommitTieringRound{Table: 1, CoordinatorEpoch: 1, Offsets: map[catalog.BucketID]uint64{2: 15}, LakeSequence: 1, At: t0})
+	if got, want := describeTrims(planTrims(v, t0, 1)), "2→10@1 4→20@1 "; got != want {
+		t.Fatalf("tiered to 15: %s, want %s", got, want)
+	}
+	catalog.Apply(v, v.Index+1, catalog.CommitTieringRound{Table: 1, CoordinatorEpoch: 1, Offsets: map[catalog.BucketID]uint64{2: 30}, LakeSequence: 2, At: t0})
+	trims := planTrims(v, t0, 1)
+	if got, want := describeTrims(trims), "2→20@1 4→20@1 "; got != want {
+		t.Fatalf("tiered to 30: %s, want %s", got, want)
+	}
+	// The plan is accepted by the state machine, and once applied there is
+	// nothing left to trim until time passes.
+	for _, tr := range trims {
+		if out := catalog.Apply(v, v.Index+1, tr); out.Err != nil {
+			t.Fatalf("%+v: %v", tr, out.Err)
+		}
+	}
+	if got := describeTrims(planTrims(v, t0, 1)); got != "" {
+		t.Fatalf("after applying the plan: %s", got)
+	}
+	if got, want := describeTrims(planTrims(v, t0.Add(time.Hour), 1)), "2→30@1 4→30@1 "; got != want {
+		t.Fatalf("an hour later: %s, want %s", got, want)
+	}
+}
+
+func TestPlanPartitionDrops(t *testing.T) {
+	part := func(name, colType string) catalog.CreateTable {
+		return catalog.CreateTable{Spec: catalog.TableSpec{Name: name, Columns: []catalog.Column{{Name: "p", Type: colType}, {Name: "v", Type: "text"}},
+			PartitionBy: "p", Buckets: 1, Options: map[string]string{"partition_retention": "48h"}}}
+	}
+	v := applyAll(t,
+		catalog.RegisterNode{Node: 1}, catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1},
+		part("days", "date"), // table 1
+		catalog.CreatePartition{Table: 1, Value: "2026-02-26"}, // 2, bucket 3: ended 02-27 00:00, 60h before 03-01 12:00: expired
+		catalog.CreatePartition{Table: 1, Value: "2026-02-27"}, // 4, bucket 5: ended 02-28 00:00, 36h ago: kept
+		catalog.CreatePartition{Table: 1, Value: "2026-02-28"}, // 6, bucket 7: ends 03-01 00:00: 12h, kept
+		catalog.CreatePartition{Table: 1, Value: "garbage"},    // 8, bucket 9: not a date: never expires
+		part("regions", "text"),                                // table 10
+		catalog.CreatePartition{Table: 10, Value: "eu"},        // 11, bucket 12: last write 3 days ago
+		catalog.CreatePartition{Table: 10, Value: "us"},        // 13, bucket 14: a recent write
+		catalog.CreatePartition{Table: 10, Value: "asia"},      // 15, bucket 16: never written
+		catalog.LeadBucket{Bucket: 12, Node: 1, CoordinatorEpoch: 1},
+		catalog.OpenStream{Stream: 12, Epoch: 1, Node: 1, NodeEpoch: 1},
+		catalog.CommitStreamObjects{Stream: 12, Epoch: 1, Objects: objects(12, 0, 5, t0.Add(-80*time.Hour), t0.Add(-72*time.Hour))},
+		catalog.LeadBucket{Bucket: 14, Node: 1, CoordinatorEpoch: 1},
+		catalog.OpenStream{Stream: 14, Epoch: 1, Node: 1, NodeEpoch: 1},
+		catalog.CommitStreamObjects{Stream: 14, Epoch: 1, Objects: objects(14, 0, 5, t0.Add(-80*time.Hour), t0.Add(-time.Hour))},
+	)
+	got := ""
+	for _, d := range planPartitionDrops(v, t0) {
+		got += fmt.Sprintf("%d/%d ", d.Table, d.Partition)
+	}
+	if want := "1/2 10/11 "; got != want {
+		t.Fatalf("expired partitions: %s, want %s", got, want)
+	}
+}
+
+func TestPartitionEnd(t *testing.T) {
+	for _, c := range []struct {
+		typ, value string
+		want       time.Time
+		ok         bool
+	}{
+		{"date", "2026-02-28", time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), true},
+		{"timestamp", "2026-02-28 10:30:00", time.Date(2026, 2, 28, 10, 30, 0, 0, time.UTC), true},
+		{"timestamptz", "2026-02-28 10:30:00+02", time.Date(2026, 2, 28, 8, 30, 0, 0, time.UTC), true},
+		{"date", "yesterday", time.Time{}, false},
+		{"text", "2026-02-28", time.Time{}, false},
+	} {
+		got, ok := partitionEnd(c.typ, c.value)
+		if ok != c.ok || (ok && !got.Equal(c.want)) {
+			t.Errorf("partitionEnd(%s, %q) = %v, %v; want %v, %v", c.typ, c.value, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestPlanRetiredCloses(t *testing.T) {
+	v := applyAll(t,
+		catalog.RegisterNode{Node: 1}, catalog.RegisterNode{Node: 2}, catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1},
+		table("a", 2), // table 1, buckets 2, 3
+		catalog.LeadBucket{Bucket: 2, Node: 1, CoordinatorEpoch: 1},
+		catalog.LeadBucket{Bucket: 3, Node: 2, CoordinatorEpoch: 1},
+		catalog.OpenStream{Stream: 2, Epoch: 1, Node: 1, NodeEpoch: 1},
+		catalog.OpenStream{Stream: 3, Epoch: 1, Node: 2, NodeEpoch: 1},
+		catalog.DropTable{Table: 1},
+	)
+	live := func(n catalog.NodeID) bool { return n == 1 }
+	got := planRetiredCloses(v, live)
+	if len(got) != 1 || got[0].Stream != 3 || got[0].Epoch != 1 {
+		t.Fatalf("closes with node 2 dead: %+v, want stream 3 only", got)
+	}
+	// Node 1 restarts (new node epoch): its old incarnation will never
+	// close stream 2.
+	catalog.Apply(v, v.Index+1, catalog.RegisterNode{Node: 1, ExpectEpoch: 1})
+	if got := planRetiredCloses(v, live); len(got) != 2 {
+		t.Fatalf("closes after node 1 re-registered: %+v, want streams 2 and 3", got)
+	}
+	for _, c := range planRetiredCloses(v, live) {
+		if out := catalog.Apply(v, v.Index+1, c); out.Err != nil {
+			t.Fatal(out.Err)
+		}
+	}
+	if len(v.Streams) != 0 {
+		t.Fatalf("streams left after closing the retired ones: %v", v.Streams)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 	"github.com/minkdb/mink/tiering"
 )
@@ -169,4 +170,67 @@ func sliceFrom(bs []buckets.Batch, from uint64) []buckets.Batch {
 		}
 	}
 	return out
+}
+
+// fillMirrorFromLake appends to the mirror of a log table the lake rows of
+// every bucket the mirror holds nothing of yet, up to the bucket's tiered
+// offset (one pinned pair, as for a scan), so that a mirror is filled from
+// the lake rather than from the streams, which retention may have trimmed
+// below the tiered offsets. It returns the mirror's progress after.
+func (f *Frontend) fillMirrorFromLake(ctx context.Context, t *tableInfo, nt *engine.NativeTable, progress map[uint64]uint64) (map[uint64]uint64, error) {
+	var pin lakePin
+	f.cfg.Meta.Read(func(v *catalog.View) {
+		if tbl, ok := v.Tables[t.id]; ok {
+			pin = pinLake(tbl, v.BucketsOf(t.id))
+		}
+	})
+	var fill []catalog.BucketID
+	for id, off := range pin.offsets {
+		if off > 0 && progress[uint64(id)] == 0 {
+			fill = append(fill, id)
+		}
+	}
+	if len(fill) == 0 {
+		return progress, nil
+	}
+	if f.cfg.Lake == nil {
+		return nil, fmt.Errorf("table %q has tiered rows but this node has no lake reader", t.name)
+	}
+	req := tiering.ScanRequest{Table: t.id, Snapshot: pin.snapshot, Schema: t.schema}
+	if !pin.all || len(fill) < len(pin.offsets) {
+		req.Buckets = fill
+	}
+	var batches []arrow.RecordBatch
+	defer func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}()
+	err := f.cfg.Lake.Scan(ctx, req, func(rec arrow.RecordBatch) error {
+		rec.Retain()
+		batches = append(batches, rec)
+		return nil
+	})
+	if err != nil {
+		return nil, lakeError(t.name, err)
+	}
+	err = nt.Update(ctx, func(progress map[uint64]uint64, appendRows func([]arrow.RecordBatch) error) error {
+		for _, id := range fill {
+			if progress[uint64(id)] != 0 {
+				// Another statement appended to the mirror meanwhile.
+				return nil
+			}
+		}
+		if err := appendRows(batches); err != nil {
+			return err
+		}
+		for _, id := range fill {
+			progress[uint64(id)] = pin.offsets[id]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return nt.Progress(), nil
 }

@@ -178,7 +178,10 @@ func (f *Frontend) refreshMirror(ctx context.Context, t *tableInfo) error {
 			buckets.ReleaseBatches(r.batches)
 		}
 	}()
-	progress := nt.Progress()
+	progress, err := f.fillMirrorFromLake(ctx, t, nt, nt.Progress())
+	if err != nil {
+		return err
+	}
 	for _, id := range ids {
 		b, err := m.Bucket(id)
 		if err != nil {

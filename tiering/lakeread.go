@@ -293,3 +293,37 @@ func convertArray(a arrow.Array, to arrow.DataType) (arrow.Array, error) {
 	}
 	return compute.CastArray(context.Background(), a, compute.UnsafeCastOptions(to))
 }
+
+// DataFiles returns the object keys of the data files of a lake snapshot
+// of table id (0: the current snapshot), in name order. Other engines (the
+// DuckDB peer of the lake query benchmark) read exactly these.
+func (r *LakeReader) DataFiles(ctx context.Context, id catalog.TableID, snapshot int64) ([]string, error) {
+	if snapshot == 0 {
+		tbl, err := r.lake.Load(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if tbl == nil || tbl.CurrentSnapshot() == nil {
+			return nil, nil
+		}
+		snapshot = tbl.CurrentSnapshot().SnapshotID
+	}
+	meta, err := r.metadata(ctx, id, snapshot)
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := table.New(ident(id), meta, "", r.fsys(), nil).Scan(table.WithSnapshotID(snapshot)).PlanFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		k, ok := strings.CutPrefix(t.File.FilePath(), r.lake.base+"/")
+		if !ok {
+			return nil, fmt.Errorf("lake file %s is outside the object store %s", t.File.FilePath(), r.lake.base)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}

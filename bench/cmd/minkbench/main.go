@@ -100,6 +100,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunTieringLag(ctx, os.Stdout, cfg)
 	},
+	"lakequery": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.LakeQueryConfig{Dir: dir}
+		if quick {
+			cfg.Rows, cfg.ChunkRows, cfg.Runs = 200_000, 50_000, 3
+		}
+		return bench.RunLakeQuery(ctx, os.Stdout, cfg)
+	},
 	"query": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.QueryConfig{Dir: dir}
 		if quick {

@@ -185,7 +185,7 @@ func (s *Server) retain(ctx context.Context, epoch uint64, live *catalog.LiveCac
 	tick := time.NewTicker(min(s.cfg.CoordinatorTick, time.Second))
 	defer tick.Stop()
 	for {
-		if stale := s.retainOnce(ctx, epoch, live, time.Now()); stale {
+		if stale := s.retainOnce(ctx, epoch, live.IsLive, time.Now()); stale {
 			s.logger.Warn("retention: coordinator epoch is stale; the loop stops", "coordinator_epoch", epoch)
 			return
 		}
@@ -199,17 +199,16 @@ func (s *Server) retain(ctx context.Context, epoch uint64, live *catalog.LiveCac
 
 // retainOnce proposes one pass of retention. It reports whether the
 // coordinator epoch turned out to be stale.
-func (s *Server) retainOnce(ctx context.Context, epoch uint64, live *catalog.LiveCache, now time.Time) bool {
+func (s *Server) retainOnce(ctx context.Context, epoch uint64, live func(catalog.NodeID) bool, now time.Time) bool {
 	var (
 		trims  []catalog.TrimStream
 		drops  []catalog.DropPartition
 		closes []catalog.CloseStream
 	)
-	liveNodes := live.Nodes()
 	s.cat.Read(func(v *catalog.View) {
 		trims = planTrims(v, now, epoch)
 		drops = planPartitionDrops(v, now)
-		closes = planRetiredCloses(v, func(n catalog.NodeID) bool { _, ok := liveNodes[n]; return ok })
+		closes = planRetiredCloses(v, live)
 	})
 	for _, d := range drops {
 		if _, err := s.cat.Propose(ctx, d); err != nil {

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -162,5 +165,51 @@ func TestPlanRetiredCloses(t *testing.T) {
 	}
 	if len(v.Streams) != 0 {
 		t.Fatalf("streams left after closing the retired ones: %v", v.Streams)
+	}
+}
+
+// A deposed lease holder's retention pass trims nothing: its TrimStream is
+// rejected for its stale coordinator epoch, and retainOnce reports it so the
+// loop stops. The current holder's pass trims.
+func TestRetainOnceStaleEpoch(t *testing.T) {
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	old := t0.Add(-time.Hour)
+	for _, r := range []catalog.Record{
+		catalog.RegisterNode{Node: 1}, catalog.RegisterNode{Node: 2},
+		catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1},
+		catalog.CreateTable{Spec: catalog.TableSpec{Name: "raw", Columns: []catalog.Column{{Name: "a", Type: "bigint"}}, Buckets: 1,
+			Options: map[string]string{"log_retention": "1m", "tiering": "off"}}},
+		catalog.LeadBucket{Bucket: 2, Node: 1, CoordinatorEpoch: 1},
+		catalog.OpenStream{Stream: 2, Epoch: 1, Node: 1, NodeEpoch: 1},
+		catalog.CommitStreamObjects{Stream: 2, Epoch: 1, Objects: objects(2, 0, 10, old, old)},
+		catalog.RegisterCoordinator{Node: 2, NodeEpoch: 1, ExpectEpoch: 1},
+	} {
+		if _, err := cat.Propose(ctx, r); err != nil {
+			t.Fatalf("%T: %v", r, err)
+		}
+	}
+	s := &Server{cat: cat, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	live := func(catalog.NodeID) bool { return true }
+	start := func() uint64 {
+		var st uint64
+		cat.Read(func(v *catalog.View) { st = v.Streams[2].Start })
+		return st
+	}
+	if stale := s.retainOnce(ctx, 1, live, t0); !stale {
+		t.Fatal("a pass at coordinator epoch 1, after epoch 2 registered, did not report a stale epoch")
+	}
+	if got := start(); got != 0 {
+		t.Fatalf("the stale pass trimmed the stream to %d", got)
+	}
+	if stale := s.retainOnce(ctx, 2, live, t0); stale {
+		t.Fatal("the current holder's pass reported a stale epoch")
+	}
+	if got := start(); got != 20 {
+		t.Fatalf("after the current holder's pass the stream starts at %d, want 20", got)
 	}
 }

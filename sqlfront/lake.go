@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
@@ -58,36 +59,6 @@ func pinLake(tbl *catalog.Table, ids []catalog.BucketID) lakePin {
 
 // from is the offset the stream of bucket id is read from.
 func (p lakePin) from(id catalog.BucketID) uint64 { return p.offsets[id] }
-
-// scanLake appends the pinned lake rows of buckets ids, projected to
-// columns, to *out.
-func (t *tableSource) scanLake(ctx context.Context, pin lakePin, ids []catalog.BucketID, columns []int, out *[]arrow.RecordBatch) error {
-	if pin.snapshot == 0 {
-		return nil
-	}
-	lr := t.r.s.f.cfg.Lake
-	if lr == nil {
-		return fmt.Errorf("table %q has tiered rows but this node has no lake reader", t.info.name)
-	}
-	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns)}
-	if !pin.all {
-		req.Buckets = []catalog.BucketID{}
-		for _, id := range ids {
-			if pin.offsets[id] > 0 {
-				req.Buckets = append(req.Buckets, id)
-			}
-		}
-	}
-	err := lr.Scan(ctx, req, func(rec arrow.RecordBatch) error {
-		rec.Retain()
-		*out = append(*out, rec)
-		return nil
-	})
-	if err != nil {
-		return lakeError(t.info.name, err)
-	}
-	return nil
-}
 
 // lakeError maps a lake read error: a corrupt or missing data file is
 // XX001 (data_corrupted) naming the file.
@@ -233,4 +204,139 @@ func (f *Frontend) fillMirrorFromLake(ctx context.Context, t *tableInfo, nt *eng
 		return nil, err
 	}
 	return nt.Progress(), nil
+}
+
+// openLake starts reading the pinned lake rows of buckets ids, projected to
+// columns, in the background (so that decoding overlaps the engine's work
+// on the rows already returned); nil if the scan has no lake part. The
+// reader's Err is the read's error (XX001 for a damaged file).
+func (t *tableSource) openLake(ctx context.Context, pin lakePin, ids []catalog.BucketID, columns []int) (*lakeStream, error) {
+	if pin.snapshot == 0 {
+		return nil, nil
+	}
+	lr := t.r.s.f.cfg.Lake
+	if lr == nil {
+		return nil, fmt.Errorf("table %q has tiered rows but this node has no lake reader", t.info.name)
+	}
+	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns)}
+	if !pin.all {
+		req.Buckets = []catalog.BucketID{}
+		for _, id := range ids {
+			if pin.offsets[id] > 0 {
+				req.Buckets = append(req.Buckets, id)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &lakeStream{schema: req.Schema, ch: make(chan arrow.RecordBatch, 16), cancel: cancel, done: make(chan struct{}), refs: 1}
+	go func() {
+		defer close(s.done)
+		defer close(s.ch)
+		err := lr.Scan(ctx, req, func(rec arrow.RecordBatch) error {
+			rec.Retain()
+			select {
+			case s.ch <- rec:
+				return nil
+			case <-ctx.Done():
+				rec.Release()
+				return ctx.Err()
+			}
+		})
+		if err != nil {
+			s.err = lakeError(t.info.name, err)
+		}
+	}()
+	return s, nil
+}
+
+// lakeStream is the reader openLake returns, followed by tail (the stream
+// rows). Used by one goroutine at a time (a scan holds its lock).
+type lakeStream struct {
+	schema *arrow.Schema
+	ch     chan arrow.RecordBatch
+	cancel func()
+	done   chan struct{}
+	err    error // set before ch is closed
+	tail   array.RecordReader
+	inTail bool
+	cur    arrow.RecordBatch
+	refs   int64
+}
+
+func (s *lakeStream) Retain() { s.refs++ }
+
+func (s *lakeStream) Release() {
+	s.refs--
+	if s.refs > 0 {
+		return
+	}
+	s.cancel()
+	for rec := range s.ch {
+		rec.Release()
+	}
+	<-s.done
+	if s.cur != nil && !s.inTail {
+		s.cur.Release()
+	}
+	s.cur = nil
+	if s.tail != nil {
+		s.tail.Release()
+	}
+}
+
+func (s *lakeStream) Schema() *arrow.Schema { return s.schema }
+
+func (s *lakeStream) Next() bool {
+	if !s.inTail {
+		if s.cur != nil {
+			s.cur.Release()
+			s.cur = nil
+		}
+		if rec, ok := <-s.ch; ok {
+			s.cur = rec
+			return true
+		}
+		if s.err != nil {
+			return false
+		}
+		s.inTail = true
+	}
+	if s.tail != nil && s.tail.Next() {
+		s.cur = s.tail.RecordBatch()
+		return true
+	}
+	s.cur = nil
+	return false
+}
+
+func (s *lakeStream) RecordBatch() arrow.RecordBatch { return s.cur }
+
+// Record is the deprecated name of RecordBatch.
+func (s *lakeStream) Record() arrow.RecordBatch { return s.cur }
+
+func (s *lakeStream) Err() error {
+	if !s.inTail {
+		return s.err
+	}
+	if s.tail != nil {
+		return s.tail.Err()
+	}
+	return nil
+}
+
+// then returns the reader of the lake rows followed by tail's (tail alone
+// if there is no lake part).
+func (s *lakeStream) then(tail array.RecordReader) array.RecordReader {
+	if s == nil {
+		return tail
+	}
+	s.tail = tail
+	return s
+}
+
+// close releases a reader that is not returned.
+func (s *lakeStream) close() {
+	if s != nil {
+		s.Release()
+	}
 }

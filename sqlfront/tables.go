@@ -210,14 +210,15 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 	if t.info.isPK() {
 		return t.openPK(ctx, bucketIDs, columns)
 	}
-	if err := t.scanLake(ctx, lake, bucketIDs, columns, &batches); err != nil {
-		release()
+	lakeRdr, err := t.openLake(ctx, lake, bucketIDs, columns)
+	if err != nil {
 		return nil, err
 	}
 	for _, id := range bucketIDs {
 		got, err := f.readBucketFrom(ctx, id, lake.from(id))
 		if err != nil {
 			release()
+			lakeRdr.close()
 			return nil, fmt.Errorf("read table %q: %w", t.info.name, err)
 		}
 		for _, b := range got {
@@ -236,9 +237,10 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 	rdr, err := array.NewRecordReader(schema, batches)
 	release()
 	if err != nil {
+		lakeRdr.close()
 		return nil, err
 	}
-	return rdr, nil
+	return lakeRdr.then(rdr), nil
 }
 
 // readBucket returns every acknowledged batch of a bucket. It waits, up to

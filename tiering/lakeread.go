@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -114,18 +115,98 @@ func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.Re
 	}
 	// Files in name order (bucket, then offset): deterministic output.
 	slices.SortFunc(tasks, func(a, b table.FileScanTask) int { return strings.Compare(a.File.FilePath(), b.File.FilePath()) })
-	for _, task := range tasks {
-		if err := r.readTask(ctx, scan, task, req.Schema, fn); err != nil {
-			return err
+	return r.readTasks(ctx, scan, tasks, req.Schema, fn)
+}
+
+// countBatchRows is the size of the column-less batches of a row count.
+const countBatchRows = 1 << 20
+
+// scanWorkers is the number of data files a Scan decodes at once.
+var scanWorkers = runtime.GOMAXPROCS(0)
+
+// readTasks decodes up to scanWorkers files at once and passes their
+// batches to fn in task order.
+func (r *LakeReader) readTasks(ctx context.Context, scan *table.Scan, tasks []table.FileScanTask, schema *arrow.Schema, fn func(arrow.RecordBatch) error) error {
+	workers := min(scanWorkers, len(tasks))
+	if workers <= 1 {
+		for _, task := range tasks {
+			if err := r.readTask(ctx, scan, task, schema, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	type result struct {
+		recs []arrow.RecordBatch
+		err  error
+		done chan struct{}
+	}
+	results := make([]*result, len(tasks))
+	for i := range results {
+		results[i] = &result{done: make(chan struct{})}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, workers)
+	go func() {
+		for i, task := range tasks {
+			res := results[i]
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				res.err = ctx.Err()
+				close(res.done)
+				continue
+			}
+			go func() {
+				defer func() { <-sem }()
+				res.err = r.readTask(ctx, scan, task, schema, func(rec arrow.RecordBatch) error {
+					rec.Retain()
+					res.recs = append(res.recs, rec)
+					return nil
+				})
+				close(res.done)
+			}()
+		}
+	}()
+	var err error
+	for _, res := range results {
+		<-res.done
+		if err == nil {
+			err = res.err
+		}
+		for _, rec := range res.recs {
+			if err == nil {
+				err = fn(rec)
+			}
+			rec.Release()
+		}
+		if err != nil {
+			cancel()
 		}
 	}
-	return nil
+	return err
 }
 
 func (r *LakeReader) readTask(ctx context.Context, scan *table.Scan, task table.FileScanTask, schema *arrow.Schema, fn func(arrow.RecordBatch) error) error {
 	key, ok := strings.CutPrefix(task.File.FilePath(), r.lake.base+"/")
 	if !ok {
 		return fmt.Errorf("lake file %s is outside the object store %s", task.File.FilePath(), r.lake.base)
+	}
+	if schema.NumFields() == 0 && task.Start == 0 && task.Length == task.File.FileSizeBytes() &&
+		len(task.DeleteFiles)+len(task.EqualityDeleteFiles)+len(task.DeletionVectorFiles) == 0 {
+		// Only the number of rows: the whole file is in the scan (every
+		// file holds one bucket, so a bucket filter keeps or skips whole
+		// files) and the manifest records its row count.
+		for n := task.File.Count(); n > 0; n -= countBatchRows {
+			rec := array.NewRecordBatch(schema, nil, min(n, countBatchRows))
+			err := fn(rec)
+			rec.Release()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if r.cache != nil {
 		// Fetch first: a store error is not corruption.

@@ -107,7 +107,8 @@ func lastWrite(v *catalog.View, p *catalog.Partition) (last time.Time, ok bool) 
 }
 
 // planPartitionDrops returns the DropPartition records that
-// partition_retention calls for at time now. A LIST partition is expired
+// partition_retention calls for at time now (expirePartition carries them
+// out, the lake first). A LIST partition is expired
 // when:
 //   - the partition column is a date, timestamp or timestamptz, and the time
 //     its value stands for ended more than partition_retention ago (a date
@@ -211,9 +212,9 @@ func (s *Server) retainOnce(ctx context.Context, epoch uint64, live func(catalog
 		closes = planRetiredCloses(v, live)
 	})
 	for _, d := range drops {
-		if _, err := s.cat.Propose(ctx, d); err != nil {
-			if ctx.Err() == nil && !errors.Is(err, catalog.ErrNotFound) {
-				s.logger.Warn("retention: drop partition failed; will retry", "table", d.Table, "partition", d.Partition, "err", err)
+		if err := s.expirePartition(ctx, d, epoch); err != nil {
+			if ctx.Err() == nil {
+				s.logger.Warn("retention: dropping an expired partition failed; will retry", "table", d.Table, "partition", d.Partition, "err", err)
 			}
 			continue
 		}

@@ -189,3 +189,56 @@ func TestRetentionE2E(t *testing.T) {
 		t.Fatalf("table buckets printed an error: %s", text)
 	}
 }
+
+// TestPartitionRetentionLake: partitions of a text column expire when no row
+// was written to them within partition_retention. The expired partitions'
+// rows leave the current lake snapshot (read with iceberg-go) as well as the
+// table, the partition still written to stays, and tiering goes on working.
+func TestPartitionRetentionLake(t *testing.T) {
+	dataDir := t.TempDir()
+	n := startTieringNode(t, dataDir, "1h")
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
+	mustExec(t, conn, "CREATE TABLE clicks (id bigint NOT NULL, msg text, ts timestamptz, dt text NOT NULL) PARTITION BY LIST (dt) WITH (buckets = 1, partition_retention = '6s')")
+	insertIDs(t, conn, "clicks", 0, 30, true) // day-0, day-1, day-2: 10 rows each
+	out, errOut, code := runMink(t, 60*time.Second, "tiering", "run", "--table", "clicks", "--wait", "--server", n.admin)
+	if code != 0 {
+		t.Fatalf("mink tiering run: exit %d: %s\n%s", code, errOut, out)
+	}
+	id := tableTiering(t, tieringStatus(t, n), "clicks").ID
+	if ids, parts := lakeIDs(t, dataDir, id); len(ids) != 30 || parts["day-1"] != 10 {
+		t.Fatalf("lake before expiry: %d rows, partitions %v", len(ids), parts)
+	}
+	// day-0 keeps being written; day-1 and day-2 are not.
+	next := 30
+	waitFor(t, 60*time.Second, "day-1 and day-2 expired", func() bool {
+		mustExec(t, conn, fmt.Sprintf("INSERT INTO clicks VALUES (%d, 'row', now(), 'day-0')", next))
+		next += 3
+		bs := tableBuckets(t, n, "clicks")
+		return len(bs) == 1 && bs[0].Partition == "day-0"
+	})
+	ids, parts := lakeIDs(t, dataDir, id)
+	if parts["day-1"] != 0 || parts["day-2"] != 0 || parts["day-0"] != 10 {
+		t.Fatalf("lake after expiry: partitions %v, want day-0 only (10 rows)", parts)
+	}
+	for _, i := range ids {
+		if i%3 != 0 {
+			t.Fatalf("lake after expiry still has id %d (of day-%d)", i, i%3)
+		}
+	}
+	// Tiering goes on: the next round adds the new day-0 rows.
+	want := (next - 30) / 3
+	waitFor(t, 30*time.Second, "the new day-0 rows committed", func() bool {
+		return tableTiering(t, tieringStatus(t, n), "clicks").End == uint64(10+want)
+	})
+	out, errOut, code = runMink(t, 60*time.Second, "tiering", "run", "--table", "clicks", "--wait", "--server", n.admin)
+	if code != 0 {
+		t.Fatalf("mink tiering run after expiry: exit %d: %s\n%s", code, errOut, out)
+	}
+	if _, parts := lakeIDs(t, dataDir, id); parts["day-0"] != 10+want || len(parts) != 1 {
+		t.Fatalf("lake after the next round: partitions %v, want day-0 with %d rows", parts, 10+want)
+	}
+	var others int64
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM clicks WHERE dt <> 'day-0'").Scan(&others); err != nil || others != 0 {
+		t.Fatalf("rows of expired partitions in SELECT: %d, %v", others, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	icetable "github.com/apache/iceberg-go/table"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/tiering"
@@ -40,9 +41,19 @@ func dropLakePartition(ctx context.Context, lake *tiering.Lake, id catalog.Table
 	if !ok {
 		return 0, 0, fmt.Errorf("lake snapshot %d of table %d has no %s property", snap.SnapshotID, id, tiering.OffsetsProperty)
 	}
+	filter := iceberg.EqualTo(iceberg.Reference(column), value)
+	// A retry after a crash between this delete and DropPartition finds
+	// nothing left to delete: no new snapshot then.
+	tasks, err := tbl.Scan(icetable.WithRowFilter(filter)).PlanFiles(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("plan the lake delete of partition %s = %q of table %d: %w", column, value, id, err)
+	}
+	if len(tasks) == 0 {
+		return 0, 0, nil
+	}
 	props := iceberg.Properties{tiering.OffsetsProperty: offsets, tiering.EpochProperty: strconv.FormatUint(epoch, 10)}
 	tx := tbl.NewTransaction()
-	if err := tx.Delete(ctx, iceberg.EqualTo(iceberg.Reference(column), value), props); err != nil {
+	if err := tx.Delete(ctx, filter, props); err != nil {
 		return 0, 0, fmt.Errorf("delete partition %s = %q from the lake of table %d: %w", column, value, id, err)
 	}
 	committed, err := tx.Commit(ctx)

@@ -33,12 +33,16 @@ type LakeReader struct {
 
 	mu     sync.Mutex
 	tables map[catalog.TableID]table.Metadata
+	plans  map[string][]table.FileScanTask
 }
+
+// maxPlans bounds the plans a LakeReader keeps.
+const maxPlans = 256
 
 // NewLakeReader returns a reader of the lake in store (whose URL is base,
 // as for NewLake); cache may be nil (every read goes to the store).
 func NewLakeReader(store objstore.Store, base string, cache *FileCache) *LakeReader {
-	return &LakeReader{lake: NewLake(store, base), cache: cache, tables: map[catalog.TableID]table.Metadata{}}
+	return &LakeReader{lake: NewLake(store, base), cache: cache, tables: map[catalog.TableID]table.Metadata{}, plans: map[string][]table.FileScanTask{}}
 }
 
 // Cache returns the reader's cache (nil if none).
@@ -109,12 +113,24 @@ func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.Re
 		opts = append(opts, table.WithRowFilter(filter))
 	}
 	scan := tbl.Scan(opts...)
-	tasks, err := scan.PlanFiles(ctx)
-	if err != nil {
-		return fmt.Errorf("plan lake scan of table %d snapshot %d: %w", req.Table, req.Snapshot, err)
+	// Snapshots never change: a plan (manifests read and pruned) is kept.
+	planKey := fmt.Sprintf("%d/%d/%v/%v", req.Table, req.Snapshot, req.Buckets != nil, req.Buckets)
+	r.mu.Lock()
+	tasks, ok := r.plans[planKey]
+	r.mu.Unlock()
+	if !ok {
+		if tasks, err = scan.PlanFiles(ctx); err != nil {
+			return fmt.Errorf("plan lake scan of table %d snapshot %d: %w", req.Table, req.Snapshot, err)
+		}
+		// Files in name order (bucket, then offset): deterministic output.
+		slices.SortFunc(tasks, func(a, b table.FileScanTask) int { return strings.Compare(a.File.FilePath(), b.File.FilePath()) })
+		r.mu.Lock()
+		if len(r.plans) >= maxPlans {
+			clear(r.plans)
+		}
+		r.plans[planKey] = tasks
+		r.mu.Unlock()
 	}
-	// Files in name order (bucket, then offset): deterministic output.
-	slices.SortFunc(tasks, func(a, b table.FileScanTask) int { return strings.Compare(a.File.FilePath(), b.File.FilePath()) })
 	return r.readTasks(ctx, scan, tasks, req.Schema, fn)
 }
 

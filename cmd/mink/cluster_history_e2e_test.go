@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -582,13 +581,6 @@ func checkOrder(ops []histOp, buckets int) string {
 		}
 	}
 	return b.String()
-}
-
-// sortedIDs is for messages.
-func sortedIDs(ids []int64) []int64 {
-	out := append([]int64(nil), ids...)
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // The checker itself: each anomaly it exists for makes it fail, and the

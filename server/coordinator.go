@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/minkdb/mink/buckets"
@@ -102,32 +103,18 @@ func planFailover(v *catalog.View, live []catalog.NodeID, epoch uint64) []catalo
 func (s *Server) coordinate(ctx context.Context, epoch uint64, live *catalog.LiveCache) {
 	tick := time.NewTicker(s.cfg.CoordinatorTick)
 	defer tick.Stop()
-	gcDone := make(chan struct{})
-	go func() {
-		defer close(gcDone)
-		s.collectGarbage(ctx)
-	}()
-	defer func() { <-gcDone }()
-	retainCtx, stopRetain := context.WithCancel(ctx)
-	retainDone := make(chan struct{})
-	go func() {
-		defer close(retainDone)
-		s.retain(retainCtx, epoch, live)
-	}()
+	// The lifecycle loops and the tiering worker run while this node
+	// coordinates at epoch; all of them stop before coordinate returns,
+	// also when it steps down with the lease still held.
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	var loops sync.WaitGroup
 	defer func() {
-		stopRetain()
-		<-retainDone
+		stopLoops()
+		loops.Wait()
 	}()
-	tieringCtx, stopTiering := context.WithCancel(ctx)
-	tieringDone := make(chan struct{})
-	go func() {
-		defer close(tieringDone)
-		s.tiering.run(tieringCtx, epoch)
-	}()
-	defer func() {
-		stopTiering()
-		<-tieringDone
-	}()
+	loops.Go(func() { s.collectGarbage(loopCtx) })
+	loops.Go(func() { s.retain(loopCtx, epoch, live) })
+	loops.Go(func() { s.tiering.run(loopCtx, epoch) })
 	for {
 		changed := s.cat.Changed()
 		liveChanged := live.Changed()

@@ -66,7 +66,7 @@ type Config struct {
 	// has passed since its last one.
 	TieringFreshness time.Duration
 	// LakeCacheDir is the local directory of lake files read by queries
-	// (default <DataDir>/lake-cache; emptied at start); LakeCacheBytes
+	// (default <DataDir>/lake-cache; earlier cache files are removed at start); LakeCacheBytes
 	// bounds its size (default DefaultLakeCacheBytes).
 	LakeCacheDir   string
 	LakeCacheBytes int64

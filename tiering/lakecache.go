@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -22,8 +23,8 @@ import (
 // objects are removed when the total size exceeds the bound; a file removed
 // while a query reads it stays readable by that query (it is open).
 //
-// The directory belongs to the cache: NewFileCache empties it. Safe for
-// concurrent use.
+// NewFileCache removes the cache files a previous process left in the
+// directory (and nothing else). Safe for concurrent use.
 type FileCache struct {
 	dir string
 	max int64
@@ -43,16 +44,24 @@ type cacheEntry struct {
 }
 
 // NewFileCache returns a cache of at most maxBytes (> 0) in dir, which it
-// creates and empties.
+// creates if needed; files of an earlier cache in dir are removed.
 func NewFileCache(dir string, maxBytes int64) (*FileCache, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("lake cache: size must be positive, got %d", maxBytes)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("lake cache: empty %s: %w", dir, err)
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("lake cache: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lake cache: %w", err)
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() && isCacheFile(e.Name()) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return nil, fmt.Errorf("lake cache: %w", err)
+			}
+		}
 	}
 	return &FileCache{dir: dir, max: maxBytes, lru: list.New(), items: map[string]*list.Element{}}, nil
 }
@@ -66,6 +75,20 @@ func (c *FileCache) Size() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.size
+}
+
+// isCacheFile reports whether name is a cache file's name: 32 hex digits
+// and the object's extension, or a temporary file.
+func isCacheFile(name string) bool {
+	if strings.HasPrefix(name, "tmp-") {
+		return true
+	}
+	base := strings.TrimSuffix(name, path.Ext(name))
+	if len(base) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(base)
+	return err == nil
 }
 
 func (c *FileCache) pathOf(key string) string {

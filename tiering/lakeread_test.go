@@ -2,6 +2,8 @@ package tiering
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -207,6 +209,28 @@ func TestLakeReaderBadFile(t *testing.T) {
 		replace(good)
 		if ids, _, err := scanIDs(t, e, r, req); err != nil || !slices.Equal(ids, seqIDs(0, 100)) {
 			t.Fatalf("cache %v: scan after the file is good again: %d ids, %v", withCache, len(ids), err)
+		}
+	}
+}
+
+// TestFileCacheStart: a new cache removes the files of an earlier one in
+// its directory, and nothing else.
+func TestFileCacheStart(t *testing.T) {
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "notes.txt")
+	old := filepath.Join(dir, "0123456789abcdef0123456789abcdef.parquet")
+	tmp := filepath.Join(dir, "tmp-123")
+	for _, p := range []string{keep, old, tmp} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := NewFileCache(dir, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{keep: true, old: false, tmp: false} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s exists: %v, want %v", filepath.Base(p), err == nil, want)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func newServerCmd() *cobra.Command {
 	f.Uint64Var(&cfg.MetadataSnapshotEvery, "metadata-snapshot-every", cfg.MetadataSnapshotEvery, "metadata log entries between view snapshots")
 	f.BoolVar(&cfg.Tiering, "tiering", cfg.Tiering, "run the tiering worker (copies tables into the Iceberg lake) on the coordinator")
 	f.DurationVar(&cfg.TieringFreshness, "tiering-freshness", cfg.TieringFreshness, "default of the table option tiering_freshness: time between tiering rounds of a table with new rows")
-	f.StringVar(&cfg.LakeCacheDir, "lake-cache-dir", "", "local cache of lake files read by queries, emptied at start (default: <data-dir>/lake-cache)")
+	f.StringVar(&cfg.LakeCacheDir, "lake-cache-dir", "", "local cache of lake files read by queries; its files are removed at start (default: <data-dir>/lake-cache)")
 	f.Int64Var(&cfg.LakeCacheBytes, "lake-cache-bytes", server.DefaultLakeCacheBytes, "size bound of --lake-cache-dir in bytes")
 	f.BoolVar(&cfg.DisableSQLMirrors, "disable-sql-mirrors", false, "SELECTs read buckets and lake files directly, not the engine's in-memory copies of log tables (diagnosis, benchmarks)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

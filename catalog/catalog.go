@@ -192,6 +192,23 @@ func loadSnapshot(ctx context.Context, log Log) (*View, error) {
 // learnt (ctx ended, or the entry was skipped by a snapshot load), the error
 // wraps ErrUnknownOutcome and Outcome.Index is set if the index is known.
 func (c *Catalog) Propose(ctx context.Context, rec Record) (Outcome, error) {
+	return c.propose(ctx, nil, rec)
+}
+
+// ProposeGuarded is Propose, except that rec is appended only if guard holds
+// at the append, checked atomically with it (the node registers as
+// coordinator with its Leadership's Guard). The Log must be a GuardedLog.
+// The entry is appended on its own, not grouped with concurrent proposals.
+// When the guard does not hold, the error wraps ErrGuardFailed and
+// ErrNotAppended and the record is not in the log.
+func (c *Catalog) ProposeGuarded(ctx context.Context, guard Guard, rec Record) (Outcome, error) {
+	if _, ok := c.log.(GuardedLog); !ok {
+		return Outcome{}, fmt.Errorf("propose %v: the metadata log cannot check a guard: %w", rec.Kind(), ErrNotAppended)
+	}
+	return c.propose(ctx, &guard, rec)
+}
+
+func (c *Catalog) propose(ctx context.Context, guard *Guard, rec Record) (Outcome, error) {
 	body, err := EncodeRecord(rec)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("propose %v: %w", rec.Kind(), err)
@@ -221,7 +238,7 @@ func (c *Catalog) Propose(ctx context.Context, rec Record) (Outcome, error) {
 
 	var appendErr error
 	for attempt := 1; attempt <= maxAppendAttempts; attempt++ {
-		index, err := c.append(ctx, entry)
+		index, err := c.append(ctx, guard, entry)
 		if err == nil {
 			return c.await(ctx, rec, w, index)
 		}
@@ -572,7 +589,10 @@ func (c *Catalog) saveSnapshot(ctx context.Context, v *View) {
 type appendRequest struct {
 	// ctx is the proposer's: the batch holding the entry is abandoned only
 	// when every proposer in it has given up.
-	ctx   context.Context
+	ctx context.Context
+	// guard, if set, is checked with the append (GuardedLog.AppendGuarded);
+	// such an entry is appended in a batch of its own.
+	guard *Guard
 	entry []byte
 	// done receives the result; capacity 1.
 	done chan appendResult
@@ -585,8 +605,8 @@ type appendResult struct {
 
 // append appends entry through the append goroutine. The error contract is
 // Log.Append's.
-func (c *Catalog) append(ctx context.Context, entry []byte) (uint64, error) {
-	req := &appendRequest{ctx: ctx, entry: entry, done: make(chan appendResult, 1)}
+func (c *Catalog) append(ctx context.Context, guard *Guard, entry []byte) (uint64, error) {
+	req := &appendRequest{ctx: ctx, guard: guard, entry: entry, done: make(chan appendResult, 1)}
 	select {
 	case c.appends <- req:
 	case <-ctx.Done():
@@ -624,10 +644,10 @@ func (c *Catalog) appendLoop(ctx context.Context) {
 		}
 		size := len(batch[0].entry)
 	gather:
-		for len(batch) < MaxAppendEntries {
+		for batch[0].guard == nil && len(batch) < MaxAppendEntries {
 			select {
 			case req := <-c.appends:
-				if size+len(req.entry) > MaxAppendBytes {
+				if req.guard != nil || size+len(req.entry) > MaxAppendBytes {
 					carry = req
 					break gather
 				}
@@ -669,7 +689,14 @@ func (c *Catalog) appendBatch(ctx context.Context, batch []*appendRequest) {
 			}
 		})
 	}
-	first, err := c.log.AppendBatch(batchCtx, entries)
+	var first uint64
+	var err error
+	if g := live[0].guard; g != nil {
+		// Alone in its batch (appendLoop); ProposeGuarded checked the type.
+		first, err = c.log.(GuardedLog).AppendGuarded(batchCtx, *g, entries[0])
+	} else {
+		first, err = c.log.AppendBatch(batchCtx, entries)
+	}
 	for i, req := range live {
 		stops[i]()
 		if err != nil {

@@ -2,7 +2,10 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Election is the coordinator lease: at most one node at a time holds it and
@@ -24,6 +27,7 @@ type Leadership struct {
 	// done is closed when the lease is lost or resigned.
 	done   <-chan struct{}
 	resign func(ctx context.Context) error
+	guard  Guard
 
 	resignOnce sync.Once
 	resignErr  error
@@ -37,9 +41,59 @@ func (l *Leadership) Node() NodeID { return l.node }
 // resigned. Another node may hold the lease from then on.
 func (l *Leadership) Done() <-chan struct{} { return l.done }
 
+// Guard is the condition "this leadership still holds the lease", for a
+// proposal that must not be applied after the lease is lost
+// (Catalog.ProposeGuarded): the node registers as coordinator with it, so a
+// node paused between Campaign and its RegisterCoordinator cannot register
+// over the node that holds the lease by then. For an EtcdElection it is the
+// campaign key still existing with the create revision it won with (the key
+// goes with the session's lease, and a new key never gets an old revision),
+// checked by etcd in the transaction that appends the record.
+func (l *Leadership) Guard() Guard { return l.guard }
+
 // Resign gives the lease up now, so that another campaigner takes it at once
 // instead of after the TTL. It waits for the leadership's goroutine.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.resignOnce.Do(func() { l.resignErr = l.resign(ctx) })
 	return l.resignErr
 }
+
+// Guard is a condition that a guarded append (GuardedLog.AppendGuarded,
+// Catalog.ProposeGuarded) checks atomically with the append: the entry is
+// appended only if the condition holds at the moment it is appended. Make one
+// with Leadership.Guard, EtcdGuard or MemGuard. The zero Guard holds nothing:
+// an append guarded by it is refused.
+type Guard struct {
+	// desc says what the guard checks, for errors.
+	desc string
+	// etcd are the comparisons EtcdLog adds to its append transaction.
+	etcd []clientv3.Cmp
+	// mem is the condition MemLog evaluates under its lock. It must not call
+	// the log.
+	mem func() bool
+}
+
+// EtcdGuard returns a guard for EtcdLog: every cmp must hold in the append's
+// transaction. desc names the condition in errors.
+func EtcdGuard(desc string, cmps ...clientv3.Cmp) Guard {
+	return Guard{desc: desc, etcd: cmps}
+}
+
+// MemGuard returns a guard for MemLog: holds is called under the log's lock
+// at the append and must not call the log.
+func MemGuard(desc string, holds func() bool) Guard {
+	return Guard{desc: desc, mem: holds}
+}
+
+// String implements fmt.Stringer.
+func (g Guard) String() string {
+	if g.desc == "" {
+		return "empty guard"
+	}
+	return g.desc
+}
+
+// ErrGuardFailed marks a guarded append (and so a guarded proposal) refused
+// because its Guard did not hold: for Leadership.Guard, the coordinator lease
+// was lost. Such errors also wrap ErrNotAppended: the entry is not in the log.
+var ErrGuardFailed = errors.New("catalog: guard no longer holds")

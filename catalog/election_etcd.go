@@ -86,9 +86,12 @@ func (e *EtcdElection) Campaign(ctx context.Context, node NodeID) (*Leadership, 
 		defer close(done)
 		e.holdUntilLost(session, election.Key(), election.Rev(), stop)
 	}()
+	key, rev := election.Key(), election.Rev()
 	return &Leadership{
 		node: node,
 		done: done,
+		guard: EtcdGuard(fmt.Sprintf("coordinator lease of node %d (key %s created at revision %d)", node, key, rev),
+			clientv3.Compare(clientv3.CreateRevision(key), "=", rev)),
 		resign: func(ctx context.Context) error {
 			err := election.Resign(ctx)
 			close(stop)

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -52,6 +53,11 @@ func (e *MemElection) Campaign(ctx context.Context, node NodeID) (*Leadership, e
 	return &Leadership{
 		node: node,
 		done: c.done,
+		guard: MemGuard(fmt.Sprintf("coordinator lease of node %d", node), func() bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return e.mu.leader == c
+		}),
 		resign: func(context.Context) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()

@@ -155,6 +155,24 @@ func (l *EtcdLog) Append(ctx context.Context, data []byte) (uint64, error) {
 // still live, no attempt of it is in flight. If ctx ends first, the error
 // leaves the outcome unknown.
 func (l *EtcdLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, error) {
+	return l.appendBatch(ctx, nil, entries)
+}
+
+// AppendGuarded implements GuardedLog. The guard is an EtcdGuard: its
+// comparisons join the head comparison in the append's transaction, and when
+// the transaction fails, a nested transaction in its else branch tells
+// whether the guard held. The ambiguity handling is AppendBatch's: after an
+// ambiguous failure the same conditional write is retried, and a guard seen
+// false with the head still at h means no attempt committed (nor can one
+// later: a guard does not become true again).
+func (l *EtcdLog) AppendGuarded(ctx context.Context, guard Guard, data []byte) (uint64, error) {
+	if len(guard.etcd) == 0 {
+		return 0, fmt.Errorf("etcd log append: %v is not an EtcdGuard: %w", guard, ErrNotAppended)
+	}
+	return l.appendBatch(ctx, &guard, [][]byte{data})
+}
+
+func (l *EtcdLog) appendBatch(ctx context.Context, guard *Guard, entries [][]byte) (uint64, error) {
 	size := 0
 	for _, e := range entries {
 		size += len(e)
@@ -177,7 +195,13 @@ func (l *EtcdLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, er
 		for i, e := range entries {
 			puts = append(puts, clientv3.OpPut(l.keys.entry(h+1+uint64(i)), string(e)))
 		}
-		resp, err := l.client.Txn(ctx).If(l.headIs(h)).Then(puts...).Else(clientv3.OpGet(l.keys.head)).Commit()
+		cmps := []clientv3.Cmp{l.headIs(h)}
+		elses := []clientv3.Op{clientv3.OpGet(l.keys.head)}
+		if guard != nil {
+			cmps = append(cmps, guard.etcd...)
+			elses = append(elses, clientv3.OpTxn(guard.etcd, nil, nil))
+		}
+		resp, err := l.client.Txn(ctx).If(cmps...).Then(puts...).Else(elses...).Commit()
 		var cur uint64
 		switch {
 		case err == nil && resp.Succeeded:
@@ -186,6 +210,22 @@ func (l *EtcdLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, er
 		case err == nil:
 			if cur, err = parseIndex(resp.Responses[0].GetResponseRange().Kvs, "log head"); err != nil {
 				return 0, fmt.Errorf("etcd log append: %w: %w", ErrNotAppended, err)
+			}
+			if guard != nil && !resp.Responses[1].GetResponseTxn().GetSucceeded() {
+				if pending && cur > h {
+					// An earlier attempt at h may have committed while
+					// the guard still held.
+					got, err := l.resolve(ctx, h+1, entries[0])
+					if err != nil {
+						return 0, fmt.Errorf("etcd log append at %d: outcome unknown: %w (after %v)", h+1, err, lastErr)
+					}
+					if got {
+						l.observeHead(cur)
+						return h + 1, nil
+					}
+				}
+				l.observeHead(cur)
+				return 0, fmt.Errorf("etcd log append: %v: %w: %w", guard, ErrGuardFailed, ErrNotAppended)
 			}
 		default:
 			lastErr = err

@@ -57,6 +57,21 @@ type Log interface {
 	Close() error
 }
 
+// GuardedLog is a Log that can append an entry on a condition checked in
+// the same atomic step (EtcdLog: the same transaction; MemLog: under its
+// lock). Catalog.ProposeGuarded needs it.
+type GuardedLog interface {
+	Log
+	// AppendGuarded is Append, except that data is appended only if guard
+	// holds when it is appended. When guard does not hold the error wraps
+	// ErrGuardFailed and ErrNotAppended. A guard that is not for this kind of
+	// log (an EtcdGuard given to MemLog, the zero Guard) is refused with
+	// ErrNotAppended. A guard must stay false once it is false (a lost lease
+	// does not come back), so that an attempt left in flight by an ambiguous
+	// failure cannot commit after the guard has been seen false.
+	AppendGuarded(ctx context.Context, guard Guard, data []byte) (index uint64, err error)
+}
+
 // Limits of one AppendBatch call made by the Catalog. They keep an append
 // within one etcd request (etcd's defaults: --max-request-bytes 1.5 MiB,
 // --max-txn-ops 128).

@@ -59,6 +59,19 @@ func (l *MemLog) Append(ctx context.Context, data []byte) (uint64, error) {
 
 // AppendBatch implements Log.
 func (l *MemLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, error) {
+	return l.appendBatch(ctx, nil, entries)
+}
+
+// AppendGuarded implements GuardedLog. The guard is a MemGuard, evaluated
+// under the log's lock before the fault hook.
+func (l *MemLog) AppendGuarded(ctx context.Context, guard Guard, data []byte) (uint64, error) {
+	if guard.mem == nil {
+		return 0, fmt.Errorf("memlog append: %v is not a MemGuard: %w", guard, ErrNotAppended)
+	}
+	return l.appendBatch(ctx, &guard, [][]byte{data})
+}
+
+func (l *MemLog) appendBatch(ctx context.Context, guard *Guard, entries [][]byte) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("memlog append: %w: %w", ErrNotAppended, err)
 	}
@@ -71,6 +84,9 @@ func (l *MemLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, err
 		return 0, fmt.Errorf("memlog append: %w: %w", ErrNotAppended, ErrClosed)
 	}
 	first := l.headLocked() + 1
+	if guard != nil && !guard.mem() {
+		return 0, fmt.Errorf("memlog append at %d: %v: %w: %w", first, guard, ErrGuardFailed, ErrNotAppended)
+	}
 	commit, err := true, error(nil)
 	if l.mu.fault != nil {
 		commit, err = l.mu.fault(first, entries)

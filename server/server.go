@@ -286,9 +286,16 @@ func (s *Server) campaign(ctx context.Context) {
 			}
 			continue
 		}
-		epoch, err := s.registerCoordinator(ctx)
+		epoch, err := s.registerCoordinator(ctx, leadership.Guard())
 		if err != nil {
-			s.logger.Error("register as coordinator failed; resigning", "err", err)
+			if errors.Is(err, catalog.ErrGuardFailed) {
+				// The lease was lost between Campaign and the proposal
+				// (the process was paused): another node may hold it and
+				// be registered. Nothing was appended; campaign again.
+				s.logger.Warn("coordinator lease lost before registering as coordinator; campaigning again", "err", err)
+			} else {
+				s.logger.Error("register as coordinator failed; resigning", "err", err)
+			}
 			resignCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			leadership.Resign(resignCtx)
 			cancel()
@@ -328,12 +335,17 @@ func (s *Server) campaign(ctx context.Context) {
 	}
 }
 
-func (s *Server) registerCoordinator(ctx context.Context) (uint64, error) {
+// registerCoordinator proposes RegisterCoordinator on the condition that
+// guard (the coordinator lease this node won) still holds when the record is
+// appended, so a node that lost the lease between Campaign and this proposal
+// cannot register over the holder (the error then wraps
+// catalog.ErrGuardFailed).
+func (s *Server) registerCoordinator(ctx context.Context, guard catalog.Guard) (uint64, error) {
 	id := catalog.NodeID(s.cfg.NodeID)
 	for attempt := 1; ; attempt++ {
 		var expect uint64
 		s.cat.Read(func(v *catalog.View) { expect = v.Coordinator.Epoch })
-		out, err := s.cat.Propose(ctx, catalog.RegisterCoordinator{Node: id, NodeEpoch: s.NodeEpoch(), ExpectEpoch: expect})
+		out, err := s.cat.ProposeGuarded(ctx, guard, catalog.RegisterCoordinator{Node: id, NodeEpoch: s.NodeEpoch(), ExpectEpoch: expect})
 		if err == nil {
 			return out.Epoch, nil
 		}

@@ -131,8 +131,6 @@ func (w *tieringWorker) policy(spec catalog.TableSpec) tablePolicy {
 		p.enabled, p.reason = false, "tiering is off on this server (--tiering=false)"
 	case spec.Options["tiering"] == "off":
 		p.enabled, p.reason = false, "tiering = off"
-	case len(spec.PrimaryKey) > 0:
-		p.enabled, p.reason = false, "primary-key tables are not tiered yet"
 	}
 	return p
 }

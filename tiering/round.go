@@ -96,6 +96,9 @@ type RoundResult struct {
 	Rows     int64
 	Files    int
 	Bytes    int64 // Parquet bytes written
+	// BytesRead is, for a primary-key table, the Parquet bytes of the
+	// bucket files the round read back and replaced.
+	BytesRead int64
 	// Committed: a new lake snapshot (SnapshotID, Sequence) was committed.
 	Committed  bool
 	SnapshotID int64
@@ -186,9 +189,6 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 	if p.epoch != epoch {
 		return res, fmt.Errorf("%w: round of table %d under epoch %d, the coordinator is at %d", ErrFenced, id, epoch, p.epoch)
 	}
-	if len(p.spec.PrimaryKey) > 0 {
-		return res, fmt.Errorf("table %q has a primary key: tiering of primary-key tables is not implemented", p.spec.Name)
-	}
 	ls, err := newLakeSchema(p.spec)
 	if err != nil {
 		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
@@ -236,7 +236,18 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 
 	token := make([]byte, 8)
 	_, _ = rand.Read(token)
-	files, err := t.writeBuckets(ctx, ls, p, res.From, res.To, epoch, hex.EncodeToString(token), progress)
+	pk := len(p.spec.PrimaryKey) > 0
+	var (
+		files   []writtenFile
+		deleted []string
+	)
+	if pk {
+		var pp pkPlan
+		pp, err = t.rewritePK(ctx, tbl, ls, p, res.From, res.To, epoch, hex.EncodeToString(token), progress)
+		files, deleted, res.BytesRead = pp.files, pp.deleted, pp.read
+	} else {
+		files, err = t.writeBuckets(ctx, ls, p, res.From, res.To, epoch, hex.EncodeToString(token), progress)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -264,7 +275,11 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 	maps.Copy(offsets, res.To)
 	tx := tbl.NewTransaction()
 	props := iceberg.Properties{OffsetsProperty: encodeOffsets(offsets), EpochProperty: strconv.FormatUint(epoch, 10)}
-	if err := tx.AddFiles(ctx, locations, props, true); err != nil {
+	if pk {
+		if err := replacePKFiles(ctx, tx, tbl, deleted, locations, props); err != nil {
+			return res, fmt.Errorf("table %q: replace %d lake files with %d: %w", p.spec.Name, len(deleted), len(locations), err)
+		}
+	} else if err := tx.AddFiles(ctx, locations, props, true); err != nil {
 		return res, fmt.Errorf("table %q: add %d files to the lake: %w", p.spec.Name, len(locations), err)
 	}
 	committed, err := tx.Commit(ctx)

@@ -1,0 +1,351 @@
+package tiering
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/minkdb/mink/catalog"
+)
+
+// Primary-key tables are tiered copy-on-write, per bucket: a round reads
+// each changed bucket's current lake files and its changelog from the tiered
+// offset to the frozen end, applies the changelog (+I and +U set the key's
+// row, -D removes it, -U is ignored: the +U after it carries the new row),
+// and writes the bucket's whole state again as new files sorted by primary
+// key. One lake snapshot replaces the old files of every changed bucket with
+// the new ones, so the lake holds exactly the table's rows at the recorded
+// offsets, readable by any Iceberg engine without delete files. Buckets
+// without changes keep their files. A row's __offset is the offset of the
+// changelog record that produced its current value.
+//
+// A bucket's state is held in memory while it is rewritten (one bucket at a
+// time).
+
+// pkPlan is what a primary-key round writes: the new files, and the lake
+// locations of the files they replace.
+type pkPlan struct {
+	files   []writtenFile
+	deleted []string
+	// read is the Parquet bytes of the old files read back (for write
+	// amplification: files written / changelog read).
+	read int64
+}
+
+// bucketOfFile is the bucket a lake file belongs to, from its name
+// ("b<bucket>-…parquet", both for log and primary-key files).
+func bucketOfFile(loc string) (catalog.BucketID, bool) {
+	base := path.Base(loc)
+	rest, ok := strings.CutPrefix(base, "b")
+	if !ok {
+		return 0, false
+	}
+	n, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(n, 10, 64)
+	return catalog.BucketID(id), err == nil
+}
+
+// pkFiles lists the current data files of tbl per bucket.
+func pkFiles(ctx context.Context, tbl *table.Table) (map[catalog.BucketID][]string, error) {
+	out := map[catalog.BucketID][]string{}
+	if tbl.CurrentSnapshot() == nil {
+		return out, nil
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list lake files: %w", err)
+	}
+	for _, t := range tasks {
+		if len(t.DeleteFiles) > 0 {
+			return nil, fmt.Errorf("lake file %s has delete files: mink's primary-key lake has none", t.File.FilePath())
+		}
+		b, ok := bucketOfFile(t.File.FilePath())
+		if !ok {
+			return nil, fmt.Errorf("lake file %s: name does not say its bucket", t.File.FilePath())
+		}
+		out[b] = append(out[b], t.File.FilePath())
+	}
+	return out, nil
+}
+
+// pkKeyLeaves are the Parquet leaf indexes of the primary-key columns, in key
+// order, and their types (for sorting).
+func pkKeyLeaves(ls *lakeSchema, ps *parquet.Schema, spec catalog.TableSpec) ([]int, []parquet.Type, error) {
+	var (
+		leaves []int
+		types  []parquet.Type
+	)
+	for _, name := range spec.PrimaryKey {
+		leaf, ok := ps.Lookup(name)
+		if !ok {
+			return nil, nil, fmt.Errorf("primary-key column %q is not in the lake schema", name)
+		}
+		leaves = append(leaves, leaf.ColumnIndex)
+		types = append(types, leaf.Node.Type())
+	}
+	return leaves, types, nil
+}
+
+// rowKey is the identity of a row's primary key (not its order).
+func rowKey(r parquet.Row, leaves []int, buf []byte) (string, error) {
+	buf = buf[:0]
+	for _, l := range leaves {
+		v := r[l]
+		if v.IsNull() {
+			return "", fmt.Errorf("NULL in primary-key column")
+		}
+		b := v.Bytes()
+		buf = binary.AppendUvarint(buf, uint64(len(b)))
+		buf = append(buf, b...)
+	}
+	return string(buf), nil
+}
+
+// rewritePK rewrites every bucket in to (with its range [from, to) of the
+// changelog) as described above.
+func (t *Tierer) rewritePK(ctx context.Context, tbl *table.Table, ls *lakeSchema, p plan, from, to map[catalog.BucketID]uint64,
+	epoch uint64, token string, progress func(Progress)) (pkPlan, error) {
+	var out pkPlan
+	current, err := pkFiles(ctx, tbl)
+	if err != nil {
+		return out, err
+	}
+	ps := ls.parquetSchema()
+	leaves, types, err := pkKeyLeaves(ls, ps, p.spec)
+	if err != nil {
+		return out, err
+	}
+	for _, b := range slices.Sorted(maps.Keys(to)) {
+		if err := t.checkEpoch(epoch); err != nil {
+			return out, err
+		}
+		state := map[string]parquet.Row{}
+		for _, loc := range current[b] {
+			n, err := t.readPKFile(ctx, ps, loc, leaves, state)
+			if err != nil {
+				return out, fmt.Errorf("table %q bucket %d: %w", p.spec.Name, b, err)
+			}
+			out.read += n
+			out.deleted = append(out.deleted, loc)
+		}
+		if err := t.applyChanges(ctx, ls, ps, b, from[b], to[b], leaves, state); err != nil {
+			return out, fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
+		}
+		rows := make([]parquet.Row, 0, len(state))
+		for _, r := range state {
+			rows = append(rows, r)
+		}
+		slices.SortFunc(rows, func(x, y parquet.Row) int {
+			for i, l := range leaves {
+				if c := types[i].Compare(x[l], y[l]); c != 0 {
+					return c
+				}
+			}
+			return 0
+		})
+		dir := LakePrefix(p.id) + "data/"
+		if p.spec.PartitionBy != "" {
+			dir += url.PathEscape(p.spec.PartitionBy) + "=" + url.PathEscape(p.partition[b]) + "/"
+		}
+		ev := Progress{Stage: "bucket", Bucket: b, From: from[b], To: to[b], Rows: int64(to[b] - from[b])}
+		for i := 0; i == 0 || i*fileRows < len(rows); i++ {
+			chunk := rows[i*fileRows : min(len(rows), (i+1)*fileRows)]
+			if len(chunk) == 0 {
+				// The bucket is empty now: its old files go, none come.
+				break
+			}
+			data, err := encodeParquetRows(ps, chunk)
+			if err != nil {
+				return out, fmt.Errorf("table %q bucket %d: %w", p.spec.Name, b, err)
+			}
+			key := fmt.Sprintf("%sb%d-pk-%d-e%d-%s.parquet", dir, b, to[b], epoch, token)
+			if i > 0 {
+				key = fmt.Sprintf("%sb%d-pk-%d-e%d-%s-%d.parquet", dir, b, to[b], epoch, token, i)
+			}
+			if err := t.cfg.Store.PutIfAbsent(ctx, key, data); err != nil {
+				return out, fmt.Errorf("table %q bucket %d: write lake file %s: %w", p.spec.Name, b, key, err)
+			}
+			out.files = append(out.files, writtenFile{key: key, size: int64(len(data))})
+			ev.Files++
+			ev.Bytes += int64(len(data))
+		}
+		progress(ev)
+	}
+	return out, nil
+}
+
+// readPKFile adds the rows of one lake file to state and returns its size.
+func (t *Tierer) readPKFile(ctx context.Context, ps *parquet.Schema, loc string, leaves []int, state map[string]parquet.Row) (int64, error) {
+	key, ok := strings.CutPrefix(loc, t.lake.base+"/")
+	if !ok {
+		return 0, fmt.Errorf("lake file %s is outside the object store %s", loc, t.lake.base)
+	}
+	data, err := t.cfg.Store.Get(ctx, key)
+	if err != nil {
+		return 0, fmt.Errorf("read lake file %s: %w", key, err)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return 0, fmt.Errorf("lake file %s: %w", key, err)
+	}
+	if !parquet.EqualNodes(f.Schema(), ps) {
+		return 0, fmt.Errorf("lake file %s: schema %s is not the table's %s", key, f.Schema(), ps)
+	}
+	r := parquet.NewReader(f, ps)
+	defer r.Close()
+	buf := make([]parquet.Row, 256)
+	var kb []byte
+	for {
+		n, err := r.ReadRows(buf)
+		for _, row := range buf[:n] {
+			k, kerr := rowKey(row, leaves, kb)
+			if kerr != nil {
+				return 0, fmt.Errorf("lake file %s: %w", key, kerr)
+			}
+			state[k] = row.Clone()
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return 0, fmt.Errorf("lake file %s: %w", key, err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return int64(len(data)), nil
+}
+
+// applyChanges applies changelog records [from, to) of bucket b to state.
+func (t *Tierer) applyChanges(ctx context.Context, ls *lakeSchema, ps *parquet.Schema, b catalog.BucketID, from, to uint64,
+	leaves []int, state map[string]parquet.Row) error {
+	batches, err := t.cfg.Source.ReadCommitted(ctx, b, from, to)
+	if err != nil {
+		return fmt.Errorf("read stream: %w", err)
+	}
+	defer func() {
+		for _, bt := range batches {
+			bt.Record.Release()
+		}
+	}()
+	writers, err := ls.columnWriters(ps)
+	if err != nil {
+		return err
+	}
+	nleaves := len(ps.Columns())
+	next := from
+	var kb []byte
+	for _, bt := range batches {
+		n := uint64(bt.Record.NumRows())
+		if bt.Offset+n <= next || bt.Offset >= to {
+			continue
+		}
+		if bt.Offset > next {
+			return fmt.Errorf("offsets %d..%d missing from the changelog read", next, bt.Offset)
+		}
+		if int(bt.Record.NumCols()) != len(ls.cols)-2+1 {
+			return fmt.Errorf("changelog batch at offset %d has %d columns, want _change_type and the table's %d",
+				bt.Offset, bt.Record.NumCols(), len(ls.cols)-2)
+		}
+		types, ok := bt.Record.Column(0).(*array.String)
+		if !ok {
+			return fmt.Errorf("changelog batch at offset %d: first column is %s, not the change type", bt.Offset, bt.Record.Column(0).DataType())
+		}
+		for i := next - bt.Offset; i < n && bt.Offset+i < to; i++ {
+			off := bt.Offset + i
+			next = off + 1
+			ct := types.Value(int(i))
+			if ct == "-U" {
+				continue
+			}
+			if ct != "+I" && ct != "+U" && ct != "-D" {
+				return fmt.Errorf("offset %d: unknown change type %q", off, ct)
+			}
+			row := make(parquet.Row, nleaves)
+			for _, cw := range writers {
+				var v parquet.Value
+				switch cw.extra {
+				case "bucket":
+					v = parquet.Int64Value(int64(b))
+				case "offset":
+					v = parquet.Int64Value(int64(off))
+				default:
+					if v, err = cw.value(bt.Record.Column(cw.arrowIx+1), int(i)); err != nil {
+						return fmt.Errorf("offset %d: %w", off, err)
+					}
+				}
+				def := cw.maxDef
+				if v.IsNull() {
+					if cw.maxDef == 0 {
+						return fmt.Errorf("offset %d: NULL in NOT NULL column %q", off, ls.cols[cw.arrowIx].name)
+					}
+					def = 0
+				}
+				row[cw.leaf] = v.Level(0, def, cw.leaf)
+			}
+			k, err := rowKey(row, leaves, kb)
+			if err != nil {
+				return fmt.Errorf("offset %d: %w", off, err)
+			}
+			if ct == "-D" {
+				delete(state, k)
+			} else {
+				state[k] = row
+			}
+		}
+	}
+	if next < to {
+		return fmt.Errorf("the changelog read ended at offset %d, the round needs up to %d", next, to)
+	}
+	return nil
+}
+
+// encodeParquetRows writes rows (of schema ps) as one Parquet file.
+func encodeParquetRows(ps *parquet.Schema, rows []parquet.Row) ([]byte, error) {
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[any](&buf, ps,
+		parquet.Compression(&parquet.Zstd),
+		parquet.MaxRowsPerRowGroup(rowGroupRows),
+		parquet.PageBufferSize(pageBuffer),
+		parquet.DataPageStatistics(true),
+		parquet.CreatedBy("mink", "tiering", ""),
+	)
+	for len(rows) > 0 {
+		n := min(len(rows), 1024)
+		if _, err := w.WriteRows(rows[:n]); err != nil {
+			return nil, fmt.Errorf("write Parquet rows: %w", err)
+		}
+		rows = rows[n:]
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("close Parquet writer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// replacePKFiles stages one snapshot that removes deleted and adds added.
+func replacePKFiles(ctx context.Context, tx *table.Transaction, tbl *table.Table, deleted, added []string, props map[string]string) error {
+	if len(deleted) == 0 && len(added) == 0 && tbl.CurrentSnapshot() == nil {
+		// Every row of the first round was deleted again: an empty
+		// snapshot still records the offsets.
+		return tx.AddFiles(ctx, nil, props, true)
+	}
+	return tx.ReplaceDataFiles(ctx, deleted, added, props)
+}

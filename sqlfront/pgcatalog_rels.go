@@ -10,8 +10,8 @@ import (
 )
 
 // The rows of each emulated relation. A relation without a builder here is
-// always empty (pg_index, pg_constraint, pg_inherits, pg_description, …):
-// mink has no indexes, constraints other than NOT NULL, inheritance or
+// always empty (pg_inherits, pg_description, …): mink has no indexes or
+// constraints other than primary keys and NOT NULL, no inheritance or
 // comments, and catalogStaticallyEmpty relies on that.
 
 // relationBuilders fill the relations that have rows, by "schema.name".
@@ -33,6 +33,9 @@ var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
 	"pg_catalog.pg_views":             buildPgViews,
 	"pg_catalog.pg_partitioned_table": buildPartitionedTables,
 	"pg_catalog.pg_settings":          buildSettings,
+	"pg_catalog.pg_index":             buildIndexes,
+	"pg_catalog.pg_constraint":        buildConstraints,
+	"pg_catalog.pg_indexes":           buildPgIndexes,
 	"pg_catalog.pg_stat_activity":     buildActivity,
 	"pg_catalog.pg_stat_user_tables":  buildStatUserTables,
 	"pg_catalog.pg_statio_user_tables": func(in *catalogInput, b *relBuilder) {
@@ -50,15 +53,19 @@ var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
 		b.add("character_set_name", "UTF8", "character_repertoire", "UCS", "form_of_use", "UTF8",
 			"default_collate_catalog", in.database, "default_collate_schema", "pg_catalog", "default_collate_name", "C")
 	},
-	"information_schema.schemata": buildSchemata,
-	"information_schema.tables":   buildISTables,
-	"information_schema.views":    buildISViews,
-	"information_schema.columns":  buildISColumns,
+	"information_schema.schemata":                buildSchemata,
+	"information_schema.tables":                  buildISTables,
+	"information_schema.views":                   buildISViews,
+	"information_schema.columns":                 buildISColumns,
+	"information_schema.table_constraints":       buildISTableConstraints,
+	"information_schema.key_column_usage":        buildISKeyColumnUsage,
+	"information_schema.constraint_column_usage": buildISConstraintColumnUsage,
 	// Private relations the macros read (pgcatalog_macros.go).
 	"mink.keywords":     buildKeywords,
 	"mink.types":        buildTypeNames,
 	"mink.type_aliases": buildTypeAliases,
 	"mink.relinfo":      buildRelinfo,
+	"mink.keydefs":      buildKeyDefs,
 }
 
 // sessionRelations depend on the session's state rather than on the
@@ -76,6 +83,9 @@ var privateRelations = map[string][]catalogCol{
 	},
 	"mink.relinfo": {
 		{"oid", 26, -1, true}, {"size", 20, -1, true}, {"partkeydef", 25, -1, false},
+	},
+	"mink.keydefs": {
+		{"oid", 26, -1, true}, {"col", 23, -1, true}, {"def", 25, -1, true},
 	},
 	"mink.type_aliases": {
 		{"alias", 25, -1, true}, {"oid", 26, -1, true},
@@ -183,7 +193,9 @@ func buildClasses(in *catalogInput, b *relBuilder) {
 		}
 		var opts []string
 		reltype, pages, tuples := uint32(0), int32(0), float32(-1)
+		hasIndex := false
 		if r.table != nil {
+			hasIndex = r.table.hasPK()
 			opts = r.table.reloptions()
 			reltype = rowTypeOID(r.table.id)
 			pages = int32((r.table.size + 8191) / 8192)
@@ -194,12 +206,15 @@ func buildClasses(in *catalogInput, b *relBuilder) {
 		b.add("oid", r.oid, "relname", r.name, "relnamespace", r.namespace, "reltype", reltype, "reloftype", uint32(0),
 			"relowner", oidSessionUser, "relam", am, "relfilenode", r.oid, "reltablespace", uint32(0),
 			"relpages", pages, "reltuples", tuples, "relallvisible", int32(0), "reltoastrelid", uint32(0),
-			"relhasindex", false, "relisshared", false, "relpersistence", "p", "relkind", r.kind,
+			"relhasindex", hasIndex, "relisshared", false, "relpersistence", "p", "relkind", r.kind,
 			"relnatts", int16(len(r.cols)), "relchecks", int16(0), "relhasrules", false, "relhastriggers", false,
 			"relhassubclass", false, "relrowsecurity", false, "relforcerowsecurity", false, "relispopulated", true,
 			"relreplident", map[bool]string{true: "d", false: "n"}[r.kind == "r" || r.kind == "p"],
 			"relispartition", false, "relrewrite", uint32(0), "relfrozenxid", uint32(0), "relminmxid", uint32(0),
 			"reloptions", opts)
+		if r.table != nil && r.table.hasPK() {
+			r.table.addPKIndexClass(b)
+		}
 	}
 }
 
@@ -229,6 +244,20 @@ func buildAttributes(in *catalogInput, b *relBuilder) {
 				"attlen", length, "attnum", int16(i+1), "attndims", int32(ndims), "attcacheoff", int32(-1),
 				"atttypmod", a.typmod, "attbyval", byVal, "attalign", align, "attstorage", storage,
 				"attcompression", "", "attnotnull", a.notNull, "atthasdef", a.def != "", "atthasmissing", false,
+				"attidentity", "", "attgenerated", "", "attisdropped", false, "attislocal", true,
+				"attinhcount", int32(0), "attcollation", collation)
+		}
+		if r.table == nil || !r.table.hasPK() {
+			continue
+		}
+		// The primary-key index's columns.
+		for i, name := range r.table.spec.PrimaryKey {
+			a := r.cols[r.table.attnum(name)-1]
+			length, byVal, align, storage, collation := attrInfo(a)
+			b.add("attrelid", pkIndexOID(r.table.id), "attname", a.name, "atttypid", a.typ, "attstattarget", int32(-1),
+				"attlen", length, "attnum", int16(i+1), "attndims", int32(0), "attcacheoff", int32(-1),
+				"atttypmod", a.typmod, "attbyval", byVal, "attalign", align, "attstorage", storage,
+				"attcompression", "", "attnotnull", false, "atthasdef", false, "atthasmissing", false,
 				"attidentity", "", "attgenerated", "", "attisdropped", false, "attislocal", true,
 				"attinhcount", int32(0), "attcollation", collation)
 		}
@@ -361,7 +390,7 @@ func buildPgTables(in *catalogInput, b *relBuilder) {
 	for _, r := range in.relations() {
 		if r.kind == "r" || r.kind == "p" {
 			b.add("schemaname", r.schema, "tablename", r.name, "tableowner", in.user,
-				"hasindexes", false, "hasrules", false, "hastriggers", false, "rowsecurity", false)
+				"hasindexes", r.table != nil && r.table.hasPK(), "hasrules", false, "hastriggers", false, "rowsecurity", false)
 		}
 	}
 }

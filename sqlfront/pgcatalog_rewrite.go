@@ -341,11 +341,11 @@ var macroFuncs = map[string]string{
 	"pg_database_size":       "mink_database_size",
 }
 
-// nullFuncs describe objects mink does not have: indexes, constraints,
-// views' SQL, functions, comments.
+// nullFuncs describe objects mink does not have: indexes and constraints
+// other than primary keys, views' SQL, functions, comments.
 var nullFuncs = map[string]bool{
 	"obj_description": true, "col_description": true, "shobj_description": true,
-	"pg_get_indexdef": true, "pg_get_constraintdef": true, "pg_get_viewdef": true, "pg_get_triggerdef": true,
+	"pg_get_viewdef": true, "pg_get_triggerdef": true,
 	"pg_get_functiondef": true, "pg_get_function_arguments": true, "pg_get_function_result": true,
 	"pg_get_function_identity_arguments": true, "pg_get_statisticsobjdef_columns": true, "pg_get_ruledef": true,
 	"pg_get_serial_sequence": true, "inet_server_addr": true, "inet_client_addr": true,
@@ -409,6 +409,18 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 	case name == "pg_char_to_encoding":
 		hit()
 		return catCast(catInt(encodingUTF8), "int4")
+	case name == "pg_get_indexdef" && len(fc.Args) > 0:
+		// pg_get_indexdef(index [, column, pretty]): the primary keys'
+		// indexes only (mink.keydefs).
+		col := catInt(0)
+		if len(fc.Args) > 1 {
+			col = fc.Args[1]
+		}
+		hit()
+		return rw.macroCall("mink_indexdef", fc.Args[0], col)
+	case name == "pg_get_constraintdef" && len(fc.Args) > 0:
+		hit()
+		return rw.macroCall("mink_indexdef", fc.Args[0], catInt(0))
 	case nullFuncs[name]:
 		hit()
 		return catCast(catNull(), "varchar")

@@ -21,8 +21,8 @@ import (
 var pgcatalogRewrite = flag.Bool("pgcatalog.rewrite", false, "rewrite testdata/pgcatalog/*.txt with the output mink gives now")
 
 // catalogTables are the tables the catalog tests describe: every column
-// type, defaults, NOT NULL, a partitioned table, WITH options and names
-// that need quoting.
+// type, defaults, NOT NULL, a partitioned table, WITH options, names
+// that need quoting and a composite primary key.
 var catalogTables = []string{
 	`CREATE TABLE orders (id bigint NOT NULL, customer text NOT NULL, amount numeric(12,2), ts timestamptz) WITH (buckets = 8)`,
 	`CREATE TABLE clicks (user_id bigint, url text, ts timestamptz, dt date) PARTITION BY LIST (dt) WITH (buckets = 4, bucket_key = 'user_id')`,
@@ -31,6 +31,7 @@ var catalogTables = []string{
 		l bytea, m date DEFAULT '2024-01-01', n time, o timestamp, p timestamptz, q interval, r uuid, s json, t jsonb,
 		u boolean DEFAULT true) WITH (buckets = 2)`,
 	`CREATE TABLE "Mixed Case" ("Id" bigint, "select" text) WITH (buckets = 1)`,
+	`CREATE TABLE accounts (region text, id bigint, balance numeric(12,2) DEFAULT 0, PRIMARY KEY (region, id)) WITH (buckets = 2)`,
 }
 
 func startCatalogNode(t *testing.T) *minktest.Node {
@@ -157,7 +158,9 @@ func TestCatalogPgx(t *testing.T) {
 	// pg_class and pg_namespace list the user's tables in public.
 	check(`SELECT c.relname, c.relkind, c.relnatts, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = 'public' ORDER BY c.relname`,
-		[][]any{{"Mixed Case", "r", int16(2), []any{"buckets=1"}}, {"clicks", "p", int16(4), []any{"buckets=4", "bucket_key=user_id"}},
+		[][]any{{"Mixed Case", "r", int16(2), []any{"buckets=1"}},
+			{"accounts", "r", int16(3), []any{"buckets=2", "bucket_key=region,id"}}, {"accounts_pkey", "i", int16(2), nil},
+			{"clicks", "p", int16(4), []any{"buckets=4", "bucket_key=user_id"}},
 			{"orders", "r", int16(4), []any{"buckets=8"}}, {"types", "r", int16(21), []any{"buckets=2"}}})
 	check(`SELECT 'orders'::regclass::oid = c.oid, c.oid::regclass::text FROM pg_class c WHERE c.relname = 'orders'`,
 		[][]any{{true, "orders"}})
@@ -181,7 +184,7 @@ func TestCatalogPgx(t *testing.T) {
 
 	// information_schema.
 	check(`SELECT table_catalog, table_schema, table_name, table_type FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name`,
-		[][]any{{"mink", "public", "Mixed Case", "BASE TABLE"}, {"mink", "public", "clicks", "BASE TABLE"},
+		[][]any{{"mink", "public", "Mixed Case", "BASE TABLE"}, {"mink", "public", "accounts", "BASE TABLE"}, {"mink", "public", "clicks", "BASE TABLE"},
 			{"mink", "public", "orders", "BASE TABLE"}, {"mink", "public", "types", "BASE TABLE"}})
 	check(`SELECT column_name, ordinal_position, data_type, character_maximum_length, numeric_precision, numeric_scale, is_nullable, udt_name
 		FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'orders' ORDER BY ordinal_position`,
@@ -195,7 +198,7 @@ func TestCatalogPgx(t *testing.T) {
 	// Queries tools send: Grafana's table list, DBeaver's keywords, pgx's
 	// LoadType of a table's row type.
 	check(`SELECT quote_ident(table_name) FROM information_schema.tables WHERE table_schema IN (SELECT CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END FROM generate_series(array_lower(string_to_array(current_setting('search_path'),','),1), array_upper(string_to_array(current_setting('search_path'),','),1)) as i, string_to_array(current_setting('search_path'),',') s) ORDER BY 1`,
-		[][]any{{`"Mixed Case"`}, {"clicks"}, {"orders"}, {"types"}})
+		[][]any{{`"Mixed Case"`}, {"accounts"}, {"clicks"}, {"orders"}, {"types"}})
 	check(`SELECT count(*) > 400, count(*) FILTER (WHERE catcode = 'R') FROM pg_catalog.pg_get_keywords()`, [][]any{{true, int64(77)}})
 	check(`SELECT t.typtype, t.typrelid = c.oid, c.reltype = t.oid FROM pg_type t JOIN pg_class c ON c.relname = t.typname WHERE t.typname = 'orders'`,
 		[][]any{{"c", true, true}})
@@ -217,10 +220,25 @@ func TestCatalogPgx(t *testing.T) {
 	check(`SELECT pg_catalog.lower(name) FROM pg_catalog.pg_settings  WHERE context IN ('user', 'superuser')    AND pg_catalog.lower(name) LIKE pg_catalog.lower('search\_%')
 	LIMIT 1000`, [][]any{{"search_path"}})
 
-	// Catalogs mink has no rows in.
-	check(`SELECT count(*) FROM pg_index`, [][]any{{int64(0)}})
+	// Primary keys: the constraint and its index (accounts); tables
+	// without a key have neither.
+	check(`SELECT count(*) FROM pg_index`, [][]any{{int64(1)}})
 	check(`SELECT indexrelid FROM pg_catalog.pg_index WHERE indrelid = $1`, nil, uint32(16385))
-	check(`SELECT count(*) FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid`, [][]any{{int64(0)}})
+	check(`SELECT c.conname, c.contype, r.relname, c.conkey, i.relname, pg_get_constraintdef(c.oid), pg_get_constraintdef(c.oid, true)
+		FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid JOIN pg_class i ON i.oid = c.conindid`,
+		[][]any{{"accounts_pkey", "p", "accounts", []any{int16(1), int16(2)}, "accounts_pkey", "PRIMARY KEY (region, id)", "PRIMARY KEY (region, id)"}})
+	check(`SELECT x.indisprimary, x.indisunique, x.indnatts, pg_get_indexdef(x.indexrelid), pg_get_indexdef(x.indexrelid, 2, true), c.relam
+		FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid WHERE x.indrelid = 'accounts'::regclass`,
+		[][]any{{true, true, int16(2), "CREATE UNIQUE INDEX accounts_pkey ON public.accounts USING btree (region, id)", "id", uint32(403)}})
+	check(`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'`,
+		[][]any{{"accounts_pkey", "CREATE UNIQUE INDEX accounts_pkey ON public.accounts USING btree (region, id)"}})
+	check(`SELECT tc.constraint_name, tc.table_name, tc.constraint_type, k.column_name, k.ordinal_position
+		FROM information_schema.table_constraints tc JOIN information_schema.key_column_usage k USING (constraint_schema, constraint_name)
+		WHERE tc.constraint_type = 'PRIMARY KEY' ORDER BY k.ordinal_position`,
+		[][]any{{"accounts_pkey", "accounts", "PRIMARY KEY", "region", int32(1)}, {"accounts_pkey", "accounts", "PRIMARY KEY", "id", int32(2)}})
+	check(`SELECT table_name, column_name, constraint_name FROM information_schema.constraint_column_usage ORDER BY column_name`,
+		[][]any{{"accounts", "id", "accounts_pkey"}, {"accounts", "region", "accounts_pkey"}})
+	check(`SELECT relhasindex FROM pg_class WHERE relname IN ('accounts', 'orders') ORDER BY relname`, [][]any{{true}, {false}})
 
 	// DDL shows at once, in the same session.
 	if _, err := conn.Exec(ctx, `CREATE TABLE later (x int)`); err != nil {

@@ -37,6 +37,9 @@ public class JdbcMetadata {
             dump("getCatalogs()", m.getCatalogs());
             dump("getPrimaryKeys(null, public, orders)", m.getPrimaryKeys(null, "public", "orders"));
             dump("getIndexInfo(null, public, orders, false, true)", m.getIndexInfo(null, "public", "orders", false, true));
+            dump("getPrimaryKeys(null, public, accounts)", m.getPrimaryKeys(null, "public", "accounts"));
+            dump("getIndexInfo(null, public, accounts, false, true)", m.getIndexInfo(null, "public", "accounts", false, true));
+            dump("getIndexInfo(null, public, accounts, true, true)", m.getIndexInfo(null, "public", "accounts", true, true));
             try (PreparedStatement ps = c.prepareStatement("SELECT typname, typlen FROM pg_catalog.pg_type WHERE oid = ?")) {
                 ps.setInt(1, 1700);
                 dump("pg_type where oid = 1700", ps.executeQuery());

@@ -1,0 +1,160 @@
+package sqlfront
+
+import (
+	"strings"
+
+	"github.com/minkdb/mink/catalog"
+)
+
+// Primary keys in the emulated catalogs. A primary-key table's key is
+// shown as PostgreSQL shows a PRIMARY KEY constraint: a constraint t_pkey
+// (pg_constraint, contype 'p') and the unique btree index t_pkey that
+// backs it (pg_class relkind 'i', pg_index indisprimary, pg_attribute
+// rows for its columns), so that psql's \d and \di and drivers' metadata
+// calls (pgjdbc's getPrimaryKeys) see it. The index is the KV tablets'
+// key order; it has no other existence.
+
+const (
+	// pkIndexOIDBase: the OID of a table's primary-key index is
+	// pkIndexOIDBase + its table id.
+	pkIndexOIDBase uint32 = 1 << 28
+	// pkConstraintOIDBase: the OID of its constraint.
+	pkConstraintOIDBase uint32 = 3 << 28
+)
+
+func pkIndexOID(id catalog.TableID) uint32      { return pkIndexOIDBase + uint32(id) }
+func pkConstraintOID(id catalog.TableID) uint32 { return pkConstraintOIDBase + uint32(id) }
+
+// hasPK reports whether the table has a primary key.
+func (t *catalogTable) hasPK() bool { return len(t.spec.PrimaryKey) > 0 }
+
+// pkName is the key's constraint and index name, as PostgreSQL names it.
+func (t *catalogTable) pkName() string { return t.spec.Name + "_pkey" }
+
+// pkAttnums are the key columns' attribute numbers, in key order.
+func (t *catalogTable) pkAttnums() []int16 {
+	out := make([]int16, len(t.spec.PrimaryKey))
+	for i, name := range t.spec.PrimaryKey {
+		out[i] = t.attnum(name)
+	}
+	return out
+}
+
+// pkColumnList is "(a, b)" with identifiers quoted as needed.
+func (t *catalogTable) pkColumnList() string {
+	cols := make([]string, len(t.spec.PrimaryKey))
+	for i, c := range t.spec.PrimaryKey {
+		cols[i] = quoteIdentIfNeeded(c)
+	}
+	return "(" + strings.Join(cols, ", ") + ")"
+}
+
+// pkIndexDef is pg_get_indexdef of the key's index.
+func (t *catalogTable) pkIndexDef() string {
+	return "CREATE UNIQUE INDEX " + quoteIdentIfNeeded(t.pkName()) + " ON public." + quoteIdentIfNeeded(t.spec.Name) +
+		" USING btree " + t.pkColumnList()
+}
+
+// pkConstraintDef is pg_get_constraintdef of the key's constraint.
+func (t *catalogTable) pkConstraintDef() string { return "PRIMARY KEY " + t.pkColumnList() }
+
+// addPKIndexClass adds the pg_class row of a table's primary-key index.
+func (t *catalogTable) addPKIndexClass(b *relBuilder) {
+	b.add("oid", pkIndexOID(t.id), "relname", t.pkName(), "relnamespace", oidPublic, "reltype", uint32(0),
+		"reloftype", uint32(0), "relowner", oidSessionUser, "relam", oidBtree, "relfilenode", pkIndexOID(t.id),
+		"reltablespace", uint32(0), "relpages", int32(1), "reltuples", float32(max(t.rows, 0)), "relallvisible", int32(0),
+		"reltoastrelid", uint32(0), "relhasindex", false, "relisshared", false, "relpersistence", "p",
+		"relkind", "i", "relnatts", int16(len(t.spec.PrimaryKey)), "relchecks", int16(0), "relhasrules", false,
+		"relhastriggers", false, "relhassubclass", false, "relrowsecurity", false, "relforcerowsecurity", false,
+		"relispopulated", true, "relreplident", "n", "relispartition", false, "relrewrite", uint32(0),
+		"relfrozenxid", uint32(0), "relminmxid", uint32(0))
+}
+
+func buildIndexes(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		if !t.hasPK() {
+			continue
+		}
+		n := int16(len(t.spec.PrimaryKey))
+		collations := make([]uint32, n)
+		classes := make([]uint32, n)
+		options := make([]int16, n)
+		for i, name := range t.spec.PrimaryKey {
+			j := t.attnum(name) - 1
+			if j >= 0 && int(j) < len(t.types) && collatable(t.types[j]) {
+				collations[i] = oidDefaultCollation
+			}
+		}
+		b.add("indexrelid", pkIndexOID(t.id), "indrelid", t.oid, "indnatts", n, "indnkeyatts", n,
+			"indisunique", true, "indnullsnotdistinct", false, "indisprimary", true, "indisexclusion", false,
+			"indimmediate", true, "indisclustered", false, "indisvalid", true, "indcheckxmin", false,
+			"indisready", true, "indislive", true, "indisreplident", false, "indkey", t.pkAttnums(),
+			"indcollation", collations, "indclass", classes, "indoption", options)
+	}
+}
+
+func buildConstraints(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		if !t.hasPK() {
+			continue
+		}
+		b.add("oid", pkConstraintOID(t.id), "conname", t.pkName(), "connamespace", oidPublic, "contype", "p",
+			"condeferrable", false, "condeferred", false, "convalidated", true, "conrelid", t.oid,
+			"contypid", uint32(0), "conindid", pkIndexOID(t.id), "conparentid", uint32(0), "confrelid", uint32(0),
+			"confupdtype", " ", "confdeltype", " ", "confmatchtype", " ", "conislocal", true,
+			"coninhcount", int32(0), "connoinherit", true, "conkey", t.pkAttnums())
+	}
+}
+
+func buildPgIndexes(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		if t.hasPK() {
+			b.add("schemaname", "public", "tablename", t.spec.Name, "indexname", t.pkName(), "indexdef", t.pkIndexDef())
+		}
+	}
+}
+
+func buildISTableConstraints(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		if t.hasPK() {
+			b.add("constraint_catalog", in.database, "constraint_schema", "public", "constraint_name", t.pkName(),
+				"table_catalog", in.database, "table_schema", "public", "table_name", t.spec.Name,
+				"constraint_type", "PRIMARY KEY", "is_deferrable", "NO", "initially_deferred", "NO", "enforced", "YES")
+		}
+	}
+}
+
+func buildISKeyColumnUsage(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		for i, c := range t.spec.PrimaryKey {
+			b.add("constraint_catalog", in.database, "constraint_schema", "public", "constraint_name", t.pkName(),
+				"table_catalog", in.database, "table_schema", "public", "table_name", t.spec.Name,
+				"column_name", c, "ordinal_position", int32(i+1))
+		}
+	}
+}
+
+func buildISConstraintColumnUsage(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		for _, c := range t.spec.PrimaryKey {
+			b.add("table_catalog", in.database, "table_schema", "public", "table_name", t.spec.Name, "column_name", c,
+				"constraint_catalog", in.database, "constraint_schema", "public", "constraint_name", t.pkName())
+		}
+	}
+}
+
+// buildKeyDefs fills mink.keydefs, what pg_get_indexdef and
+// pg_get_constraintdef return: by object OID and column (0 for the whole
+// definition, n for the index's n-th column).
+func buildKeyDefs(in *catalogInput, b *relBuilder) {
+	for _, t := range in.tables {
+		if !t.hasPK() {
+			continue
+		}
+		b.add("oid", pkIndexOID(t.id), "col", int32(0), "def", t.pkIndexDef())
+		for i, c := range t.spec.PrimaryKey {
+			b.add("oid", pkIndexOID(t.id), "col", int32(i+1), "def", quoteIdentIfNeeded(c))
+		}
+		b.add("oid", pkConstraintOID(t.id), "col", int32(0), "def", t.pkConstraintDef())
+	}
+}

@@ -30,6 +30,9 @@ type PKConfig struct {
 	Duration time.Duration
 	// SkipPostgres leaves the PostgreSQL column out.
 	SkipPostgres bool
+	// Only, if set, runs only the workloads whose name starts with it
+	// ("point lookup"; minkbench pk -pk-only).
+	Only string
 }
 
 func (c *PKConfig) fill() {
@@ -158,6 +161,9 @@ func RunPK(ctx context.Context, w io.Writer, cfg PKConfig) error {
 	}
 	var runs []PKRun
 	for _, wl := range pkWorkloads(cfg.Rows) {
+		if !strings.HasPrefix(wl.name, cfg.Only) {
+			continue
+		}
 		script := filepath.Join(base, strings.ReplaceAll(wl.name, " ", "_")+".sql")
 		if err := os.WriteFile(script, []byte(wl.script), 0o644); err != nil {
 			return err
@@ -205,6 +211,9 @@ func RunPK(ctx context.Context, w io.Writer, cfg PKConfig) error {
 	}
 	fmt.Fprintln(w)
 	for _, wl := range pkWorkloads(cfg.Rows) {
+		if !strings.HasPrefix(wl.name, cfg.Only) {
+			continue
+		}
 		fmt.Fprintf(w, "- %s: `%s`\n", wl.name, strings.ReplaceAll(strings.TrimSpace(wl.script), "\n", " "))
 	}
 	return nil

@@ -20,6 +20,9 @@ import (
 	"github.com/minkdb/mink/bench"
 )
 
+// pkOnly is the -pk-only flag: the pk workloads to run.
+var pkOnly = flag.String("pk-only", "", `pk: run only the workloads whose name starts with this (e.g. "point lookup")`)
+
 type workload func(ctx context.Context, dir string, quick bool) error
 
 var workloads = map[string]workload{
@@ -59,7 +62,7 @@ var workloads = map[string]workload{
 		return bench.RunFlight(ctx, os.Stdout, cfg)
 	},
 	"pk": func(ctx context.Context, dir string, quick bool) error {
-		cfg := bench.PKConfig{Dir: dir}
+		cfg := bench.PKConfig{Dir: dir, Only: *pkOnly}
 		if quick {
 			cfg.Rows, cfg.Duration = 100_000, 3*time.Second
 		}

@@ -96,6 +96,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunTiering(ctx, os.Stdout, cfg)
 	},
+	"tiering-pk": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.TieringPKConfig{Dir: dir}
+		if quick {
+			cfg.Keys, cfg.Changes, cfg.Rounds = 50_000, 5_000, 2
+		}
+		return bench.RunTieringPK(ctx, os.Stdout, cfg)
+	},
 	"tiering-lag": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.TieringLagConfig{Dir: dir}
 		if quick {

@@ -10,9 +10,11 @@ import (
 	"maps"
 	"net/url"
 	"path"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
@@ -32,8 +34,8 @@ import (
 // without changes keep their files. A row's __offset is the offset of the
 // changelog record that produced its current value.
 //
-// A bucket's state is held in memory while it is rewritten (one bucket at a
-// time).
+// A bucket's state is held in memory while it is rewritten (up to
+// GOMAXPROCS buckets at a time).
 
 // pkPlan is what a primary-key round writes: the new files, and the lake
 // locations of the files they replace.
@@ -131,67 +133,172 @@ func (t *Tierer) rewritePK(ctx context.Context, tbl *table.Table, ls *lakeSchema
 	if err != nil {
 		return out, err
 	}
-	for _, b := range slices.Sorted(maps.Keys(to)) {
-		if err := t.checkEpoch(epoch); err != nil {
-			return out, err
+	cmp := func(x, y parquet.Row) int {
+		for i, l := range leaves {
+			if c := types[i].Compare(x[l], y[l]); c != 0 {
+				return c
+			}
 		}
-		state := map[string]parquet.Row{}
-		for _, loc := range current[b] {
-			n, err := t.readPKFile(ctx, ps, loc, leaves, state)
+		return 0
+	}
+	// Up to GOMAXPROCS buckets at a time (decoding, sorting and zstd are
+	// CPU-bound); the first failure cancels the others.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	buckets := slices.Sorted(maps.Keys(to))
+	results := make([]pkPlan, len(buckets))
+	errs := make([]error, len(buckets))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var (
+		wg         sync.WaitGroup
+		progressMu sync.Mutex
+	)
+	for i, b := range buckets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			res, ev, err := t.rewritePKBucket(ctx, ls, ps, p, b, from[b], to[b], current[b], leaves, cmp, epoch, token)
 			if err != nil {
-				return out, fmt.Errorf("table %q bucket %d: %w", p.spec.Name, b, err)
+				errs[i] = fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
+				cancel()
+				return
 			}
-			out.read += n
-			out.deleted = append(out.deleted, loc)
+			results[i] = res
+			progressMu.Lock()
+			progress(ev)
+			progressMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	var firstErr error
+	for _, err := range errs {
+		if err != nil && (firstErr == nil || errors.Is(firstErr, context.Canceled)) {
+			firstErr = err
 		}
-		if err := t.applyChanges(ctx, ls, ps, b, from[b], to[b], leaves, state); err != nil {
-			return out, fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
-		}
-		rows := make([]parquet.Row, 0, len(state))
-		for _, r := range state {
-			rows = append(rows, r)
-		}
-		slices.SortFunc(rows, func(x, y parquet.Row) int {
-			for i, l := range leaves {
-				if c := types[i].Compare(x[l], y[l]); c != 0 {
-					return c
-				}
-			}
-			return 0
-		})
-		dir := LakePrefix(p.id) + "data/"
-		if p.spec.PartitionBy != "" {
-			dir += url.PathEscape(p.spec.PartitionBy) + "=" + url.PathEscape(p.partition[b]) + "/"
-		}
-		ev := Progress{Stage: "bucket", Bucket: b, From: from[b], To: to[b], Rows: int64(to[b] - from[b])}
-		for i := 0; i == 0 || i*fileRows < len(rows); i++ {
-			chunk := rows[i*fileRows : min(len(rows), (i+1)*fileRows)]
-			if len(chunk) == 0 {
-				// The bucket is empty now: its old files go, none come.
-				break
-			}
-			data, err := encodeParquetRows(ps, chunk)
-			if err != nil {
-				return out, fmt.Errorf("table %q bucket %d: %w", p.spec.Name, b, err)
-			}
-			key := fmt.Sprintf("%sb%d-pk-%d-e%d-%s.parquet", dir, b, to[b], epoch, token)
-			if i > 0 {
-				key = fmt.Sprintf("%sb%d-pk-%d-e%d-%s-%d.parquet", dir, b, to[b], epoch, token, i)
-			}
-			if err := t.cfg.Store.PutIfAbsent(ctx, key, data); err != nil {
-				return out, fmt.Errorf("table %q bucket %d: write lake file %s: %w", p.spec.Name, b, key, err)
-			}
-			out.files = append(out.files, writtenFile{key: key, size: int64(len(data))})
-			ev.Files++
-			ev.Bytes += int64(len(data))
-		}
-		progress(ev)
+	}
+	if firstErr != nil {
+		return out, firstErr
+	}
+	for _, r := range results {
+		out.files = append(out.files, r.files...)
+		out.deleted = append(out.deleted, r.deleted...)
+		out.read += r.read
 	}
 	return out, nil
 }
 
+// pkState is one bucket's rows while a round rewrites it: the rows of its
+// current lake files (sorted by key; nil once deleted), an index of their
+// keys, and the rows of keys that are not in the files.
+type pkState struct {
+	rows  []parquet.Row
+	index map[string]int
+	added map[string]parquet.Row
+}
+
+func (s *pkState) set(k string, r parquet.Row) {
+	if i, ok := s.index[k]; ok {
+		s.rows[i] = r
+		return
+	}
+	s.added[k] = r
+}
+
+func (s *pkState) del(k string) {
+	if i, ok := s.index[k]; ok {
+		s.rows[i] = nil
+		return
+	}
+	delete(s.added, k)
+}
+
+// sorted returns the bucket's rows sorted by key: the old rows (already
+// sorted) merged with the sorted new keys.
+func (s *pkState) sorted(cmp func(x, y parquet.Row) int) []parquet.Row {
+	added := make([]parquet.Row, 0, len(s.added))
+	for _, r := range s.added {
+		added = append(added, r)
+	}
+	slices.SortFunc(added, cmp)
+	out := make([]parquet.Row, 0, len(s.rows)+len(added))
+	j := 0
+	for _, r := range s.rows {
+		if r == nil {
+			continue
+		}
+		for j < len(added) && cmp(added[j], r) < 0 {
+			out = append(out, added[j])
+			j++
+		}
+		out = append(out, r)
+	}
+	return append(out, added[j:]...)
+}
+
+// rewritePKBucket reads bucket b's current files, applies its changelog
+// [from, to) and writes its rows as new files.
+func (t *Tierer) rewritePKBucket(ctx context.Context, ls *lakeSchema, ps *parquet.Schema, p plan, b catalog.BucketID, from, to uint64,
+	files []string, leaves []int, cmp func(x, y parquet.Row) int, epoch uint64, token string) (pkPlan, Progress, error) {
+	var out pkPlan
+	ev := Progress{Stage: "bucket", Bucket: b, From: from, To: to, Rows: int64(to - from)}
+	// Heartbeat before each bucket: a fenced round stops early.
+	if err := t.checkEpoch(epoch); err != nil {
+		return out, ev, err
+	}
+	state := &pkState{index: map[string]int{}, added: map[string]parquet.Row{}}
+	for _, loc := range files {
+		n, err := t.readPKFile(ctx, ps, loc, leaves, state)
+		if err != nil {
+			return out, ev, err
+		}
+		out.read += n
+		out.deleted = append(out.deleted, loc)
+	}
+	if !slices.IsSortedFunc(state.rows, cmp) {
+		// Several files, read in another order than written.
+		slices.SortFunc(state.rows, cmp)
+		for i, r := range state.rows {
+			k, _ := rowKey(r, leaves, nil)
+			state.index[k] = i
+		}
+	}
+	if err := t.applyChanges(ctx, ls, ps, b, from, to, leaves, state); err != nil {
+		return out, ev, err
+	}
+	rows := state.sorted(cmp)
+	dir := LakePrefix(p.id) + "data/"
+	if p.spec.PartitionBy != "" {
+		dir += url.PathEscape(p.spec.PartitionBy) + "=" + url.PathEscape(p.partition[b]) + "/"
+	}
+	// No rows: the bucket's old files go and none come.
+	for i := 0; i*fileRows < len(rows); i++ {
+		data, err := encodeParquetRows(ps, rows[i*fileRows:min(len(rows), (i+1)*fileRows)])
+		if err != nil {
+			return out, ev, err
+		}
+		key := fmt.Sprintf("%sb%d-pk-%d-e%d-%s.parquet", dir, b, to, epoch, token)
+		if i > 0 {
+			key = fmt.Sprintf("%sb%d-pk-%d-e%d-%s-%d.parquet", dir, b, to, epoch, token, i)
+		}
+		if err := t.cfg.Store.PutIfAbsent(ctx, key, data); err != nil {
+			return out, ev, fmt.Errorf("write lake file %s: %w", key, err)
+		}
+		out.files = append(out.files, writtenFile{key: key, size: int64(len(data))})
+		ev.Files++
+		ev.Bytes += int64(len(data))
+	}
+	return out, ev, nil
+}
+
 // readPKFile adds the rows of one lake file to state and returns its size.
-func (t *Tierer) readPKFile(ctx context.Context, ps *parquet.Schema, loc string, leaves []int, state map[string]parquet.Row) (int64, error) {
+func (t *Tierer) readPKFile(ctx context.Context, ps *parquet.Schema, loc string, leaves []int, state *pkState) (int64, error) {
 	key, ok := strings.CutPrefix(loc, t.lake.base+"/")
 	if !ok {
 		return 0, fmt.Errorf("lake file %s is outside the object store %s", loc, t.lake.base)
@@ -218,7 +325,11 @@ func (t *Tierer) readPKFile(ctx context.Context, ps *parquet.Schema, loc string,
 			if kerr != nil {
 				return 0, fmt.Errorf("lake file %s: %w", key, kerr)
 			}
-			state[k] = row.Clone()
+			if _, dup := state.index[k]; dup {
+				return 0, fmt.Errorf("lake file %s: a primary key is in the bucket's files twice", key)
+			}
+			state.index[k] = len(state.rows)
+			state.rows = append(state.rows, row.Clone())
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -235,7 +346,7 @@ func (t *Tierer) readPKFile(ctx context.Context, ps *parquet.Schema, loc string,
 
 // applyChanges applies changelog records [from, to) of bucket b to state.
 func (t *Tierer) applyChanges(ctx context.Context, ls *lakeSchema, ps *parquet.Schema, b catalog.BucketID, from, to uint64,
-	leaves []int, state map[string]parquet.Row) error {
+	leaves []int, state *pkState) error {
 	batches, err := t.cfg.Source.ReadCommitted(ctx, b, from, to)
 	if err != nil {
 		return fmt.Errorf("read stream: %w", err)
@@ -305,9 +416,9 @@ func (t *Tierer) applyChanges(ctx context.Context, ls *lakeSchema, ps *parquet.S
 				return fmt.Errorf("offset %d: %w", off, err)
 			}
 			if ct == "-D" {
-				delete(state, k)
+				state.del(k)
 			} else {
-				state[k] = row
+				state.set(k, row)
 			}
 		}
 	}

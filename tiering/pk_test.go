@@ -516,3 +516,40 @@ func TestRoundPKFenced(t *testing.T) {
 	}
 	m.check()
 }
+
+// TestRoundPKSplitsFiles: buckets larger than a file are written as several
+// sorted files, read back in any order and merged with new keys.
+func TestRoundPKSplitsFiles(t *testing.T) {
+	defer func(n int) { fileRows = n }(fileRows)
+	fileRows = 16
+	e := newEnv(t)
+	id := e.createTable(pkSpec("kv", 2, false))
+	m := newPKModel(e, id, seed(t))
+	tr := e.tierer()
+	for round := range 5 {
+		for b := range e.ends(id) {
+			m.change(b, 30+m.rng.IntN(40))
+		}
+		if _, err := tr.Round(e.ctx, id, e.epoch); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		m.check()
+	}
+	files := e.readLakeFiles(id)
+	for b, fs := range files {
+		if len(fs) < 2 {
+			t.Errorf("bucket %d has %d files, want several of at most 16 rows", b, len(fs))
+		}
+	}
+	// Each bucket is split into full files of 16 rows and one remainder.
+	lake := e.readPKLake(id)
+	count := map[catalog.BucketID]int{}
+	for k := range lake {
+		count[k.bucket]++
+	}
+	for b, n := range count {
+		if want := (n + 15) / 16; len(files[b]) != want {
+			t.Errorf("bucket %d: %d rows in %d files, want %d files", b, n, len(files[b]), want)
+		}
+	}
+}

@@ -276,20 +276,34 @@ func (s *session) reset(ctx context.Context, name string) error {
 
 // reported returns every reported setting whose value the client has not
 // been told yet.
+// It runs after every statement: it looks only at the reported settings and
+// allocates nothing when none changed (nil).
 func (st *settings) reported() map[string]string {
-	out := map[string]string{}
-	for name, def := range knownSettings {
-		if !def.report {
-			continue
-		}
+	var out map[string]string
+	for _, name := range reportedSettings {
 		v := st.values[name]
 		if st.told[name] != v {
+			if out == nil {
+				out = map[string]string{}
+			}
 			out[display(name)] = v
 			st.told[name] = v
 		}
 	}
 	return out
 }
+
+// reportedSettings are the names of the knownSettings with report set.
+var reportedSettings = func() []string {
+	var names []string
+	for name, def := range knownSettings {
+		if def.report {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}()
 
 // settingValue renders a VariableSetStmt argument list as a setting value.
 func settingValue(args []*pg.Node) (string, error) {

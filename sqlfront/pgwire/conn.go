@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"runtime/debug"
 	"sync"
@@ -51,7 +52,10 @@ type conn struct {
 	session    Session
 	user       string
 	reported   map[string]string // parameter statuses as the client knows them
-	timeZone   string            // the TimeZone setting codec.loc was made from
+	// pendingParams are the settings the statements since the last
+	// ReadyForQuery changed (ParamReporter), reported before the next.
+	pendingParams map[string]string
+	timeZone      string // the TimeZone setting codec.loc was made from
 
 	stmts   map[string]*stmtEntry
 	portals map[string]*portal
@@ -331,7 +335,12 @@ func (c *conn) maybeFlush(n int) error {
 // flushes.
 func (c *conn) readyForQuery() error {
 	if pr, ok := c.session.(ParamReporter); ok {
-		c.reportParams(pr.ChangedParams())
+		params := pr.ChangedParams()
+		if len(c.pendingParams) > 0 {
+			maps.Copy(c.pendingParams, params)
+			params, c.pendingParams = c.pendingParams, nil
+		}
+		c.reportParams(params)
 	}
 	c.txStatus = c.session.TxStatus()
 	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: byte(c.txStatus)})
@@ -341,6 +350,9 @@ func (c *conn) readyForQuery() error {
 // reportParams sends ParameterStatus for every parameter whose value the
 // client does not know yet.
 func (c *conn) reportParams(params map[string]string) {
+	if len(params) == 0 {
+		return // the common case: no statement changed a setting
+	}
 	for _, name := range sortedKeys(params) {
 		value := params[name]
 		if old, ok := c.reported[name]; ok && old == value {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"unicode/utf8"
 
@@ -180,12 +181,20 @@ func (c *conn) dropPortal(name string) {
 	p.close()
 }
 
-// afterStatement notices the end of a transaction block: PostgreSQL destroys
-// the portals of a transaction at COMMIT or ROLLBACK. current, the portal
-// that ran the statement, survives.
+// afterStatement follows a change of TimeZone at once and keeps the changed
+// settings for the ParameterStatus messages sent before ReadyForQuery (a
+// session may return a change only once). It also notices the end of a
+// transaction block: PostgreSQL destroys the portals of a transaction at
+// COMMIT or ROLLBACK. current, the portal that ran the statement, survives.
 func (c *conn) afterStatement(current *portal) {
 	if pr, ok := c.session.(ParamReporter); ok {
-		c.applyTimeZone(pr.ChangedParams())
+		if params := pr.ChangedParams(); len(params) > 0 {
+			c.applyTimeZone(params)
+			if c.pendingParams == nil {
+				c.pendingParams = map[string]string{}
+			}
+			maps.Copy(c.pendingParams, params)
+		}
 	}
 	st := c.session.TxStatus()
 	if c.txStatus != TxIdle && st == TxIdle {

@@ -33,6 +33,10 @@ type PKConfig struct {
 	// Only, if set, runs only the workloads whose name starts with it
 	// ("point lookup"; minkbench pk -pk-only).
 	Only string
+	// CPUProfile, if set, is a file to write a CPU profile of the process
+	// (mink runs in it) to while pgbench runs against mink. Default: the
+	// environment variable MINK_PK_CPUPROFILE.
+	CPUProfile string
 }
 
 func (c *PKConfig) fill() {
@@ -41,6 +45,9 @@ func (c *PKConfig) fill() {
 	}
 	if c.Duration == 0 {
 		c.Duration = 30 * time.Second
+	}
+	if c.CPUProfile == "" {
+		c.CPUProfile = os.Getenv("MINK_PK_CPUPROFILE")
 	}
 }
 
@@ -171,7 +178,17 @@ func RunPK(ctx context.Context, w io.Writer, cfg PKConfig) error {
 		for _, clients := range wl.clients {
 			run := PKRun{Name: wl.name, Clients: clients}
 			for _, s := range systems {
+				var stop func()
+				if s.name == "mink" && cfg.CPUProfile != "" {
+					// One profile file: the last mink run's.
+					if stop, err = startCPUProfile(cfg.CPUProfile); err != nil {
+						return err
+					}
+				}
 				tps, err := runPgbench(ctx, pgbench, s.dsn, script, clients, cfg.Duration)
+				if stop != nil {
+					stop()
+				}
 				if err != nil {
 					return fmt.Errorf("%s: %s, %d clients: %w", s.name, wl.name, clients, err)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"io"
 	"maps"
 	"strings"
@@ -290,7 +291,8 @@ func (c *conn) execute(ctx context.Context, p *portal, maxRows int64, simple boo
 			p.done = true
 			p.rows.Close()
 			p.rows = nil
-			c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(fmt.Sprintf("%s %d", p.tag, sent))})
+			tag := append(append(make([]byte, 0, len(p.tag)+8), p.tag...), ' ')
+			c.be.Send(&pgproto3.CommandComplete{CommandTag: strconv.AppendInt(tag, sent, 10)})
 			return true, nil
 		}
 		if err == nil {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"io"
 	"maps"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 

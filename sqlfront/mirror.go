@@ -154,6 +154,7 @@ func (f *Frontend) refreshMirror(ctx context.Context, t *tableInfo) error {
 		return errNotLocal
 	}
 	var ids []catalog.BucketID
+	var first map[catalog.BucketID]uint64
 	f.cfg.Meta.Read(func(v *catalog.View) {
 		tbl, ok := v.Tables[t.id]
 		if !ok {
@@ -163,7 +164,11 @@ func (f *Frontend) refreshMirror(ctx context.Context, t *tableInfo) error {
 		for _, p := range tbl.Partitions {
 			ids = append(ids, p.Buckets...)
 		}
+		first = firstRows(v, tbl, ids)
 	})
+	if why := mirrorStale(nt.Progress(), ids, first); why != "" {
+		return f.rebuildMirror(ctx, t, why)
+	}
 	// Read what each bucket acknowledged beyond the mirror, without the
 	// mirrors' lock; then append it under the lock, skipping what another
 	// statement appended meanwhile (offsets name the same rows).
@@ -204,6 +209,10 @@ func (f *Frontend) refreshMirror(ctx context.Context, t *tableInfo) error {
 			return err
 		}
 		reads = append(reads, catchUp{id: id, from: from, end: end, batches: got})
+		if from > 0 && (len(got) == 0 || got[0].Offset > from) {
+			// Trimmed past the mirror since the view above was read.
+			return f.rebuildMirror(ctx, t, fmt.Sprintf("bucket %d was trimmed past the %d rows mirrored", id, from))
+		}
 	}
 	if len(reads) == 0 {
 		return nil
@@ -234,6 +243,9 @@ func (f *Frontend) refreshMirror(ctx context.Context, t *tableInfo) error {
 			if err != nil {
 				return err
 			}
+			if progress[uint64(r.id)] == 0 && len(r.batches) > 0 {
+				progress[firstKey(r.id)] = max(from, r.batches[0].Offset)
+			}
 			progress[uint64(r.id)] = r.end
 		}
 		return nil
@@ -245,6 +257,59 @@ func (f *Frontend) refreshMirror(ctx context.Context, t *tableInfo) error {
 		_ = nt.Disable(ctx)
 	}
 	return err
+}
+
+// A mirror's progress record holds, per bucket id, the offset up to which
+// the mirror holds the bucket's rows, and under firstKey(id) the offset of
+// the first row it holds (absent: 0).
+func firstKey(id catalog.BucketID) uint64 { return uint64(id) | 1<<63 }
+
+// firstRows returns, for each bucket of tbl, the first offset a direct read
+// of the table returns: 0 while the lake holds every trimmed row, else the
+// stream's start (rows below it expired: log_retention of an untiered
+// table).
+func firstRows(v *catalog.View, tbl *catalog.Table, ids []catalog.BucketID) map[catalog.BucketID]uint64 {
+	out := make(map[catalog.BucketID]uint64, len(ids))
+	for _, id := range ids {
+		st := v.Streams[catalog.StreamID(id)]
+		if st != nil && st.Start > tbl.Tiering.Offsets[id] {
+			out[id] = st.Start
+		}
+	}
+	return out
+}
+
+// mirrorStale says why a mirror with progress no longer equals a prefix of
+// its table ("" if it does): it holds rows of a bucket the table no longer
+// has (a dropped partition), or rows that expired from a bucket.
+func mirrorStale(progress map[uint64]uint64, ids []catalog.BucketID, first map[catalog.BucketID]uint64) string {
+	has := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		has[uint64(id)] = true
+		if progress[uint64(id)] > 0 && progress[firstKey(id)] < first[id] {
+			return fmt.Sprintf("rows of bucket %d below offset %d expired", id, first[id])
+		}
+	}
+	for key, end := range progress {
+		if key&(1<<63) == 0 && end > 0 && !has[key] {
+			return fmt.Sprintf("bucket %d left the table", key)
+		}
+	}
+	return ""
+}
+
+// errMirrorStale: the mirror is being rebuilt; the statement reads the
+// table directly.
+var errMirrorStale = errors.New("the engine's mirror of the table is being rebuilt")
+
+// rebuildMirror drops t's mirror, so that the next statement fills it again
+// from the lake and the streams, and returns errMirrorStale.
+func (f *Frontend) rebuildMirror(ctx context.Context, t *tableInfo, why string) error {
+	f.cfg.Logger.Info("rebuilding the engine's mirror of a log table", "table", t.name, "reason", why)
+	if err := f.cfg.Engine.DropNativeTables(ctx, func(key string) bool { return key != mirrorKey(t.id) }); err != nil {
+		return err
+	}
+	return errMirrorStale
 }
 
 // dropStaleMirrors drops the mirrors of dropped tables.

@@ -302,8 +302,17 @@ func TestLakeReadAfterTrim(t *testing.T) {
 			dataDir := t.TempDir()
 			n := startLakeNode(t, dataDir, direct)
 			conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
-			mustExec(t, conn, "CREATE TABLE events (id bigint NOT NULL, msg text, ts timestamptz) WITH (buckets = 2, log_retention = '1s')")
-			insertIDs(t, conn, "events", 0, 300, false)
+			mustExec(t, conn, "CREATE TABLE events (id bigint NOT NULL, msg text, ts timestamptz) WITH (buckets = 1, log_retention = '1s')")
+			insertIDs(t, conn, "events", 0, 150, false)
+			// A SELECT now makes the engine's mirror hold rows 0..149 from
+			// the stream; the trim below then passes what it holds. (One
+			// bucket: with more, round-robin puts each INSERT in one
+			// bucket and the trim would not pass a mirrored bucket.)
+			var half int64
+			if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM events").Scan(&half); err != nil || half != 150 {
+				t.Fatalf("count before tiering: %d (%v), want 150", half, err)
+			}
+			insertIDs(t, conn, "events", 150, 300, false)
 			waitFor(t, 30*time.Second, "300 rows committed", func() bool {
 				return tableTiering(t, tieringStatus(t, n), "events").End == 300
 			})
@@ -339,6 +348,7 @@ func TestLakeReadAfterTrim(t *testing.T) {
 				}
 			}
 			check("after the trim")
+			check("again after the trim") // a rebuilt mirror, if any
 			conn.Close(context.Background())
 			n.stop()
 			n.start()

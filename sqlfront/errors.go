@@ -69,6 +69,11 @@ func toWire(err error) error {
 			Hint: "The write may or may not have been stored; check before retrying.", Err: err}
 	case errors.Is(err, buckets.ErrUnavailable), errors.Is(err, buckets.ErrNotLeader):
 		return &pgwire.Error{Code: codeUnavailable, Message: err.Error(), Hint: "The bucket is moving between nodes or opening; retry shortly.", Err: err}
+	case errors.Is(err, buckets.ErrNoSuchBucket):
+		// The bucket's table or partition was dropped (DROP TABLE,
+		// partition_retention) while the statement ran.
+		return &pgwire.Error{Code: "40001", Message: err.Error() + " (its table or partition was dropped while the statement ran)",
+			Hint: "Retry the statement.", Err: err}
 	case errors.Is(err, catalog.ErrExists):
 		return &pgwire.Error{Code: pgwire.CodeDuplicateTable, Message: err.Error(), Err: err}
 	case errors.Is(err, catalog.ErrNotFound):

@@ -422,7 +422,7 @@ func (s *session) pkWrite(ctx context.Context, table *tableInfo, b kvBucket, rec
 // key between the check and the write can still fail it half-way).
 func (s *session) checkAbsent(ctx context.Context, table *tableInfo, parts []bucketPart) error {
 	for _, p := range parts {
-		b, err := s.f.kvBucket(ctx, p.id)
+		b, err := s.kvBucket(ctx, p.id, table)
 		if err != nil {
 			return err
 		}

@@ -284,7 +284,7 @@ func (s *session) insertPK(ctx context.Context, table *tableInfo, batches []arro
 	var n int64
 	bucketsOf := map[*bucketPart]kvBucket{}
 	for i := range parts {
-		b, err := s.f.kvBucket(ctx, parts[i].id)
+		b, err := s.kvBucket(ctx, parts[i].id, table)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -334,7 +334,7 @@ func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]a
 	if err != nil || !ok {
 		return nil, err
 	}
-	b, err := s.f.kvBucket(ctx, id)
+	b, err := s.kvBucket(ctx, id, p.table) // a block's own writes too
 	if err != nil {
 		return nil, err
 	}

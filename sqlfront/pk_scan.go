@@ -17,7 +17,11 @@ func (t *tableSource) openPK(ctx context.Context, bucketIDs []catalog.BucketID, 
 	var batches []arrow.RecordBatch
 	defer func() { releaseAll(batches) }()
 	for _, id := range bucketIDs {
-		got, err := t.r.s.f.scanKV(ctx, id)
+		b, err := t.r.s.kvBucket(ctx, id, t.info)
+		if err != nil {
+			return nil, fmt.Errorf("read table %q: %w", t.info.name, err)
+		}
+		got, err := b.Scan(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("read table %q: %w", t.info.name, err)
 		}
@@ -27,13 +31,4 @@ func (t *tableSource) openPK(ctx context.Context, bucketIDs []catalog.BucketID, 
 		}
 	}
 	return array.NewRecordReader(projectSchema(t.info.schema, columns), batches)
-}
-
-// scanKV returns every current row of a primary-key bucket.
-func (f *Frontend) scanKV(ctx context.Context, id catalog.BucketID) ([]arrow.RecordBatch, error) {
-	b, err := f.kvBucket(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return b.Scan(ctx)
 }

@@ -176,13 +176,9 @@ func (s *session) planChange(ctx context.Context, cs *changeStmt, alias string, 
 		if err := s.tables.sync(ctx); err != nil {
 			return pgwire.Result{}, err
 		}
-		var deferred []bucketWrites
-		changed, err := s.runChange(ctx, cs, args, &deferred)
+		changed, err := s.runChange(ctx, cs, args)
 		if err != nil {
 			return pgwire.Result{}, err
-		}
-		if len(deferred) > 0 {
-			s.tx.pending = append(s.tx.pending, &pendingWrite{table: table, pk: &pkPending{writes: deferred}})
 		}
 		defer changed.Release()
 		tag := fmt.Sprintf("%s %d", verb, changed.NumRows())
@@ -250,7 +246,7 @@ func (s *session) runReturning(ctx context.Context, table *tableInfo, returning 
 //
 // Inside a transaction block nothing is written: the writes are added to
 // deferred, for COMMIT.
-func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any, deferred *[]bucketWrites) (arrow.RecordBatch, error) {
+func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any) (arrow.RecordBatch, error) {
 	table := cs.table
 	done := map[catalog.BucketID]bool{}
 	var out []arrow.RecordBatch
@@ -277,7 +273,7 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any, def
 			if done[id] {
 				continue
 			}
-			b, err := s.f.kvBucket(ctx, id)
+			b, err := s.kvBucket(ctx, id, table)
 			if err != nil {
 				oldRec.Release()
 				newRec.Release()
@@ -314,27 +310,6 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any, def
 					w.Op, w.Row = kv.OpUpdate, row
 				}
 				writes = append(writes, w)
-			}
-			if s.tx.status == pgwire.TxInBlock {
-				// Applied at COMMIT, if the rows are still the ones read.
-				*deferred = append(*deferred, bucketWrites{id: id, writes: writes})
-				var rows [][]byte
-				for _, w := range writes {
-					if cs.del {
-						rows = append(rows, w.IfRow)
-					} else {
-						rows = append(rows, w.Row)
-					}
-				}
-				rec, err := codec.DecodeRows(memory.DefaultAllocator, rows)
-				if err != nil {
-					oldRec.Release()
-					newRec.Release()
-					return nil, err
-				}
-				out = append(out, rec)
-				done[id] = true
-				continue
 			}
 			jobs = append(jobs, &writeJob{id: id, b: b, writes: writes})
 		}

@@ -17,6 +17,9 @@ type txState struct {
 	// pending are the writes of the open transaction block, applied at
 	// COMMIT and discarded at ROLLBACK.
 	pending []*pendingWrite
+	// kv is the block's view of the primary-key buckets it touched, with
+	// its writes, applied at COMMIT (pk_tx.go).
+	kv txKV
 }
 
 // session is the SQL side of one connection. pgwire calls it from one
@@ -259,9 +262,13 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 				return pgwire.Result{Tag: "ROLLBACK"}, nil
 			}
 			pending := s.tx.pending
+			kvs, kvTables := s.tx.kv.buckets, s.tx.kv.tables
 			s.endSettingsTx(ctx, true)
 			s.endTx()
 			if err := s.applyWrites(ctx, pending); err != nil {
+				return pgwire.Result{}, err
+			}
+			if err := s.commitPK(ctx, kvs, kvTables); err != nil {
 				return pgwire.Result{}, err
 			}
 			return pgwire.Result{Tag: "COMMIT"}, nil
@@ -282,4 +289,5 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 func (s *session) endTx() {
 	s.tx.status = pgwire.TxIdle
 	s.tx.pending = nil
+	s.tx.kv = txKV{}
 }

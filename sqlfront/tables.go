@@ -227,7 +227,7 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 		}
 	}
 	for _, w := range t.r.s.tx.pending {
-		if w.table.id == t.info.id && w.pk == nil {
+		if w.table.id == t.info.id {
 			for _, rec := range w.records {
 				batches = append(batches, project(rec, columns))
 			}

@@ -19,9 +19,6 @@ import (
 type pendingWrite struct {
 	table   *tableInfo
 	records []arrow.RecordBatch
-	// pk, for a primary-key table, is the statement that applies the
-	// records at COMMIT (pk_tx.go).
-	pk *pkPending
 }
 
 // roundRobin spreads writes to log tables without a bucket key: each
@@ -62,15 +59,6 @@ func (s *session) applyWrites(ctx context.Context, pending []*pendingWrite) erro
 	}()
 	a := s.f.newAppender()
 	for _, w := range pending {
-		if w.pk != nil {
-			if err := a.wait(ctx); err != nil {
-				return err
-			}
-			if err := s.applyPK(ctx, w); err != nil {
-				return err
-			}
-			continue
-		}
 		for _, r := range w.records {
 			if err := a.add(ctx, w.table, r); err != nil {
 				return err

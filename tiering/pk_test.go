@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -470,6 +471,7 @@ func TestRoundPKFailsAtEveryWrite(t *testing.T) {
 					t.Fatalf("retry: %v", err)
 				}
 				m.check()
+				m.checkGC()
 			})
 		}
 	}
@@ -495,6 +497,35 @@ func TestRoundPKFailsAtEveryWrite(t *testing.T) {
 			m.check()
 		})
 	}
+}
+
+// checkGC runs the lake collector with no delay: it deletes exactly the
+// objects no lake snapshot references (the failed round's files; the files a
+// rewrite replaced stay, older snapshots reference them), and the lake reads
+// the same afterwards.
+func (m *pkModel) checkGC() {
+	e := m.e
+	e.t.Helper()
+	before, err := e.store.Inner().List(e.ctx, LakePrefix(m.id))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	refs, err := NewLake(e.store.Inner(), storeURL).references(e.ctx, m.id, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	st, err := NewLakeCollector(NewLake(e.store.Inner(), storeURL), 0).Collect(e.ctx, []catalog.TableID{m.id})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	after, err := e.store.Inner().List(e.ctx, LakePrefix(m.id))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(after) != len(refs) || st.Deleted != len(before)-len(refs) {
+		e.t.Fatalf("gc deleted %d of %d objects, %d referenced, %d left", st.Deleted, len(before), len(refs), len(after))
+	}
+	m.check()
 }
 
 // TestRoundPKFenced: a round under a stale epoch is rejected and the new
@@ -552,4 +583,52 @@ func TestRoundPKSplitsFiles(t *testing.T) {
 			t.Errorf("bucket %d: %d rows in %d files, want %d files", b, n, len(files[b]), want)
 		}
 	}
+}
+
+// TestRoundPKFencedAfterLakeCommit: the lease moves between the lake commit
+// of a rewrite round and its CommitTieringRound, which is rejected (stale
+// epoch); the new holder records the snapshot from the lake (repair) and the
+// lake equals the model through further rounds.
+func TestRoundPKFencedAfterLakeCommit(t *testing.T) {
+	e := newEnv(t)
+	id := e.createTable(pkSpec("kv", 2, false))
+	m := newPKModel(e, id, seed(t))
+	tr := e.tierer()
+	for b := range e.ends(id) {
+		m.change(b, 40)
+	}
+	if _, err := tr.Round(e.ctx, id, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	for b := range e.ends(id) {
+		m.change(b, 25)
+	}
+	old, recorded := e.epoch, e.tiered(id)
+	var once sync.Once
+	e.store.SetHooks(objstore.Hooks{After: func(_ context.Context, op objstore.Op, key string, err error) error {
+		if op == objstore.OpPut && strings.HasSuffix(key, "v3.metadata.json") && err == nil {
+			once.Do(e.newCoordinator)
+		}
+		return err
+	}})
+	res, err := tr.Round(e.ctx, id, old)
+	e.store.SetHooks(objstore.Hooks{})
+	if !errors.Is(err, ErrFenced) || !res.Committed {
+		t.Fatalf("round of the fenced coordinator: %+v, %v", res, err)
+	}
+	if ts := e.tiered(id); ts.LakeSequence != recorded.LakeSequence {
+		t.Fatalf("a stale round was recorded: %+v", ts)
+	}
+	res, err = tr.Round(e.ctx, id, e.epoch)
+	if err != nil || !res.Repaired || res.Committed {
+		t.Fatalf("new holder's round: %+v, %v", res, err)
+	}
+	m.check()
+	for b := range e.ends(id) {
+		m.change(b, 10)
+	}
+	if _, err := tr.Round(e.ctx, id, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	m.check()
 }

@@ -326,6 +326,23 @@ func TestRoundPKTable(t *testing.T) {
 				t.Fatalf("round without changes: %+v, %v", res, err)
 			}
 			m.check()
+			if partitioned {
+				// Every data file carries its bucket's identity partition.
+				tbl, err := NewLake(e.store.Inner(), storeURL).Load(e.ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tasks, err := tbl.Scan().PlanFiles(e.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, task := range tasks {
+					b, _ := bucketOfFile(task.File.FilePath())
+					if got := task.File.Partition()[1000]; got != m.parts[b] {
+						t.Errorf("file %s of bucket %d has partition %v, want %q", task.File.FilePath(), b, got, m.parts[b])
+					}
+				}
+			}
 		})
 	}
 }

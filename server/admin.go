@@ -81,11 +81,15 @@ func (s *Server) startAdmin() error {
 // registering again).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	live, epoch := s.mu.live, s.mu.nodeEpoch
+	live, ready, epoch := s.mu.live, s.mu.ready, s.mu.nodeEpoch
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	status := "ok"
-	if !live {
+	switch {
+	case !ready:
+		status = "starting"
+		w.WriteHeader(http.StatusServiceUnavailable)
+	case !live:
 		status = "not live"
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}

@@ -65,6 +65,8 @@ type Server struct {
 		// lease and is registered as coordinator.
 		coordinatorEpoch uint64
 		live             bool
+		// ready: every listener is up (healthz answers ok only then).
+		ready bool
 		// buckets runs this node epoch's buckets; replaced on re-registration.
 		buckets *buckets.Manager
 	}
@@ -182,6 +184,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 		session.Close()
 		return nil, err
 	}
+	s.mu.Lock()
+	s.mu.ready = true
+	s.mu.Unlock()
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.heartbeat(runCtx, session) }()
 	go func() { defer s.wg.Done(); s.campaign(runCtx) }()

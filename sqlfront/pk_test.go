@@ -341,6 +341,78 @@ func TestPKWriteFailsHalfway(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM fh").Scan(&count); err != nil || count != 80 {
 		t.Fatalf("count %d %v, want 80", count, err)
 	}
+
+	// 4. A transaction block writes no bucket before COMMIT; its COMMIT
+	// writes the buckets in id order, each bucket's part at once: when the
+	// victim stores nothing, the buckets before it have the block's rows,
+	// the victim and the buckets after it none.
+	before := state()
+	for _, b := range bucketOf {
+		victim = max(victim, b) // the last bucket COMMIT writes
+	}
+	calls := 0
+	sqlfront.SetKVWriteHook(func(b uint64, write func() error) error {
+		calls++
+		if b == victim {
+			return fmt.Errorf("injected: nothing appended: %w", buckets.ErrUnavailable)
+		}
+		return write()
+	})
+	exec("BEGIN")
+	exec("UPDATE fh SET v = 'tx' WHERE id < 40")
+	exec("DELETE FROM fh WHERE id >= 100")
+	exec("INSERT INTO fh SELECT i, 'tx' FROM generate_series(200, 239) AS s(i)")
+	if calls != 0 {
+		t.Fatalf("%d bucket writes inside the block, want none before COMMIT", calls)
+	}
+	_, err = conn.Exec(ctx, "COMMIT")
+	wantCode(err, "57P03")
+	sqlfront.SetKVWriteHook(nil)
+	got = state()
+	for id, v := range before {
+		b := bucketOf[id]
+		if id >= 40 {
+			continue // rows 100..139: counted below
+		}
+		want := v
+		if b < victim {
+			want = "tx"
+		}
+		if got[id] != want {
+			t.Fatalf("row %d (bucket %d, victim %d) is %q after the failed COMMIT, want %q", id, b, victim, got[id], want)
+		}
+	}
+	// The buckets before the victim have the block's deletes and inserts
+	// too, the victim none.
+	var inserted, deleted int
+	for id := range got {
+		if id >= 200 {
+			inserted++
+		}
+	}
+	for id := range before {
+		if _, ok := got[id]; !ok {
+			deleted++
+		}
+	}
+	if inserted == 0 || inserted == 40 || deleted == 0 || deleted == 40 {
+		t.Fatalf("after the failed COMMIT %d of 40 rows inserted and %d of 40 deleted: want the buckets before the victim's parts only", inserted, deleted)
+	}
+	// Retried, the block applies entirely.
+	exec("BEGIN")
+	exec("UPDATE fh SET v = 'tx' WHERE id < 40")
+	exec("DELETE FROM fh WHERE id >= 100 AND id < 200")
+	exec("INSERT INTO fh SELECT i, 'tx' FROM generate_series(200, 239) AS s(i) ON CONFLICT DO NOTHING")
+	exec("COMMIT")
+	got = state()
+	if len(got) != 80 {
+		t.Fatalf("%d rows after the retried block, want 80", len(got))
+	}
+	for id, v := range got {
+		if v != "tx" || (id >= 40 && id < 200) {
+			t.Fatalf("row %d = %q after the retried block", id, v)
+		}
+	}
 }
 
 // Parameters anywhere in INSERT … ON CONFLICT, UPDATE and DELETE, through

@@ -180,7 +180,20 @@ func testPKPgx(t *testing.T, n *node, mode pgx.QueryExecMode) {
 	}
 
 	// A transaction block: the writes are applied at COMMIT, discarded at
-	// ROLLBACK.
+	// ROLLBACK; the block sees its own writes (a point lookup, prepared
+	// before the block in the extended protocol, and a scan).
+	lookup := func(c pgx.Tx, id int64) string {
+		t.Helper()
+		var v string
+		if err := c.QueryRow(ctx, q("SELECT v FROM @T WHERE id = $1"), id).Scan(&v); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatalf("lookup %d: %v", id, err)
+		}
+		return v
+	}
+	var before string
+	if err := conn.QueryRow(ctx, q("SELECT v FROM @T WHERE id = $1"), int64(1)).Scan(&before); err != nil || before != "A2!" {
+		t.Fatalf("lookup 1 before the block: %q %v", before, err)
+	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +207,34 @@ func testPKPgx(t *testing.T, n *node, mode pgx.QueryExecMode) {
 	if st := state(other); st[30] != "" || st[1] != "A2!" {
 		t.Fatalf("another session sees uncommitted writes: %v", st)
 	}
+	if a, b := lookup(tx, 30), lookup(tx, 1); a != "tx" || b != "tx-up" {
+		t.Fatalf("the block's lookups see %q and %q, want its own writes tx and tx-up", a, b)
+	}
+	var inBlock int64
+	if err := tx.QueryRow(ctx, q("SELECT count(*) FROM @T WHERE v LIKE 'tx%'")).Scan(&inBlock); err != nil || inBlock != 2 {
+		t.Fatalf("the block's scan sees %d rows of its own, %v; want 2", inBlock, err)
+	}
 	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A duplicate key inside a block fails at the statement (23505) and
+	// aborts the block (25P02), as in PostgreSQL.
+	tx, err = conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, q("INSERT INTO @T (id, v) VALUES (32, 'dup')")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, q("INSERT INTO @T (id, v) VALUES (32, 'again')"))
+	if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "23505" {
+		t.Fatalf("duplicate of the block's own key: %v, want 23505", err)
+	}
+	_, err = tx.Exec(ctx, q("SELECT 1"))
+	if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "25P02" {
+		t.Fatalf("after the failed INSERT: %v, want 25P02", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	tx, err = conn.Begin(ctx)

@@ -3,6 +3,7 @@ package sqlfront_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -454,6 +455,148 @@ func TestPKParameters(t *testing.T) {
 		var num int32
 		if err := conn.QueryRow(ctx, "SELECT v, n FROM p WHERE id = 1").Scan(&v, &num); err != nil || v != "d" || num != 7 {
 			t.Fatalf("%v: row is %q %d %v, want d 7", mode, v, num, err)
+		}
+	}
+}
+
+// TestPKBlockModel runs seeded random transaction blocks on a primary-key
+// table against a map model: inside a block every statement's tag, error
+// and the rows a scan and point lookups see follow the model of the
+// committed state plus the block's writes; COMMIT makes them the committed
+// state, ROLLBACK (or a 23505, which aborts the block) discards them.
+func TestPKBlockModel(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	n := minktest.Start(t, minktest.Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE bm (id bigint PRIMARY KEY, v bigint NOT NULL) WITH (buckets = 3)"); err != nil {
+		t.Fatal(err)
+	}
+	committed := map[int64]int64{}
+	clone := func(m map[int64]int64) map[int64]int64 {
+		out := make(map[int64]int64, len(m))
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	scan := func() map[int64]int64 {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT id, v FROM bm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int64]int64{}
+		for rows.Next() {
+			var id, v int64
+			if err := rows.Scan(&id, &v); err != nil {
+				t.Fatal(err)
+			}
+			if _, dup := out[id]; dup {
+				t.Fatalf("seed %d: key %d twice in a scan", seed, id)
+			}
+			out[id] = v
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	tag := func(sql string, args ...any) (string, string) { // tag, SQLSTATE
+		ct, err := conn.Exec(ctx, sql, args...)
+		var pe *pgconn.PgError
+		if errorsAs(err, &pe) {
+			return "", pe.Code
+		}
+		if err != nil {
+			t.Fatalf("seed %d: %s: %v", seed, sql, err)
+		}
+		return ct.String(), ""
+	}
+	for round := 0; round < 25; round++ {
+		if _, code := tag("BEGIN"); code != "" {
+			t.Fatal(code)
+		}
+		model := clone(committed)
+		aborted := false
+		for op := 0; op < 12 && !aborted; op++ {
+			k, v := rng.Int64N(12), rng.Int64N(1000)
+			var sql, want, wantCode string
+			var args []any
+			switch rng.IntN(6) {
+			case 0: // plain insert
+				sql, args = "INSERT INTO bm VALUES ($1, $2)", []any{k, v}
+				if _, ok := model[k]; ok {
+					wantCode = "23505"
+				} else {
+					want, model[k] = "INSERT 0 1", v
+				}
+			case 1: // upsert
+				sql, args, want = "INSERT INTO bm VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET v = bm.v + excluded.v", []any{k, v}, "INSERT 0 1"
+				model[k] += v
+			case 2: // insert if absent
+				sql, args, want = "INSERT INTO bm VALUES ($1, $2) ON CONFLICT DO NOTHING", []any{k, v}, "INSERT 0 0"
+				if _, ok := model[k]; !ok {
+					want, model[k] = "INSERT 0 1", v
+				}
+			case 3: // update by predicate
+				sql, args = "UPDATE bm SET v = v + 1 WHERE id % 3 = $1", []any{k % 3}
+				c := 0
+				for id := range model {
+					if id%3 == k%3 {
+						model[id]++
+						c++
+					}
+				}
+				want = fmt.Sprintf("UPDATE %d", c)
+			case 4: // delete by key
+				sql, args, want = "DELETE FROM bm WHERE id = $1", []any{k}, "DELETE 0"
+				if _, ok := model[k]; ok {
+					want = "DELETE 1"
+					delete(model, k)
+				}
+			case 5: // point lookup
+				var got int64
+				err := conn.QueryRow(ctx, "SELECT v FROM bm WHERE id = $1", k).Scan(&got)
+				mv, ok := model[k]
+				if ok != (err == nil) || (ok && got != mv) {
+					t.Fatalf("seed %d round %d: lookup %d = %d, %v; model %d, %v", seed, round, k, got, err, mv, ok)
+				}
+				continue
+			}
+			got, code := tag(sql, args...)
+			if code != wantCode || got != want {
+				t.Fatalf("seed %d round %d: %s %v: %q %s, want %q %s", seed, round, sql, args, got, code, want, wantCode)
+			}
+			if code != "" {
+				aborted = true
+				if _, code := tag("SELECT 1"); code != "25P02" {
+					t.Fatalf("seed %d: after %s in a block: %s, want 25P02", seed, wantCode, code)
+				}
+				break
+			}
+			if got := scan(); !reflect.DeepEqual(got, model) {
+				t.Fatalf("seed %d round %d: the block sees %v, model %v", seed, round, got, model)
+			}
+		}
+		end := "COMMIT"
+		if aborted || rng.IntN(4) == 0 {
+			end = "ROLLBACK"
+		}
+		if _, code := tag(end); code != "" {
+			t.Fatalf("seed %d: %s: %s", seed, end, code)
+		}
+		if end == "COMMIT" {
+			committed = model
+		}
+		if got := scan(); !reflect.DeepEqual(got, committed) {
+			t.Fatalf("seed %d round %d after %s: table %v, model %v", seed, round, end, got, committed)
 		}
 	}
 }

@@ -118,12 +118,23 @@ func (a *appender) add(ctx context.Context, table *tableInfo, rec arrow.RecordBa
 		}
 	}()
 	for _, p := range parts {
-		bucketIDs, err := f.ensurePartition(ctx, table, p.Value)
-		if err != nil {
-			return err
-		}
-		if err := a.toBuckets(ctx, table, bucketIDs, p.Record); err != nil {
-			return err
+		for try := 0; ; try++ {
+			bucketIDs, err := f.ensurePartition(ctx, table, p.Value)
+			if err != nil {
+				return err
+			}
+			err = a.toBuckets(ctx, table, bucketIDs, p.Record)
+			if errors.Is(err, buckets.ErrNoSuchBucket) && try < 3 {
+				// partition_retention dropped the partition under this
+				// statement; what reached its buckets went with it. Write
+				// the rows to the partition anew, as a later statement
+				// would.
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			break
 		}
 	}
 	return nil

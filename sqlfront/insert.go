@@ -532,6 +532,11 @@ func stringLiteral(n *pg.Node) (string, sqltypes.Type, bool) {
 	return "", typ, false
 }
 
+// typedLiteralCast is the string constant text cast to typ.
+func typedLiteralCast(text string, typ sqltypes.Type) (*pg.Node, error) {
+	return castTo(&pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Sval{Sval: &pg.String{Sval: text}}, Location: -1}}}, typ)
+}
+
 // isNumber reports whether typ is an integer, float or numeric type.
 func isNumber(typ sqltypes.Type) bool {
 	switch typ.Kind() {
@@ -584,6 +589,12 @@ func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type boolean: %q", text)
 		}
 		return parseExpr(strconv.FormatBool(v))
+	case sqltypes.Timestamptz:
+		// DuckDB does not read an offset after a time without seconds
+		// ('10:00+01'); PostgreSQL does.
+		if m := offsetNoSecondsRE.FindStringSubmatchIndex(text); m != nil {
+			return typedLiteralCast(text[:m[3]]+":00"+text[m[3]:], typ)
+		}
 	case sqltypes.Float4, sqltypes.Float8:
 		// DuckDB reads '1e309' as infinity; PostgreSQL refuses it.
 		return nil, checkFloat(text, typ)

@@ -329,7 +329,7 @@ func TestKVBucketMoveAndFailover(t *testing.T) {
 	if _, _, err := b.Write(ctx, encodeWrites(t, b.Codec(), []kw{{kv.OpInsert, 0, "dup"}})); err == nil {
 		t.Fatal("insert of an existing key after the takeover succeeded")
 	}
-	model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, 500, "n1 again"}})
+	_, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, 500, "n1 again"}})
 	if row, ok, err := b.Get(keyOf(t, b.Codec(), 500)); err != nil || !ok || valueOf(t, b.Codec(), row) != "n1 again" {
 		t.Fatalf("Get after takeover: %v %v", ok, err)
 	}

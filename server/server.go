@@ -395,7 +395,7 @@ func (s *Server) startSQL() error {
 		return err
 	}
 	if s.pgLn, err = net.Listen("tcp", s.cfg.PGAddr); err != nil {
-		return fmt.Errorf("Postgres listener on %s: %w", s.cfg.PGAddr, err)
+		return fmt.Errorf("listen for Postgres wire on %s: %w", s.cfg.PGAddr, err)
 	}
 	s.wg.Add(1)
 	go func() {
@@ -412,7 +412,7 @@ func (s *Server) startSQL() error {
 func (s *Server) startFlight() error {
 	ln, err := net.Listen("tcp", s.cfg.FlightAddr)
 	if err != nil {
-		return fmt.Errorf("Flight listener on %s: %w", s.cfg.FlightAddr, err)
+		return fmt.Errorf("listen for Arrow Flight on %s: %w", s.cfg.FlightAddr, err)
 	}
 	s.flight = flightsvc.New(flightsvc.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), Meta: s.cat, Buckets: s.Buckets, Live: s.live.IsLive, Logger: s.logger,

@@ -250,21 +250,6 @@ func (s *session) kvBucket(ctx context.Context, id catalog.BucketID, table *tabl
 	return t, nil
 }
 
-// hasPKWrites reports whether the block wrote a primary-key table.
-func (s *session) hasPKWrites() bool {
-	s.tx.kv.mu.Lock()
-	defer s.tx.kv.mu.Unlock()
-	for _, t := range s.tx.kv.buckets {
-		t.mu.Lock()
-		n := len(t.order)
-		t.mu.Unlock()
-		if n > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // writePK inserts rows into a primary-key table (inside a block, into
 // the block's overlay). It returns the rows written (for RETURNING;
 // release it) and their count.

@@ -35,7 +35,8 @@ type lakePin struct {
 }
 
 // pinLake returns the lake part of a scan of tbl's buckets ids, read from
-// the view v. PK tables are not tiered: no pin.
+// the view v. Only log-table scans use it: a primary-key table is read
+// from its buckets' KV state (openPK), whatever its lake holds.
 func pinLake(tbl *catalog.Table, ids []catalog.BucketID) lakePin {
 	ts := tbl.Tiering
 	if ts.LakeSnapshotID == 0 || len(ts.Offsets) == 0 {

@@ -74,6 +74,11 @@ type Config struct {
 	// directly instead of the engine's in-memory mirrors of log tables: for
 	// diagnosis, tests and benchmarks of the union read.
 	DisableSQLMirrors bool
+	// SQLMemoryLimit caps the embedded engine's memory in bytes (its buffer
+	// pool, which also holds the mirrors of log tables); beyond it the
+	// engine spills to <DataDir>/engine-tmp. 0: the engine's default, 80%
+	// of physical memory.
+	SQLMemoryLimit int64
 }
 
 // DefaultConfig is `mink server` with no flags: node 1, data in ./mink-data,
@@ -137,6 +142,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GCInterval <= 0 || c.GCDelay < 0 {
 		return fmt.Errorf("--gc-interval must be positive and --gc-delay not negative")
+	}
+	if c.SQLMemoryLimit < 0 {
+		return fmt.Errorf("--sql-memory-limit %d: must not be negative", c.SQLMemoryLimit)
 	}
 	if c.KVSnapshotInterval <= 0 {
 		return fmt.Errorf("--kv-snapshot-interval %v: must be positive", c.KVSnapshotInterval)

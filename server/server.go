@@ -364,7 +364,7 @@ func (s *Server) registerCoordinator(ctx context.Context, guard catalog.Guard) (
 // startSQL starts the embedded engine and the Postgres wire listener.
 func (s *Server) startSQL() error {
 	var err error
-	s.engine, err = engine.Open(engine.Options{TempDir: filepath.Join(s.cfg.DataDir, "engine-tmp")})
+	s.engine, err = engine.Open(engine.Options{TempDir: filepath.Join(s.cfg.DataDir, "engine-tmp"), MemoryLimit: s.cfg.SQLMemoryLimit})
 	if err != nil {
 		return fmt.Errorf("start the SQL engine: %w", err)
 	}

@@ -366,6 +366,7 @@ func TestBadInvocations(t *testing.T) {
 		{"unparsable object store", []string{"server", "--data-dir", dir, "--object-store", "::nonsense"}, 1, "object store"},
 		{"node id zero", []string{"server", "--node-id", "0"}, 2, "--node-id"},
 		{"bad duration", []string{"server", "--lease-ttl", "soon"}, 2, "--lease-ttl"},
+		{"negative memory limit", []string{"server", "--sql-memory-limit", "-1"}, 2, "--sql-memory-limit"},
 		{"non-loopback embedded etcd", []string{"server", "--embedded-etcd-addr", "0.0.0.0:2379"}, 2, "loopback"},
 		{"unknown command", []string{"frobnicate"}, 1, "unknown command"},
 		{"status of nothing", []string{"cluster", "status", "--server", fmt.Sprintf("127.0.0.1:%d", freePort(t, false))}, 1, "cannot reach mink admin API"},

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net/url"
 	"path"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,50 +140,22 @@ func (t *Tierer) rewritePK(ctx context.Context, tbl *table.Table, ls *lakeSchema
 		}
 		return 0
 	}
-	// Up to GOMAXPROCS buckets at a time (decoding, sorting and zstd are
-	// CPU-bound); the first failure cancels the others.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	buckets := slices.Sorted(maps.Keys(to))
 	results := make([]pkPlan, len(buckets))
-	errs := make([]error, len(buckets))
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	var (
-		wg         sync.WaitGroup
-		progressMu sync.Mutex
-	)
-	for i, b := range buckets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			defer func() { <-sem }()
-			res, ev, err := t.rewritePKBucket(ctx, ls, ps, p, b, from[b], to[b], current[b], leaves, cmp, epoch, token)
-			if err != nil {
-				errs[i] = fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
-				cancel()
-				return
-			}
-			results[i] = res
-			progressMu.Lock()
-			progress(ev)
-			progressMu.Unlock()
-		}()
-	}
-	wg.Wait()
-	var firstErr error
-	for _, err := range errs {
-		if err != nil && (firstErr == nil || errors.Is(firstErr, context.Canceled)) {
-			firstErr = err
+	var progressMu sync.Mutex
+	err = forEachBucket(ctx, buckets, func(ctx context.Context, i int, b catalog.BucketID) error {
+		res, ev, err := t.rewritePKBucket(ctx, ls, ps, p, b, from[b], to[b], current[b], leaves, cmp, epoch, token)
+		if err != nil {
+			return fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
 		}
-	}
-	if firstErr != nil {
-		return out, firstErr
+		results[i] = res
+		progressMu.Lock()
+		progress(ev)
+		progressMu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return out, err
 	}
 	for _, r := range results {
 		out.files = append(out.files, r.files...)

@@ -189,6 +189,9 @@ func (m *pkModel) deleteAll(bucket catalog.BucketID) {
 		}
 		delete(m.rows, k)
 	}
+	if n == 0 {
+		return // the seeded changes left the bucket empty: nothing to delete
+	}
 	e.src.add(bucket, Batch{Offset: end, Record: b.NewRecordBatch()})
 	e.propose(catalog.CommitStreamObjects{Stream: catalog.StreamID(bucket), Epoch: le,
 		Objects: []catalog.StreamObject{{Key: fmt.Sprintf("fake/%d/%d", bucket, end), Start: end, End: end + uint64(n), Size: 1}}})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
@@ -328,53 +329,26 @@ func (t *Tierer) record(ctx context.Context, id catalog.TableID, epoch uint64, p
 // bucket order. The first failure cancels the others.
 func (t *Tierer) writeBuckets(ctx context.Context, ls *lakeSchema, p plan, from, to map[catalog.BucketID]uint64,
 	epoch uint64, token string, progress func(Progress)) ([]writtenFile, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	buckets := slices.Sorted(maps.Keys(to))
 	files := make([][]writtenFile, len(buckets))
-	errs := make([]error, len(buckets))
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	var (
-		wg         sync.WaitGroup
-		progressMu sync.Mutex
-	)
-	for i, b := range buckets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			defer func() { <-sem }()
-			fs, rows, err := t.writeBucket(ctx, ls, p, b, from[b], to[b], epoch, token)
-			if err != nil {
-				errs[i] = fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
-				cancel()
-				return
-			}
-			files[i] = fs
-			ev := Progress{Stage: "bucket", Bucket: b, From: from[b], To: to[b], Rows: rows, Files: len(fs)}
-			for _, f := range fs {
-				ev.Bytes += f.size
-			}
-			progressMu.Lock()
-			progress(ev)
-			progressMu.Unlock()
-		}()
-	}
-	wg.Wait()
-	// Report the root cause, not a sibling's cancellation.
-	var firstErr error
-	for _, err := range errs {
-		if err != nil && (firstErr == nil || errors.Is(firstErr, context.Canceled)) {
-			firstErr = err
+	var progressMu sync.Mutex
+	err := forEachBucket(ctx, buckets, func(ctx context.Context, i int, b catalog.BucketID) error {
+		fs, rows, err := t.writeBucket(ctx, ls, p, b, from[b], to[b], epoch, token)
+		if err != nil {
+			return fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
 		}
-	}
-	if firstErr != nil {
-		return nil, firstErr
+		files[i] = fs
+		ev := Progress{Stage: "bucket", Bucket: b, From: from[b], To: to[b], Rows: rows, Files: len(fs)}
+		for _, f := range fs {
+			ev.Bytes += f.size
+		}
+		progressMu.Lock()
+		progress(ev)
+		progressMu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var out []writtenFile
 	for _, fs := range files {
@@ -457,4 +431,22 @@ func (t *Tierer) writeRange(ctx context.Context, ls *lakeSchema, b catalog.Bucke
 		out = append(out, writtenFile{key: k, size: int64(len(data))})
 	}
 	return out, nil
+}
+
+// forEachBucket runs fn for each of buckets, up to GOMAXPROCS at a time
+// (Parquet decoding, encoding and zstd are CPU-bound). The first failure
+// cancels the others' context and is returned: the root cause, not a
+// sibling's cancellation.
+func forEachBucket(ctx context.Context, buckets []catalog.BucketID, fn func(ctx context.Context, i int, b catalog.BucketID) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, runtime.GOMAXPROCS(0)))
+	for i, b := range buckets {
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fn(ctx, i, b)
+		})
+	}
+	return g.Wait()
 }

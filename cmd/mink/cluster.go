@@ -82,9 +82,7 @@ func newTableCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(bs)
+				return printJSON(cmd.OutOrStdout(), bs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "BUCKET\tPARTITION\tINDEX\tLEADER\tLEADER EPOCH\tOPEN\tSTART\tCOMMITTED END")
@@ -117,9 +115,7 @@ func newClusterStatusCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+				return printJSON(cmd.OutOrStdout(), st)
 			}
 			printClusterStatus(cmd.OutOrStdout(), st)
 			return nil
@@ -165,4 +161,12 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printJSON prints v as indented JSON: the --json output of the status
+// commands.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

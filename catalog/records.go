@@ -213,11 +213,14 @@ type CompactStreamObjects struct {
 // offsets never move backwards; the same trim again is accepted and changes
 // nothing), beyond its committed end, or not an object boundary (the Start
 // of one of its objects, or its committed end): a trim removes whole
-// objects. For a bucket's stream it is also rejected when the bucket belongs
-// to a primary-key table (their streams are never trimmed yet: the KV tablet
-// restores from a snapshot plus the changelog after it), or when the table's
+// objects. For a bucket's stream it is also rejected when the table's
 // tiering is on and Start is past the bucket's tiered offset (untiered data
-// is never trimmed). A retired stream is not trimmed (ErrNotFound).
+// is never trimmed), and, for a bucket of a primary-key table, when the
+// bucket has no retained KV snapshot or Start is past the log offset of the
+// oldest retained one: the KV tablet restores from a retained snapshot plus
+// the changelog after it. Retained snapshots only move forward, so a trim
+// accepted once stays safe when newer snapshots push older ones out of
+// retention. A retired stream is not trimmed (ErrNotFound).
 type TrimStream struct {
 	Stream           StreamID `json:"stream"`
 	Start            uint64   `json:"start"`

@@ -724,7 +724,19 @@ func applyTrimStream(v *View, r TrimStream) Outcome {
 	if b := v.Buckets[BucketID(r.Stream)]; b != nil {
 		t := v.Tables[b.Table]
 		if len(t.Spec.PrimaryKey) > 0 {
-			return reject(ErrInvalid, "%s: bucket %d belongs to primary-key table %q, whose streams are never trimmed", what, b.ID, t.Spec.Name)
+			// The changelog is the bucket's state: a tablet restores from a
+			// retained KV snapshot and replays the changelog from its
+			// offset. Retained snapshots only move forward (a new one is
+			// never below the latest, and the oldest leaves first), so a
+			// trim at or below the oldest stays valid for good.
+			if len(b.Snapshots) == 0 {
+				return reject(ErrInvalid, "%s: bucket %d of primary-key table %q has no KV snapshot; its changelog is its only copy and is never trimmed",
+					what, b.ID, t.Spec.Name)
+			}
+			if oldest := b.Snapshots[0]; r.Start > oldest.LogOffset {
+				return reject(ErrInvalid, "%s: the oldest retained KV snapshot of bucket %d (primary-key table %q) is snapshot %d at offset %d; the changelog from there on is needed to restore the bucket",
+					what, b.ID, t.Spec.Name, oldest.ID, oldest.LogOffset)
+			}
 		}
 		if t.Spec.Options["tiering"] != "off" {
 			if tiered := t.Tiering.Offsets[b.ID]; r.Start > tiered {
@@ -1087,6 +1099,12 @@ func (v *View) checkInvariants() error {
 		}
 		if s.Start > s.End || (len(s.Objects) == 0 && s.Start != s.End) {
 			return fmt.Errorf("stream %d: start %d, end %d, %d objects", id, s.Start, s.End, len(s.Objects))
+		}
+		if b := v.Buckets[BucketID(id)]; b != nil && !s.Retired && s.Start > 0 {
+			if t := v.Tables[b.Table]; t != nil && len(t.Spec.PrimaryKey) > 0 &&
+				(len(b.Snapshots) == 0 || s.Start > b.Snapshots[0].LogOffset) {
+				return fmt.Errorf("stream %d of primary-key bucket %d starts at %d, past its oldest retained KV snapshot %+v", id, id, s.Start, b.Snapshots)
+			}
 		}
 		if s.Retired && !s.Open {
 			return fmt.Errorf("stream %d: retired but closed; it should have left the view", id)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -34,6 +35,21 @@ type LakeReader struct {
 	mu     sync.Mutex
 	tables map[catalog.TableID]table.Metadata
 	plans  map[string][]table.FileScanTask
+
+	filesRead, filesPruned atomic.Uint64
+}
+
+// LakeReadStats are a LakeReader's totals since it was made.
+type LakeReadStats struct {
+	// FilesRead: data files scans read (or counted from their manifest
+	// entry). FilesPruned: data files of the buckets scans asked for that
+	// a scan's Filter let it skip, by their column bounds.
+	FilesRead, FilesPruned uint64
+}
+
+// Stats returns the reader's totals.
+func (r *LakeReader) Stats() LakeReadStats {
+	return LakeReadStats{FilesRead: r.filesRead.Load(), FilesPruned: r.filesPruned.Load()}
 }
 
 // maxPlans bounds the plans a LakeReader keeps.
@@ -79,6 +95,14 @@ type ScanRequest struct {
 	// (files of other buckets are skipped using their __bucket
 	// statistics; every data file holds one bucket).
 	Buckets []catalog.BucketID
+	// Filter, if not empty, is a conjunction the caller's rows must meet:
+	// the scan may skip data files (by the column bounds of their manifest
+	// entries) and row groups (by their Parquet statistics) where it cannot
+	// hold, and rows it does not hold for. It returns every row the
+	// filter holds for; the caller still applies its own condition
+	// (predicates Scan cannot use are left out, which only widens the
+	// scan).
+	Filter []Predicate
 }
 
 // Scan calls fn with the batches of the snapshot, file by file, until fn
@@ -101,37 +125,83 @@ func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.Re
 		fields = []string{OffsetColumn}
 	}
 	opts := []table.ScanOption{table.WithSnapshotID(req.Snapshot), table.WithSelectedFields(fields...)}
+	var bucketFilter iceberg.BooleanExpression
 	if req.Buckets != nil {
-		var filter iceberg.BooleanExpression = iceberg.AlwaysFalse{}
+		bucketFilter = iceberg.AlwaysFalse{}
 		if len(req.Buckets) > 0 {
 			vals := make([]int64, len(req.Buckets))
 			for i, b := range req.Buckets {
 				vals[i] = int64(b)
 			}
-			filter = iceberg.IsIn(iceberg.Reference(BucketColumn), vals...)
+			bucketFilter = iceberg.IsIn(iceberg.Reference(BucketColumn), vals...)
 		}
-		opts = append(opts, table.WithRowFilter(filter))
+	}
+	baseKey := fmt.Sprintf("%d/%d/%v/%v", req.Table, req.Snapshot, req.Buckets != nil, req.Buckets)
+	var filter iceberg.BooleanExpression
+	if len(req.Filter) > 0 {
+		if sch := meta.CurrentSchema(); sch != nil {
+			filter = icebergFilter(sch, req.Filter)
+		}
+	}
+	rowFilter := bucketFilter
+	if filter != nil {
+		if rowFilter == nil {
+			rowFilter = filter
+		} else {
+			rowFilter = iceberg.NewAnd(rowFilter, filter)
+		}
+	}
+	if rowFilter != nil {
+		opts = append(opts, table.WithRowFilter(rowFilter))
 	}
 	scan := tbl.Scan(opts...)
-	// Snapshots never change: a plan (manifests read and pruned) is kept.
-	planKey := fmt.Sprintf("%d/%d/%v/%v", req.Table, req.Snapshot, req.Buckets != nil, req.Buckets)
-	r.mu.Lock()
-	tasks, ok := r.plans[planKey]
-	r.mu.Unlock()
-	if !ok {
-		if tasks, err = scan.PlanFiles(ctx); err != nil {
-			return fmt.Errorf("plan lake scan of table %d snapshot %d: %w", req.Table, req.Snapshot, err)
-		}
-		// Files in name order (bucket, then offset): deterministic output.
-		slices.SortFunc(tasks, func(a, b table.FileScanTask) int { return strings.Compare(a.File.FilePath(), b.File.FilePath()) })
-		r.mu.Lock()
-		if len(r.plans) >= maxPlans {
-			clear(r.plans)
-		}
-		r.plans[planKey] = tasks
-		r.mu.Unlock()
+	tasks, err := r.plan(ctx, baseKey, req, tbl, fields, bucketFilter, nil)
+	if err != nil {
+		return err
 	}
-	return r.readTasks(ctx, scan, tasks, req.Schema, fn)
+	if filter != nil {
+		all := len(tasks)
+		if tasks, err = r.plan(ctx, baseKey+"/"+filterKey(req.Filter), req, tbl, fields, bucketFilter, filter); err != nil {
+			return err
+		}
+		r.filesPruned.Add(uint64(all - len(tasks)))
+	}
+	r.filesRead.Add(uint64(len(tasks)))
+	return r.readTasks(ctx, scan, tasks, req.Schema, filter != nil, fn)
+}
+
+// plan returns the data files of a scan of req's snapshot with the bucket
+// filter and the column filter (either may be nil), kept under key:
+// snapshots never change, so a plan (manifests read and pruned) is kept.
+func (r *LakeReader) plan(ctx context.Context, key string, req ScanRequest, tbl *table.Table, fields []string, buckets, filter iceberg.BooleanExpression) ([]table.FileScanTask, error) {
+	r.mu.Lock()
+	tasks, ok := r.plans[key]
+	r.mu.Unlock()
+	if ok {
+		return tasks, nil
+	}
+	opts := []table.ScanOption{table.WithSnapshotID(req.Snapshot), table.WithSelectedFields(fields...)}
+	switch {
+	case buckets != nil && filter != nil:
+		opts = append(opts, table.WithRowFilter(iceberg.NewAnd(buckets, filter)))
+	case buckets != nil:
+		opts = append(opts, table.WithRowFilter(buckets))
+	case filter != nil:
+		opts = append(opts, table.WithRowFilter(filter))
+	}
+	tasks, err := tbl.Scan(opts...).PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan lake scan of table %d snapshot %d: %w", req.Table, req.Snapshot, err)
+	}
+	// Files in name order (bucket, then offset): deterministic output.
+	slices.SortFunc(tasks, func(a, b table.FileScanTask) int { return strings.Compare(a.File.FilePath(), b.File.FilePath()) })
+	r.mu.Lock()
+	if len(r.plans) >= maxPlans {
+		clear(r.plans)
+	}
+	r.plans[key] = tasks
+	r.mu.Unlock()
+	return tasks, nil
 }
 
 // countBatchRows is the size of the column-less batches of a row count.
@@ -142,11 +212,11 @@ var scanWorkers = runtime.GOMAXPROCS(0)
 
 // readTasks decodes up to scanWorkers files at once and passes their
 // batches to fn in task order.
-func (r *LakeReader) readTasks(ctx context.Context, scan *table.Scan, tasks []table.FileScanTask, schema *arrow.Schema, fn func(arrow.RecordBatch) error) error {
+func (r *LakeReader) readTasks(ctx context.Context, scan *table.Scan, tasks []table.FileScanTask, schema *arrow.Schema, filtered bool, fn func(arrow.RecordBatch) error) error {
 	workers := min(scanWorkers, len(tasks))
 	if workers <= 1 {
 		for _, task := range tasks {
-			if err := r.readTask(ctx, scan, task, schema, fn); err != nil {
+			if err := r.readTask(ctx, scan, task, schema, filtered, fn); err != nil {
 				return err
 			}
 		}
@@ -176,7 +246,7 @@ func (r *LakeReader) readTasks(ctx context.Context, scan *table.Scan, tasks []ta
 			}
 			go func() {
 				defer func() { <-sem }()
-				res.err = r.readTask(ctx, scan, task, schema, func(rec arrow.RecordBatch) error {
+				res.err = r.readTask(ctx, scan, task, schema, filtered, func(rec arrow.RecordBatch) error {
 					rec.Retain()
 					res.recs = append(res.recs, rec)
 					return nil
@@ -204,12 +274,12 @@ func (r *LakeReader) readTasks(ctx context.Context, scan *table.Scan, tasks []ta
 	return err
 }
 
-func (r *LakeReader) readTask(ctx context.Context, scan *table.Scan, task table.FileScanTask, schema *arrow.Schema, fn func(arrow.RecordBatch) error) error {
+func (r *LakeReader) readTask(ctx context.Context, scan *table.Scan, task table.FileScanTask, schema *arrow.Schema, filtered bool, fn func(arrow.RecordBatch) error) error {
 	key, ok := strings.CutPrefix(task.File.FilePath(), r.lake.base+"/")
 	if !ok {
 		return fmt.Errorf("lake file %s is outside the object store %s", task.File.FilePath(), r.lake.base)
 	}
-	if schema.NumFields() == 0 && task.Start == 0 && task.Length == task.File.FileSizeBytes() &&
+	if schema.NumFields() == 0 && !filtered && task.Start == 0 && task.Length == task.File.FileSizeBytes() &&
 		len(task.DeleteFiles)+len(task.EqualityDeleteFiles)+len(task.DeletionVectorFiles) == 0 {
 		// Only the number of rows: the whole file is in the scan (every
 		// file holds one bucket, so a bucket filter keeps or skips whole
@@ -387,6 +457,9 @@ func convertArray(a arrow.Array, to arrow.DataType) (arrow.Array, error) {
 	if arrow.TypeEqual(a.DataType(), to) {
 		a.Retain()
 		return a, nil
+	}
+	if out, ok, err := convertLakeType(a, to); ok {
+		return out, err
 	}
 	return compute.CastArray(context.Background(), a, compute.UnsafeCastOptions(to))
 }

@@ -3,6 +3,7 @@ package tiering
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,22 +14,26 @@ import (
 
 // LakeCollector deletes lake objects that no retained lake snapshot
 // references: the data files and Iceberg metadata of rounds that failed, were
-// fenced or lost a commit race. It is the only delete path of the lake and
-// runs on the coordinator lease holder (the lifecycle loop).
+// fenced or lost a commit race, the files only expired snapshots referenced
+// (Tierer.Expire), metadata versions that fell out of the current version's
+// metadata log, and the whole lakes of dropped tables (CollectDropped). It is
+// the only delete path of the lake and runs on the coordinator lease holder
+// (the lifecycle loop).
 //
-// Referenced, and so never deleted: every metadata version file, and every
-// manifest list, manifest and data file of every snapshot in the current
-// metadata (mink never expires lake snapshots yet). An unreferenced object
-// is deleted only after it has been seen unreferenced for Delay: a round in
-// flight (possibly on an old lease holder) writes its files before it
-// commits them, and Delay must exceed the longest round.
+// Referenced, and so never deleted: the current metadata version and the
+// previous versions its metadata log lists, and every manifest list,
+// manifest and live data file of every snapshot in the current metadata.
+// An unreferenced object is deleted only after it has been seen
+// unreferenced for Delay: a round in flight (possibly on an old lease
+// holder) writes its files before it commits them, and a query that pinned
+// a snapshot before it expired still reads its files; Delay must exceed
+// the longest round and the longest lake read.
 //
 // The caller must keep its own rounds of a table from running while the
 // table is collected (the server holds the table's round lock): the delay
 // then only has to cover rounds of an old lease holder.
 //
-// Lakes of dropped tables are kept. Safe for concurrent use (passes are
-// serialized).
+// Safe for concurrent use (passes are serialized).
 type LakeCollector struct {
 	lake  *Lake
 	delay time.Duration
@@ -76,6 +81,7 @@ func (c *LakeCollector) Collect(ctx context.Context, tables []catalog.TableID) (
 		if err != nil {
 			return st, err
 		}
+		c.forgetManifests(id, refs)
 		for _, o := range objs {
 			if refs[o.Key] {
 				continue
@@ -135,9 +141,7 @@ func (l *Lake) references(ctx context.Context, id catalog.TableID, cache map[str
 		// round that is about to create version 1 is protected by the delay.
 		return refs, nil
 	}
-	for v := 1; v <= version; v++ {
-		refs[metadataKey(id, v)] = true
-	}
+	refs[metadataKey(id, version)] = true
 	tbl, err := l.loadVersion(ctx, id, version)
 	if err != nil {
 		return nil, err
@@ -152,6 +156,15 @@ func (l *Lake) references(ctx context.Context, id catalog.TableID, cache map[str
 			return "", fmt.Errorf("lake of table %d references %s, outside the object store %s", id, loc, l.base)
 		}
 		return k, nil
+	}
+	// The previous metadata versions the current one lists (Iceberg's
+	// metadata log, trimmed to write.metadata.previous-versions-max).
+	for e := range tbl.Metadata().PreviousFiles() {
+		k, err := key(e.MetadataFile)
+		if err != nil {
+			return nil, err
+		}
+		refs[k] = true
 	}
 	for _, snap := range tbl.Metadata().Snapshots() {
 		listKey, err := key(snap.ManifestList)
@@ -175,7 +188,10 @@ func (l *Lake) references(ctx context.Context, id catalog.TableID, cache map[str
 					continue
 				}
 				var dataKeys []string
-				for e, err := range m.Entries(fsys, false) {
+				// Live entries only: a file a snapshot deleted is
+				// referenced through the older snapshots that hold it,
+				// as long as they are kept.
+				for e, err := range m.Entries(fsys, true) {
 					if err != nil {
 						return nil, fmt.Errorf("lake of table %d manifest %s: %w", id, m.FilePath(), err)
 					}
@@ -197,4 +213,92 @@ func (l *Lake) references(ctx context.Context, id catalog.TableID, cache map[str
 		}
 	}
 	return refs, nil
+}
+
+// CollectDropped deletes the lakes of dropped tables: every object under
+// lake/<id>/ of a table id that live does not hold, once seen for Delay.
+// live is called after the listing, with the ids found; it reports whether
+// a table exists, and next is the catalog's next table id: an id at or
+// above it is not a table of this catalog and is left alone. A table id is
+// never reused (the catalog's ids only grow), so a lake without a table is
+// garbage for good; a round of an old lease holder that writes into it
+// later is collected by a later pass.
+func (c *LakeCollector) CollectDropped(ctx context.Context, live func(ids []catalog.TableID) (exists map[catalog.TableID]bool, next uint64)) (LakeGCStats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var st LakeGCStats
+	objs, err := c.lake.store.List(ctx, "lake/")
+	if err != nil {
+		return st, fmt.Errorf("list lakes: %w", err)
+	}
+	byTable := map[catalog.TableID][]string{}
+	for _, o := range objs {
+		rest := strings.TrimPrefix(o.Key, "lake/")
+		n, _, ok := strings.Cut(rest, "/")
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseUint(n, 10, 64)
+		if err != nil || id == 0 {
+			continue
+		}
+		byTable[catalog.TableID(id)] = append(byTable[catalog.TableID(id)], o.Key)
+	}
+	ids := make([]catalog.TableID, 0, len(byTable))
+	for id := range byTable {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	exists, next := live(ids)
+	now := c.now()
+	for _, id := range ids {
+		if exists[id] || uint64(id) >= next {
+			continue
+		}
+		// Data first, metadata last: a pass that fails half-way leaves
+		// a lake whose metadata is still there to say what it was.
+		keys := byTable[id]
+		slices.SortStableFunc(keys, func(a, b string) int {
+			return cmpBool(strings.Contains(a, "/metadata/"), strings.Contains(b, "/metadata/"))
+		})
+		for _, k := range keys {
+			first, ok := c.firstSeen[k]
+			if !ok {
+				c.firstSeen[k] = now
+				first = now
+			}
+			if now.Sub(first) < c.delay {
+				st.Waiting++
+				continue
+			}
+			if err := c.lake.store.Delete(ctx, k); err != nil {
+				return st, fmt.Errorf("delete lake object %s of dropped table %d: %w", k, id, err)
+			}
+			delete(c.firstSeen, k)
+			st.Deleted++
+		}
+		c.forgetManifests(id, nil)
+	}
+	return st, nil
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// forgetManifests drops the cached references of table id's manifest lists
+// and manifests that refs does not hold (those of expired snapshots).
+func (c *LakeCollector) forgetManifests(id catalog.TableID, refs map[string]bool) {
+	prefix := LakePrefix(id)
+	for k := range c.manifests {
+		if strings.HasPrefix(k, prefix) && !refs[k] {
+			delete(c.manifests, k)
+		}
+	}
 }

@@ -61,6 +61,9 @@ func (m *Manager) KVBucket(id catalog.BucketID) (*KVBucket, error) {
 			err = nle
 		case b == nil || b.epoch != vb.LeaderEpoch:
 			err = fmt.Errorf("bucket %d is opening on this node (restoring its tablet and replaying its changelog): %w", id, ErrUnavailable)
+			if last, ok := m.kvOpenErrs.Load(id); ok {
+				err = fmt.Errorf("%w; its last open attempt failed: %w", err, last.(error))
+			}
 		}
 	})
 	if err != nil {
@@ -121,6 +124,11 @@ func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) 
 	backoff := 100 * time.Millisecond
 	for {
 		b, err := m.restoreKV(ctx, a.bucket, a.epoch, codec, stream)
+		if err != nil {
+			m.kvOpenErrs.Store(a.bucket, err)
+		} else {
+			m.kvOpenErrs.Delete(a.bucket)
+		}
 		if err == nil {
 			m.mu.Lock()
 			if m.mu.closed {
@@ -142,6 +150,7 @@ func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) 
 			stillLeader = ok && vb.Leader == m.cfg.Node && vb.LeaderEpoch == a.epoch
 		})
 		if !stillLeader {
+			m.kvOpenErrs.Delete(a.bucket)
 			if cerr := stream.Close(ctx); cerr != nil && !errors.Is(cerr, s3stream.ErrFenced) {
 				return fmt.Errorf("open bucket %d: %w; then closing its stream: %v", a.bucket, err, cerr)
 			}
@@ -155,6 +164,51 @@ func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) 
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }
+
+// ErrStateLost matches a *StateLostError with errors.Is.
+var ErrStateLost = errors.New("primary-key bucket state lost")
+
+// StateLostError: a primary-key bucket cannot be restored, because none of
+// its retained KV snapshots is usable (Skipped holds why, one error per
+// snapshot; none when the view has no snapshot) and its changelog is
+// trimmed to Start, above the offset Restored that a restore could start
+// from (0 for a full replay). The bucket stays Unavailable: it never serves
+// a partial state. Repair a snapshot's objects (or restore them from a
+// backup) and the next open attempt succeeds.
+type StateLostError struct {
+	Bucket   catalog.BucketID
+	Restored uint64
+	Start    uint64
+	Skipped  []error
+}
+
+func (e *StateLostError) Error() string {
+	msg := fmt.Sprintf("bucket %d cannot be restored: no retained KV snapshot is usable and its changelog is trimmed to offset %d, so it cannot be replayed from offset %d",
+		e.Bucket, e.Start, e.Restored)
+	if len(e.Skipped) > 0 {
+		msg += fmt.Sprintf(" (%v)", errors.Join(e.Skipped...))
+	}
+	return msg
+}
+
+func (e *StateLostError) Is(target error) bool { return target == ErrStateLost }
+
+// changelogStart is the start offset of bucket id's stream in the view
+// (where a trim left it; 0 when never trimmed).
+func changelogStart(meta Metadata, id catalog.BucketID) uint64 {
+	var start uint64
+	meta.Read(func(v *catalog.View) {
+		if st, ok := v.Streams[catalog.StreamID(id)]; ok {
+			start = st.Start
+		}
+	})
+	return start
+}
+
+// Start is the first offset of the bucket's changelog that can still be
+// read: retention trims a primary-key stream below its oldest retained KV
+// snapshot (and its tiered offset), and the records before that are gone.
+func (b *KVBucket) Start() uint64 { return changelogStart(b.m.cfg.Meta, b.id) }
 
 // replayChunk is how many changelog records replay reads at a time.
 const replayChunk = 1 << 16
@@ -190,6 +244,14 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 	restored := time.Since(start)
 	end := stream.End()
 	from := res.LogOffset
+	if trimmed := changelogStart(m.cfg.Meta, id); from < trimmed {
+		// Every retained snapshot is unusable (res.Skipped says why), and
+		// the changelog that a full replay needs was trimmed: the bucket's
+		// state cannot be rebuilt from the stream. Never serve a partial
+		// state; stay Unavailable and keep saying why.
+		t.Close()
+		return nil, &StateLostError{Bucket: id, Restored: from, Start: trimmed, Skipped: res.Skipped}
+	}
 	if from > end {
 		t.Close()
 		return nil, fmt.Errorf("bucket %d: snapshot at offset %d is past the changelog's end %d: %w", id, from, end, s3stream.ErrCorrupt)

@@ -74,6 +74,9 @@ type Manager struct {
 		closed bool
 	}
 	fencedOnce sync.Once
+	// kvOpenErrs holds, per primary-key bucket (catalog.BucketID), the
+	// error of its last failed open attempt while it keeps retrying.
+	kvOpenErrs sync.Map
 
 	kvCache     *kv.Cache
 	tempDir     string // DataDir when Config.DataDir was empty

@@ -17,20 +17,35 @@ import (
 // "Retention"). Like the assignment plans, its decisions are a pure function
 // of the view, the time and the live set; retain proposes them.
 
-// planTrims returns the TrimStream records that log_retention calls for at
-// time now: for every bucket of a log table with log_retention, its stream is
-// trimmed to the last object boundary below which every object was written
-// more than log_retention ago, and, when the table's tiering is on, that is
-// at or below the bucket's tiered offset (untiered data is never trimmed).
-// With tiering off, log_retention drops data by age alone, as Kafka's
-// retention.ms does. Primary-key tables are never trimmed.
+// planTrims returns the TrimStream records that retention calls for at
+// time now.
+//
+// Log tables: for every bucket of a log table with log_retention, its stream
+// is trimmed to the last object boundary below which every object was
+// written more than log_retention ago, and, when the table's tiering is on,
+// that is at or below the bucket's tiered offset (untiered data is never
+// trimmed). With tiering off, log_retention drops data by age alone, as
+// Kafka's retention.ms does. Without log_retention nothing is trimmed.
+//
+// Primary-key tables: a bucket's changelog is its state, restored from a
+// retained KV snapshot plus the changelog from the snapshot's offset. Its
+// stream is trimmed by default, without log_retention, to the last object
+// boundary at or below the log offset of the bucket's oldest retained KV
+// snapshot (nothing without a snapshot), and with tiering on at or below the
+// tiered offset; log_retention, when set, also keeps every object written
+// within it. The state machine enforces the same bounds (catalog.TrimStream).
 func planTrims(v *catalog.View, now time.Time, epoch uint64) []catalog.TrimStream {
 	var out []catalog.TrimStream
 	for _, id := range slices.Sorted(maps.Keys(v.Tables)) {
 		t := v.Tables[id]
+		pk := len(t.Spec.PrimaryKey) > 0
 		retention, ok := retentionOption(t.Spec, "log_retention")
-		if !ok || len(t.Spec.PrimaryKey) > 0 {
+		if !ok && !pk {
 			continue
+		}
+		var olderThan time.Time // zero: no age condition
+		if ok {
+			olderThan = now.Add(-retention)
 		}
 		tiered := t.Spec.Options["tiering"] != "off"
 		for _, b := range v.BucketsOf(id) {
@@ -42,7 +57,14 @@ func planTrims(v *catalog.View, now time.Time, epoch uint64) []catalog.TrimStrea
 			if tiered {
 				limit = min(limit, t.Tiering.Offsets[b])
 			}
-			if point := s3stream.TrimPoint(st, limit, now.Add(-retention)); point > st.Start {
+			if pk {
+				vb := v.Buckets[b]
+				if vb == nil || len(vb.Snapshots) == 0 {
+					continue
+				}
+				limit = min(limit, vb.Snapshots[0].LogOffset)
+			}
+			if point := s3stream.TrimPoint(st, limit, olderThan); point > st.Start {
 				out = append(out, catalog.TrimStream{Stream: st.ID, Start: point, CoordinatorEpoch: epoch})
 			}
 		}

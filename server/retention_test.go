@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -211,5 +212,160 @@ func TestRetainOnceStaleEpoch(t *testing.T) {
 	}
 	if got := start(); got != 20 {
 		t.Fatalf("after the current holder's pass the stream starts at %d, want 20", got)
+	}
+}
+
+// Primary-key streams are trimmed by default (no log_retention) up to the
+// oldest retained KV snapshot, never without one, with tiering on never
+// past the tiered offset, and with log_retention only by age as well.
+func TestPlanTrimsPrimaryKey(t *testing.T) {
+	pkSpec := func(name string, opts map[string]string) catalog.CreateTable {
+		return catalog.CreateTable{Spec: catalog.TableSpec{Name: name, Columns: []catalog.Column{{Name: "a", Type: "bigint"}},
+			PrimaryKey: []string{"a"}, Buckets: 1, Options: opts}}
+	}
+	at := []time.Time{t0.Add(-3 * time.Hour), t0.Add(-2 * time.Hour), t0.Add(-30 * time.Minute), t0.Add(-10 * time.Minute)}
+	recs := []catalog.Record{
+		catalog.RegisterNode{Node: 1}, catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1},
+		pkSpec("tiered", nil),                                                      // table 1, bucket 2
+		pkSpec("raw", map[string]string{"tiering": "off"}),                         // table 3, bucket 4
+		pkSpec("aged", map[string]string{"tiering": "off", "log_retention": "1h"}), // table 5, bucket 6
+	}
+	for _, b := range []catalog.BucketID{2, 4, 6} {
+		recs = append(recs,
+			catalog.LeadBucket{Bucket: b, Node: 1, CoordinatorEpoch: 1},
+			catalog.OpenStream{Stream: catalog.StreamID(b), Epoch: 1, Node: 1, NodeEpoch: 1},
+			catalog.CommitStreamObjects{Stream: catalog.StreamID(b), Epoch: 1, Objects: objects(catalog.StreamID(b), 0, 10, at...)})
+	}
+	v := applyAll(t, recs...)
+	snap := func(b catalog.BucketID, id, offset uint64) {
+		t.Helper()
+		r := catalog.CommitKVSnapshot{Bucket: b, LeaderEpoch: 1, SnapshotID: id, LogOffset: offset, Manifest: fmt.Sprintf("kv/%d/%d", b, id)}
+		if out := catalog.Apply(v, v.Index+1, r); out.Err != nil {
+			t.Fatalf("%+v: %v", r, out.Err)
+		}
+	}
+	apply := func(trims []catalog.TrimStream) {
+		t.Helper()
+		for _, tr := range trims {
+			if out := catalog.Apply(v, v.Index+1, tr); out.Err != nil {
+				t.Fatalf("the state machine rejected the plan's %+v: %v", tr, out.Err)
+			}
+		}
+	}
+	// No KV snapshot: the changelog is the state; nothing is trimmed.
+	if got := describeTrims(planTrims(v, t0, 1)); got != "" {
+		t.Fatalf("without snapshots: %s, want nothing", got)
+	}
+	snap(2, 1, 25)
+	snap(2, 2, 35)
+	snap(4, 1, 35)
+	snap(4, 2, 38)
+	snap(6, 1, 35)
+	snap(6, 2, 38)
+	// Bucket 2 is not tiered yet; bucket 4 trims to 30 (the boundary at or
+	// below its oldest snapshot, 35); bucket 6 keeps the last hour (20).
+	if got, want := describeTrims(planTrims(v, t0, 1)), "4→30@1 6→20@1 "; got != want {
+		t.Fatalf("with snapshots: %s, want %s", got, want)
+	}
+	// Tiered to 15, bucket 2 trims to 10; tiered to 40, its oldest snapshot
+	// (25) bounds it to 20.
+	catalog.Apply(v, v.Index+1, catalog.CommitTieringRound{Table: 1, CoordinatorEpoch: 1, Offsets: map[catalog.BucketID]uint64{2: 15}, LakeSequence: 1, At: t0})
+	if got, want := describeTrims(planTrims(v, t0, 1)), "2→10@1 4→30@1 6→20@1 "; got != want {
+		t.Fatalf("tiered to 15: %s, want %s", got, want)
+	}
+	catalog.Apply(v, v.Index+1, catalog.CommitTieringRound{Table: 1, CoordinatorEpoch: 1, Offsets: map[catalog.BucketID]uint64{2: 40}, LakeSequence: 2, At: t0})
+	trims := planTrims(v, t0, 1)
+	if got, want := describeTrims(trims), "2→20@1 4→30@1 6→20@1 "; got != want {
+		t.Fatalf("tiered to 40: %s, want %s", got, want)
+	}
+	apply(trims)
+	if got := describeTrims(planTrims(v, t0, 1)); got != "" {
+		t.Fatalf("after applying the plan: %s", got)
+	}
+	// An hour later bucket 6's objects up to 30 are old enough.
+	if got, want := describeTrims(planTrims(v, t0.Add(time.Hour), 1)), "6→30@1 "; got != want {
+		t.Fatalf("an hour later: %s, want %s", got, want)
+	}
+	// New snapshots push the oldest out of retention and the bound moves up:
+	// bucket 4's snapshots at 40 allow a trim to its committed end.
+	snap(4, 3, 40)
+	snap(4, 4, 40)
+	trims = planTrims(v, t0, 1)
+	if got, want := describeTrims(trims), "4→40@1 "; got != want {
+		t.Fatalf("after new snapshots: %s, want %s", got, want)
+	}
+	apply(trims)
+}
+
+// The retention pass of the lease holder trims a primary-key stream through
+// the metadata log, and a trim planned against an older view that a newer
+// plan passed is harmless; a deposed holder trims nothing.
+func TestRetainOncePrimaryKey(t *testing.T) {
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	old := t0.Add(-time.Hour)
+	for _, r := range []catalog.Record{
+		catalog.RegisterNode{Node: 1}, catalog.RegisterNode{Node: 2},
+		catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1},
+		catalog.CreateTable{Spec: catalog.TableSpec{Name: "kv", Columns: []catalog.Column{{Name: "a", Type: "bigint"}}, PrimaryKey: []string{"a"},
+			Buckets: 1, Options: map[string]string{"tiering": "off"}}},
+		catalog.LeadBucket{Bucket: 2, Node: 1, CoordinatorEpoch: 1},
+		catalog.OpenStream{Stream: 2, Epoch: 1, Node: 1, NodeEpoch: 1},
+		catalog.CommitStreamObjects{Stream: 2, Epoch: 1, Objects: objects(2, 0, 10, old, old, old)},
+		catalog.CommitKVSnapshot{Bucket: 2, LeaderEpoch: 1, SnapshotID: 1, LogOffset: 25, Manifest: "kv/2/1"},
+	} {
+		if _, err := cat.Propose(ctx, r); err != nil {
+			t.Fatalf("%T: %v", r, err)
+		}
+	}
+	s := &Server{cat: cat, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	live := func(catalog.NodeID) bool { return true }
+	start := func() uint64 {
+		var st uint64
+		cat.Read(func(v *catalog.View) { st = v.Streams[2].Start })
+		return st
+	}
+	if stale := s.retainOnce(ctx, 1, live, t0); stale {
+		t.Fatal("the holder's pass reported a stale epoch")
+	}
+	if got := start(); got != 20 {
+		t.Fatalf("after the pass the stream starts at %d, want 20 (the boundary below snapshot offset 25)", got)
+	}
+	// A snapshot at 30 makes 30 the bound once the one at 25 leaves
+	// retention (after two newer snapshots).
+	for _, r := range []catalog.Record{
+		catalog.CommitKVSnapshot{Bucket: 2, LeaderEpoch: 1, SnapshotID: 2, LogOffset: 30, Manifest: "kv/2/2"},
+		catalog.CommitKVSnapshot{Bucket: 2, LeaderEpoch: 1, SnapshotID: 3, LogOffset: 30, Manifest: "kv/2/3"},
+	} {
+		if _, err := cat.Propose(ctx, r); err != nil {
+			t.Fatalf("%T: %v", r, err)
+		}
+	}
+	if _, err := cat.Propose(ctx, catalog.RegisterCoordinator{Node: 2, NodeEpoch: 1, ExpectEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if stale := s.retainOnce(ctx, 1, live, t0); !stale {
+		t.Fatal("a pass at coordinator epoch 1, after epoch 2 registered, did not report a stale epoch")
+	}
+	if got := start(); got != 20 {
+		t.Fatalf("the stale pass trimmed the stream to %d", got)
+	}
+	if stale := s.retainOnce(ctx, 2, live, t0); stale {
+		t.Fatal("the current holder's pass reported a stale epoch")
+	}
+	if got := start(); got != 30 {
+		t.Fatalf("after the current holder's pass the stream starts at %d, want 30", got)
+	}
+	// A late proposal of the first plan (trim to 20) is a no-op rejection,
+	// never a move backwards.
+	if _, err := cat.Propose(ctx, catalog.TrimStream{Stream: 2, Start: 20, CoordinatorEpoch: 2}); !errors.Is(err, catalog.ErrInvalid) {
+		t.Fatalf("a late trim to 20 after the start reached 30: %v, want ErrInvalid", err)
+	}
+	if got := start(); got != 30 {
+		t.Fatalf("after a late trim the stream starts at %d, want 30", got)
 	}
 }

@@ -195,9 +195,9 @@ func (s *Service) doGetChangelog(t flightwire.Ticket, tb *table, stream flight.F
 		return flightwire.UnavailableStatus("this node is registering again", uint64(id))
 	}
 	var read readFunc
-	var end uint64
+	var start, end uint64 // start: retention trimmed the changelog below it
 	if b, err := m.KVBucket(id); err == nil {
-		read, end = b.ReadChangelog, b.End()
+		read, start, end = b.ReadChangelog, b.Start(), b.End()
 		if t.To != nil {
 			end = min(end, *t.To)
 		}
@@ -205,7 +205,7 @@ func (s *Service) doGetChangelog(t flightwire.Ticket, tb *table, stream flight.F
 		var committed uint64
 		s.cfg.Meta.Read(func(v *catalog.View) {
 			if st, ok := v.Streams[catalog.StreamID(id)]; ok {
-				committed = st.End
+				start, committed = st.Start, st.End
 			}
 		})
 		if !errors.Is(err, buckets.ErrNotLeader) || t.To == nil || *t.To > committed {
@@ -218,7 +218,9 @@ func (s *Service) doGetChangelog(t flightwire.Ticket, tb *table, stream flight.F
 	}
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(s.alloc))
 	defer w.Close()
-	for from := t.From; from < end; {
+	// The changelog before the trim point is gone: a read from below it
+	// starts there (each batch's metadata carries its offset).
+	for from := max(t.From, start); from < end; {
 		batches, err := read(ctx, from, min(from+readChunkRows, end))
 		if err != nil {
 			return bucketStatus(id, err)

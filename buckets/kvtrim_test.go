@@ -1,0 +1,179 @@
+package buckets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/buckets/s3stream"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/kv"
+)
+
+// waitCommitted waits until the bucket's stream has committed everything
+// acknowledged (its objects reach b.End()).
+func waitCommitted(t *testing.T, cat *catalog.Catalog, b *KVBucket) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var end uint64
+		cat.Read(func(v *catalog.View) { end = v.Streams[catalog.StreamID(b.id)].End })
+		if end == b.End() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bucket %d: committed end %d, acknowledged end %d", b.id, end, b.End())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A primary-key bucket whose changelog retention trimmed below its oldest
+// retained KV snapshot reopens exactly: from the newest snapshot, and, with
+// that one corrupt, from the older one (whose offset the trim respected).
+// With every retained snapshot unusable it stays Unavailable with
+// ErrStateLost naming the trimmed start; it never serves a partial state.
+// Once a snapshot is repaired the next attempt opens it exactly.
+func TestKVBucketTrimmedChangelogReopen(t *testing.T) {
+	logs := &syncBuffer{}
+	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem(),
+		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))}
+	live := func(catalog.NodeID) bool { return true }
+	dir := t.TempDir()
+	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)
+	ctx := context.Background()
+	if _, err := cat.Propose(ctx, catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	spec := kvSpec
+	spec.Options = map[string]string{"tiering": "off"}
+	out, err := cat.Propose(ctx, catalog.CreateTable{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Buckets[0]
+	if _, err := cat.Propose(ctx, catalog.LeadBucket{Bucket: id, Node: 1, CoordinatorEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b := waitKV(t, m, id)
+	model := kvModel{}
+	for round := 0; round < 3; round++ {
+		for j := 0; j < 20; j++ {
+			model, _ = writeModel(t, b, model, []kw{
+				{kv.OpUpsert, int64(j*3 + round), fmt.Sprintf("r%d.%d", round, j)},
+				{kv.OpDelete, int64(j + round), ""},
+			})
+		}
+		waitCommitted(t, cat, b)
+		if round < 2 {
+			if err := b.Snapshot(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	snaps := retained(cat, id)
+	if len(snaps) != 2 || snaps[0].LogOffset == 0 {
+		t.Fatalf("retained snapshots %+v, want two above offset 0", snaps)
+	}
+
+	// Trim as the retention loop would: to the last object boundary at or
+	// below the oldest retained snapshot. Past it is refused.
+	var st catalog.Stream
+	cat.Read(func(v *catalog.View) { st = *v.Streams[catalog.StreamID(id)] })
+	point := s3stream.TrimPoint(&st, snaps[0].LogOffset, time.Time{})
+	if point == 0 {
+		t.Fatalf("no trim point below snapshot offset %d; objects %+v", snaps[0].LogOffset, st.Objects)
+	}
+	if _, err := cat.Propose(ctx, catalog.TrimStream{Stream: st.ID, Start: st.End, CoordinatorEpoch: 1}); !errors.Is(err, catalog.ErrInvalid) {
+		t.Fatalf("a trim to the end %d, past the oldest snapshot at %d: %v, want ErrInvalid", st.End, snaps[0].LogOffset, err)
+	}
+	if _, err := cat.Propose(ctx, catalog.TrimStream{Stream: st.ID, Start: point, CoordinatorEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("snapshots at %d and %d, changelog trimmed to %d, end %d", snaps[0].LogOffset, snaps[1].LogOffset, point, b.End())
+	if b.Start() != point {
+		t.Fatalf("Start() = %d, want %d", b.Start(), point)
+	}
+	// The changelog now starts at the trim point.
+	batches, err := b.ReadChangelog(ctx, 0, b.End())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) == 0 || batches[0].Offset != point {
+		t.Fatalf("changelog after the trim: %d batches, first at %v, want first at %d", len(batches), batches, point)
+	}
+	ReleaseBatches(batches)
+
+	reopen := func() *KVBucket {
+		t.Helper()
+		m.Close()
+		m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
+		return waitKV(t, m, id)
+	}
+	b = reopen()
+	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
+		t.Fatalf("reopened after the trim: %v\nwant %v", got, model)
+	}
+	model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, 500, "after reopen"}})
+
+	// The newest snapshot's manifest is gone: the older one (at or above
+	// the trim point) still restores the exact state.
+	newest, err := env.store.Get(ctx, snaps[1].Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.store.Delete(ctx, snaps[1].Manifest); err != nil {
+		t.Fatal(err)
+	}
+	b = reopen()
+	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
+		t.Fatalf("restored from the older snapshot after the trim: %v\nwant %v", got, model)
+	}
+
+	// Both are gone: a full replay would need the trimmed offsets.
+	if err := env.store.Delete(ctx, snaps[0].Manifest); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := m.KVBucket(id)
+		if err == nil {
+			t.Fatal("the bucket serves with every retained snapshot gone and its changelog trimmed")
+		}
+		if errors.Is(err, ErrStateLost) {
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), fmt.Sprintf("trimmed to offset %d", point)) ||
+				!strings.Contains(err.Error(), snaps[0].Manifest) {
+				t.Fatalf("state-lost error %q: want Unavailable, naming the trim point %d and the missing manifest", err, point)
+			}
+			break
+		}
+		if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("with every snapshot gone: %v, want ErrUnavailable wrapping ErrStateLost", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := m.KVBucket(id); !errors.Is(err, ErrStateLost) {
+		t.Fatalf("later: %v, want still ErrStateLost", err)
+	}
+	if l := logs.String(); !strings.Contains(l, "cannot be restored") {
+		t.Fatalf("the lost state was not logged at error level; log:\n%s", l)
+	}
+
+	// Repair: put the newest snapshot's manifest back; a later attempt
+	// opens the bucket with the exact state.
+	if err := env.store.PutIfAbsent(ctx, snaps[1].Manifest, newest); err != nil {
+		t.Fatal(err)
+	}
+	b = waitKV(t, m, id)
+	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
+		t.Fatalf("after repairing a snapshot: %v\nwant %v", got, model)
+	}
+}

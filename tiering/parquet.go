@@ -76,26 +76,8 @@ func encodeParquet(ls *lakeSchema, bucket catalog.BucketID, batches []Batch, fro
 				)
 			}
 			row := make(parquet.Row, nleaves)
-			for _, cw := range writers {
-				var v parquet.Value
-				switch cw.extra {
-				case "bucket":
-					v = parquet.Int64Value(int64(bucket))
-				case "offset":
-					v = parquet.Int64Value(int64(b.Offset + i))
-				default:
-					if v, err = cw.value(b.Record.Column(cw.arrowIx), int(i)); err != nil {
-						return nil, fmt.Errorf("bucket %d offset %d: %w", bucket, b.Offset+i, err)
-					}
-				}
-				def := cw.maxDef
-				if v.IsNull() {
-					if cw.maxDef == 0 {
-						return nil, fmt.Errorf("bucket %d offset %d: NULL in NOT NULL column %q", bucket, b.Offset+i, ls.cols[cw.arrowIx].name)
-					}
-					def = 0
-				}
-				row[cw.leaf] = v.Level(0, def, cw.leaf)
+			if err := fillRow(writers, row, b.Record, 0, int(i), bucket, b.Offset+i); err != nil {
+				return nil, fmt.Errorf("bucket %d offset %d: %w", bucket, b.Offset+i, err)
 			}
 			rows = append(rows, row)
 			inCur++

@@ -93,12 +93,18 @@ func pkKeyLeaves(ls *lakeSchema, ps *parquet.Schema, spec catalog.TableSpec) ([]
 		types  []parquet.Type
 	)
 	for _, name := range spec.PrimaryKey {
-		leaf, ok := ps.Lookup(name)
+		c, ok := ls.column(name)
 		if !ok {
 			return nil, nil, fmt.Errorf("primary-key column %q is not in the lake schema", name)
 		}
-		leaves = append(leaves, leaf.ColumnIndex)
-		types = append(types, leaf.Node.Type())
+		for _, path := range c.leafPaths() {
+			leaf, ok := ps.Lookup(path...)
+			if !ok {
+				return nil, nil, fmt.Errorf("primary-key column %q is not in the lake schema", path)
+			}
+			leaves = append(leaves, leaf.ColumnIndex)
+			types = append(types, leaf.Node.Type())
+		}
 	}
 	return leaves, types, nil
 }
@@ -361,26 +367,8 @@ func (t *Tierer) applyChanges(ctx context.Context, ls *lakeSchema, ps *parquet.S
 				return fmt.Errorf("offset %d: unknown change type %q", off, ct)
 			}
 			row := make(parquet.Row, nleaves)
-			for _, cw := range writers {
-				var v parquet.Value
-				switch cw.extra {
-				case "bucket":
-					v = parquet.Int64Value(int64(b))
-				case "offset":
-					v = parquet.Int64Value(int64(off))
-				default:
-					if v, err = cw.value(bt.Record.Column(cw.arrowIx+1), int(i)); err != nil {
-						return fmt.Errorf("offset %d: %w", off, err)
-					}
-				}
-				def := cw.maxDef
-				if v.IsNull() {
-					if cw.maxDef == 0 {
-						return fmt.Errorf("offset %d: NULL in NOT NULL column %q", off, ls.cols[cw.arrowIx].name)
-					}
-					def = 0
-				}
-				row[cw.leaf] = v.Level(0, def, cw.leaf)
+			if err := fillRow(writers, row, bt.Record, 1, int(i), b, off); err != nil {
+				return fmt.Errorf("offset %d: %w", off, err)
 			}
 			k, err := rowKey(row, leaves, kb)
 			if err != nil {

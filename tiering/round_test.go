@@ -215,15 +215,6 @@ func TestRoundPartitionedTable(t *testing.T) {
 	}
 }
 
-func TestRoundUnsupportedTypeFails(t *testing.T) {
-	e := newEnv(t)
-	id := e.createTable(catalog.TableSpec{Name: "iv", Buckets: 1, Columns: []catalog.Column{{Name: "d", Type: "interval"}}})
-	_, err := e.tierer().Round(e.ctx, id, e.epoch)
-	if !errors.Is(err, ErrUnsupportedType) {
-		t.Fatalf("round of a table with an interval column: %v", err)
-	}
-}
-
 var _ = objstore.ErrExists
 
 // TestRoundSplitsFiles: a bucket's backlog is read and written one file of

@@ -21,67 +21,106 @@ const (
 	OffsetColumn = "__offset"
 )
 
-// ErrUnsupportedType: a table has a column whose type has no lake mapping
-// (interval, arrays). Rounds of such a table fail with this error.
+// ErrUnsupportedType: a table has a column whose type has no lake mapping.
+// Every type a table column can have (sqltypes.Type.Storable) has one; a
+// batch whose Arrow type does not match its column's fails with it.
 var ErrUnsupportedType = fmt.Errorf("column type cannot be tiered")
 
+// Names of the fields of an interval column's lake struct: Arrow's
+// month_day_nano interval (how mink stores intervals) field by field.
+const (
+	intervalMonths      = "months"
+	intervalDays        = "days"
+	intervalNanoseconds = "nanoseconds"
+)
+
 // lakeColumn is one column of a table's lake schema: its SQL type, its
-// Iceberg field and the Parquet leaf it is written as.
+// Iceberg field and the Parquet node it is written as (a leaf, or the
+// group of an interval's struct).
 type lakeColumn struct {
 	name     string
 	sql      sqltypes.Type // invalid for __bucket and __offset
 	field    iceberg.NestedField
-	leaf     parquet.Node
+	node     parquet.Node
 	notNull  bool
 	arrowIdx int // index in the bucket's Arrow records; -1 for __bucket/__offset
 }
 
-// lakeSchema maps a table spec to its lake columns. Field ids are 1..n in
-// column order, then __bucket and __offset; they never change for a table
-// (mink has no ALTER TABLE), so the Iceberg schema is a pure function of the
-// spec.
+// leafPaths are the Parquet paths of the column's leaves, in the order of
+// its values: the column itself, or an interval's months, days and
+// nanoseconds (also the order of an interval primary-key column).
+func (c lakeColumn) leafPaths() [][]string {
+	if c.sql.Kind() == sqltypes.Interval {
+		return [][]string{{c.name, intervalMonths}, {c.name, intervalDays}, {c.name, intervalNanoseconds}}
+	}
+	return [][]string{{c.name}}
+}
+
+// lakeSchema maps a table spec to its lake columns. Field ids are assigned
+// in schema order, depth first, as iceberg-go assigns them when it creates
+// the table: 1..n for a table without intervals, then __bucket and
+// __offset; an interval's three struct fields take the ids right after its
+// own. They never change for a table (mink has no ALTER TABLE), so the
+// Iceberg schema is a pure function of the spec.
 type lakeSchema struct {
 	cols []lakeColumn
-	// partitionField is the field id of the LIST partition column, 0 if none.
-	partitionField int
+	// partitionCol is 1 + the index in cols of the LIST partition column,
+	// 0 if none or if the column has no Iceberg identity partition
+	// (interval: a struct).
+	partitionCol int
 }
 
 func newLakeSchema(spec catalog.TableSpec) (*lakeSchema, error) {
 	s := &lakeSchema{}
+	nextID := 1
+	newID := func() int {
+		nextID++
+		return nextID - 1
+	}
 	for i, c := range spec.Columns {
 		t, err := sqltypes.Parse(c.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", c.Name, err)
 		}
-		ice, leaf, err := lakeType(t)
+		id := newID()
+		ice, node, err := lakeType(t, newID)
 		if err != nil {
 			return nil, fmt.Errorf("column %q of type %s: %w", c.Name, t.Name(), err)
 		}
-		id := i + 1
-		if c.Name == spec.PartitionBy {
-			s.partitionField = id
+		if c.Name == spec.PartitionBy && t.Kind() != sqltypes.Interval {
+			s.partitionCol = i + 1
 		}
 		s.cols = append(s.cols, lakeColumn{
 			name: c.Name, sql: t, notNull: c.NotNull, arrowIdx: i,
 			field: iceberg.NestedField{ID: id, Name: c.Name, Type: ice, Required: c.NotNull},
-			leaf:  leaf,
+			node:  node,
 		})
 	}
 	for _, name := range []string{BucketColumn, OffsetColumn} {
-		id := len(s.cols) + 1
 		s.cols = append(s.cols, lakeColumn{
 			name: name, notNull: true, arrowIdx: -1,
-			field: iceberg.NestedField{ID: id, Name: name, Type: iceberg.PrimitiveTypes.Int64, Required: true},
-			leaf:  parquet.Int(64),
+			field: iceberg.NestedField{ID: newID(), Name: name, Type: iceberg.PrimitiveTypes.Int64, Required: true},
+			node:  parquet.Int(64),
 		})
 	}
 	return s, nil
 }
 
-// lakeType is the Iceberg type and Parquet leaf of a SQL type. The Parquet
+// column returns the lake column of a table column.
+func (s *lakeSchema) column(name string) (lakeColumn, bool) {
+	for _, c := range s.cols {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return lakeColumn{}, false
+}
+
+// lakeType is the Iceberg type and Parquet node of a SQL type. The Parquet
 // physical and logical types are the ones the Iceberg spec prescribes for the
-// Iceberg type, so that any Iceberg reader maps them back.
-func lakeType(t sqltypes.Type) (iceberg.Type, parquet.Node, error) {
+// Iceberg type, so that any Iceberg reader maps them back. nestedID
+// allocates the field ids of nested fields.
+func lakeType(t sqltypes.Type, nestedID func() int) (iceberg.Type, parquet.Node, error) {
 	switch t.Kind() {
 	case sqltypes.Bool:
 		return iceberg.PrimitiveTypes.Bool, parquet.Leaf(parquet.BooleanType), nil
@@ -112,6 +151,20 @@ func lakeType(t sqltypes.Type) (iceberg.Type, parquet.Node, error) {
 		return iceberg.PrimitiveTypes.TimestampTz, parquet.TimestampAdjusted(parquet.Microsecond, true), nil
 	case sqltypes.UUID:
 		return iceberg.PrimitiveTypes.UUID, parquet.UUID(), nil
+	case sqltypes.Interval:
+		// Iceberg has no interval type. The struct keeps the three
+		// independent parts of a PostgreSQL interval (which does not
+		// fold days into months or time into days) exactly as stored.
+		st := &iceberg.StructType{FieldList: []iceberg.NestedField{
+			{ID: nestedID(), Name: intervalMonths, Type: iceberg.PrimitiveTypes.Int32, Required: true},
+			{ID: nestedID(), Name: intervalDays, Type: iceberg.PrimitiveTypes.Int32, Required: true},
+			{ID: nestedID(), Name: intervalNanoseconds, Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		}}
+		return st, parquet.Group{
+			intervalMonths:      parquet.Required(parquet.Int(32)),
+			intervalDays:        parquet.Required(parquet.Int(32)),
+			intervalNanoseconds: parquet.Required(parquet.Int(64)),
+		}, nil
 	}
 	return nil, nil, ErrUnsupportedType
 }
@@ -128,10 +181,10 @@ func (s *lakeSchema) icebergSchema() *iceberg.Schema {
 // partitionSpec is the identity partition on the LIST partition column, or
 // the unpartitioned spec.
 func (s *lakeSchema) partitionSpec() iceberg.PartitionSpec {
-	if s.partitionField == 0 {
+	if s.partitionCol == 0 {
 		return *iceberg.UnpartitionedSpec
 	}
-	c := s.cols[s.partitionField-1]
+	c := s.cols[s.partitionCol-1]
 	return iceberg.NewPartitionSpec(iceberg.PartitionField{
 		SourceIDs: []int{c.field.ID}, FieldID: 1000, Name: c.name, Transform: iceberg.IdentityTransform{},
 	})
@@ -144,17 +197,22 @@ func (s *lakeSchema) parquetSchema() *parquet.Schema {
 	g := parquet.Group{}
 	for _, c := range s.cols {
 		if c.notNull {
-			g[c.name] = parquet.Required(c.leaf)
+			g[c.name] = parquet.Required(c.node)
 		} else {
-			g[c.name] = parquet.Optional(c.leaf)
+			g[c.name] = parquet.Optional(c.node)
 		}
 	}
 	return parquet.NewSchema("mink", g)
 }
 
-// columnWriter appends one Arrow column's values at a Parquet leaf.
+// columnWriter sets one column's values in Parquet rows.
 type columnWriter struct {
-	leaf    int // Parquet column index
+	name string
+	// leaves are the Parquet column indexes of the column's values (see
+	// lakeColumn.leafPaths).
+	leaves []int
+	// maxDef is the definition level of a present value at every leaf
+	// (an interval's struct fields are required: the struct's own level).
 	maxDef  int
 	arrowIx int
 	kind    sqltypes.Kind
@@ -164,11 +222,15 @@ type columnWriter struct {
 func (s *lakeSchema) columnWriters(ps *parquet.Schema) ([]columnWriter, error) {
 	out := make([]columnWriter, len(s.cols))
 	for i, c := range s.cols {
-		leaf, ok := ps.Lookup(c.name)
-		if !ok {
-			panic(fmt.Sprintf("tiering: column %q missing from its own Parquet schema", c.name))
+		w := columnWriter{name: c.name, arrowIx: c.arrowIdx}
+		for _, path := range c.leafPaths() {
+			leaf, ok := ps.Lookup(path...)
+			if !ok {
+				panic(fmt.Sprintf("tiering: column %q missing from its own Parquet schema", path))
+			}
+			w.leaves = append(w.leaves, leaf.ColumnIndex)
+			w.maxDef = leaf.MaxDefinitionLevel
 		}
-		w := columnWriter{leaf: leaf.ColumnIndex, maxDef: leaf.MaxDefinitionLevel, arrowIx: c.arrowIdx}
 		switch c.name {
 		case BucketColumn:
 			w.extra = "bucket"
@@ -182,6 +244,57 @@ func (s *lakeSchema) columnWriters(ps *parquet.Schema) ([]columnWriter, error) {
 	return out, nil
 }
 
+// fillRow sets row (one value per Parquet leaf) to row i of rec, whose
+// column shift+c holds the table's column c, as the row at offset off of
+// bucket.
+func fillRow(writers []columnWriter, row parquet.Row, rec arrow.RecordBatch, shift, i int, bucket catalog.BucketID, off uint64) error {
+	for _, w := range writers {
+		switch w.extra {
+		case "bucket":
+			row[w.leaves[0]] = parquet.Int64Value(int64(bucket)).Level(0, w.maxDef, w.leaves[0])
+		case "offset":
+			row[w.leaves[0]] = parquet.Int64Value(int64(off)).Level(0, w.maxDef, w.leaves[0])
+		default:
+			if err := w.put(row, rec.Column(w.arrowIx+shift), i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// put sets the column's values in row from row i of a.
+func (w columnWriter) put(row parquet.Row, a arrow.Array, i int) error {
+	a = storage(a)
+	if a.IsNull(i) {
+		if w.maxDef == 0 {
+			return fmt.Errorf("NULL in NOT NULL column %q", w.name)
+		}
+		for _, l := range w.leaves {
+			row[l] = parquet.NullValue().Level(0, 0, l)
+		}
+		return nil
+	}
+	if w.kind == sqltypes.Interval {
+		col, ok := a.(*array.MonthDayNanoInterval)
+		if !ok {
+			return fmt.Errorf("%w: Arrow type %s in interval column %q", ErrUnsupportedType, a.DataType(), w.name)
+		}
+		v := col.Value(i)
+		vals := [3]parquet.Value{parquet.Int32Value(v.Months), parquet.Int32Value(v.Days), parquet.Int64Value(v.Nanoseconds)}
+		for j, l := range w.leaves {
+			row[l] = vals[j].Level(0, w.maxDef, l)
+		}
+		return nil
+	}
+	v, err := scalarValue(a, i)
+	if err != nil {
+		return fmt.Errorf("column %q: %w", w.name, err)
+	}
+	row[w.leaves[0]] = v.Level(0, w.maxDef, w.leaves[0])
+	return nil
+}
+
 // storage returns the storage array of an extension array (uuid, json).
 func storage(a arrow.Array) arrow.Array {
 	if ext, ok := a.(array.ExtensionArray); ok {
@@ -190,12 +303,9 @@ func storage(a arrow.Array) arrow.Array {
 	return a
 }
 
-// value is row i of column a as a Parquet value (without levels).
-func (w columnWriter) value(a arrow.Array, i int) (parquet.Value, error) {
-	a = storage(a)
-	if a.IsNull(i) {
-		return parquet.NullValue(), nil
-	}
+// scalarValue is row i (not NULL) of a column of a one-leaf type as a
+// Parquet value (without levels).
+func scalarValue(a arrow.Array, i int) (parquet.Value, error) {
 	switch col := a.(type) {
 	case *array.Boolean:
 		return parquet.BooleanValue(col.Value(i)), nil

@@ -93,6 +93,10 @@ func icebergPredicate(schema *iceberg.Schema, p Predicate) (iceberg.BooleanExpre
 	if !ok {
 		return nil, false
 	}
+	if _, primitive := field.Type.(iceberg.PrimitiveType); !primitive {
+		// An interval's struct: iceberg-go binds no predicate to it.
+		return nil, false
+	}
 	ref := iceberg.Reference(p.Column)
 	switch p.Op {
 	case PredIsNull:

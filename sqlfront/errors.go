@@ -53,6 +53,12 @@ func toWire(err error) error {
 		if code == pgwire.CodeUndefinedFunction && strings.HasPrefix(ee.Message, "No function matches") {
 			msg, hint = noMatchingFunction(msg)
 		}
+		if code == pgwire.CodeUndefinedTable {
+			// The engine suggests from its own catalog, which holds
+			// internal relations ("duckdb_constraints", "pg_views"):
+			// PostgreSQL gives no hint here.
+			hint = ""
+		}
 		return &pgwire.Error{Code: code, Message: msg, Detail: detail, Hint: hint, Position: int32(ee.Position), Err: err}
 	}
 	var te *sqltypes.Error

@@ -333,6 +333,7 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 	if ins.WithClause != nil {
 		sel.WithClause = ins.WithClause
 	}
+	s.rewriteSelectForEngine(sel)
 	return deparseSelect(sel)
 }
 

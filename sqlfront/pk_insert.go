@@ -161,7 +161,7 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 			if err != nil {
 				return nil, err
 			}
-			text, err := deparseExpr(q)
+			text, err := deparseExpr(s.rewriteExprForEngine(q))
 			if err != nil {
 				return nil, err
 			}
@@ -182,7 +182,7 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 		if err != nil {
 			return nil, err
 		}
-		text, err := deparseExpr(w)
+		text, err := deparseExpr(s.rewriteExprForEngine(w))
 		if err != nil {
 			return nil, err
 		}

@@ -84,6 +84,7 @@ func (s *session) planUpdate(ctx context.Context, u *pg.UpdateStmt, paramOIDs []
 	}
 	inner := &pg.SelectStmt{TargetList: targets, FromClause: append([]*pg.Node{targetRelation(table, u.Relation)}, u.FromClause...),
 		WhereClause: u.WhereClause, WithClause: u.WithClause}
+	s.rewriteSelectForEngine(inner)
 	text, err := deparseSelect(inner)
 	if err != nil {
 		return nil, err
@@ -114,6 +115,7 @@ func (s *session) planDelete(ctx context.Context, d *pg.DeleteStmt, paramOIDs []
 	}
 	inner := &pg.SelectStmt{TargetList: oldColumns(table, alias), FromClause: append([]*pg.Node{targetRelation(table, d.Relation)}, d.UsingClause...),
 		WhereClause: d.WhereClause, WithClause: d.WithClause}
+	s.rewriteSelectForEngine(inner)
 	text, err := deparseSelect(inner)
 	if err != nil {
 		return nil, err

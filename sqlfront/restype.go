@@ -1,6 +1,8 @@
 package sqlfront
 
 import (
+	"strings"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -230,6 +232,13 @@ func (sc *fromScope) exprOrigin(n *pg.Node) resultOrigin {
 	case *pg.Node_TypeCast:
 		if t, err := typeOf(e.TypeCast.TypeName); err == nil {
 			return resultOrigin{typ: t}
+		}
+	case *pg.Node_FuncCall:
+		// jsonb_build_object and its kin (rewrite.go jsonFuncs) return jsonb.
+		if _, name := funcName(e.FuncCall); strings.HasPrefix(name, "jsonb_") || name == "to_jsonb" {
+			if jsonFuncs[name] != "" {
+				return resultOrigin{typ: sqltypes.Of(sqltypes.JSONB)}
+			}
 		}
 	case *pg.Node_AExpr:
 		// An element of a jsonb value is jsonb.

@@ -165,6 +165,24 @@ func (s *session) rewriteTreeForEngine(tree *pg.Node, quotients bool) (bool, map
 	return rw.changed, rw.quotients
 }
 
+// rewriteSelectForEngine applies engineRewriter to a SELECT that a
+// statement other than a query runs (an INSERT's source, the rows of an
+// UPDATE or DELETE), in place.
+func (s *session) rewriteSelectForEngine(sel *pg.SelectStmt) {
+	if sel.Op == pg.SetOperation_SET_OPERATION_UNDEFINED {
+		sel.Op = pg.SetOperation_SETOP_NONE // built by mink, not parsed
+	}
+	s.rewriteTreeForEngine(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}, false)
+}
+
+// rewriteExprForEngine applies engineRewriter to an expression outside a
+// SELECT (ON CONFLICT … DO UPDATE SET and WHERE) and returns it rewritten.
+func (s *session) rewriteExprForEngine(n *pg.Node) *pg.Node {
+	sel := &pg.SelectStmt{TargetList: []*pg.Node{resTarget("x", n)}}
+	s.rewriteSelectForEngine(sel)
+	return sel.TargetList[0].GetResTarget().Val
+}
+
 func (rw *engineRewriter) node(n *pg.Node, sc *fromScope) {
 	visitNode(n, func(m *pg.Node) bool { return rw.visit(m, sc) })
 }
@@ -364,12 +382,20 @@ func unqualifyTypes(sql string, tree *pg.Node) bool {
 	return written
 }
 
-// rangeFunction rewrites generate_series of integer constants in FROM,
-// which PostgreSQL types integer (DuckDB: BIGINT), into a subquery that
-// casts its values; the alias names the column as in PostgreSQL, where
-// `generate_series(1, 5) AS g` makes g the column too (DuckDB: the row).
+// scalarSetFuncs are the set-returning functions of one result column
+// that the engine has under the same name. In PostgreSQL, `FROM f(…) AS g`
+// names that column g as well; in DuckDB g alone is the whole row (a
+// struct), so the rewrite names the column explicitly: f(…) AS g(g).
+var scalarSetFuncs = map[string]bool{
+	"generate_series": true, "unnest": true, "generate_subscripts": true,
+}
+
+// rangeFunction names the column of a one-column set-returning function in
+// FROM after its alias, as PostgreSQL does (scalarSetFuncs). It also
+// rewrites generate_series of integer constants, which PostgreSQL types
+// integer (DuckDB: BIGINT), into a subquery that casts its values.
 func (rw *engineRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
-	if rf.Lateral || rf.Ordinality || rf.IsRowsfrom || len(rf.Functions) != 1 || len(rf.Coldeflist) > 0 {
+	if rf.IsRowsfrom || len(rf.Functions) != 1 || len(rf.Coldeflist) > 0 {
 		return nil
 	}
 	items := rf.Functions[0].GetList().GetItems()
@@ -380,13 +406,30 @@ func (rw *engineRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 	if fc == nil {
 		return nil
 	}
-	if schema, name := funcName(fc); name != "generate_series" || (schema != "" && schema != "pg_catalog") || len(fc.Args) < 2 || len(fc.Args) > 3 {
+	schema, name := funcName(fc)
+	if !scalarSetFuncs[name] || (schema != "" && schema != "pg_catalog") {
 		return nil
 	}
+	if name == "unnest" && len(fc.Args) != 1 {
+		return nil // unnest(a, b) has a column per array
+	}
+	integers := name == "generate_series" && len(fc.Args) >= 2 && len(fc.Args) <= 3 && !rf.Lateral && !rf.Ordinality
 	for _, a := range fc.Args {
 		if c := a.GetAConst(); c == nil || c.GetIval() == nil {
+			integers = false
+		}
+	}
+	if !integers {
+		if rf.Alias == nil || len(rf.Alias.Colnames) > 0 {
 			return nil
 		}
+		rf.Alias.Colnames = catNames(rf.Alias.Aliasname)
+		if rf.Ordinality {
+			// WITH ORDINALITY's second column keeps the engine's name.
+			rf.Alias.Colnames = append(rf.Alias.Colnames, catNames("ordinality")...)
+		}
+		rw.changed = true
+		return nil
 	}
 	alias := &pg.Alias{Aliasname: "generate_series"}
 	if rf.Alias != nil {
@@ -442,6 +485,16 @@ var integerFuncs = map[string]bool{
 	"bit_length": true, "position": true, "strpos": true, "ascii": true,
 }
 
+// jsonFuncs maps PostgreSQL's json and jsonb constructors and aggregates
+// to the engine's functions of the same meaning.
+var jsonFuncs = map[string]string{
+	"json_build_object": "json_object", "jsonb_build_object": "json_object",
+	"json_build_array": "json_array", "jsonb_build_array": "json_array",
+	"json_agg": "to_json", "jsonb_agg": "to_json", // see funcCall
+	"json_object_agg": "json_group_object", "jsonb_object_agg": "json_group_object",
+	"to_jsonb": "to_json",
+}
+
 func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 	schema, name := funcName(fc)
 	if schema != "" && schema != "pg_catalog" {
@@ -459,6 +512,23 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		}
 	case integerFuncs[name] && fc.Over == nil:
 		return wrap("int4")
+	case name == "json_agg" || name == "jsonb_agg":
+		// The engine's json_group_array is a macro, which takes no ORDER
+		// BY, FILTER or DISTINCT; the list aggregate does.
+		fc.Funcname = catNames("list")
+		rw.wrapped[fc] = true
+		return catCall("to_json", &pg.Node{Node: &pg.Node_FuncCall{FuncCall: fc}})
+	case name == "json_array_length" || name == "jsonb_array_length":
+		fc.Funcname = catNames("json_array_length")
+		return wrap("int4")
+	case jsonFuncs[name] != "":
+		// The engine's JSON functions under PostgreSQL's names; jsonb
+		// results are described as jsonb (restype.go) and printed as
+		// PostgreSQL prints jsonb.
+		fc.Funcname = catNames(jsonFuncs[name])
+		rw.wrapped[fc] = true
+		rw.changed = true
+		return nil
 	case name == "to_char" && len(fc.Args) == 2:
 		c := fc.Args[1].GetAConst()
 		if c == nil || c.GetSval() == nil {

@@ -20,6 +20,8 @@ type txState struct {
 	// kv is the block's view of the primary-key buckets it touched, with
 	// its writes, applied at COMMIT (pk_tx.go).
 	kv txKV
+	// savepoints are the block's savepoints, oldest first (savepoint.go).
+	savepoints []savepoint
 }
 
 // session is the SQL side of one connection. pgwire calls it from one
@@ -283,11 +285,12 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			return pgwire.Result{Tag: "ROLLBACK"}, nil
 		}}, nil
 	}
-	return nil, unsupported("savepoints and two-phase commit are not supported by mink")
+	return s.planSavepoint(t)
 }
 
 func (s *session) endTx() {
 	s.tx.status = pgwire.TxIdle
 	s.tx.pending = nil
 	s.tx.kv = txKV{}
+	s.tx.savepoints = nil
 }

@@ -747,6 +747,37 @@ COPY 3
 	if err != nil || string(copied) != "1,plain\n2,\"two, words\"\n3,\n" {
 		t.Errorf("\\copy to a file: %q %v", copied, err)
 	}
+
+	// ON_ERROR_ROLLBACK: psql wraps each statement of a block in a
+	// savepoint and rolls back to it on an error, so the block goes on.
+	script = `CREATE TABLE psql_sp (id int PRIMARY KEY, v text);
+BEGIN;
+INSERT INTO psql_sp VALUES (1, 'a');
+INSERT INTO psql_sp VALUES (1, 'dup');
+INSERT INTO psql_sp VALUES (2, 'b');
+COMMIT;
+SELECT * FROM psql_sp ORDER BY id;
+`
+	if err := os.WriteFile(filepath.Join(dir, "sp.sql"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run(dir, "-v", "ON_ERROR_STOP=0", "-v", "ON_ERROR_ROLLBACK=on", "-f", "sp.sql")
+	// PostgreSQL 15's output for the same script.
+	want = `CREATE TABLE
+BEGIN
+INSERT 0 1
+INSERT 0 1
+COMMIT
+ id | v 
+----+---
+  1 | a
+  2 | b
+(2 rows)
+
+`
+	if code != 0 || out != want || !strings.Contains(errOut, `ERROR:  duplicate key value violates unique constraint "psql_sp_pkey"`) {
+		t.Errorf("psql ON_ERROR_ROLLBACK: exit %d, stderr %q\n got:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
 }
 
 // psycopg2 (Debian's python3-psycopg2) through test/clients/psycopg2_client.py.

@@ -86,7 +86,8 @@ func pkFiles(ctx context.Context, tbl *table.Table) (map[catalog.BucketID][]stri
 }
 
 // pkKeyLeaves are the Parquet leaf indexes of the primary-key columns, in key
-// order, and their types (for sorting).
+// order (an interval column: its months, days and nanoseconds), and their
+// types (for sorting).
 func pkKeyLeaves(ls *lakeSchema, ps *parquet.Schema, spec catalog.TableSpec) ([]int, []parquet.Type, error) {
 	var (
 		leaves []int

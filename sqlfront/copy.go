@@ -87,11 +87,16 @@ func (s *session) planCopy(ctx context.Context, cs *pg.CopyStmt) (*stmt, error) 
 		if err := s.checkTx(); err != nil {
 			return pgwire.Result{}, err
 		}
-		// Columns not in the list get their DEFAULT. Defaults are
-		// constants, so one evaluation serves every row.
+		// Columns not in the list get their DEFAULT: one evaluation for
+		// the statement (constants, the current time), or a generator
+		// called for each row (gen_random_uuid()).
 		fill := make([]any, len(table.cols))
 		for i, c := range table.spec.Columns {
 			if c.Default != "" && !containsInt(targets, i) {
+				if gen := rowDefault(c.Default); gen != nil {
+					fill[i] = gen
+					continue
+				}
 				v, err := s.constantValue(ctx, c.Default, table.cols[i].Type)
 				if err != nil {
 					return pgwire.Result{}, wrapf(toWire(err), "default of column %q", c.Name)

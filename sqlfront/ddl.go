@@ -2,6 +2,7 @@ package sqlfront
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,6 +39,12 @@ var tableOptions = map[string]func(v string) (string, error){
 	"tiering_freshness":   checkInterval,
 	"log_retention":       checkInterval,
 	"partition_retention": checkInterval,
+	"lake_snapshot_retention": func(v string) (string, error) {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return "", fmt.Errorf("lake_snapshot_retention must be a duration of at least 0, such as '1h'")
+		}
+		return v, nil
+	},
 }
 
 func checkInterval(v string) (string, error) {
@@ -261,13 +268,19 @@ func constraintName(t pg.ConstrType) string {
 	return strings.TrimPrefix(t.String(), "CONSTR_")
 }
 
-// constantExpr renders a DEFAULT expression as SQL, if it is a constant.
-// A string literal is read the way INSERT reads it into a column of type
-// typ (typedLiteral), so that the stored default means what PostgreSQL
-// would take it to mean.
+// constantExpr renders a DEFAULT expression as SQL: a constant, an
+// expression of constants and the current time or date (now(),
+// CURRENT_TIMESTAMP, CURRENT_DATE, LOCALTIMESTAMP, transaction_timestamp(),
+// which one statement evaluates once), or gen_random_uuid() (a new value
+// per row; see isRowDefault). A string literal is read the way INSERT
+// reads it into a column of type typ (typedLiteral), so that the stored
+// default means what PostgreSQL would take it to mean.
 func constantExpr(n *pg.Node, typ sqltypes.Type) (string, error) {
-	if !isConstant(n) {
-		return "", unsupported("only constant DEFAULT values are supported")
+	if isRowDefault(n) {
+		return deparseExpr(n)
+	}
+	if !isConstant(n) && !isStatementConstant(n) {
+		return "", unsupported("DEFAULT must be a constant, an expression of the current time or date (now(), CURRENT_TIMESTAMP, CURRENT_DATE), or gen_random_uuid()")
 	}
 	if lit, cast, ok := stringLiteral(n); ok {
 		if !cast.Valid() {
@@ -282,6 +295,63 @@ func constantExpr(n *pg.Node, typ sqltypes.Type) (string, error) {
 		}
 	}
 	return deparseExpr(n)
+}
+
+// statementTimeFuncs are the functions of the statement's (or
+// transaction's) time that a DEFAULT may use.
+var statementTimeFuncs = map[string]bool{"now": true, "transaction_timestamp": true}
+
+// isStatementConstant reports whether n is built from constants and the
+// current time or date: one value for every row of a statement.
+func isStatementConstant(n *pg.Node) bool {
+	switch e := n.Node.(type) {
+	case *pg.Node_AConst:
+		return true
+	case *pg.Node_SqlvalueFunction:
+		switch e.SqlvalueFunction.Op {
+		case pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP,
+			pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N, pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP,
+			pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:
+			return true
+		}
+	case *pg.Node_FuncCall:
+		schema, name := funcName(e.FuncCall)
+		return (schema == "" || schema == "pg_catalog") && statementTimeFuncs[name] && len(e.FuncCall.Args) == 0
+	case *pg.Node_TypeCast:
+		return isStatementConstant(e.TypeCast.Arg)
+	case *pg.Node_AExpr:
+		if e.AExpr.Kind == pg.A_Expr_Kind_AEXPR_OP {
+			return (e.AExpr.Lexpr == nil || isStatementConstant(e.AExpr.Lexpr)) && isStatementConstant(e.AExpr.Rexpr)
+		}
+	}
+	return false
+}
+
+// isRowDefault reports whether n is gen_random_uuid(), the one DEFAULT
+// that gives every row its own value.
+func isRowDefault(n *pg.Node) bool {
+	fc := n.GetFuncCall()
+	if fc == nil || len(fc.Args) > 0 {
+		return false
+	}
+	schema, name := funcName(fc)
+	return (schema == "" || schema == "pg_catalog") && name == "gen_random_uuid"
+}
+
+// rowDefault returns the Go generator of a per-row DEFAULT (COPY fills
+// its rows in Go), or nil if def is not one.
+func rowDefault(def string) func() any {
+	n, err := parseExpr(def)
+	if err != nil || !isRowDefault(n) {
+		return nil
+	}
+	return func() any {
+		var u [16]byte
+		_, _ = rand.Read(u[:])  // crypto/rand.Read never fails
+		u[6] = u[6]&0x0f | 0x40 // version 4
+		u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+		return u
+	}
 }
 
 func isConstant(n *pg.Node) bool {

@@ -27,7 +27,8 @@ func (e *rowError) Error() string { return e.err.Message }
 // rowsToRecord builds a batch with a table's schema from rows of Go values
 // as pgwire decodes them (see pgwire's package documentation): row[j] is
 // the value of column targets[j], and a column that is not a target takes
-// fill[i] (nil fill: NULL). uuid and json columns are built as
+// fill[i] (nil fill: NULL), or the value of fill[i]() for each row when it
+// is a func() any. uuid and json columns are built as
 // FixedSizeBinary(16) and String and then conformed.
 func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (arrow.RecordBatch, error) {
 	mem := memory.DefaultAllocator
@@ -64,6 +65,9 @@ func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (ar
 				v = row[pos[i]]
 			} else if fill != nil {
 				v = fill[i]
+				if gen, ok := v.(func() any); ok {
+					v = gen()
+				}
 			}
 			if err := appendValue(builders[i], c.Type, v); err != nil {
 				return nil, &rowError{row: r, col: c.Name, err: err}

@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/minkdb/mink/tiering"
 )
 
 // Config is everything a node needs to start. cmd/mink fills it from flags, a
@@ -70,6 +72,11 @@ type Config struct {
 	// bounds its size (default DefaultLakeCacheBytes).
 	LakeCacheDir   string
 	LakeCacheBytes int64
+	// LakeTargetFileSize is the size lake compaction aims for; a bucket
+	// of a log table is compacted once it has more than LakeCompactFiles
+	// lake files below it (0: no compaction).
+	LakeTargetFileSize int64
+	LakeCompactFiles   int
 	// DisableSQLMirrors makes every SELECT read the buckets (and the lake)
 	// directly instead of the engine's in-memory mirrors of log tables: for
 	// diagnosis, tests and benchmarks of the union read.
@@ -101,6 +108,8 @@ func DefaultConfig() Config {
 		MetadataSnapshotEvery: 1000,
 		Tiering:               true,
 		TieringFreshness:      time.Minute,
+		LakeTargetFileSize:    tiering.DefaultTargetFileSize,
+		LakeCompactFiles:      tiering.DefaultCompactMinFiles,
 	}
 }
 
@@ -151,6 +160,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TieringFreshness <= 0 {
 		return fmt.Errorf("--tiering-freshness %v: must be positive", c.TieringFreshness)
+	}
+	if c.LakeTargetFileSize <= 0 || c.LakeCompactFiles < 0 {
+		return fmt.Errorf("--lake-target-file-size must be positive and --lake-compact-files not negative")
 	}
 	if c.EtcdDialTimeout <= 0 {
 		return fmt.Errorf("--etcd-dial-timeout %v: must be positive", c.EtcdDialTimeout)

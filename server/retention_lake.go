@@ -20,8 +20,8 @@ import (
 // partition column = value. The lake is partitioned by that column
 // (identity), so whole files go and none is rewritten. The snapshot carries
 // the current snapshot's tiered offsets (what the tiering worker and its
-// repair path read) and the coordinator epoch. Files of older snapshots are
-// kept (lake snapshots are not expired yet).
+// repair path read) and the coordinator epoch. The partition's files stay
+// referenced by the older snapshots until those expire (Tierer.Expire).
 //
 // It returns the new snapshot's id and sequence number, or 0, 0 when the
 // table has no lake snapshot (nothing tiered).

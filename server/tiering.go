@@ -161,15 +161,18 @@ func (w *tieringWorker) run(ctx context.Context, epoch uint64) {
 	tickEvery := min(time.Second, w.s.cfg.TieringFreshness)
 	tick := time.NewTicker(tickEvery)
 	defer tick.Stop()
-	lastGC := time.Now()
+	// Lake maintenance (compaction, snapshot expiry, garbage) runs beside
+	// the rounds, so that a long compaction delays only its own table's
+	// rounds (it holds the table's round lock).
+	var maint sync.WaitGroup
+	mctx, stopMaint := context.WithCancel(ctx)
+	defer maint.Wait()
+	defer stopMaint()
+	maint.Go(func() { w.maintainLoop(mctx, epoch) })
 	for {
 		if fenced := w.runDue(ctx, epoch); fenced {
 			w.s.logger.Warn("tiering: coordinator epoch is stale; the worker stops", "coordinator_epoch", epoch)
 			return
-		}
-		if time.Since(lastGC) >= w.s.cfg.GCInterval {
-			lastGC = time.Now()
-			w.collectGarbage(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -281,33 +284,130 @@ func (w *tieringWorker) round(ctx context.Context, id catalog.TableID, epoch uin
 	return res, nil
 }
 
-// collectGarbage deletes lake files no retained lake snapshot references.
-// A table is collected only while none of this node's rounds of it runs
-// (its round lock): a round's files are unreferenced until it commits, and
-// a "run --wait" round may outlast the GC delay.
-func (w *tieringWorker) collectGarbage(ctx context.Context) {
-	var ids []catalog.TableID
-	w.s.cat.Read(func(v *catalog.View) { ids = slices.Sorted(maps.Keys(v.Tables)) })
+// maintainLoop maintains the lakes every GCInterval until ctx is done or
+// the epoch turns out stale.
+func (w *tieringWorker) maintainLoop(ctx context.Context, epoch uint64) {
+	tick := time.NewTicker(w.s.cfg.GCInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if fenced := w.maintain(ctx, epoch); fenced {
+			return
+		}
+	}
+}
+
+// lakePolicies are the lake maintenance policies of a table.
+func (w *tieringWorker) lakePolicies(spec catalog.TableSpec) (tiering.CompactPolicy, tiering.ExpirePolicy) {
+	cp := tiering.CompactPolicy{TargetFileSize: w.s.cfg.LakeTargetFileSize, MinFiles: w.s.cfg.LakeCompactFiles}
+	ep := tiering.ExpirePolicy{Retention: tiering.DefaultSnapshotRetention, KeepLast: tiering.DefaultKeepSnapshots}
+	if d, err := time.ParseDuration(spec.Options["lake_snapshot_retention"]); err == nil && d >= 0 {
+		ep.Retention = d
+	}
+	return cp, ep
+}
+
+// maintain runs one lake maintenance pass: for every table, while none of
+// this node's rounds of it runs (its round lock; a busy table waits for the
+// next pass), compaction (log tables with tiering on), snapshot expiry and
+// garbage collection; then the lakes of dropped tables are collected. It
+// reports whether the coordinator epoch is stale.
+func (w *tieringWorker) maintain(ctx context.Context, epoch uint64) (fenced bool) {
+	type item struct {
+		id   catalog.TableID
+		spec catalog.TableSpec
+	}
+	var items []item
+	w.s.cat.Read(func(v *catalog.View) {
+		for _, id := range slices.Sorted(maps.Keys(v.Tables)) {
+			items = append(items, item{id, v.Tables[id].Spec})
+		}
+	})
 	var total tiering.LakeGCStats
-	for _, id := range ids {
-		st := w.table(id)
+	for _, it := range items {
+		if ctx.Err() != nil {
+			return false
+		}
+		st := w.table(it.id)
 		if !st.roundMu.TryLock() {
 			continue
 		}
-		got, err := w.gc.Collect(ctx, []catalog.TableID{id})
+		err := w.maintainTable(ctx, epoch, it.id, it.spec, &total)
 		st.roundMu.Unlock()
-		if err != nil {
-			if ctx.Err() == nil {
-				w.s.logger.Warn("lake garbage collection failed; will retry", "table", id, "err", err)
-			}
-			continue
+		if errors.Is(err, tiering.ErrFenced) {
+			return true
 		}
-		total.Deleted += got.Deleted
-		total.Waiting += got.Waiting
+		if err != nil && ctx.Err() == nil {
+			w.s.logger.Warn("lake maintenance failed; will retry", "table", it.spec.Name, "err", err)
+		}
 	}
+	got, err := w.gc.CollectDropped(ctx, func([]catalog.TableID) (map[catalog.TableID]bool, uint64) {
+		live := map[catalog.TableID]bool{}
+		var next uint64
+		w.s.cat.Read(func(v *catalog.View) {
+			for id := range v.Tables {
+				live[id] = true
+			}
+			next = v.NextID
+		})
+		return live, next
+	})
+	if err != nil && ctx.Err() == nil {
+		w.s.logger.Warn("collecting the lakes of dropped tables failed; will retry", "err", err)
+	}
+	total.Deleted += got.Deleted
+	total.Waiting += got.Waiting
+	w.counters.lakeDeleted.Add(uint64(total.Deleted))
 	if total.Deleted > 0 {
 		w.s.logger.Info("lake garbage collected", "deleted", total.Deleted, "waiting", total.Waiting)
 	}
+	return false
+}
+
+// maintainTable compacts, expires and collects the lake of one table; the
+// caller holds its round lock.
+func (w *tieringWorker) maintainTable(ctx context.Context, epoch uint64, id catalog.TableID, spec catalog.TableSpec, total *tiering.LakeGCStats) error {
+	cp, ep := w.lakePolicies(spec)
+	var errs []error
+	if w.policy(spec).enabled && len(spec.PrimaryKey) == 0 {
+		start := time.Now()
+		res, err := w.tierer.Compact(ctx, id, epoch, cp)
+		if res.Committed {
+			w.counters.compactions.Add(1)
+			w.counters.compactedFiles.Add(uint64(res.Rewritten))
+			w.s.logger.Info("lake compacted", "table", spec.Name, "files_before", res.FilesBefore, "files_after", res.FilesAfter,
+				"rewritten", res.Rewritten, "written", res.Written, "bytes_read", res.BytesRead, "bytes_written", res.BytesWritten,
+				"snapshot", res.SnapshotID, "elapsed", time.Since(start))
+		}
+		if err != nil {
+			if errors.Is(err, tiering.ErrFenced) {
+				return err
+			}
+			errs = append(errs, err)
+		}
+	}
+	res, err := w.tierer.Expire(ctx, id, epoch, ep)
+	if err != nil {
+		if errors.Is(err, tiering.ErrFenced) {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	if res.Expired > 0 {
+		w.counters.expired.Add(uint64(res.Expired))
+		w.s.logger.Info("lake snapshots expired", "table", spec.Name, "expired", res.Expired, "kept", res.Kept)
+	}
+	got, err := w.gc.Collect(ctx, []catalog.TableID{id})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	total.Deleted += got.Deleted
+	total.Waiting += got.Waiting
+	return errors.Join(errs...)
 }
 
 // request asks the worker for a round of id as soon as possible.

@@ -28,8 +28,9 @@ var (
 )
 
 // conn is one client connection. Its goroutine (serve) runs the protocol and
-// every call into the Session; a second goroutine (socketReader.run) reads
-// the socket so that a disconnect cancels a running query.
+// every call into the Session, and reads the socket between calls; while a
+// call runs long, a watcher goroutine reads it (sockReader) so that a
+// disconnect cancels the running query.
 type conn struct {
 	srv *Server
 	log *slog.Logger
@@ -40,18 +41,18 @@ type conn struct {
 	pid    uint32
 	secret [4]byte
 
-	// ctx ends the connection: it is cancelled with errClientGone by the
-	// socket reader, errServerClosing by Server.Close, or nil on return.
+	// ctx ends the connection: it is cancelled with errClientGone when
+	// reading the socket fails, errServerClosing by Server.Close, or nil on
+	// return.
 	ctx  context.Context
 	stop context.CancelCauseFunc
 
-	reader     *socketReader
-	readerDone chan struct{} // closed when the socket reader returns
-	be         *pgproto3.Backend
-	codec      *codec
-	session    Session
-	user       string
-	reported   map[string]string // parameter statuses as the client knows them
+	reader   *sockReader
+	be       *pgproto3.Backend
+	codec    *codec
+	session  Session
+	user     string
+	reported map[string]string // parameter statuses as the client knows them
 	// pendingParams are the settings the statements since the last
 	// ReadyForQuery changed (ParamReporter), reported before the next.
 	pendingParams map[string]string
@@ -109,9 +110,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 // from any goroutine.
 func (c *conn) shutdown() {
 	c.stop(errServerClosing)
-	// Unblock a startup read and the socket reader; leave a moment for the
-	// FATAL message to go out, but never wait on a client that does not
-	// read.
+	// Unblock a read of the socket (startup, idle, a watcher); leave a
+	// moment for the FATAL message to go out, but never wait on a client
+	// that does not read.
 	c.nc.SetReadDeadline(time.Now())
 	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 }
@@ -134,7 +135,9 @@ func (c *conn) beginQuery() (context.Context, func()) {
 	c.mu.Lock()
 	c.mu.cancelQuery = cancel
 	c.mu.Unlock()
+	c.reader.arm()
 	return ctx, func() {
+		c.reader.disarm()
 		c.mu.Lock()
 		c.mu.cancelQuery = nil
 		c.mu.Unlock()
@@ -175,8 +178,8 @@ func (c *conn) serve(tooMany bool) {
 func (c *conn) close() {
 	c.stop(nil)
 	c.nc.Close()
-	if c.readerDone != nil {
-		<-c.readerDone
+	if c.reader != nil {
+		c.reader.close()
 	}
 	// Handler code runs below, perhaps after it panicked once already:
 	// each call is guarded so that Session.Close still runs.
@@ -377,97 +380,9 @@ func (c *conn) applyTimeZone(params map[string]string) {
 	}
 }
 
-// socketReader feeds the protocol goroutine from a goroutine that reads the
-// socket ahead, so that the end of the socket is seen (and the running query
-// cancelled) even while the protocol goroutine is busy in a handler.
-type socketReader struct {
-	ctx    context.Context
-	chunks chan []byte // read from the socket; closed after err is set
-	free   chan []byte // consumed chunk buffers, for reuse
-	err    error       // why reading stopped; written before chunks is closed
-	cur    []byte      // the chunk being consumed
-	curBuf []byte      // cur's whole buffer
-}
-
 // readError wraps an error from the socket, to tell it apart from a
 // malformed message.
 type readError struct{ err error }
 
 func (e *readError) Error() string { return "read: " + e.err.Error() }
 func (e *readError) Unwrap() error { return e.err }
-
-const (
-	readChunkSize = 32 << 10
-	readAhead     = 8 // chunks buffered ahead of the protocol goroutine
-)
-
-func newSocketReader(ctx context.Context) *socketReader {
-	return &socketReader{
-		ctx:    ctx,
-		chunks: make(chan []byte, readAhead),
-		free:   make(chan []byte, readAhead+2),
-	}
-}
-
-// run reads r until it fails, then calls gone. It returns when reading
-// failed or ctx is done.
-func (r *socketReader) run(src io.Reader, gone func()) {
-	defer close(r.chunks)
-	for {
-		var buf []byte
-		select {
-		case buf = <-r.free:
-		default:
-			buf = make([]byte, readChunkSize)
-		}
-		n, err := src.Read(buf)
-		if n > 0 {
-			select {
-			case r.chunks <- buf[:n]:
-			case <-r.ctx.Done():
-				r.err = &readError{err: context.Cause(r.ctx)}
-				return
-			}
-		}
-		if err != nil {
-			// Even EOF is wrapped: pgproto3 reports a body that ends
-			// early with io.EOF too, and that is a malformed message,
-			// not a client that went away.
-			r.err = &readError{err: err}
-			gone()
-			return
-		}
-	}
-}
-
-// Read implements io.Reader for pgproto3.Backend. Data already read from the
-// socket is returned even after the connection's context ended.
-func (r *socketReader) Read(p []byte) (int, error) {
-	if len(r.cur) == 0 {
-		if r.curBuf != nil {
-			select {
-			case r.free <- r.curBuf[:cap(r.curBuf)]:
-			default:
-			}
-			r.curBuf = nil
-		}
-		var chunk []byte
-		var ok bool
-		select {
-		case chunk, ok = <-r.chunks:
-		case <-r.ctx.Done():
-			select {
-			case chunk, ok = <-r.chunks:
-			default:
-				return 0, &readError{err: context.Cause(r.ctx)}
-			}
-		}
-		if !ok {
-			return 0, r.err
-		}
-		r.cur, r.curBuf = chunk, chunk
-	}
-	n := copy(p, r.cur)
-	r.cur = r.cur[n:]
-	return n, nil
-}

@@ -76,9 +76,12 @@
 // # Goroutines and concurrency
 //
 // Server.Serve runs an accept loop. Each connection has one goroutine that
-// runs the protocol and makes every call into its Session (so a Session
-// needs no locks), and one that reads the socket ahead of it, which lets a
-// client disconnect cancel the running query. A CancelRequest arrives on a
+// runs the protocol, reads the socket between calls and makes every call
+// into its Session (so a Session needs no locks). A call that runs longer
+// than a few milliseconds gets a second goroutine that reads the socket
+// meanwhile, which lets a client disconnect cancel the running query; what
+// it reads ahead (pipelined messages) is handed back when the call ends.
+// A CancelRequest arrives on a
 // separate connection and cancels the context of the target connection's
 // running call. Server.Close stops the accept loops, cancels every
 // connection (clients get FATAL 57P01) and waits for all goroutines; handler

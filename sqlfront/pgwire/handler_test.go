@@ -179,6 +179,7 @@ func (s *testSession) Prepare(ctx context.Context, sql string, paramOIDs []uint3
 		}
 	case seriesRE.MatchString(q):
 		st.columns = []Column{NewColumn("n", pgtype.Int8OID)}
+	case strings.HasPrefix(q, "select pg_sleep("):
 	case q == "select pg_sleep":
 		st.columns = []Column{NewColumn("pg_sleep", pgtype.TextOID)}
 	case q == "select * from missing":
@@ -293,6 +294,18 @@ func (st *testStmt) Execute(ctx context.Context, params []any) (Result, error) {
 	case seriesRE.MatchString(q):
 		n, _ := strconv.ParseInt(seriesRE.FindStringSubmatch(q)[1], 10, 64)
 		return Result{Rows: &seriesRows{n: n, columns: st.columns}}, nil
+	case strings.HasPrefix(q, "select pg_sleep(") && strings.HasSuffix(q, ")"):
+		// select pg_sleep(N): N milliseconds, or until cancelled.
+		ms, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(q, "select pg_sleep("), ")"))
+		if err != nil || h.fuzzing {
+			return Result{}, Errorf(CodeFeatureNotSupported, "bad sleep")
+		}
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+			return Result{Tag: "SELECT 0"}, nil
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
 	case q == "select pg_sleep":
 		if h.fuzzing {
 			return Result{}, Errorf(CodeFeatureNotSupported, "no sleeping while fuzzing")

@@ -36,12 +36,7 @@ func (c *conn) startup(tooMany bool) error {
 		return err
 	}
 
-	c.reader = newSocketReader(c.ctx)
-	c.readerDone = make(chan struct{})
-	go func() {
-		defer close(c.readerDone)
-		c.reader.run(c.rw, func() { c.stop(errClientGone) })
-	}()
+	c.reader = newSockReader(c.ctx, c.rw, c.nc, func() { c.stop(errClientGone) })
 	c.be = pgproto3.NewBackend(c.reader, c.rw)
 	c.be.SetMaxBodyLen(c.srv.cfg.MaxMessageSize)
 

@@ -34,6 +34,10 @@ import (
 // snapshot (nothing without a snapshot), and with tiering on at or below the
 // tiered offset; log_retention, when set, also keeps every object written
 // within it. The state machine enforces the same bounds (catalog.TrimStream).
+//
+// Either kind: when the table's partitions expire by their last write
+// (partition_retention on a column that is not a time type), each stream
+// keeps its newest object, whose write time dates that last write.
 func planTrims(v *catalog.View, now time.Time, epoch uint64) []catalog.TrimStream {
 	var out []catalog.TrimStream
 	for _, id := range slices.Sorted(maps.Keys(v.Tables)) {
@@ -48,6 +52,7 @@ func planTrims(v *catalog.View, now time.Time, epoch uint64) []catalog.TrimStrea
 			olderThan = now.Add(-retention)
 		}
 		tiered := t.Spec.Options["tiering"] != "off"
+		keepLast := expiresByLastWrite(t.Spec)
 		for _, b := range v.BucketsOf(id) {
 			st := v.Streams[catalog.StreamID(b)]
 			if st == nil || st.Retired {
@@ -63,6 +68,12 @@ func planTrims(v *catalog.View, now time.Time, epoch uint64) []catalog.TrimStrea
 					continue
 				}
 				limit = min(limit, vb.Snapshots[0].LogOffset)
+			}
+			if keepLast && len(st.Objects) > 0 {
+				// The newest object's write time is the partition's last
+				// write (lastWrite): trimming it would keep the partition
+				// from ever expiring.
+				limit = min(limit, st.Objects[len(st.Objects)-1].Start)
 			}
 			if point := s3stream.TrimPoint(st, limit, olderThan); point > st.Start {
 				out = append(out, catalog.TrimStream{Stream: st.ID, Start: point, CoordinatorEpoch: epoch})
@@ -172,6 +183,21 @@ func planPartitionDrops(v *catalog.View, now time.Time) []catalog.DropPartition 
 		}
 	}
 	return out
+}
+
+// expiresByLastWrite reports whether the table's partitions expire by the
+// time of their last write (planPartitionDrops): partition_retention on a
+// partition column that is not a time type.
+func expiresByLastWrite(spec catalog.TableSpec) bool {
+	if _, ok := retentionOption(spec, "partition_retention"); !ok || spec.PartitionBy == "" {
+		return false
+	}
+	for _, c := range spec.Columns {
+		if c.Name == spec.PartitionBy {
+			return !isTimeType(c.Type)
+		}
+	}
+	return false
 }
 
 func isTimeType(t string) bool {

@@ -369,3 +369,52 @@ func TestRetainOncePrimaryKey(t *testing.T) {
 		t.Fatalf("after a late trim the stream starts at %d, want 30", got)
 	}
 }
+
+// A table whose partitions expire by their last write keeps each stream's
+// newest object through trims (log_retention, or a primary-key table's
+// snapshot rule): its write time is what dates the partition, and a
+// partition whose stream was trimmed empty would never expire.
+func TestPlanTrimsKeepsPartitionLastWrite(t *testing.T) {
+	spec := func(name string, pk bool, opts map[string]string) catalog.CreateTable {
+		s := catalog.TableSpec{Name: name, Columns: []catalog.Column{{Name: "p", Type: "text"}, {Name: "a", Type: "bigint"}},
+			PartitionBy: "p", Buckets: 1, Options: opts}
+		if pk {
+			s.PrimaryKey = []string{"p", "a"}
+		}
+		return catalog.CreateTable{Spec: s}
+	}
+	at := []time.Time{t0.Add(-80 * time.Hour), t0.Add(-72 * time.Hour), t0.Add(-60 * time.Hour)}
+	recs := []catalog.Record{
+		catalog.RegisterNode{Node: 1}, catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1},
+		spec("logs", false, map[string]string{"tiering": "off", "log_retention": "1h", "partition_retention": "48h"}), // table 1
+		catalog.CreatePartition{Table: 1, Value: "eu"},                                                                // partition 2, bucket 3
+		spec("kv", true, map[string]string{"tiering": "off", "partition_retention": "48h"}),                           // table 4
+		catalog.CreatePartition{Table: 4, Value: "eu"},                                                                // partition 5, bucket 6
+	}
+	for _, b := range []catalog.BucketID{3, 6} {
+		recs = append(recs,
+			catalog.LeadBucket{Bucket: b, Node: 1, CoordinatorEpoch: 1},
+			catalog.OpenStream{Stream: catalog.StreamID(b), Epoch: 1, Node: 1, NodeEpoch: 1},
+			catalog.CommitStreamObjects{Stream: catalog.StreamID(b), Epoch: 1, Objects: objects(catalog.StreamID(b), 0, 10, at...)})
+	}
+	recs = append(recs,
+		catalog.CommitKVSnapshot{Bucket: 6, LeaderEpoch: 1, SnapshotID: 1, LogOffset: 30, Manifest: "kv/6/1"},
+		catalog.CommitKVSnapshot{Bucket: 6, LeaderEpoch: 1, SnapshotID: 2, LogOffset: 30, Manifest: "kv/6/2"})
+	v := applyAll(t, recs...)
+	trims := planTrims(v, t0, 1)
+	if got, want := describeTrims(trims), "3→20@1 6→20@1 "; got != want {
+		t.Fatalf("trims: %s, want %s (the newest object stays)", got, want)
+	}
+	for _, tr := range trims {
+		if out := catalog.Apply(v, v.Index+1, tr); out.Err != nil {
+			t.Fatal(out.Err)
+		}
+	}
+	got := ""
+	for _, d := range planPartitionDrops(v, t0) {
+		got += fmt.Sprintf("%d/%d ", d.Table, d.Partition)
+	}
+	if want := "1/2 4/5 "; got != want {
+		t.Fatalf("expired partitions after the trims: %s, want %s", got, want)
+	}
+}

@@ -518,6 +518,22 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		fc.Funcname = catNames("list")
 		rw.wrapped[fc] = true
 		return catCall("to_json", &pg.Node{Node: &pg.Node_FuncCall{FuncCall: fc}})
+	case (name == "encode" || name == "decode") && len(fc.Args) == 2:
+		c := fc.Args[1].GetAConst()
+		if c == nil || c.GetSval() == nil {
+			return nil
+		}
+		format := strings.ToLower(c.GetSval().Sval)
+		switch {
+		case name == "encode" && format == "hex":
+			return catCall("lower", catCall("hex", fc.Args[0]))
+		case name == "encode" && format == "base64":
+			return catCall("to_base64", fc.Args[0])
+		case name == "decode" && format == "hex":
+			return catCall("unhex", fc.Args[0])
+		case name == "decode" && format == "base64":
+			return catCall("from_base64", fc.Args[0])
+		}
 	case name == "json_array_length" || name == "jsonb_array_length":
 		fc.Funcname = catNames("json_array_length")
 		return wrap("int4")

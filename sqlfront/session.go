@@ -110,6 +110,9 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 	case *pg.Node_InsertStmt:
 		return s.planInsert(ctx, sql, n.InsertStmt, paramOIDs)
 	case *pg.Node_SelectStmt, *pg.Node_ExplainStmt:
+		if sel := node.GetSelectStmt(); sel != nil && len(sel.LockingClause) > 0 {
+			return nil, unsupported("SELECT … FOR UPDATE/SHARE is not supported: mink has no row locks (in a transaction block, COMMIT fails with 40001 if a row the block updated or deleted changed meanwhile)")
+		}
 		if st, ok := s.planLookup(ctx, node.GetSelectStmt(), paramOIDs); ok {
 			return st, nil
 		}

@@ -40,3 +40,19 @@ func TestRunTieringLag(t *testing.T) {
 		t.Fatalf("%d rounds; %d rows committed, %d tiered + %d behind", rep.Rounds, rep.Rows, tiered, rep.Behind)
 	}
 }
+
+// TestRunLakeCompact runs the compaction benchmark on a small table so it
+// stays compiled and working; it measures nothing useful but checks that
+// the compaction replaced the rounds' files.
+func TestRunLakeCompact(t *testing.T) {
+	rep, err := MeasureLakeCompact(t.Context(), LakeCompactConfig{Dir: t.TempDir(), Rows: 20_000, Rounds: 20, Buckets: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	WriteLakeCompactTable(&out, rep)
+	t.Log("\n" + out.String())
+	if c := rep.Compact; c.FilesBefore != 40 || c.FilesAfter != 2 || !c.Committed || rep.DuckDBBytes <= 0 {
+		t.Errorf("report: %+v", rep)
+	}
+}

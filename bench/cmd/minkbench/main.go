@@ -110,6 +110,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunTieringLag(ctx, os.Stdout, cfg)
 	},
+	"lake-compact": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.LakeCompactConfig{Dir: dir}
+		if quick {
+			cfg.Rows, cfg.Rounds = 100_000, 20
+		}
+		return bench.RunLakeCompact(ctx, os.Stdout, cfg)
+	},
 	"lakequery": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.LakeQueryConfig{Dir: dir}
 		if quick {

@@ -182,6 +182,7 @@ func newMetrics(s *Server) *metrics {
 			Name: "mink_metadata_applied_index", Help: "The last metadata log index applied to this node's view.",
 		}, func() float64 { return float64(s.cat.AppliedIndex()) }),
 		tieringCollector{s},
+		lakeReadCollector{s},
 	)
 	return &metrics{registry: reg}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,6 +26,7 @@ import (
 	"github.com/minkdb/mink/sqlfront"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
+	"github.com/minkdb/mink/tiering"
 )
 
 // Server is one mink node. New starts it; Close stops it and waits for every
@@ -51,6 +53,9 @@ type Server struct {
 	flight   *flightsvc.Service
 	metrics  *metrics
 	tiering  *tieringWorker // runs on the coordinator lease holder
+	// lakeReader is the SQL front end's reader of tiered rows (set by
+	// startSQL; read by the metrics).
+	lakeReader atomic.Pointer[tiering.LakeReader]
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -373,6 +378,7 @@ func (s *Server) startSQL() error {
 	if err != nil {
 		return err
 	}
+	s.lakeReader.Store(lake)
 	s.front = sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Remote: s.remote, Logger: s.logger, Lake: lake})
 	if s.cfg.DisableSQLMirrors {
 		s.front.SetMirrors(false)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
@@ -60,6 +62,84 @@ func pinLake(tbl *catalog.Table, ids []catalog.BucketID) lakePin {
 
 // from is the offset the stream of bucket id is read from.
 func (p lakePin) from(id catalog.BucketID) uint64 { return p.offsets[id] }
+
+// hasLake reports whether table id has tiered rows in the lake.
+func (f *Frontend) hasLake(id catalog.TableID) bool {
+	has := false
+	f.cfg.Meta.Read(func(v *catalog.View) {
+		if t, ok := v.Tables[id]; ok {
+			has = t.Tiering.LakeSnapshotID != 0
+		}
+	})
+	return has
+}
+
+// The pin/trim race. A scan pins a lake snapshot with its tiered offsets
+// and then reads each bucket's stream from its pinned offset. Meanwhile a
+// newer round may commit and retention trim the stream past the pinned
+// offset (up to the newer tiered offset, never beyond it): the stream read
+// then fails (s3stream.ErrTrimmed) or, when the trim's objects had left
+// the view the read planned with, starts above the pinned offset. Either
+// is found before the scan returns its reader, so before any row of it
+// reached the engine: the scan drops everything it read and pins again.
+// The newer pin's snapshot holds every row below its tiered offsets, and
+// its offsets are at or above the trim, so the retried scan reads each row
+// exactly once (the same argument as for any scan). Only a trim racing
+// every attempt makes the statement fail, with 40001.
+
+// maxTrimRetries bounds the scans of a table one statement pins.
+const maxTrimRetries = 5
+
+// trimmedError: retention trimmed a bucket's stream past the offset a
+// scan pinned, before the scan read it.
+type trimmedError struct {
+	bucket catalog.BucketID
+	from   uint64
+	err    error // the read's error, nil if the read returned a gap
+}
+
+func (e *trimmedError) Error() string {
+	msg := fmt.Sprintf("bucket %d was trimmed past offset %d while the statement read it (a newer tiering round and retention ran meanwhile)", e.bucket, e.from)
+	if e.err != nil {
+		msg += ": " + e.err.Error()
+	}
+	return msg
+}
+
+func (e *trimmedError) Unwrap() error { return e.err }
+
+// checkStreamFrom turns the outcome of reading bucket id's stream from
+// offset from (got, or the read's error) into a trimmedError when
+// retention trimmed the stream past from: the read failed with ErrTrimmed,
+// its first row is above from, or the stream starts above from now (the
+// read may have planned with a view in which the trimmed objects were
+// gone).
+func (f *Frontend) checkStreamFrom(id catalog.BucketID, from uint64, got []buckets.Batch, err error) error {
+	if err != nil {
+		// A remote leader's error arrives as text.
+		if errors.Is(err, s3stream.ErrTrimmed) || strings.Contains(err.Error(), s3stream.ErrTrimmed.Error()) {
+			return &trimmedError{bucket: id, from: from, err: err}
+		}
+		return err
+	}
+	if len(got) > 0 && got[0].Offset > from {
+		return &trimmedError{bucket: id, from: from}
+	}
+	var start uint64
+	f.cfg.Meta.Read(func(v *catalog.View) {
+		if st, ok := v.Streams[catalog.StreamID(id)]; ok {
+			start = st.Start
+		}
+	})
+	if start > from {
+		return &trimmedError{bucket: id, from: from}
+	}
+	return nil
+}
+
+// pinnedStreamHook, when set (by tests), is called by a scan between
+// pinning its lake part and reading the streams.
+var pinnedStreamHook func(table string)
 
 // lakeError maps a lake read error: a corrupt or missing data file is
 // XX001 (data_corrupted) naming the file.
@@ -211,7 +291,7 @@ func (f *Frontend) fillMirrorFromLake(ctx context.Context, t *tableInfo, nt *eng
 // columns, in the background (so that decoding overlaps the engine's work
 // on the rows already returned); nil if the scan has no lake part. The
 // reader's Err is the read's error (XX001 for a damaged file).
-func (t *tableSource) openLake(ctx context.Context, pin lakePin, ids []catalog.BucketID, columns []int) (*lakeStream, error) {
+func (t *tableSource) openLake(ctx context.Context, pin lakePin, ids []catalog.BucketID, columns []int, filter []tiering.Predicate) (*lakeStream, error) {
 	if pin.snapshot == 0 {
 		return nil, nil
 	}
@@ -219,7 +299,7 @@ func (t *tableSource) openLake(ctx context.Context, pin lakePin, ids []catalog.B
 	if lr == nil {
 		return nil, fmt.Errorf("table %q has tiered rows but this node has no lake reader", t.info.name)
 	}
-	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns)}
+	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns), Filter: filter}
 	if !pin.all {
 		req.Buckets = []catalog.BucketID{}
 		for _, id := range ids {

@@ -28,11 +28,12 @@ type prunePlan struct {
 // planPruning inspects a SELECT; nil means read every partition.
 func (s *session) planPruning(node *pg.Node) *prunePlan {
 	sel := node.GetSelectStmt()
-	if sel == nil || sel.Op != pg.SetOperation_SETOP_NONE || len(sel.FromClause) != 1 || sel.WhereClause == nil {
+	if sel == nil || sel.Op != pg.SetOperation_SETOP_NONE || sel.WithClause != nil || len(sel.FromClause) != 1 || sel.WhereClause == nil {
 		return nil
 	}
 	rv := sel.FromClause[0].GetRangeVar()
-	if rv == nil {
+	if rv == nil || len(rangeVars(node)) != 1 {
+		// Another scan of the table (a subquery) must see every partition.
 		return nil
 	}
 	name, err := relName(rv)

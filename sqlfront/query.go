@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
+	"github.com/minkdb/mink/tiering"
 )
 
 // planQuery plans a statement the engine runs as written: SELECT, VALUES,
@@ -46,8 +48,14 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 		}
 	}
 	var prune *prunePlan
+	var lakePlan *lakeFilterPlan
 	if node != nil {
 		prune = s.planPruning(node)
+		if mirrorTree != nil {
+			lakePlan = s.planLakeFilter(mirrorTree, paramOIDs)
+		} else {
+			lakePlan = s.planLakeFilter(node, paramOIDs)
+		}
 	}
 	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
 		if err := s.checkTx(); err != nil {
@@ -63,6 +71,7 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 			return pgwire.Result{}, err
 		}
 		s.tables.partitions = filter
+		s.tables.lakeFilters = nil
 		text := sql
 		if mirror != nil && !mirror.live(s) {
 			// A table was dropped since; the name may be a new table's.
@@ -74,6 +83,10 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 			} else if ctx.Err() != nil {
 				return pgwire.Result{}, ctx.Err()
 			}
+		}
+		if lakePlan != nil && text == sql && s.f.hasLake(lakePlan.table.id) {
+			// The statement scans the table's buckets and lake (lakefilter.go).
+			s.tables.lakeFilters = map[catalog.TableID][]tiering.Predicate{lakePlan.table.id: s.lakeFilter(ctx, lakePlan, args)}
 		}
 		rows, err := s.conn.Query(ctx, text, args...)
 		if err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+	"github.com/minkdb/mink/tiering"
 )
 
 // tableInfo is what the SQL layer knows about a table, derived from the view.
@@ -76,6 +78,9 @@ type tableRegistry struct {
 	// partitions, when set for a statement, restricts the scans of a
 	// partitioned table to the listed partition values (pruning).
 	partitions map[catalog.TableID]map[string]bool
+	// lakeFilters, when set for a statement, are conditions the lake part
+	// of a table's scan may prune with (lakefilter.go).
+	lakeFilters map[catalog.TableID][]tiering.Predicate
 }
 
 type registeredTable struct {
@@ -178,6 +183,21 @@ func (t *tableSource) EstimatedRows() (int64, bool) {
 // Open reads every bucket of the table (of the selected partitions) up to
 // its acknowledged end at the time of the call.
 func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordReader, error) {
+	for attempt := 1; ; attempt++ {
+		rdr, err := t.open(ctx, columns)
+		var te *trimmedError
+		if errors.As(err, &te) {
+			if attempt < maxTrimRetries {
+				// See trimmedError: nothing was returned yet; pin again.
+				continue
+			}
+			return nil, &pgwire.Error{Code: pgwire.CodeSerializationFailure, Message: err.Error(), Hint: "Retry the statement.", Err: err}
+		}
+		return rdr, err
+	}
+}
+
+func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordReader, error) {
 	f := t.r.s.f
 	var bucketIDs []catalog.BucketID
 	filter := t.r.partitions[t.info.id]
@@ -210,13 +230,19 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 	if t.info.isPK() {
 		return t.openPK(ctx, bucketIDs, columns)
 	}
-	lakeRdr, err := t.openLake(ctx, lake, bucketIDs, columns)
+	lakeRdr, err := t.openLake(ctx, lake, bucketIDs, columns, t.r.lakeFilters[t.info.id])
 	if err != nil {
 		return nil, err
 	}
+	if pinnedStreamHook != nil {
+		pinnedStreamHook(t.info.name)
+	}
 	for _, id := range bucketIDs {
 		got, err := f.readBucketFrom(ctx, id, lake.from(id))
-		if err != nil {
+		if err = f.checkStreamFrom(id, lake.from(id), got, err); err != nil {
+			for _, b := range got {
+				b.Record.Release()
+			}
 			release()
 			lakeRdr.close()
 			return nil, fmt.Errorf("read table %q: %w", t.info.name, err)

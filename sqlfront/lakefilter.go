@@ -1,0 +1,344 @@
+package sqlfront
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/tiering"
+)
+
+// Statistics pruning of the lake read. A SELECT over one log table whose
+// WHERE clause has top-level AND conjuncts `col op value` (op one of =, <,
+// <=, >, >=, IN, BETWEEN, IS [NOT] NULL; value a constant or a parameter)
+// passes them to the lake read (tiering.ScanRequest.Filter), which skips
+// the data files and row groups whose column statistics exclude them. The
+// engine applies the WHERE clause again to what the scan returns, so a
+// filter may only ever be wider than the condition, never narrower:
+//
+//   - the statement references exactly one table, once (no subquery, CTE
+//     or join could scan it under another condition);
+//   - the column is smallint, integer, bigint, boolean, text, varchar,
+//     date, timestamp or timestamptz (floats are left out for NaN, char(n)
+//     for its blank padding, numeric, uuid and json for their orderings);
+//   - a value is a parameter (whose type is the column's, as PostgreSQL
+//     infers it, unless the client declared another), a string literal
+//     (which PostgreSQL and the engine read as the column's type), an
+//     integer literal for an integer column, true/false for a boolean
+//     one, or a literal cast to the column's own type; the engine
+//     evaluates it as the column's type, exactly as in the comparison;
+//   - a value that fails to convert, or is NULL, drops the conjunct (the
+//     filter gets wider).
+//
+// The stream part of the union read is not filtered.
+
+// lakeFilterPlan is what planning found: the table and its conjuncts.
+type lakeFilterPlan struct {
+	table *tableInfo
+	conds []lakeCond
+}
+
+type lakeCond struct {
+	col   int
+	op    tiering.PredOp
+	exprs []*pg.Node // constants or parameters
+}
+
+// lakeFilterKinds are the column types a filter may use.
+var lakeFilterKinds = map[sqltypes.Kind]bool{
+	sqltypes.Int2: true, sqltypes.Int4: true, sqltypes.Int8: true, sqltypes.Bool: true,
+	sqltypes.Text: true, sqltypes.Varchar: true, sqltypes.Date: true,
+	sqltypes.Timestamp: true, sqltypes.Timestamptz: true,
+}
+
+// lakeFiltersOff turns statistics pruning off (tests compare with it).
+var lakeFiltersOff bool
+
+// maxFilterValues bounds the values of one IN list a filter evaluates.
+const maxFilterValues = 64
+
+// planLakeFilter inspects a SELECT (the tree the engine runs); nil means
+// no filter. paramOIDs are the parameter types the client declared.
+func (s *session) planLakeFilter(tree *pg.Node, paramOIDs []uint32) *lakeFilterPlan {
+	if tree == nil {
+		return nil
+	}
+	sel := tree.GetSelectStmt()
+	if sel == nil || sel.Op != pg.SetOperation_SETOP_NONE || sel.WithClause != nil || len(sel.FromClause) != 1 || sel.WhereClause == nil {
+		return nil
+	}
+	rv := sel.FromClause[0].GetRangeVar()
+	if rv == nil || len(rangeVars(tree)) != 1 {
+		return nil
+	}
+	table, err := s.lookupTable(rv)
+	if err != nil || table.isPK() {
+		return nil
+	}
+	qualifier := rv.Relname
+	if rv.Alias != nil {
+		qualifier = rv.Alias.Aliasname
+	}
+	column := func(n *pg.Node) int {
+		cr := n.GetColumnRef()
+		if cr == nil {
+			return -1
+		}
+		var parts []string
+		for _, f := range cr.Fields {
+			str := f.GetString_()
+			if str == nil {
+				return -1
+			}
+			parts = append(parts, str.Sval)
+		}
+		name := ""
+		switch {
+		case len(parts) == 1:
+			name = parts[0]
+		case len(parts) == 2 && parts[0] == qualifier:
+			name = parts[1]
+		default:
+			return -1
+		}
+		i, ok := table.colIdx[name]
+		if !ok || !lakeFilterKinds[table.cols[i].Type.Kind()] {
+			return -1
+		}
+		return i
+	}
+	isValue := func(n *pg.Node, col int) bool {
+		typ := table.cols[col].Type
+		if pr := n.GetParamRef(); pr != nil {
+			i := int(pr.Number) - 1
+			return i < 0 || i >= len(paramOIDs) || paramOIDs[i] == 0 || paramOIDs[i] == typ.OID()
+		}
+		if tc := n.GetTypeCast(); tc != nil {
+			t, err := typeOf(tc.TypeName)
+			if err != nil || t.Kind() != typ.Kind() || t.Kind() == sqltypes.Text || t.Kind() == sqltypes.Varchar {
+				return false
+			}
+			c := tc.Arg.GetAConst()
+			return c != nil && c.GetSval() != nil
+		}
+		c := n.GetAConst()
+		if c == nil || c.Isnull {
+			return false
+		}
+		switch v := c.Val.(type) {
+		case *pg.A_Const_Sval:
+			switch typ.Kind() {
+			case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8:
+				// Only a plain integer: the engine's cast of '1.5' to an
+				// integer rounds.
+				_, err := strconv.ParseInt(strings.TrimSpace(v.Sval.Sval), 10, 64)
+				return err == nil
+			}
+			return true
+		case *pg.A_Const_Ival:
+			switch typ.Kind() {
+			case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8:
+				return true
+			}
+		case *pg.A_Const_Boolval:
+			return typ.Kind() == sqltypes.Bool
+		}
+		return false
+	}
+	var conjuncts []*pg.Node
+	var flatten func(n *pg.Node)
+	flatten = func(n *pg.Node) {
+		if be := n.GetBoolExpr(); be != nil && be.Boolop == pg.BoolExprType_AND_EXPR {
+			for _, a := range be.Args {
+				flatten(a)
+			}
+			return
+		}
+		conjuncts = append(conjuncts, n)
+	}
+	flatten(sel.WhereClause)
+	plan := &lakeFilterPlan{table: table}
+	for _, c := range conjuncts {
+		if nt := c.GetNullTest(); nt != nil {
+			if col := column(nt.Arg); col >= 0 && !nt.Argisrow {
+				op := tiering.PredIsNull
+				if nt.Nulltesttype == pg.NullTestType_IS_NOT_NULL {
+					op = tiering.PredNotNull
+				}
+				plan.conds = append(plan.conds, lakeCond{col: col, op: op})
+			}
+			continue
+		}
+		e := c.GetAExpr()
+		if e == nil || len(e.Name) != 1 {
+			continue
+		}
+		opName := e.Name[0].GetString_().GetSval()
+		switch e.Kind {
+		case pg.A_Expr_Kind_AEXPR_OP:
+			left, right := e.Lexpr, e.Rexpr
+			flipped := false
+			if left == nil || right == nil {
+				continue
+			}
+			if column(left) < 0 {
+				left, right, flipped = right, left, true
+			}
+			col := column(left)
+			if col < 0 || !isValue(right, col) {
+				continue
+			}
+			var op tiering.PredOp
+			switch opName {
+			case "=":
+				op = tiering.PredEq
+			case "<":
+				op = tiering.PredLt
+			case "<=":
+				op = tiering.PredLe
+			case ">":
+				op = tiering.PredGt
+			case ">=":
+				op = tiering.PredGe
+			default:
+				continue
+			}
+			if flipped {
+				switch op {
+				case tiering.PredLt:
+					op = tiering.PredGt
+				case tiering.PredLe:
+					op = tiering.PredGe
+				case tiering.PredGt:
+					op = tiering.PredLt
+				case tiering.PredGe:
+					op = tiering.PredLe
+				}
+			}
+			plan.conds = append(plan.conds, lakeCond{col: col, op: op, exprs: []*pg.Node{right}})
+		case pg.A_Expr_Kind_AEXPR_IN:
+			col := column(e.Lexpr)
+			items := e.Rexpr.GetList().GetItems()
+			if opName != "=" || col < 0 || len(items) == 0 || len(items) > maxFilterValues {
+				continue
+			}
+			ok := true
+			for _, it := range items {
+				ok = ok && isValue(it, col)
+			}
+			if ok {
+				plan.conds = append(plan.conds, lakeCond{col: col, op: tiering.PredIn, exprs: items})
+			}
+		case pg.A_Expr_Kind_AEXPR_BETWEEN:
+			col := column(e.Lexpr)
+			items := e.Rexpr.GetList().GetItems()
+			if col < 0 || len(items) != 2 || !isValue(items[0], col) || !isValue(items[1], col) {
+				continue
+			}
+			plan.conds = append(plan.conds,
+				lakeCond{col: col, op: tiering.PredGe, exprs: items[:1]},
+				lakeCond{col: col, op: tiering.PredLe, exprs: items[1:]})
+		}
+	}
+	if len(plan.conds) == 0 {
+		return nil
+	}
+	return plan
+}
+
+// lakeFilter evaluates the plan's values with the statement's arguments;
+// a conjunct whose value does not evaluate is left out.
+func (s *session) lakeFilter(ctx context.Context, p *lakeFilterPlan, args []any) []tiering.Predicate {
+	if p == nil || lakeFiltersOff {
+		return nil
+	}
+	var out []tiering.Predicate
+	for _, c := range p.conds {
+		col := p.table.cols[c.col]
+		pred := tiering.Predicate{Column: col.Name, Op: c.op}
+		ok := true
+		for _, e := range c.exprs {
+			v, good := s.filterValue(ctx, e, col.Type, args)
+			if !good {
+				ok = false
+				break
+			}
+			pred.Values = append(pred.Values, v)
+		}
+		if ok {
+			out = append(out, pred)
+		}
+	}
+	return out
+}
+
+// filterValue evaluates a constant or parameter as typ, in the engine, and
+// returns it as a tiering.Predicate value; false if it is NULL or does not
+// evaluate.
+func (s *session) filterValue(ctx context.Context, e *pg.Node, typ sqltypes.Type, args []any) (any, bool) {
+	var query string
+	var qargs []any
+	if pr := e.GetParamRef(); pr != nil {
+		i := int(pr.Number) - 1
+		if i < 0 || i >= len(args) || args[i] == nil {
+			return nil, false
+		}
+		query, qargs = "SELECT CAST($1 AS "+typ.DuckDBType()+") AS v", []any{args[i]}
+	} else {
+		lit, err := deparseExpr(e)
+		if err != nil {
+			return nil, false
+		}
+		query = "SELECT CAST(" + lit + " AS " + typ.DuckDBType() + ") AS v"
+	}
+	rdr, err := s.conn.QueryArrow(ctx, query, qargs...)
+	if err != nil {
+		return nil, false
+	}
+	defer rdr.Release()
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		if rec.NumRows() != 1 {
+			return nil, false
+		}
+		conformed, err := sqltypes.Conform("filter", []sqltypes.Column{{Name: "v", Type: typ}}, rec, nil)
+		if err != nil {
+			return nil, false
+		}
+		defer conformed.Release()
+		return filterGoValue(conformed.Column(0))
+	}
+	return nil, false
+}
+
+// filterGoValue is row 0 of a as a tiering.Predicate value.
+func filterGoValue(a arrow.Array) (any, bool) {
+	if a.Len() != 1 || a.IsNull(0) {
+		return nil, false
+	}
+	switch col := a.(type) {
+	case *array.Int16:
+		return int64(col.Value(0)), true
+	case *array.Int32:
+		return int64(col.Value(0)), true
+	case *array.Int64:
+		return col.Value(0), true
+	case *array.Boolean:
+		return col.Value(0), true
+	case *array.String:
+		return strings.Clone(col.Value(0)), true
+	case *array.Date32:
+		return col.Value(0), true
+	case *array.Timestamp:
+		if col.DataType().(*arrow.TimestampType).Unit != arrow.Microsecond {
+			return nil, false
+		}
+		return col.Value(0), true
+	}
+	return nil, false
+}

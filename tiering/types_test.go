@@ -453,7 +453,7 @@ func bucketOf(rec arrow.RecordBatch, i int) catalog.BucketID {
 // TestLakeTypesRoundTripLog: a log table with a nullable and a NOT NULL
 // column of every type, filled with each type's edge values, NULLs and
 // seeded random values over two rounds, reads back unchanged through
-// iceberg-go and through the LakeReader.
+// iceberg-go and through the LakeReader, also after compaction.
 func TestLakeTypesRoundTripLog(t *testing.T) {
 	s := seed(t)
 	rng := rand.New(rand.NewPCG(s, s))
@@ -499,6 +499,19 @@ func TestLakeTypesRoundTripLog(t *testing.T) {
 		checkTypedLake(t, e, id, spec, want, func(rec arrow.RecordBatch, i int) string {
 			return logKey(bucketOf(rec, i), uint64(rec.Column(rec.Schema().FieldIndices(OffsetColumn)[0]).(*array.Int64).Value(i)))
 		})
+	}
+	// Compaction rewrites each bucket's two files as one, values unchanged.
+	res, err := tr.Compact(e.ctx, id, e.epoch, CompactPolicy{TargetFileSize: 1 << 30, MinFiles: 1})
+	if err != nil || !res.Committed {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	checkTypedLake(t, e, id, spec, want, func(rec arrow.RecordBatch, i int) string {
+		return logKey(bucketOf(rec, i), uint64(rec.Column(rec.Schema().FieldIndices(OffsetColumn)[0]).(*array.Int64).Value(i)))
+	})
+	for b, files := range e.readLakeFiles(id) {
+		if len(files) != 1 {
+			t.Errorf("bucket %d has %d files after compaction, want 1", b, len(files))
+		}
 	}
 }
 

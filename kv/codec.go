@@ -30,6 +30,7 @@ type Codec struct {
 	schema   *arrow.Schema
 	keyCols  []int
 	cols     []*valueCodec
+	gos      []*goCodec // the Go-value side of cols (codec_values.go)
 	clSchema *arrow.Schema
 }
 
@@ -47,7 +48,12 @@ func NewCodec(schema *arrow.Schema, keyCols []int) (*Codec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kv: codec: column %q: %w", f.Name, err)
 		}
+		gc, err := newGoCodec(f.Type)
+		if err != nil {
+			return nil, fmt.Errorf("kv: codec: column %q: %w", f.Name, err)
+		}
 		c.cols = append(c.cols, vc)
+		c.gos = append(c.gos, gc)
 	}
 	seen := map[int]bool{}
 	for _, k := range keyCols {

@@ -46,6 +46,9 @@ func TestPartitionPruning(t *testing.T) {
 		{"SELECT count(*) FROM clicks WHERE dt = $1", []any{"2024-01-03"}, 1, 2},
 		{"SELECT count(*) FROM clicks WHERE dt = '2030-01-01'", nil, 0, 0},
 		{"SELECT count(*) FROM clicks WHERE dt = '2024-01-02' OR user_id = 1", nil, 3, 8},
+		// A second scan of the table (the subquery) needs its own
+		// partitions: no pruning.
+		{"SELECT count(*) FROM clicks WHERE dt = '2024-01-02' AND user_id IN (SELECT user_id FROM clicks WHERE dt = '2024-01-01')", nil, 0, 16},
 	}
 	for _, c := range cases {
 		before := front.BucketScans()

@@ -54,7 +54,7 @@ func (e *testEnv) startKVNode(node catalog.NodeID, live func(catalog.NodeID) boo
 	}
 	m, err := NewManager(Config{Node: node, NodeEpoch: out.Epoch, Meta: meta, Store: store, Live: live, Logger: logger,
 		SyncInterval: 20 * time.Millisecond, Stream: s3stream.Config{BatchWindow: time.Millisecond, FlushInterval: 50 * time.Millisecond},
-		DataDir: dataDir, KVSnapshotInterval: snapEvery})
+		DataDir: dataDir, KVSnapshotInterval: snapEvery, KVLake: e.kvLake})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
@@ -180,6 +182,9 @@ type StateLostError struct {
 	Restored uint64
 	Start    uint64
 	Skipped  []error
+	// Lake says why the lake could not stand in (not tiered, no lake
+	// reader, or the read failed).
+	Lake error
 }
 
 func (e *StateLostError) Error() string {
@@ -188,7 +193,58 @@ func (e *StateLostError) Error() string {
 	if len(e.Skipped) > 0 {
 		msg += fmt.Sprintf(" (%v)", errors.Join(e.Skipped...))
 	}
+	if e.Lake != nil {
+		msg += fmt.Sprintf("; nor restored from the lake: %v", e.Lake)
+	}
 	return msg
+}
+
+// LakeRows reads the rows of a tiered primary-key bucket from the lake:
+// every row of bucket in lake snapshot snapshot of table, in schema (the
+// bucket's KV codec schema), batch by batch; fn must not keep a batch. The
+// lake snapshot that the view records with the table's tiered offsets
+// holds the bucket's state at its tiered offset (one row per key).
+type LakeRows func(ctx context.Context, table catalog.TableID, snapshot int64, bucket catalog.BucketID, schema *arrow.Schema, fn func(arrow.RecordBatch) error) error
+
+// restoreFromLake loads the empty tablet t with bucket id's rows from the
+// lake snapshot recorded in the view and returns the tiered offset they
+// stand for; the changelog is replayed from there. It is the last resort
+// when no retained snapshot is usable and the changelog is trimmed (a trim
+// never passes the tiered offset of a table with tiering on).
+func (m *Manager) restoreFromLake(ctx context.Context, id catalog.BucketID, codec *kv.Codec, t *kv.Tablet) (uint64, error) {
+	if m.cfg.KVLake == nil {
+		return 0, errors.New("this node reads no lake")
+	}
+	var (
+		table    catalog.TableID
+		snapshot int64
+		tiered   uint64
+		tiering  bool
+	)
+	m.cfg.Meta.Read(func(v *catalog.View) {
+		if b, ok := v.Buckets[id]; ok {
+			if tb, ok := v.Tables[b.Table]; ok {
+				table, snapshot, tiered = tb.ID, tb.Tiering.LakeSnapshotID, tb.Tiering.Offsets[id]
+				tiering = tb.Spec.Options["tiering"] != "off"
+			}
+		}
+	})
+	if !tiering {
+		return 0, errors.New("the table's tiering is off")
+	}
+	if snapshot == 0 || tiered == 0 {
+		return 0, errors.New("nothing of the bucket is tiered")
+	}
+	err := m.cfg.KVLake(ctx, table, snapshot, id, codec.Schema(), func(rec arrow.RecordBatch) error {
+		return t.LoadRows(codec, rec)
+	})
+	if err == nil {
+		err = t.FinishLoad(tiered)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lake snapshot %d of table %d: %w", snapshot, table, err)
+	}
+	return tiered, nil
 }
 
 func (e *StateLostError) Is(target error) bool { return target == ErrStateLost }
@@ -247,10 +303,25 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 	if trimmed := changelogStart(m.cfg.Meta, id); from < trimmed {
 		// Every retained snapshot is unusable (res.Skipped says why), and
 		// the changelog that a full replay needs was trimmed: the bucket's
-		// state cannot be rebuilt from the stream. Never serve a partial
-		// state; stay Unavailable and keep saying why.
-		t.Close()
-		return nil, &StateLostError{Bucket: id, Restored: from, Start: trimmed, Skipped: res.Skipped}
+		// state cannot be rebuilt from the stream. The lake's rows at the
+		// tiered offset can stand in for a snapshot; failing that, never
+		// serve a partial state: stay Unavailable and keep saying why.
+		lost := &StateLostError{Bucket: id, Restored: from, Start: trimmed, Skipped: res.Skipped}
+		if res.Snapshot != nil {
+			lost.Lake = errors.New("a snapshot below the trim point was restored")
+		} else if at, err := m.restoreFromLake(ctx, id, codec, t); err != nil {
+			lost.Lake = err
+		} else if at < trimmed {
+			lost.Lake = fmt.Errorf("the lake holds the bucket at offset %d, below the trim point", at)
+		} else {
+			m.cfg.Logger.Error("primary-key bucket restored from the lake: no retained KV snapshot was usable and its changelog is trimmed",
+				"bucket", id, "tiered_offset", at, "trimmed_to", trimmed, "skipped", errors.Join(res.Skipped...))
+			from = at
+		}
+		if lost.Lake != nil {
+			t.Close()
+			return nil, lost
+		}
 	}
 	if from > end {
 		t.Close()
@@ -289,7 +360,7 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 		snapID = res.Snapshot.ID
 	}
 	m.cfg.Logger.Info("primary-key bucket open", "bucket", id, "leader_epoch", epoch, "snapshot", snapID,
-		"snapshot_offset", res.LogOffset, "downloaded_bytes", res.Bytes, "replayed_records", end-res.LogOffset, "end", end,
+		"snapshot_offset", res.LogOffset, "downloaded_bytes", res.Bytes, "replayed_records", end-from, "end", end,
 		"restore", restored.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }

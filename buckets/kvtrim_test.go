@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
@@ -175,5 +180,155 @@ func TestKVBucketTrimmedChangelogReopen(t *testing.T) {
 	b = waitKV(t, m, id)
 	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
 		t.Fatalf("after repairing a snapshot: %v\nwant %v", got, model)
+	}
+}
+
+// A tiered primary-key bucket whose retained KV snapshots are all gone after
+// its changelog was trimmed is restored from the lake: the rows of the lake
+// snapshot the view records, at the bucket's tiered offset, then the
+// changelog from there. The state is exact. A lake read that fails keeps
+// the bucket Unavailable with ErrStateLost naming the lake's error.
+func TestKVBucketTrimmedRestoreFromLake(t *testing.T) {
+	logs := &syncBuffer{}
+	var (
+		lakeMu    sync.Mutex
+		lakeRows  kvModel // the bucket's state at the tiered offset
+		lakeSnap  int64
+		lakeErr   error
+		lakeReads int
+	)
+	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem(),
+		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError})),
+		kvLake: func(ctx context.Context, table catalog.TableID, snapshot int64, bucket catalog.BucketID, schema *arrow.Schema, fn func(arrow.RecordBatch) error) error {
+			lakeMu.Lock()
+			defer lakeMu.Unlock()
+			lakeReads++
+			if lakeErr != nil {
+				return lakeErr
+			}
+			if snapshot != lakeSnap {
+				return fmt.Errorf("lake snapshot %d asked, the test tiered %d", snapshot, lakeSnap)
+			}
+			c, err := NewKVCodec(kvSpec)
+			if err != nil {
+				return err
+			}
+			if !schema.Equal(c.Schema()) {
+				return fmt.Errorf("schema %s, want %s", schema, c.Schema())
+			}
+			var keys []int64
+			var vals []*string
+			for _, k := range slices.Sorted(maps.Keys(lakeRows)) {
+				keys, vals = append(keys, k), append(vals, sp(lakeRows[k]))
+			}
+			rec := kvRows(c, keys, vals)
+			defer rec.Release()
+			return fn(rec)
+		}}
+	live := func(catalog.NodeID) bool { return true }
+	dir := t.TempDir()
+	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)
+	id := createKVTable(t, cat, 1) // tiering on (the default)
+	b := waitKV(t, m, id)
+	ctx := context.Background()
+	model := kvModel{}
+	for round := 0; round < 3; round++ {
+		for j := 0; j < 20; j++ {
+			model, _ = writeModel(t, b, model, []kw{
+				{kv.OpUpsert, int64(j*3 + round), fmt.Sprintf("r%d.%d", round, j)},
+				{kv.OpDelete, int64(j + round), ""},
+			})
+		}
+		waitCommitted(t, cat, b)
+		if round == 0 {
+			// Tier the state after round 0 (as a round would: the lake
+			// snapshot's rows are the state at the tiered offset).
+			lakeMu.Lock()
+			lakeRows, lakeSnap = model.clone(), 4242
+			lakeMu.Unlock()
+			if _, err := cat.Propose(ctx, catalog.CommitTieringRound{Table: 1, CoordinatorEpoch: 1, Offsets: map[catalog.BucketID]uint64{id: b.End()},
+				LakeSnapshotID: 4242, LakeSequence: 1, At: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round < 2 {
+			if err := b.Snapshot(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var tiered uint64
+	cat.Read(func(v *catalog.View) { tiered = v.Tables[1].Tiering.Offsets[id] })
+	snaps := retained(cat, id)
+	var st catalog.Stream
+	cat.Read(func(v *catalog.View) { st = *v.Streams[catalog.StreamID(id)] })
+	point := s3stream.TrimPoint(&st, min(snaps[0].LogOffset, tiered), time.Time{})
+	if point == 0 {
+		t.Fatalf("nothing to trim: snapshots %+v, tiered %d", snaps, tiered)
+	}
+	if _, err := cat.Propose(ctx, catalog.TrimStream{Stream: st.ID, Start: point, CoordinatorEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range snaps {
+		if err := env.store.Delete(ctx, s.Manifest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("tiered to %d, trimmed to %d, end %d; every snapshot manifest deleted", tiered, point, b.End())
+
+	// The lake read fails first: Unavailable, naming the lake's error.
+	lakeMu.Lock()
+	lakeErr = errors.New("lake file lake/1/data/x.parquet is corrupt: test")
+	lakeMu.Unlock()
+	m.Close()
+	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("ErrStateLost naming the lake's error", func() bool {
+		_, err := m.KVBucket(id)
+		if err == nil {
+			t.Fatal("the bucket serves while the lake read fails")
+		}
+		return errors.Is(err, ErrStateLost) && strings.Contains(err.Error(), "nor restored from the lake") &&
+			strings.Contains(err.Error(), "x.parquet is corrupt")
+	})
+
+	// The lake answers: the bucket opens with the exact state.
+	lakeMu.Lock()
+	lakeErr = nil
+	lakeMu.Unlock()
+	b = waitKV(t, m, id)
+	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
+		t.Fatalf("restored from the lake and the changelog: %v\nwant %v", got, model)
+	}
+	if l := logs.String(); !strings.Contains(l, "restored from the lake") {
+		t.Fatalf("the restore from the lake was not logged; log:\n%s", l)
+	}
+	// It writes on, and its next snapshot makes the lake unnecessary again.
+	model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, 900, "after the lake"}})
+	if err := b.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lakeMu.Lock()
+	lakeErr, lakeReads = errors.New("the lake must not be read again"), 0
+	lakeMu.Unlock()
+	m.Close()
+	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
+	b = waitKV(t, m, id)
+	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
+		t.Fatalf("reopened from the new snapshot: %v\nwant %v", got, model)
+	}
+	lakeMu.Lock()
+	defer lakeMu.Unlock()
+	if lakeReads != 0 {
+		t.Fatalf("the lake was read %d times with a usable snapshot", lakeReads)
 	}
 }

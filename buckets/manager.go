@@ -54,6 +54,10 @@ type Config struct {
 	// KVCacheBytes is the block cache shared by the node's KV tablets.
 	// Default 256 MiB.
 	KVCacheBytes int64
+	// KVLake, if set, reads a tiered primary-key bucket's rows from the
+	// lake: the last resort of an open when no retained KV snapshot is
+	// usable and the changelog is trimmed (see LakeRows).
+	KVLake LakeRows
 }
 
 // Manager runs a node's buckets for one node epoch.

@@ -25,6 +25,8 @@ type testEnv struct {
 	logger *slog.Logger
 	// meta, if set, wraps the catalog the managers see (fault seams).
 	meta func(*catalog.Catalog) Metadata
+	// kvLake, if set, is the managers' Config.KVLake.
+	kvLake LakeRows
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindTrimStream
+	maxKnownKind           = KindAllocateSequence
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -52,6 +52,7 @@ var kindNames = map[Kind]string{
 	KindCommitTieringRound:   "CommitTieringRound",
 	KindCompactStreamObjects: "CompactStreamObjects",
 	KindTrimStream:           "TrimStream",
+	KindAllocateSequence:     "AllocateSequence",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -129,6 +130,8 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[CompactStreamObjects](kind, body)
 	case KindTrimStream:
 		return decodeRecordBody[TrimStream](kind, body)
+	case KindAllocateSequence:
+		return decodeRecordBody[AllocateSequence](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)

@@ -166,8 +166,8 @@ func sampleRecords() []Record {
 		RegisterCoordinator{Node: 3, NodeEpoch: 8, ExpectEpoch: 4},
 		CreateTable{Spec: TableSpec{
 			Name: "orders",
-			Columns: []Column{{Name: "id", Type: "bigint", NotNull: true, Default: "0"},
-				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'"}},
+			Columns: []Column{{Name: "id", Type: "bigint", NotNull: true, Default: "0", Sequence: SequenceByDefault},
+				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'", Sequence: "x"}},
 			PrimaryKey: []string{"id", "dt"}, PartitionBy: "dt", Buckets: 8, BucketKey: []string{"id"},
 			Options: map[string]string{"partition_retention": "7d", "é": "<&>"},
 		}},
@@ -190,6 +190,7 @@ func sampleRecords() []Record {
 				At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
 			With: StreamObject{Key: "streams/14/5-12.7c", Start: 5, End: 12, Size: 1020, At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
 		TrimStream{Stream: 14, Start: 10, CoordinatorEpoch: 5},
+		AllocateSequence{Table: 12, Column: "id", Count: 100},
 	}
 }
 

@@ -28,6 +28,9 @@ var (
 	// ErrGap: stream objects do not continue the stream's committed offsets
 	// (a gap or an overlap).
 	ErrGap = errors.New("offsets do not continue the stream")
+	// ErrSequenceExhausted: a sequence has fewer values left below its
+	// column type's maximum than AllocateSequence asked for.
+	ErrSequenceExhausted = errors.New("sequence exhausted")
 	// ErrInvalid: the record is malformed or asks for something that no view
 	// could accept (a zero id, an empty object list, an offset moving
 	// backwards). It points at a bug in the proposer.

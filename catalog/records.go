@@ -36,6 +36,7 @@ const (
 	KindCommitTieringRound   Kind = 13
 	KindCompactStreamObjects Kind = 14
 	KindTrimStream           Kind = 15
+	KindAllocateSequence     Kind = 16
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -80,6 +81,33 @@ type Column struct {
 	NotNull bool   `json:"not_null,omitempty"`
 	// Default is the constant default in SQL literal form, or "" for none.
 	Default string `json:"default,omitempty"`
+	// Sequence makes the column take its values from the table's sequence
+	// of it (AllocateSequence) when a write leaves it out: SequenceSerial
+	// (PostgreSQL's serial types), SequenceAlways or SequenceByDefault
+	// (GENERATED … AS IDENTITY); "" for none. Only integer columns
+	// (smallint, integer, bigint) have one.
+	Sequence string `json:"sequence,omitempty"`
+}
+
+// Column.Sequence values.
+const (
+	SequenceSerial    = "serial"
+	SequenceAlways    = "always"
+	SequenceByDefault = "by default"
+)
+
+// SequenceMax is the largest value of a sequence of a column of the given
+// type; 0 for a type that cannot have a sequence.
+func SequenceMax(typ string) int64 {
+	switch typ {
+	case "smallint":
+		return 1<<15 - 1
+	case "integer":
+		return 1<<31 - 1
+	case "bigint":
+		return 1<<63 - 1
+	}
+	return 0
 }
 
 // TableSpec is everything CREATE TABLE says about a table.
@@ -255,6 +283,23 @@ type CommitKVSnapshot struct {
 	Manifest    string   `json:"manifest"`
 }
 
+// AllocateSequence hands out the next Count values of the sequence of
+// Table's column Column (a column with Column.Sequence set); the outcome's
+// SequenceStart is the first. Values are never handed out twice, also to
+// different nodes; a node caches what it allocated, so values are unique
+// and increase per node but are not gap-free (as PostgreSQL sequences with
+// a cache). Rejected with ErrSequenceExhausted when fewer than Count values
+// are left below the column type's maximum, and with ErrNotFound or
+// ErrInvalid for an unknown table or a column without a sequence.
+type AllocateSequence struct {
+	Table  TableID `json:"table"`
+	Column string  `json:"column"`
+	Count  uint64  `json:"count"`
+}
+
+// MaxSequenceAllocation bounds AllocateSequence.Count.
+const MaxSequenceAllocation = 1 << 20
+
 // CommitTieringRound records that Table's buckets are tiered up to Offsets (per
 // bucket, exclusive end) in lake snapshot LakeSnapshotID, whose Iceberg
 // sequence number is LakeSequence. Rejected when CoordinatorEpoch is stale, an
@@ -286,3 +331,4 @@ func (CommitKVSnapshot) Kind() Kind     { return KindCommitKVSnapshot }
 func (CommitTieringRound) Kind() Kind   { return KindCommitTieringRound }
 func (CompactStreamObjects) Kind() Kind { return KindCompactStreamObjects }
 func (TrimStream) Kind() Kind           { return KindTrimStream }
+func (AllocateSequence) Kind() Kind     { return KindAllocateSequence }

@@ -42,6 +42,8 @@ type Outcome struct {
 	// End: OpenStream: the committed end offset at open. CommitStreamObjects:
 	// the new committed end offset.
 	End uint64
+	// SequenceStart: AllocateSequence: the first value allocated.
+	SequenceStart int64
 }
 
 // NewView returns the empty view, the state before the first record.
@@ -120,6 +122,8 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyCompactStreamObjects(v, r)
 	case TrimStream:
 		return applyTrimStream(v, r)
+	case AllocateSequence:
+		return applyAllocateSequence(v, r)
 	}
 	panic(fmt.Sprintf("catalog: recordValue accepted record type %T that Apply does not handle", rec))
 }
@@ -143,7 +147,8 @@ func recordValue(rec Record) (Record, error) {
 	switch rec.(type) {
 	case RegisterNode, RegisterCoordinator, CreateTable, DropTable, CreatePartition,
 		DropPartition, LeadBucket, OpenStream, CloseStream, CommitStreamObjects,
-		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream:
+		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
+		AllocateSequence:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)
@@ -314,6 +319,15 @@ func normalizeTableSpec(spec TableSpec) (TableSpec, error) {
 		}
 		if columns[c.Name] {
 			return out, fmt.Errorf("column %q appears twice: %w", c.Name, ErrInvalid)
+		}
+		switch c.Sequence {
+		case "":
+		case SequenceSerial, SequenceAlways, SequenceByDefault:
+			if SequenceMax(c.Type) == 0 {
+				return out, fmt.Errorf("column %q of type %s cannot have a sequence: %w", c.Name, c.Type, ErrInvalid)
+			}
+		default:
+			return out, fmt.Errorf("column %q: unknown sequence kind %q: %w", c.Name, c.Sequence, ErrInvalid)
 		}
 		columns[c.Name] = true
 	}
@@ -965,6 +979,7 @@ func (t *Table) clone() *Table {
 		}
 	}
 	c.Tiering.Offsets = maps.Clone(t.Tiering.Offsets)
+	c.Sequences = maps.Clone(t.Sequences)
 	return &c
 }
 

@@ -694,7 +694,10 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		rec = RegisterCoordinator{Node: node, NodeEpoch: nodeEpoch(node), ExpectEpoch: coordEpoch()}
 	case KindCreateTable:
 		pool := []Column{{Name: "id", Type: "bigint", NotNull: true}, {Name: "v", Type: "text", Default: "'x'"},
-			{Name: "dt", Type: "date"}, {Name: "n", Type: "numeric(12,2)"}}
+			{Name: "dt", Type: "date"}, {Name: "n", Type: "numeric(12,2)"}, {Name: "s", Type: "smallint", Sequence: SequenceSerial}}
+		if rng.IntN(3) == 0 {
+			pool[0].Sequence = SequenceAlways
+		}
 		spec := TableSpec{Name: fmt.Sprintf("t%d", rng.IntN(6)), Buckets: rng.IntN(4)}
 		for _, c := range pool {
 			if c.Name == "id" || rng.IntN(2) == 0 {
@@ -842,6 +845,19 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		}
 		if rng.IntN(10) == 0 {
 			r.Offsets[BucketID(rng.Uint64N(v.NextID+2))] = 1
+		}
+		rec = r
+	case KindAllocateSequence:
+		id, t := pickTable()
+		r := AllocateSequence{Table: id, Column: "id", Count: uint64(1 + rng.IntN(20000))}
+		if rng.IntN(2) == 0 {
+			r.Column = "s" // smallint: exhausted after a few
+		}
+		if !likely() {
+			r.Column = "v"
+		}
+		if t != nil && rng.IntN(10) == 0 {
+			r.Count = 0
 		}
 		rec = r
 	case KindTrimStream:

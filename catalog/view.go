@@ -49,6 +49,9 @@ type Table struct {
 	Buckets    []BucketID                 `json:"buckets,omitempty"` // unpartitioned tables only
 	Partitions map[PartitionID]*Partition `json:"partitions,omitempty"`
 	Tiering    TieringState               `json:"tiering,omitzero"`
+	// Sequences holds, for each column with a sequence, the last value
+	// AllocateSequence handed out; absent: 0 (the first value is 1).
+	Sequences map[string]int64 `json:"sequences,omitempty"`
 }
 
 // Partition is one LIST partition of a table.

@@ -1,0 +1,30 @@
+package catalog
+
+func applyAllocateSequence(v *View, r AllocateSequence) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "allocate sequence of table %d: no such table", r.Table)
+	}
+	var col *Column
+	for i := range t.Spec.Columns {
+		if t.Spec.Columns[i].Name == r.Column {
+			col = &t.Spec.Columns[i]
+		}
+	}
+	if col == nil || col.Sequence == "" {
+		return reject(ErrInvalid, "allocate sequence of %q.%q: no such column with a sequence", t.Spec.Name, r.Column)
+	}
+	if r.Count == 0 || r.Count > MaxSequenceAllocation {
+		return reject(ErrInvalid, "allocate sequence of %q.%q: count %d, want 1..%d", t.Spec.Name, r.Column, r.Count, MaxSequenceAllocation)
+	}
+	last := t.Sequences[r.Column] // 0 <= last <= max
+	max := SequenceMax(col.Type)
+	if left := uint64(max - last); left < r.Count {
+		return reject(ErrSequenceExhausted, "allocate %d values of the sequence of %q.%q: %d left below its maximum %d", r.Count, t.Spec.Name, r.Column, left, max)
+	}
+	if t.Sequences == nil {
+		t.Sequences = map[string]int64{}
+	}
+	t.Sequences[r.Column] = last + int64(r.Count)
+	return Outcome{SequenceStart: last + 1}
+}

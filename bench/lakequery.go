@@ -38,6 +38,9 @@ type LakeQueryConfig struct {
 type LakeQueryReport struct {
 	Config  LakeQueryConfig
 	Results []QueryResult // Postgres unused
+	// Selective: SelectiveLakeQueries on the union read (mirrors off),
+	// with the lake data files each read and skipped (/metrics).
+	Selective []SelectiveResult
 	// Mirrored: the same after a restart with the engine's mirrors on (the
 	// default); MirrorFill is the first statement, which fills them from
 	// the lake.
@@ -179,7 +182,10 @@ func MeasureLakeQuery(ctx context.Context, cfg LakeQueryConfig) (*LakeQueryRepor
 	}
 	rep.DuckDBVersion = fmt.Sprint(version[0][0])
 
-	if rep.Results, err = runInterleaved(ctx, pgxRunner(conn), peer.run, cfg.Runs); err != nil {
+	if rep.Results, err = runInterleaved(ctx, pgxRunner(conn), peer.run, Queries, cfg.Runs); err != nil {
+		return nil, err
+	}
+	if rep.Selective, err = runSelective(ctx, node.Config.AdminAddr, pgxRunner(conn), peer.run, SelectiveLakeQueries(cfg.Rows), cfg.Runs); err != nil {
 		return nil, err
 	}
 
@@ -203,7 +209,7 @@ func MeasureLakeQuery(ctx context.Context, cfg LakeQueryConfig) (*LakeQueryRepor
 		return nil, fmt.Errorf("mink: %w", err)
 	}
 	rep.MirrorFill = time.Since(t0)
-	if rep.Mirrored, err = runInterleaved(ctx, pgxRunner(conn), peer.run, cfg.Runs); err != nil {
+	if rep.Mirrored, err = runInterleaved(ctx, pgxRunner(conn), peer.run, Queries, cfg.Runs); err != nil {
 		return nil, err
 	}
 	return rep, nil
@@ -211,13 +217,13 @@ func MeasureLakeQuery(ctx context.Context, cfg LakeQueryConfig) (*LakeQueryRepor
 
 // runInterleaved runs Queries on mink and DuckDB in turns, query by query:
 // one warm-up round whose results are compared, then runs timed rounds.
-func runInterleaved(ctx context.Context, mink, duck func(ctx context.Context, sql string) ([][]any, error), runs int) ([]QueryResult, error) {
+func runInterleaved(ctx context.Context, mink, duck func(ctx context.Context, sql string) ([][]any, error), queries []BenchQuery, runs int) ([]QueryResult, error) {
 	systems := []struct {
 		name string
 		run  func(ctx context.Context, sql string) ([][]any, error)
 	}{{"mink", mink}, {"DuckDB", duck}}
 	var out []QueryResult
-	for _, q := range Queries {
+	for _, q := range queries {
 		times := make([][]time.Duration, len(systems))
 		for round := 0; round <= runs; round++ {
 			var want [][]any
@@ -275,6 +281,10 @@ func WriteLakeQueryTable(w io.Writer, rep *LakeQueryReport) {
 		commas(int64(cfg.Rows)), factsTypes, rep.TierTime.Seconds(), rep.Files, formatBytes(rep.Bytes), factStores,
 		rep.DuckDBVersion, rep.Threads, cfg.Runs, runtime.GOMAXPROCS(0))
 	writeRatios(w, "mink (union read)", rep.Results)
+	if len(rep.Selective) > 0 {
+		fmt.Fprintf(w, "\nSelective filters on the union read (mirrors off; lake files skipped by their column bounds, row groups by their Parquet statistics):\n\n")
+		writeSelective(w, rep.Selective)
+	}
 	fmt.Fprintf(w, "\nThe same node restarted with its defaults (mirrors of log tables on): the first statement (a join of facts and stores) fills the mirrors from the lake in %.1f s; then:\n\n", rep.MirrorFill.Seconds())
 	writeRatios(w, "mink (mirrors)", rep.Mirrored)
 }

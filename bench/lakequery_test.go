@@ -21,6 +21,9 @@ func TestRunLakeQuery(t *testing.T) {
 	if len(rep.Results) != len(Queries) || len(rep.Mirrored) != len(Queries) {
 		t.Fatalf("%d and %d results for %d queries", len(rep.Results), len(rep.Mirrored), len(Queries))
 	}
+	if len(rep.Selective) != len(SelectiveLakeQueries(5000)) {
+		t.Fatalf("%d selective results", len(rep.Selective))
+	}
 	if rep.Files == 0 || rep.Bytes == 0 {
 		t.Fatalf("lake of facts: %d files, %d bytes", rep.Files, rep.Bytes)
 	}

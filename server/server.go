@@ -468,7 +468,7 @@ func (s *Server) startBuckets(epoch uint64) error {
 	m, err := buckets.NewManager(buckets.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), NodeEpoch: epoch, Meta: s.cat, Store: s.store,
 		Live: s.live.IsLive, Stream: stream, Logger: s.logger,
-		DataDir: s.cfg.DataDir, KVSnapshotInterval: s.cfg.KVSnapshotInterval,
+		DataDir: s.cfg.DataDir, KVSnapshotInterval: s.cfg.KVSnapshotInterval, KVLake: s.kvLakeRows,
 		OnFenced: func(error) {
 			select {
 			case s.refenced <- struct{}{}:

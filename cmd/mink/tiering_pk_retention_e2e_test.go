@@ -217,6 +217,47 @@ func TestPKChangelogTrimRestart(t *testing.T) {
 	if d := diffRows(lakePKRows(t, dataDir, st.ID), want); d != "" {
 		t.Fatalf("lake after the restart differs from SELECT:\n%s", d)
 	}
+
+	// Every KV snapshot object of one bucket is lost while its changelog is
+	// trimmed: after kill -9 and a restart, the bucket restores from the
+	// lake (its rows at the tiered offset) and replays the changes after
+	// the last round.
+	mustExec(t, conn, "INSERT INTO kv (id, v, n) SELECT i, 'after the round', i FROM generate_series(8000, 8020) AS g(i)")
+	mustExec(t, conn, "UPDATE kv SET n = n + 100 WHERE id % 2 = 0")
+	mustExec(t, conn, "DELETE FROM kv WHERE id % 9 = 0")
+	want = sqlPKRows(t, conn, "kv", false)
+	conn.Close(context.Background())
+	time.Sleep(1500 * time.Millisecond) // committed to stream objects
+	victim := tableBuckets(t, n, "kv")[0]
+	if victim.Start == 0 {
+		t.Fatalf("bucket %d is not trimmed", victim.Bucket)
+	}
+	n.kill()
+	store, err := objstore.NewDir(filepath.Join(dataDir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapObjs, err := store.List(context.Background(), fmt.Sprintf("kv/%d/", victim.Bucket))
+	if err != nil || len(snapObjs) == 0 {
+		t.Fatalf("KV snapshot objects of bucket %d: %d, %v", victim.Bucket, len(snapObjs), err)
+	}
+	for _, o := range snapObjs {
+		if err := store.Delete(context.Background(), o.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.start()
+	n.waitHealthy()
+	n.waitSQL()
+	conn = connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
+	got = sqlPKRowsEventually(t, conn, "kv", false)
+	if d := diffRows(got, want); d != "" {
+		t.Fatalf("after losing bucket %d's snapshots (%d rows, want %d):\n%s\n%s", victim.Bucket, len(got), len(want), d, n.log())
+	}
+	if !strings.Contains(n.log(), "restored from the lake") {
+		t.Fatalf("bucket %d did not restore from the lake; log:\n%s", victim.Bucket, n.log())
+	}
+	t.Logf("bucket %d (changelog from %d) restored from the lake after losing %d snapshot objects", victim.Bucket, victim.Start, len(snapObjs))
 }
 
 // TestPKPartitionRetention: a partitioned primary-key table with

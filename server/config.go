@@ -72,9 +72,10 @@ type Config struct {
 	// bounds its size (default DefaultLakeCacheBytes).
 	LakeCacheDir   string
 	LakeCacheBytes int64
-	// LakeTargetFileSize is the size lake compaction aims for; a bucket
-	// of a log table is compacted once it has more than LakeCompactFiles
-	// lake files below it (0: no compaction).
+	// LakeTargetFileSize is the size lake compaction aims for; a run of
+	// consecutive lake files of a log table's bucket below it and of
+	// similar size is compacted once it has more than LakeCompactFiles
+	// files (0: no compaction).
 	LakeTargetFileSize int64
 	LakeCompactFiles   int
 	// DisableSQLMirrors makes every SELECT read the buckets (and the lake)

@@ -39,8 +39,8 @@ import (
 // DefaultTargetFileSize is the default size compaction aims for.
 const DefaultTargetFileSize = 128 << 20
 
-// DefaultCompactMinFiles is the default number of small files a bucket may
-// have before it is compacted.
+// DefaultCompactMinFiles is the default number of files a run of small
+// files of similar size may have before it is compacted.
 const DefaultCompactMinFiles = 16
 
 // CompactPolicy says when and how a table's lake is compacted.
@@ -49,8 +49,9 @@ type CompactPolicy struct {
 	// compaction writes files up to about this size (and at most 1 Mi
 	// rows, like a round).
 	TargetFileSize int64
-	// MinFiles: a bucket is compacted once it has more than MinFiles
-	// files below TargetFileSize. 0 turns compaction off.
+	// MinFiles: a run of consecutive files of a bucket below
+	// TargetFileSize and of similar size (compactGroups) is compacted
+	// once it has more than MinFiles files. 0 turns compaction off.
 	MinFiles int
 }
 
@@ -94,10 +95,21 @@ func parseLogFile(loc string) (b catalog.BucketID, from, to uint64, ok bool) {
 	return catalog.BucketID(id), from, to, true
 }
 
-// compactGroups picks, in one bucket's files, the runs to rewrite: maximal
-// runs of consecutive small files, cut where a file would take the output
-// past the target size or past maxRows rows; runs of one file are left.
-func compactGroups(files []logFile, target int64, maxRows int64) [][]logFile {
+// similarSize is the largest ratio between the sizes of the files of one
+// run of compaction.
+const similarSize = 4
+
+// compactGroups picks, in one bucket's files, the groups to rewrite. A run
+// is a maximal sequence of consecutive files (each starts at the offset
+// where the one before ends) below the target size and of similar size (the
+// largest at most similarSize times the smallest); a run of more than
+// minFiles files is cut into groups of up to target bytes and maxRows rows,
+// and the groups of two files or more are rewritten. Merging only files of
+// similar size (size-tiered, like the levels of an LSM tree) keeps a
+// compacted file from being merged again with every few new small files:
+// each row is rewritten about once per size tier (a factor of more than
+// minFiles), not once per compaction.
+func compactGroups(files []logFile, target, maxRows int64, minFiles int) [][]logFile {
 	slices.SortFunc(files, func(a, b logFile) int {
 		if a.from != b.from {
 			return cmpUint(a.from, b.from)
@@ -105,31 +117,51 @@ func compactGroups(files []logFile, target int64, maxRows int64) [][]logFile {
 		return cmpUint(a.to, b.to)
 	})
 	var (
-		out   [][]logFile
-		cur   []logFile
-		bytes int64
-		rows  int64
+		out            [][]logFile
+		run            []logFile
+		runMin, runMax int64
 	)
-	flush := func() {
-		if len(cur) > 1 {
-			out = append(out, cur)
+	pack := func() {
+		if len(run) > minFiles {
+			var (
+				cur   []logFile
+				bytes int64
+				rows  int64
+			)
+			for _, f := range run {
+				size, n := f.df.FileSizeBytes(), f.df.Count()
+				if len(cur) > 0 && (bytes+size > target || rows+n > maxRows) {
+					if len(cur) > 1 {
+						out = append(out, cur)
+					}
+					cur, bytes, rows = nil, 0, 0
+				}
+				cur = append(cur, f)
+				bytes += size
+				rows += n
+			}
+			if len(cur) > 1 {
+				out = append(out, cur)
+			}
 		}
-		cur, bytes, rows = nil, 0, 0
+		run = nil
 	}
 	for _, f := range files {
-		size, n := f.df.FileSizeBytes(), f.df.Count()
+		size := f.df.FileSizeBytes()
 		if size >= target {
-			flush()
+			pack()
 			continue
 		}
-		if len(cur) > 0 && (cur[len(cur)-1].to != f.from || bytes+size > target || rows+n > maxRows) {
-			flush()
+		if len(run) > 0 && (run[len(run)-1].to != f.from || max(runMax, size) > similarSize*min(runMin, size)) {
+			pack()
 		}
-		cur = append(cur, f)
-		bytes += size
-		rows += n
+		if len(run) == 0 {
+			runMin, runMax = size, size
+		}
+		run = append(run, f)
+		runMin, runMax = min(runMin, size), max(runMax, size)
 	}
-	flush()
+	pack()
 	return out
 }
 
@@ -144,8 +176,8 @@ func cmpUint(a, b uint64) int {
 }
 
 // Compact compacts the lake of log table id under coordinator epoch epoch:
-// every bucket with more than pol.MinFiles small files has its runs of
-// consecutive small files rewritten (compactGroups), all in one replace
+// the runs of more than pol.MinFiles consecutive small files of similar
+// size in a bucket are rewritten (compactGroups), all in one replace
 // snapshot that carries the current snapshot's tiered offsets, which is then
 // recorded with CommitTieringRound (so queries pin it). It is fenced like a
 // round: ErrFenced before the lake commit leaves only garbage files; after
@@ -204,15 +236,7 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 	}
 	var groups [][]logFile
 	for _, b := range slices.Sorted(maps.Keys(byBucket)) {
-		small := 0
-		for _, f := range byBucket[b] {
-			if f.df.FileSizeBytes() < pol.TargetFileSize {
-				small++
-			}
-		}
-		if small > pol.MinFiles {
-			groups = append(groups, compactGroups(byBucket[b], pol.TargetFileSize, int64(fileRows))...)
-		}
+		groups = append(groups, compactGroups(byBucket[b], pol.TargetFileSize, int64(fileRows), pol.MinFiles)...)
 	}
 	if len(groups) == 0 {
 		return res, nil

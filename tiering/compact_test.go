@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/apache/iceberg-go"
+
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 )
@@ -575,5 +577,59 @@ func TestLakeHistoryRandom(t *testing.T) {
 	e.checkStoreIsReferenced(id)
 	if n := len(e.lakeDataFiles(id)); n > len(bs) {
 		t.Fatalf("%d data files after the final compaction of %d buckets", n, len(bs))
+	}
+}
+
+// TestCompactWriteAmplification simulates a day of one-minute rounds of a
+// slow bucket (1,440 files of 10 KiB) compacted after every round with the
+// default policy: merging only files of similar size rewrites each byte a
+// few times (not once per compaction, which would be hundreds), and the
+// bucket never has more than a few dozen files.
+func TestCompactWriteAmplification(t *testing.T) {
+	const (
+		fileSize = 10 << 10
+		fileRows = 100
+		rounds   = 1440
+	)
+	mk := func(from, to uint64, size int64) logFile {
+		b, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentData,
+			fmt.Sprintf("%s/lake/1/data/b1-%d-%d-e1-x.parquet", storeURL, from, to), iceberg.ParquetFile, nil, nil, nil, int64(to-from), size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return logFile{df: b.Build(), bucket: 1, from: from, to: to}
+	}
+	var (
+		files      []logFile
+		written    int64
+		maxFiles   int
+		compaction int
+	)
+	// Round files vary by ±20% (a fixed size could hide a run broken by
+	// sizes on either side of a boundary).
+	sd := seed(t)
+	rng := rand.New(rand.NewPCG(sd, sd))
+	var data int64
+	for r := range rounds {
+		size := int64(fileSize*4/5 + rng.IntN(fileSize*2/5))
+		data += size
+		files = append(files, mk(uint64(r*fileRows), uint64((r+1)*fileRows), size))
+		groups := compactGroups(files, DefaultTargetFileSize, 1<<20, DefaultCompactMinFiles)
+		for _, g := range groups {
+			compaction++
+			var size int64
+			for _, f := range g {
+				size += f.df.FileSizeBytes()
+				files = slices.DeleteFunc(files, func(x logFile) bool { return x.from == f.from })
+			}
+			files = append(files, mk(g[0].from, g[len(g)-1].to, size))
+			written += size
+		}
+		maxFiles = max(maxFiles, len(files))
+	}
+	amp := float64(written) / float64(data)
+	t.Logf("%d compactions, %d files at most, %d at the end, compaction wrote %.2f× the data", compaction, maxFiles, len(files), amp)
+	if amp > 3 || maxFiles > 4*(DefaultCompactMinFiles+1) || compaction == 0 {
+		t.Fatalf("%d compactions, %d files at most, write amplification %.2f", compaction, maxFiles, amp)
 	}
 }

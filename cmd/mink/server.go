@@ -73,7 +73,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.LakeCacheDir, "lake-cache-dir", "", "local cache of lake files read by queries; its files are removed at start (default: <data-dir>/lake-cache)")
 	f.Int64Var(&cfg.LakeCacheBytes, "lake-cache-bytes", server.DefaultLakeCacheBytes, "size bound of --lake-cache-dir in bytes")
 	f.Int64Var(&cfg.LakeTargetFileSize, "lake-target-file-size", cfg.LakeTargetFileSize, "lake compaction writes data files up to this size in bytes; larger files are left alone")
-	f.IntVar(&cfg.LakeCompactFiles, "lake-compact-files", cfg.LakeCompactFiles, "compact a log table's bucket once its lake has more than this many files below --lake-target-file-size (0: never)")
+	f.IntVar(&cfg.LakeCompactFiles, "lake-compact-files", cfg.LakeCompactFiles, "compact a run of more than this many consecutive lake files of a log table's bucket below --lake-target-file-size and of similar size (0: never)")
 	f.Int64Var(&cfg.SQLMemoryLimit, "sql-memory-limit", 0, "memory bound of the SQL engine in bytes, mirrors of log tables included; beyond it the engine spills to <data-dir>/engine-tmp (0: 80% of physical memory)")
 	f.BoolVar(&cfg.DisableSQLMirrors, "disable-sql-mirrors", false, "SELECTs read buckets and lake files directly, not the engine's in-memory copies of log tables (diagnosis, benchmarks)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

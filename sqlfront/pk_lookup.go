@@ -3,20 +3,22 @@ package sqlfront
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/kv"
-	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -36,12 +38,18 @@ type lookupPlan struct {
 	bucketKey []int
 	partPos   int // the partition column's position in the key, or -1
 
+	// arrowKey: a key column needs conforming (varchar(n), char(n), json),
+	// so the key goes through a one-row Arrow batch and sqltypes.Conform;
+	// otherwise it is encoded straight from the Go values.
+	arrowKey bool
+
 	// Reused between executions (a statement runs on one goroutine).
 	keyBuilders []array.Builder
 	keyFields   []arrow.Field
 	plainKey    bool // every key column's Arrow type needs no conforming
-	rb          *kv.RowBuilder
-	rbCodec     *kv.Codec
+	vals, phys  []any
+	keyBuf      []byte
+	routeBuf    []byte
 }
 
 func (p *lookupPlan) close() {
@@ -49,10 +57,6 @@ func (p *lookupPlan) close() {
 		b.Release()
 	}
 	p.keyBuilders = nil
-	if p.rb != nil {
-		p.rb.Release()
-		p.rb = nil
-	}
 }
 
 type lookupKey struct {
@@ -239,7 +243,13 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 		if i == table.partCol {
 			p.partPos = j
 		}
+		switch table.cols[i].Type.Kind() {
+		case sqltypes.Varchar, sqltypes.Char, sqltypes.JSON, sqltypes.JSONB:
+			p.arrowKey = true
+		}
 	}
+	p.vals = make([]any, len(pk))
+	p.phys = make([]any, len(pk))
 	for _, b := range table.keyCols {
 		for j, i := range pk {
 			if i == b {
@@ -311,7 +321,7 @@ func (s *session) readConstant(ctx context.Context, n *pg.Node, typ sqltypes.Typ
 
 // runLookup reads the row of the key; nil when there is none.
 func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]any, error) {
-	vals := make([]any, len(p.keys))
+	vals := p.vals
 	for j, k := range p.keys {
 		if k.param > 0 {
 			if k.param > len(args) {
@@ -325,12 +335,43 @@ func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]a
 			return nil, nil // key = NULL matches nothing
 		}
 	}
-	keyRec, ok := keyRecord(p, vals)
-	if !ok {
-		return nil, nil // no value of the column's type equals it
+	// The key's columns as their Arrow types' Go values (kv's and routing's
+	// Go values), or as a one-row batch when they need conforming.
+	var keyRec arrow.RecordBatch
+	var part string
+	route := p.routeBuf[:0]
+	var err error
+	if p.arrowKey {
+		var ok bool
+		if keyRec, ok = keyRecord(p, vals); !ok {
+			return nil, nil // no value of the column's type equals it
+		}
+		defer keyRec.Release()
+		if p.partPos >= 0 {
+			if part, err = routing.PartitionValue(keyRec.Column(p.partPos), 0); err != nil {
+				return nil, err
+			}
+		}
+		if route, err = routing.RowKey(route, keyRec, p.bucketKey, 0); err != nil {
+			return nil, fmt.Errorf("route key: %w", err)
+		}
+	} else {
+		if !storedKeyValues(p.keyCols, vals, p.phys) {
+			return nil, nil // no value of the column's type equals it
+		}
+		if p.partPos >= 0 {
+			if part, err = routing.PartitionValueOf(p.keyCols[p.partPos].Type.ArrowType(), p.phys[p.partPos]); err != nil {
+				return nil, err
+			}
+		}
+		for _, j := range p.bucketKey {
+			if route, err = routing.AppendValue(route, p.keyCols[j].Type.ArrowType(), p.phys[j]); err != nil {
+				return nil, fmt.Errorf("route key: column %q: %w", p.keyCols[j].Name, err)
+			}
+		}
 	}
-	defer keyRec.Release()
-	id, ok, err := s.lookupBucket(ctx, p, keyRec)
+	p.routeBuf = route
+	id, ok, err := s.lookupBucket(ctx, p, part, route)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -338,33 +379,171 @@ func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]a
 	if err != nil {
 		return nil, err
 	}
-	key, err := b.Codec().AppendKeyOf(nil, keyRec.Columns(), 0)
+	codec := b.Codec()
+	var key []byte
+	if keyRec != nil {
+		key, err = codec.AppendKeyOf(p.keyBuf[:0], keyRec.Columns(), 0)
+	} else {
+		key, err = codec.AppendKeyValues(p.keyBuf[:0], p.phys)
+	}
 	if err != nil {
 		return nil, err
 	}
+	p.keyBuf = key
 	row, found, err := b.Get(ctx, key)
 	if err != nil || !found {
 		return nil, err
 	}
-	codec := b.Codec()
-	if p.rb == nil || p.rbCodec != codec {
-		if p.rb != nil {
-			p.rb.Release()
-		}
-		p.rb, p.rbCodec = codec.NewRowBuilder(memory.DefaultAllocator), codec
-	}
-	if err := p.rb.Append(row); err != nil {
-		p.rb.Release()
-		p.rb = nil
+	out := make([]any, len(p.out))
+	if err := codec.DecodeValues(row, p.out, out); err != nil {
 		return nil, err
 	}
-	rec := p.rb.NewRecordBatch()
-	defer rec.Release()
-	out := make([]any, len(p.out))
 	for j, i := range p.out {
-		out[j] = engine.GoValue(rec.Column(i), 0, p.table.cols[i].Type)
+		out[j] = wireValue(p.table.cols[i].Type, out[j])
 	}
 	return out, nil
+}
+
+// storedKeyValues converts key values as pgwire decodes them (or as
+// constants read) into the Go values of the key columns' Arrow types,
+// which kv and routing encode: what appendValue would append to a builder
+// of the column. False if a value does not fit its column, so no row can
+// have it. The columns are of the types that need no conforming (not
+// varchar(n), char(n) or json).
+func storedKeyValues(cols []sqltypes.Column, vals, out []any) bool {
+	for j, c := range cols {
+		v := vals[j]
+		var ok bool
+		switch c.Type.Kind() {
+		case sqltypes.Bool:
+			out[j], ok = v.(bool)
+		case sqltypes.Int2:
+			var x int64
+			if x, ok = asInt(v); ok && x >= -1<<15 && x < 1<<15 {
+				out[j] = int16(x)
+			} else {
+				ok = false
+			}
+		case sqltypes.Int4:
+			var x int64
+			if x, ok = asInt(v); ok && x >= -1<<31 && x < 1<<31 {
+				out[j] = int32(x)
+			} else {
+				ok = false
+			}
+		case sqltypes.Int8:
+			var x int64
+			x, ok = asInt(v)
+			out[j] = x
+		case sqltypes.Float4:
+			switch x := v.(type) {
+			case float32:
+				out[j], ok = x, true
+			case float64:
+				out[j], ok = float32(x), true
+			}
+		case sqltypes.Float8:
+			switch x := v.(type) {
+			case float64:
+				out[j], ok = x, true
+			case float32:
+				out[j], ok = float64(x), true
+			}
+		case sqltypes.Numeric:
+			if n, isNum := v.(pgtype.Numeric); isNum {
+				dt := c.Type.ArrowType().(*arrow.Decimal128Type)
+				d, err := numericToDecimal(n, dt.Precision, dt.Scale)
+				out[j], ok = d, err == nil
+			}
+		case sqltypes.Text:
+			switch x := v.(type) {
+			case string:
+				out[j], ok = x, true
+			case []byte:
+				out[j], ok = string(x), true
+			}
+		case sqltypes.Bytea:
+			switch x := v.(type) {
+			case []byte:
+				out[j], ok = x, true
+			case string:
+				out[j], ok = []byte(x), true
+			}
+		case sqltypes.UUID:
+			if x, isUUID := v.([16]byte); isUUID {
+				out[j], ok = x[:], true
+			}
+		case sqltypes.Date:
+			if x, isTime := v.(time.Time); isTime {
+				out[j], ok = arrow.Date32FromTime(x), true
+			}
+		case sqltypes.Timestamp, sqltypes.Timestamptz:
+			if x, isTime := v.(time.Time); isTime {
+				out[j], ok = arrow.Timestamp(x.UnixMicro()), true
+			}
+		case sqltypes.Time:
+			if x, isTime := v.(pgtype.Time); isTime {
+				out[j], ok = arrow.Time64(x.Microseconds), true
+			}
+		case sqltypes.Interval:
+			if x, isIv := v.(pgtype.Interval); isIv {
+				out[j], ok = arrow.MonthDayNanoInterval{Months: x.Months, Days: x.Days, Nanoseconds: x.Microseconds * 1000}, true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// wireValue turns a stored column value, as kv decodes it (the Go value of
+// the column's Arrow type), into the Go value the engine's rows give for a
+// column of type t (engine.GoValue), which pgwire sends.
+func wireValue(t sqltypes.Type, v any) any {
+	switch x := v.(type) {
+	case nil, bool, int16, int32, int64, float32, float64, string:
+		return v
+	case []byte:
+		if t.Kind() == sqltypes.UUID && len(x) == 16 {
+			return [16]byte(x)
+		}
+		return x
+	case decimal128.Num:
+		dt := t.ArrowType().(*arrow.Decimal128Type)
+		return pgtype.Numeric{Int: x.BigInt(), Exp: -dt.Scale, Valid: true}
+	case arrow.Date32:
+		switch x {
+		case math.MaxInt32:
+			return pgtype.Date{InfinityModifier: pgtype.Infinity, Valid: true}
+		case -math.MaxInt32:
+			return pgtype.Date{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+		}
+		return time.Unix(int64(x)*86400, 0).UTC()
+	case arrow.Time64:
+		return pgtype.Time{Microseconds: int64(x), Valid: true}
+	case arrow.Timestamp:
+		if x == math.MaxInt64 || x == -math.MaxInt64 {
+			inf := pgtype.Infinity
+			if x < 0 {
+				inf = pgtype.NegativeInfinity
+			}
+			if t.Kind() == sqltypes.Timestamptz {
+				return pgtype.Timestamptz{InfinityModifier: inf, Valid: true}
+			}
+			return pgtype.Timestamp{InfinityModifier: inf, Valid: true}
+		}
+		return time.UnixMicro(int64(x)).UTC()
+	case arrow.MonthDayNanoInterval:
+		return pgtype.Interval{Months: x.Months, Days: x.Days, Microseconds: x.Nanoseconds / 1000, Valid: true}
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = wireValue(t.Elem(), e)
+		}
+		return out
+	}
+	return v
 }
 
 // keyRecord builds a one-row batch of the key columns; false if a value
@@ -420,9 +599,10 @@ func keyRecord(p *lookupPlan, vals []any) (arrow.RecordBatch, bool) {
 	return conformed, true
 }
 
-// lookupBucket is the bucket holding the key; false if its partition does
+// lookupBucket is the bucket holding the key, given its partition value
+// (partitioned tables) and its routing key; false if its partition does
 // not exist.
-func (s *session) lookupBucket(ctx context.Context, p *lookupPlan, keyRec arrow.RecordBatch) (catalog.BucketID, bool, error) {
+func (s *session) lookupBucket(ctx context.Context, p *lookupPlan, part string, route []byte) (catalog.BucketID, bool, error) {
 	var ids []catalog.BucketID
 	exists := false
 	s.f.cfg.Meta.Read(func(v *catalog.View) { _, exists = v.Tables[p.table.id] })
@@ -446,15 +626,11 @@ func (s *session) lookupBucket(ctx context.Context, p *lookupPlan, keyRec arrow.
 			}
 		})
 	} else {
-		value, err := routing.PartitionValue(keyRec.Column(p.partPos), 0)
-		if err != nil {
-			return 0, false, err
-		}
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
 			if t, ok := v.Tables[p.table.id]; ok {
-				for _, part := range t.Partitions {
-					if part.Value == value {
-						ids = part.Buckets
+				for _, pt := range t.Partitions {
+					if pt.Value == part {
+						ids = pt.Buckets
 					}
 				}
 			}
@@ -466,11 +642,7 @@ func (s *session) lookupBucket(ctx context.Context, p *lookupPlan, keyRec arrow.
 		}
 		return 0, false, nil
 	}
-	key, err := routing.RowKey(nil, keyRec, p.bucketKey, 0)
-	if err != nil {
-		return 0, false, fmt.Errorf("route key: %w", err)
-	}
-	return ids[routing.Bucket(key, len(ids))], true, nil
+	return ids[routing.Bucket(route, len(ids))], true, nil
 }
 
 // sameDefinition reports whether two tables have the same columns, key,

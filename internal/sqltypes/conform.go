@@ -68,6 +68,8 @@ func PadChar(s string, n int) string {
 //     normalised as PostgreSQL stores jsonb (JSONBText);
 //   - timestamptz accepts a microsecond timestamp in any zone (the values
 //     are instants; DuckDB labels them with the session zone);
+//   - arrays accept a list whose elements conform to the element type
+//     by these rules (a varchar(n)[] element longer than n is 22001);
 //   - every other column must already have the column's Arrow type (42804).
 //
 // The batch must have one column per table column, in order; names are
@@ -153,7 +155,9 @@ func conformColumn(table string, c Column, a arrow.Array, mem memory.Allocator) 
 			return retype(a, target), nil
 		}
 		return nil, mismatch()
-	case Array, Unknown, Invalid:
+	case Array:
+		return conformList(table, c, a, mem, mismatch)
+	case Unknown, Invalid:
 		return nil, errorf(codeFeatureNotSupported, "column %q has type %s, which a table cannot store", c.Name, c.Type.Name())
 	}
 	if !arrow.TypeEqual(src, target) {
@@ -161,6 +165,27 @@ func conformColumn(table string, c Column, a arrow.Array, mem memory.Allocator) 
 	}
 	a.Retain()
 	return a, nil
+}
+
+// conformList conforms an array column: the source must be a list (of any
+// child field name, as DuckDB names it "l"); its elements are conformed as
+// a column of the element type, and the result has the list's validity
+// and offsets with the conformed elements under Arrow's "item" field.
+func conformList(table string, c Column, a arrow.Array, mem memory.Allocator, mismatch func() error) (arrow.Array, error) {
+	l, ok := a.(*array.List)
+	if !ok {
+		return nil, mismatch()
+	}
+	elem := Column{Name: c.Name, Type: c.Type.Elem()}
+	values, err := conformColumn(table, elem, l.ListValues(), mem)
+	if err != nil {
+		return nil, err
+	}
+	defer values.Release()
+	d := l.Data()
+	nd := array.NewData(c.Type.ArrowType(), d.Len(), d.Buffers()[:2], []arrow.ArrayData{values.Data()}, d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
 }
 
 // retype returns a with another, layout-compatible type, sharing buffers.

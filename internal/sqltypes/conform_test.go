@@ -185,3 +185,75 @@ func TestConformErrors(t *testing.T) {
 	}
 	out.Release()
 }
+
+// TestConformArrays: lists as DuckDB exports them (child field "l", uuid
+// elements as text, varchar(n) elements with trailing spaces) become the
+// table's list<item: elem> with conformed elements; an element too long is
+// 22001, and a non-list source is 42804.
+func TestConformArrays(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	cols := []Column{
+		{Name: "tags", Type: mustParse(t, "varchar(3)[]")},
+		{Name: "ids", Type: mustParse(t, "uuid[]")},
+	}
+	lt := arrow.ListOfField(arrow.Field{Name: "l", Type: arrow.BinaryTypes.String, Nullable: true})
+	build := func(rows [][]*string) arrow.Array {
+		b := array.NewListBuilderWithField(mem, lt.ElemField())
+		defer b.Release()
+		vb := b.ValueBuilder().(*array.StringBuilder)
+		for _, r := range rows {
+			if r == nil {
+				b.AppendNull()
+				continue
+			}
+			b.Append(true)
+			for _, v := range r {
+				if v == nil {
+					vb.AppendNull()
+				} else {
+					vb.Append(*v)
+				}
+			}
+		}
+		return b.NewArray()
+	}
+	str := func(s string) *string { return &s }
+	tags := build([][]*string{{str("a"), str("bob  "), nil}, nil, {}})
+	defer tags.Release()
+	ids := build([][]*string{{str("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")}, {nil}, nil})
+	defer ids.Release()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "tags", Type: lt, Nullable: true}, {Name: "ids", Type: lt, Nullable: true}}, nil)
+	rec := array.NewRecordBatch(schema, []arrow.Array{tags, ids}, 3)
+	defer rec.Release()
+	out, err := Conform("t", cols, rec, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Release()
+	if !out.Schema().Equal(Schema(cols)) {
+		t.Fatalf("schema %s, want %s", out.Schema(), Schema(cols))
+	}
+	if got, want := out.Column(0).String(), `[["a" "bob" (null)] (null) []]`; got != want {
+		t.Errorf("tags = %s, want %s", got, want)
+	}
+	idl := out.Column(1).(*array.List)
+	u := idl.ListValues().(*extensions.UUIDArray)
+	if u.Value(0).String() != "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11" || !u.IsNull(1) || !idl.IsNull(2) {
+		t.Errorf("uuid[] = %v", idl)
+	}
+
+	long := build([][]*string{{str("abcd")}})
+	defer long.Release()
+	rec2 := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "tags", Type: lt, Nullable: true}}, nil), []arrow.Array{long}, 1)
+	defer rec2.Release()
+	var e *Error
+	if _, err := Conform("t", cols[:1], rec2, mem); !errors.As(err, &e) || e.Code != "22001" {
+		t.Errorf("varchar(3)[] with 'abcd': %v, want 22001", err)
+	}
+	rec3 := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "tags", Type: arrow.BinaryTypes.String, Nullable: true}}, nil), []arrow.Array{rec.Column(0).(*array.List).ListValues()}, 3)
+	defer rec3.Release()
+	if _, err := Conform("t", cols[:1], rec3, mem); !errors.As(err, &e) || e.Code != "42804" {
+		t.Errorf("text into varchar(3)[]: %v, want 42804", err)
+	}
+}

@@ -13,15 +13,31 @@ import (
 //	42601 malformed text, or modifiers on a type that takes none
 //	42704 unknown type
 //	22023 modifiers out of range (varchar(0), numeric(3,5))
-//	0A000 a PostgreSQL type mink does not store (arrays, timetz, serial, …),
+//	0A000 a PostgreSQL type mink does not store (timetz, serial, …),
 //	      numeric precision over 38, precision on time/timestamp/interval
+//
+// An array type is written as its element type followed by [] ("text[]",
+// "numeric(12,2)[]"), by "[n]" or several bracket pairs (PostgreSQL
+// ignores the sizes and the number of dimensions, and so does mink), by
+// " ARRAY" or " ARRAY[n]" ("integer ARRAY"), or by PostgreSQL's internal
+// name, an underscore before the element's ("_int4").
 func Parse(text string) (Type, error) {
 	s := strings.TrimSpace(text)
 	if s == "" {
 		return Type{}, errorf(codeSyntaxError, "syntax error: empty type name")
 	}
-	if strings.HasSuffix(s, "]") {
-		return Type{}, errorf(codeFeatureNotSupported, "array types are not supported: %s", s)
+	if elem, ok, err := cutArraySuffix(s); ok || err != nil {
+		if err != nil {
+			return Type{}, err
+		}
+		et, err := Parse(elem)
+		if err != nil {
+			return Type{}, err
+		}
+		return arrayOfParsed(et)
+	}
+	if strings.ContainsAny(s, "[]") {
+		return Type{}, errorf(codeSyntaxError, "syntax error in type %q", text)
 	}
 	name, mods := s, []int32(nil)
 	if open := strings.IndexByte(s, '('); open >= 0 {
@@ -156,13 +172,52 @@ func Lookup(name string, mods []int32) (Type, error) {
 	if strings.HasPrefix(n, "interval ") {
 		return Type{}, errorf(codeFeatureNotSupported, "interval fields are not supported: %s", n)
 	}
-	if strings.HasPrefix(n, "_") || strings.HasSuffix(n, "[]") {
-		return Type{}, errorf(codeFeatureNotSupported, "array types are not supported: %s", n)
+	if elem, ok := strings.CutPrefix(n, "_"); ok && elem != "" {
+		et, err := Lookup(elem, mods)
+		if err != nil {
+			return Type{}, err
+		}
+		return arrayOfParsed(et)
 	}
 	if unsupportedPostgresTypes[n] {
 		return Type{}, errorf(codeFeatureNotSupported, "type %s is not supported", n)
 	}
 	return Type{}, errorf(codeUndefinedObject, "type %q does not exist", n)
+}
+
+// cutArraySuffix removes the array decoration of a type name: trailing
+// "[]" or "[n]" pairs and a trailing ARRAY word (with or without a "[n]").
+func cutArraySuffix(s string) (elem string, ok bool, err error) {
+	for strings.HasSuffix(s, "]") {
+		open := strings.LastIndexByte(s, '[')
+		if open < 0 {
+			return "", false, errorf(codeSyntaxError, "syntax error in type %q", s)
+		}
+		if size := strings.TrimSpace(s[open+1 : len(s)-1]); size != "" {
+			if _, err := strconv.ParseUint(size, 10, 31); err != nil {
+				return "", false, errorf(codeSyntaxError, "syntax error in type %q: array bounds must be integer constants", s)
+			}
+		}
+		s, ok = strings.TrimSpace(s[:open]), true
+	}
+	if fields := strings.Fields(s); len(fields) > 1 && strings.EqualFold(fields[len(fields)-1], "array") {
+		s, ok = strings.TrimSpace(s[:len(s)-len("array")]), true
+	}
+	if ok && s == "" {
+		return "", false, errorf(codeSyntaxError, "syntax error: array of no type")
+	}
+	return s, ok, nil
+}
+
+// arrayOfParsed is ArrayOf for a type that came from Parse or Lookup.
+func arrayOfParsed(elem Type) (Type, error) {
+	if elem.kind == Array {
+		return elem, nil // int[][] is int[] in PostgreSQL
+	}
+	if !elem.Storable() {
+		return Type{}, errorf(codeFeatureNotSupported, "arrays of %s are not supported", elem.Name())
+	}
+	return ArrayOf(elem), nil
 }
 
 func noPrecision(name string, mods []int32, t Type) (Type, error) {

@@ -8,8 +8,8 @@ import (
 // Kind is a type without its modifiers.
 type Kind uint8
 
-// The kinds. Every kind up to JSONB can be a table column's type; Array and
-// Unknown only describe query results.
+// The kinds. Every kind up to JSONB, and Array of those, can be a table
+// column's type; Unknown only describes query results.
 const (
 	Invalid Kind = iota
 	Bool
@@ -31,7 +31,8 @@ const (
 	UUID
 	JSON
 	JSONB
-	// Array is a one-dimensional array of a scalar kind (a DuckDB LIST).
+	// Array is a one-dimensional array of a scalar kind (an Arrow list, a
+	// DuckDB LIST).
 	Array
 	// Unknown is a result column whose type has no PostgreSQL counterpart
 	// that mink maps; it is described as text.
@@ -114,7 +115,7 @@ func checkLength(name string, n int) error {
 }
 
 // ArrayOf returns a one-dimensional array of elem, which must be a scalar
-// type. Arrays only describe query results.
+// type. An array of a storable type is storable.
 func ArrayOf(elem Type) Type {
 	if elem.kind == Array || elem.kind == Unknown || elem.kind == Invalid {
 		panic(fmt.Sprintf("sqltypes.ArrayOf(%v): element must be a scalar type", elem))
@@ -129,7 +130,9 @@ func (t Type) Kind() Kind { return t.kind }
 func (t Type) Valid() bool { return t.kind != Invalid }
 
 // Storable reports whether a table column may have this type.
-func (t Type) Storable() bool { return t.kind > Invalid && t.kind < Array }
+func (t Type) Storable() bool {
+	return (t.kind > Invalid && t.kind < Array) || (t.kind == Array && t.elem > Invalid && t.elem < Array)
+}
 
 // Elem returns the element type of an array; it panics on other kinds.
 func (t Type) Elem() Type {

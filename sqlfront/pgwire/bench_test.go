@@ -20,7 +20,7 @@ var benchColumns = []Column{
 }
 
 type benchSession struct{}
-type benchStmt struct{ copy bool }
+type benchStmt struct{ copy, lookup bool }
 type discardSink struct{ rows int64 }
 
 func (benchHandler) NewSession(context.Context, SessionInfo) (Session, error) {
@@ -33,19 +33,37 @@ func (benchSession) Prepare(_ context.Context, sql string, _ []uint32) (Prepared
 	if len(sql) >= 4 && sql[:4] == "copy" {
 		return benchStmt{copy: true}, nil
 	}
+	if len(sql) >= 6 && sql[:6] == "lookup" {
+		return benchStmt{lookup: true}, nil
+	}
 	return benchStmt{}, nil
 }
 func (benchSession) Sync(context.Context, bool) error { return nil }
 func (benchSession) TxStatus() TxStatus               { return TxIdle }
 func (benchSession) Close()                           {}
-func (benchStmt) ParamOIDs() []uint32                 { return nil }
+func (s benchStmt) ParamOIDs() []uint32 {
+	if s.lookup {
+		return []uint32{pgtype.Int4OID}
+	}
+	return nil
+}
 func (s benchStmt) Columns() []Column {
 	if s.copy {
 		return nil
 	}
+	if s.lookup {
+		return lookupColumns
+	}
 	return benchColumns
 }
-func (s benchStmt) Execute(context.Context, []any) (Result, error) {
+
+// lookupColumns are the columns of pgbench's point lookup in bench/pk.go.
+var lookupColumns = []Column{NewColumn("id", pgtype.Int4OID), NewColumn("v", pgtype.TextOID), NewColumn("n", pgtype.Int8OID)}
+
+func (s benchStmt) Execute(_ context.Context, params []any) (Result, error) {
+	if s.lookup {
+		return Result{Rows: RowsFromSlice(lookupColumns, [][]any{{params[0], "value-42", int64(294)}})}, nil
+	}
 	if s.copy {
 		return Result{CopyIn: &CopyIn{Table: "b", Columns: benchColumns, Options: CopyOptions{Format: CopyBinary}, Sink: &discardSink{}}}, nil
 	}
@@ -79,4 +97,26 @@ func BenchmarkCopyFromBinary(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkPreparedPointQuery measures round trips of a prepared statement
+// with one parameter that returns one short row (Bind, Execute, Sync; the
+// shape of pgbench -M prepared point lookups) through the wire layer alone.
+func BenchmarkPreparedPointQuery(b *testing.B) {
+	ts := startServer(b, Config{Handler: benchHandler{}})
+	conn := ts.pgx(b, "")
+	ctx := context.Background()
+	if _, err := conn.Prepare(ctx, "q", "lookup"); err != nil {
+		b.Fatal(err)
+	}
+	var id int32
+	var v string
+	var n int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := conn.QueryRow(ctx, "q", int32(i)).Scan(&id, &v, &n); err != nil || id != int32(i) {
+			b.Fatal(id, err)
+		}
+	}
 }

@@ -73,10 +73,14 @@ type conn struct {
 	// multi-statement simple Query runs (Statement.Offset in characters).
 	errPosShift int32
 
-	// Reused by sendDataRow.
-	rowBuf     []byte
-	rowOffsets []int
-	rowValues  [][]byte
+	// Reused by sendDataRow and for CommandComplete (Backend.Send encodes
+	// a message at once, so the structs can be reused).
+	rowBuf      []byte
+	rowOffsets  []int
+	rowValues   [][]byte
+	dataRow     pgproto3.DataRow
+	cmdComplete pgproto3.CommandComplete
+	tagBuf      []byte
 
 	mu struct {
 		sync.Mutex
@@ -129,18 +133,24 @@ func (c *conn) cancelQuery() {
 }
 
 // beginQuery returns the context of one handler call that a CancelRequest
-// may cancel, and the function that ends it.
-func (c *conn) beginQuery() (context.Context, func()) {
+// may cancel; endQuery ends it.
+func (c *conn) beginQuery() context.Context {
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	c.mu.Lock()
 	c.mu.cancelQuery = cancel
 	c.mu.Unlock()
 	c.reader.arm()
-	return ctx, func() {
-		c.reader.disarm()
-		c.mu.Lock()
-		c.mu.cancelQuery = nil
-		c.mu.Unlock()
+	return ctx
+}
+
+// endQuery ends the handler call beginQuery began.
+func (c *conn) endQuery() {
+	c.reader.disarm()
+	c.mu.Lock()
+	cancel := c.mu.cancelQuery
+	c.mu.cancelQuery = nil
+	c.mu.Unlock()
+	if cancel != nil {
 		cancel(nil)
 	}
 }

@@ -23,9 +23,9 @@ func (c *conn) handleParse(m *pgproto3.Parse) error {
 			return c.extError(Errorf(CodeDuplicatePreparedStatement, "prepared statement %q already exists", m.Name))
 		}
 	}
-	ctx, end := c.beginQuery()
+	ctx := c.beginQuery()
 	e, err := c.prepare(ctx, m.Query, m.ParameterOIDs)
-	end()
+	c.endQuery()
 	if err != nil {
 		return c.extError(canceled(ctx, err))
 	}
@@ -164,9 +164,9 @@ func (c *conn) handleExecute(m *pgproto3.Execute) error {
 	if !ok {
 		return c.extError(noPortal(m.Portal))
 	}
-	ctx, end := c.beginQuery()
+	ctx := c.beginQuery()
 	ok, fatal := c.execute(ctx, p, int64(m.MaxRows), false)
-	end()
+	c.endQuery()
 	if fatal != nil {
 		return fatal
 	}

@@ -48,9 +48,9 @@ func (c *conn) simpleQuery(query string) error {
 	// portal.
 	c.dropPortal("")
 	c.dropStatement("")
-	ctx, end := c.beginQuery()
+	ctx := c.beginQuery()
 	err := c.runSimple(ctx, query)
-	end()
+	c.endQuery()
 	if err != nil {
 		return err
 	}
@@ -212,9 +212,9 @@ func (c *conn) afterStatement(current *portal) {
 // transaction block it ends the implicit transaction, and with it every
 // portal.
 func (c *conn) syncSession() error {
-	ctx, end := c.beginQuery()
+	ctx := c.beginQuery()
 	err := c.session.Sync(ctx, c.failed)
-	end()
+	c.endQuery()
 	c.failed = false
 	if err != nil {
 		if fatal := c.sendError(ctx, err); fatal != nil {
@@ -291,8 +291,9 @@ func (c *conn) execute(ctx context.Context, p *portal, maxRows int64, simple boo
 			p.done = true
 			p.rows.Close()
 			p.rows = nil
-			tag := append(append(make([]byte, 0, len(p.tag)+8), p.tag...), ' ')
-			c.be.Send(&pgproto3.CommandComplete{CommandTag: strconv.AppendInt(tag, sent, 10)})
+			c.tagBuf = strconv.AppendInt(append(append(c.tagBuf[:0], p.tag...), ' '), sent, 10)
+			c.cmdComplete.CommandTag = c.tagBuf
+			c.be.Send(&c.cmdComplete)
 			return true, nil
 		}
 		if err == nil {
@@ -341,7 +342,8 @@ func (c *conn) sendDataRow(columns []Column, formats []int16, row []any) error {
 			values = append(values, buf[offsets[i]:offsets[i+1]])
 		}
 	}
-	c.be.Send(&pgproto3.DataRow{Values: values})
+	c.dataRow.Values = values
+	c.be.Send(&c.dataRow)
 	c.rowBuf, c.rowOffsets, c.rowValues = buf, offsets, values
 	if len(buf) > 1<<20 {
 		c.rowBuf = nil // do not keep a huge row's buffer

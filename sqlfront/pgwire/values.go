@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/minkdb/mink/internal/sqltypes"
 )
 
 // Wire format codes.
@@ -79,6 +81,11 @@ func (c *codec) encode(buf []byte, oid uint32, format int16, v any) (out []byte,
 		if oid == pgtype.UUIDOID && format != textFormat {
 			// A uuid in its text form (the engine's): parse it for binary.
 			return c.encode(buf, oid, format, Text(v))
+		}
+	case []any:
+		if elem, ok := sqltypes.ArrayElemOID(oid); ok {
+			out, err := c.encodeArray(buf, elem, format, v)
+			return out, false, err
 		}
 	case pgtype.InfinityModifier:
 		// ±infinity, as decode returns it for dates and timestamps.
@@ -160,6 +167,9 @@ func (c *codec) decode(oid uint32, format int16, src []byte) (any, error) {
 			return nil, Errorf(CodeInvalidTextRepresentation, "invalid input syntax for type %s", typeName(oid))
 		}
 		return string(text), nil
+	}
+	if elem, ok := sqltypes.ArrayElemOID(oid); ok {
+		return c.decodeArray(oid, elem, format, src)
 	}
 	if v, err, ok := decodeFast(oid, format, src); ok {
 		if err != nil {

@@ -191,7 +191,11 @@ func (e *StateLostError) Error() string {
 	msg := fmt.Sprintf("bucket %d cannot be restored: no retained KV snapshot is usable and its changelog is trimmed to offset %d, so it cannot be replayed from offset %d",
 		e.Bucket, e.Start, e.Restored)
 	if len(e.Skipped) > 0 {
-		msg += fmt.Sprintf(" (%v)", errors.Join(e.Skipped...))
+		why := make([]string, len(e.Skipped))
+		for i, err := range e.Skipped {
+			why[i] = err.Error()
+		}
+		msg += " (" + strings.Join(why, "; ") + ")"
 	}
 	if e.Lake != nil {
 		msg += fmt.Sprintf("; nor restored from the lake: %v", e.Lake)

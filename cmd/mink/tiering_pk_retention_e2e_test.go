@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
@@ -552,4 +554,62 @@ func TestPKTieringHolderKilled(t *testing.T) {
 		t.Fatalf("lake after node 1's round (%d rows) differs from the table (%d rows):\n%s", len(lake), len(want), d)
 	}
 	t.Logf("%d rows in the table and the lake; tiered %d changelog records", len(want), st.Tiered)
+}
+
+// TestPKTrimmedSnapshotsLostUnavailable: a primary-key table with tiering
+// off (no lake to fall back on) whose changelog was trimmed below its KV
+// snapshots loses every snapshot object. After kill -9 and a restart the
+// bucket never serves a partial state: SELECT and point lookups fail with
+// 57P03 naming the lost state and the trim point.
+func TestPKTrimmedSnapshotsLostUnavailable(t *testing.T) {
+	dataDir := t.TempDir()
+	n := startPKRetentionNode(t, dataDir)
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
+	mustExec(t, conn, "CREATE TABLE kvoff (id bigint PRIMARY KEY, v text, n integer NOT NULL DEFAULT 0) WITH (buckets = 1, tiering = off)")
+	for i, s := range []string{
+		"INSERT INTO kvoff (id, v, n) SELECT i, 'v' || i, i FROM generate_series(1, 100) AS g(i)",
+		"UPDATE kvoff SET n = n + 1 WHERE id % 2 = 0",
+		"DELETE FROM kvoff WHERE id % 3 = 0",
+	} {
+		mustExec(t, conn, s)
+		time.Sleep(1200 * time.Millisecond)
+		t.Logf("step %d done", i)
+	}
+	var b server.BucketStatus
+	waitFor(t, 30*time.Second, "the changelog trimmed", func() bool {
+		b = tableBuckets(t, n, "kvoff")[0]
+		return b.Start > 0
+	})
+	conn.Close(context.Background())
+	n.kill()
+	store, err := objstore.NewDir(filepath.Join(dataDir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := store.List(context.Background(), fmt.Sprintf("kv/%d/", b.Bucket))
+	if err != nil || len(objs) == 0 {
+		t.Fatalf("KV snapshot objects: %d, %v", len(objs), err)
+	}
+	for _, o := range objs {
+		if err := store.Delete(context.Background(), o.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.start()
+	n.waitHealthy()
+	n.waitSQL()
+	conn = connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
+	for _, q := range []string{"SELECT count(*) FROM kvoff", "SELECT v FROM kvoff WHERE id = 1"} {
+		var x any
+		err := conn.QueryRow(context.Background(), q).Scan(&x)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "57P03" || !strings.Contains(pgErr.Message, "cannot be restored") ||
+			!strings.Contains(pgErr.Message, fmt.Sprintf("trimmed to offset %d", b.Start)) {
+			t.Fatalf("%s after losing every snapshot of a trimmed bucket: %v (%v), want 57P03 naming the lost state and offset %d", q, err, x, b.Start)
+		}
+		t.Logf("%s: %s", q, pgErr.Message)
+	}
+	if !strings.Contains(n.log(), "cannot be restored") {
+		t.Fatal("the leader did not log the lost state")
+	}
 }

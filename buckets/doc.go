@@ -14,7 +14,11 @@
 // A primary-key bucket opens in three steps — the stream at the leader
 // epoch, kv.Restore of the newest usable snapshot into
 // <DataDir>/kv/<bucket>-<epoch>, replay of the changelog after it — and is
-// Unavailable until the last one is done. Each open bucket runs an applier
+// Unavailable until the last one is done. When no retained snapshot is
+// usable and the changelog is trimmed (retention trims it below the oldest
+// retained snapshot), the tablet is loaded from the lake at the tiered
+// offset instead (Config.KVLake), or, without a lake, the open fails with
+// ErrStateLost and is retried. Each open bucket runs an applier
 // goroutine (acknowledged appends → tablet, in stream order) and a snapshot
 // loop (every Config.KVSnapshotInterval while the tablet advances). A write
 // whose append fails makes the bucket close and reopen at a new leader epoch.

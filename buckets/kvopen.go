@@ -110,7 +110,8 @@ func (m *Manager) removeKVDirs(id catalog.BucketID) error {
 }
 
 // openKV opens a primary-key bucket: the stream at the leader epoch, then
-// the tablet restored from the newest usable snapshot and the changelog
+// the tablet restored from the newest usable snapshot (or, when none is
+// usable and the changelog is trimmed, from the lake) and the changelog
 // replayed from its offset. The bucket serves only after that. A failed
 // restore is retried (the stream stays open at this epoch) until it works,
 // the bucket moves away, or the manager closes.

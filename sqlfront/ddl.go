@@ -75,14 +75,16 @@ func (s *session) lookupTable(rv *pg.RangeVar) (*tableInfo, error) {
 
 // typeOf resolves a column's type name.
 func typeOf(tn *pg.TypeName) (sqltypes.Type, error) {
-	if len(tn.ArrayBounds) > 0 {
-		return sqltypes.Type{}, unsupported("array columns are not supported")
-	}
 	var name string
 	for _, n := range tn.Names {
 		if str := n.GetString_(); str != nil && str.Sval != "pg_catalog" {
 			name = str.Sval
 		}
+	}
+	if len(tn.ArrayBounds) > 0 && !strings.HasPrefix(name, "_") {
+		// int[], int[3][3], int ARRAY: one-dimensional arrays of int, as
+		// in PostgreSQL, which ignores sizes and dimensions of the type.
+		name = "_" + name
 	}
 	var mods []int32
 	for _, m := range tn.Typmods {

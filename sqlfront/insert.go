@@ -567,6 +567,8 @@ var pgInteger = regexp.MustCompile(`^\s*[+-]?[0-9]+\s*$`)
 // nil means the engine's cast already agrees.
 func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 	switch typ.Kind() {
+	case sqltypes.Array:
+		return arrayLiteral(text, typ)
 	case sqltypes.Bytea:
 		// DuckDB reads '\x41' as one escaped byte, PostgreSQL as hex.
 		b, err := byteaInput(text)

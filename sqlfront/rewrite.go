@@ -203,6 +203,10 @@ func (rw *engineRewriter) visit(n *pg.Node, sc *fromScope) bool {
 		}
 	case *pg.Node_TypeCast:
 		repl = rw.typeCast(x.TypeCast)
+	case *pg.Node_AIndirection:
+		var changed bool
+		repl, changed = rewriteSubscripts(x.AIndirection)
+		rw.changed = rw.changed || changed
 	case *pg.Node_RangeFunction:
 		if !rw.wrappedFrom[x.RangeFunction] {
 			repl = rw.rangeFunction(x.RangeFunction)
@@ -505,6 +509,8 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		return catCast(&pg.Node{Node: &pg.Node_FuncCall{FuncCall: fc}}, typ)
 	}
 	switch {
+	case arrayFuncs[name] && fc.Over == nil:
+		return rewriteArrayFunc(name, fc)
 	case name == "sum" && len(fc.Args) == 1 && !fc.AggStar:
 		switch sc.exprOrigin(fc.Args[0]).typ.Kind() {
 		case sqltypes.Int2, sqltypes.Int4:
@@ -569,6 +575,12 @@ func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 		lit = c.GetSval().Sval
 	}
 	switch t.Kind() {
+	case sqltypes.Array:
+		if c := tc.Arg.GetAConst(); c != nil && c.GetSval() != nil {
+			if n, err := arrayLiteral(lit, t); err == nil {
+				return n
+			}
+		}
 	case sqltypes.Varchar, sqltypes.Char:
 		if t.Length() == 0 {
 			return nil

@@ -35,13 +35,7 @@ func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (ar
 	fields := make([]arrow.Field, len(table.cols))
 	builders := make([]array.Builder, len(table.cols))
 	for i, c := range table.cols {
-		dt := c.Type.ArrowType()
-		switch c.Type.Kind() {
-		case sqltypes.UUID:
-			dt = &arrow.FixedSizeBinaryType{ByteWidth: 16}
-		case sqltypes.JSON, sqltypes.JSONB:
-			dt = arrow.BinaryTypes.String
-		}
+		dt := buildType(c.Type)
 		fields[i] = arrow.Field{Name: c.Name, Type: dt, Nullable: true}
 		builders[i] = array.NewBuilder(mem, dt)
 		builders[i].Reserve(len(rows))
@@ -92,6 +86,21 @@ func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (ar
 		return nil, err
 	}
 	return conformed, nil
+}
+
+// buildType is the Arrow type rowsToRecord builds a column of type t in,
+// before Conform: uuid as FixedSizeBinary(16), json and jsonb as String,
+// arrays as lists of their element's build type.
+func buildType(t sqltypes.Type) arrow.DataType {
+	switch t.Kind() {
+	case sqltypes.UUID:
+		return &arrow.FixedSizeBinaryType{ByteWidth: 16}
+	case sqltypes.JSON, sqltypes.JSONB:
+		return arrow.BinaryTypes.String
+	case sqltypes.Array:
+		return arrow.ListOf(buildType(t.Elem()))
+	}
+	return t.ArrowType()
 }
 
 func badValue(t sqltypes.Type, v any) *pgwire.Error {
@@ -207,6 +216,17 @@ func appendValue(b array.Builder, t sqltypes.Type, v any) *pgwire.Error {
 			return badValue(t, v)
 		}
 		bb.Append(arrow.MonthDayNanoInterval{Months: x.Months, Days: x.Days, Nanoseconds: x.Microseconds * 1000})
+	case *array.ListBuilder:
+		x, ok := v.([]any)
+		if !ok {
+			return badValue(t, v)
+		}
+		bb.Append(true)
+		for _, e := range x {
+			if err := appendValue(bb.ValueBuilder(), t.Elem(), e); err != nil {
+				return err
+			}
+		}
 	default:
 		return unsupported("storing %s values is not supported", t.Name())
 	}

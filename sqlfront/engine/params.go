@@ -15,7 +15,8 @@ import (
 // that is DATE, TIME or TIMESTAMP — the wall clock in UTC — else as an
 // instant, TIMESTAMPTZ); [16]byte (a uuid); the pgtype values pgwire
 // decodes parameters into (Numeric, Date, Time, Timestamp, Timestamptz,
-// Interval, UUID); and any fmt.Stringer, bound as text for DuckDB to cast.
+// Interval, UUID); []any of those, an array, bound as a list (bindList);
+// and any fmt.Stringer, bound as text for DuckDB to cast.
 func bindArgs(stmt duck.PreparedStatement, args []any) error {
 	if want := int(duck.NParams(stmt)); len(args) != want {
 		return &Error{Code: "08P01", Message: fmt.Sprintf("bind message supplies %d parameters, but prepared statement requires %d", len(args), want)}
@@ -115,6 +116,11 @@ func bindArg(stmt duck.PreparedStatement, idx duck.IdxT, a any) error {
 			state = duck.BindNull(stmt, idx)
 		} else {
 			state = duck.BindInterval(stmt, idx, duck.NewInterval(v.Months, v.Days, v.Microseconds))
+		}
+	case []any:
+		var err error
+		if state, err = bindList(stmt, idx, v); err != nil {
+			return err
 		}
 	case fmt.Stringer:
 		state = duck.BindVarchar(stmt, idx, v.String())

@@ -1,0 +1,154 @@
+package sqlfront
+
+import (
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/internal/sqltypes"
+)
+
+// arrayLiteral reads a string constant assigned or cast to an array type
+// ('{a,"b c",NULL}'::text[]) as PostgreSQL's array_in does, which the
+// engine cannot (it reads only its own '[a, b]' form), and returns the
+// engine expression ARRAY[elements]::elem[]. Each element is read as a
+// literal of the element type (typedLiteral), so '{on,off}'::bool[] and
+// '{"\\x01"}'::bytea[] mean what they mean in PostgreSQL. varchar(n) and
+// char(n) elements are given as text: the length rule is applied when the
+// value is stored (sqltypes.Conform). Errors are 22P02 for malformed text
+// and multi-dimensional values, and the element type's input errors.
+func arrayLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
+	elems, err := sqltypes.ParseArrayText(text)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	elemType := typ.Elem()
+	castName := elemType.Name()
+	switch elemType.Kind() {
+	case sqltypes.Varchar, sqltypes.Char:
+		castName = "text"
+		elemType = sqltypes.Of(sqltypes.Text)
+	case sqltypes.JSONB:
+		castName = "json"
+		elemType = sqltypes.Of(sqltypes.JSON)
+	}
+	nodes := make([]*pg.Node, len(elems))
+	for i, e := range elems {
+		if e == nil {
+			nodes[i] = catNull()
+			continue
+		}
+		n, err := typedLiteral(*e, elemType)
+		if err != nil {
+			return nil, err
+		}
+		if n == nil {
+			if n, err = typedLiteralCast(*e, elemType); err != nil {
+				return nil, err
+			}
+		}
+		nodes[i] = n
+	}
+	cast, err := parseExpr("CAST(NULL AS " + castName + "[])")
+	if err != nil {
+		return nil, err
+	}
+	cast.GetTypeCast().Arg = &pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: &pg.A_ArrayExpr{Elements: nodes, Location: -1}}}
+	return cast, nil
+}
+
+// arrayFuncs are PostgreSQL's array functions whose engine counterparts
+// differ (rewriteArrayFunc).
+var arrayFuncs = map[string]bool{"array_length": true, "array_upper": true, "array_lower": true, "cardinality": true, "array_ndims": true}
+
+// rewriteArrayFunc gives PostgreSQL's results for one-dimensional arrays:
+// array_length(a, 1) and array_upper(a, 1) are the number of elements, NULL
+// for an empty array (the engine says 0), and NULL for any other dimension
+// (the engine refuses); array_lower(a, 1) is 1, NULL when empty;
+// cardinality(a) counts the elements (the engine's works on maps only);
+// array_ndims(a) is 1, NULL when empty. All are integer, as in PostgreSQL.
+// nil leaves the call as it is (wrong number of arguments: the engine
+// reports it).
+func rewriteArrayFunc(name string, fc *pg.FuncCall) *pg.Node {
+	length := func(a *pg.Node) *pg.Node { return catCall("len", a) }
+	positive := func(a *pg.Node, then *pg.Node) *pg.Node {
+		return caseWhen(&pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: catNames(">"), Lexpr: length(a), Rexpr: catInt(0)}}}, then)
+	}
+	switch {
+	case name == "cardinality" && len(fc.Args) == 1:
+		return catCast(length(fc.Args[0]), "int4")
+	case name == "array_ndims" && len(fc.Args) == 1:
+		return catCast(positive(fc.Args[0], catInt(1)), "int4")
+	case len(fc.Args) == 2 && name != "cardinality" && name != "array_ndims":
+		a, dim := fc.Args[0], fc.Args[1]
+		var value *pg.Node
+		if name == "array_lower" {
+			value = positive(a, catInt(1))
+		} else {
+			value = catCall("nullif", length(a), catInt(0))
+		}
+		isOne := &pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: catNames("="), Lexpr: dim, Rexpr: catInt(1)}}}
+		return catCast(caseWhen(isOne, value), "int4")
+	}
+	return nil
+}
+
+// caseWhen is CASE WHEN cond THEN then END.
+func caseWhen(cond, then *pg.Node) *pg.Node {
+	return &pg.Node{Node: &pg.Node_CaseExpr{CaseExpr: &pg.CaseExpr{
+		Args:     []*pg.Node{{Node: &pg.Node_CaseWhen{CaseWhen: &pg.CaseWhen{Expr: cond, Result: then}}}},
+		Location: -1,
+	}}}
+}
+
+// rewriteSubscripts makes a[i] NULL for i < 1 as in PostgreSQL (the engine
+// counts a negative index from the end). An index expression i becomes
+// CASE WHEN i > 0 THEN i END; with a constant index below 1 the whole
+// expression becomes CASE WHEN false THEN a[1] END, NULL of the element
+// type (the engine types a[NULL] as integer). Slices (a[1:2]) are left as
+// they are. changed reports whether ind was changed in place; repl, when
+// not nil, replaces the whole expression.
+func rewriteSubscripts(ind *pg.A_Indirection) (repl *pg.Node, changed bool) {
+	constBelowOne := false
+	for _, n := range ind.Indirection {
+		idx := n.GetAIndices()
+		if idx == nil || idx.IsSlice || idx.Uidx == nil {
+			continue
+		}
+		if v, ok := constInt(idx.Uidx); ok {
+			if v < 1 {
+				idx.Uidx = catInt(1)
+				constBelowOne, changed = true, true
+			}
+			continue
+		}
+		if idx.Uidx.GetAConst() != nil {
+			continue
+		}
+		i := idx.Uidx
+		idx.Uidx = caseWhen(&pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: catNames(">"), Lexpr: i, Rexpr: catInt(0)}}}, i)
+		changed = true
+	}
+	if constBelowOne {
+		return caseWhen(catBool(false), &pg.Node{Node: &pg.Node_AIndirection{AIndirection: ind}}), true
+	}
+	return nil, changed
+}
+
+// constInt reads an integer constant, also a negated one (-1 parses as
+// unary minus on 1 in some contexts).
+func constInt(n *pg.Node) (int64, bool) {
+	if c := n.GetAConst(); c != nil {
+		if iv := c.GetIval(); iv != nil {
+			return int64(iv.Ival), true
+		}
+		if c.Val == nil && !c.Isnull {
+			return 0, true // pg_query leaves Val empty for 0
+		}
+		return 0, false
+	}
+	if e := n.GetAExpr(); e != nil && e.Kind == pg.A_Expr_Kind_AEXPR_OP && e.Lexpr == nil && len(e.Name) == 1 && e.Name[0].GetString_().GetSval() == "-" {
+		if v, ok := constInt(e.Rexpr); ok {
+			return -v, true
+		}
+	}
+	return 0, false
+}

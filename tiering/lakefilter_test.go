@@ -332,3 +332,126 @@ func TestLakeFilterRandom(t *testing.T) {
 		t.Fatalf("no file pruned in 200 random filters")
 	}
 }
+
+// TestLakeFilterRowGroups: files of several row groups (two rounds of
+// 150,000 rows in one bucket: row groups of 131,072 and 18,928 rows) are
+// read only in the row groups whose statistics may match, counted in
+// Stats; random filters with values at and around the row groups' bounds
+// never lose a matching row.
+func TestLakeFilterRowGroups(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	e := newEnv(t)
+	spec := testSpec("events", 1, "")
+	id := e.createTable(spec)
+	b := sortedKeys(e.ends(id))[0]
+	const perRound = 150_000
+	var all []row
+	for round := range 2 {
+		var rows []row
+		for i := range perRound {
+			n := int64(round*perRound + i)
+			r := row{id: n, ts: 1_700_000_000_000_000 + n*1_000_000, small: int16(n % 11), ok: n%3 == 0}
+			if n%5 != 0 {
+				s := fmt.Sprintf("r%07d", n)
+				r.s = &s
+			}
+			rows = append(rows, r)
+		}
+		e.appendGiven(id, b, rows)
+		all = append(all, rows...)
+		if _, err := e.tierer().Round(e.ctx, id, e.epoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := e.tiered(id).LakeSnapshotID
+	schema := minkSchema(t, spec, "id", "s", "ts", "small", "ok")
+	cache, err := NewFileCache(t.TempDir(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewLakeReader(e.store.Inner(), storeURL, cache)
+	// Row groups: ids [0, 131072) [131072, 150000) | [150000, 281072) [281072, 300000).
+	for _, c := range []struct {
+		preds         []Predicate
+		rows          int
+		groups, prune uint64 // of the files read
+	}{
+		{[]Predicate{{Column: "id", Op: PredEq, Values: []any{int64(140_000)}}}, 1, 2, 1},
+		{[]Predicate{{Column: "id", Op: PredGe, Values: []any{int64(131_071)}}, {Column: "id", Op: PredLe, Values: []any{int64(131_072)}}}, 2, 2, 0},
+		{[]Predicate{{Column: "ts", Op: PredGe, Values: []any{arrow.Timestamp(1_700_000_000_000_000 + 281_072*1_000_000)}}}, 18_928, 2, 1},
+		{[]Predicate{{Column: "s", Op: PredIn, Values: []any{"r0000001", "r0299999"}}}, 2, 4, 2},
+		{[]Predicate{{Column: "small", Op: PredEq, Values: []any{int64(3)}}}, 27_273, 4, 0},
+	} {
+		before := r.Stats()
+		got, err := scanRows(t, e, r, ScanRequest{Table: id, Snapshot: snap, Schema: schema, Filter: c.preds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := r.Stats()
+		groups := after.RowGroupsRead - before.RowGroupsRead + after.RowGroupsPruned - before.RowGroupsPruned
+		if len(got) != c.rows || groups != c.groups || after.RowGroupsPruned-before.RowGroupsPruned != c.prune {
+			t.Errorf("%v: %d rows, %d row groups, %d pruned; want %d, %d, %d", c.preds, len(got), groups,
+				after.RowGroupsPruned-before.RowGroupsPruned, c.rows, c.groups, c.prune)
+		}
+	}
+	edges := []int64{0, 1, 131_071, 131_072, 131_073, 149_999, 150_000, 150_001, 281_071, 281_072, 299_999, 300_000, -1}
+	value := func(col string) any {
+		n := edges[rng.IntN(len(edges))] + int64(rng.IntN(3)-1)
+		if rng.IntN(3) == 0 {
+			n = int64(rng.IntN(300_010))
+		}
+		switch col {
+		case "id":
+			return n
+		case "s":
+			return fmt.Sprintf("r%07d", n)
+		case "ts":
+			return arrow.Timestamp(1_700_000_000_000_000 + n*1_000_000)
+		case "small":
+			return int64(rng.IntN(13) - 1)
+		}
+		return rng.IntN(2) == 0
+	}
+	cols := []string{"id", "s", "ts", "small", "ok"}
+	for i := range 40 {
+		var preds []Predicate
+		for range 1 + rng.IntN(2) {
+			col := cols[rng.IntN(len(cols))]
+			p := Predicate{Column: col, Op: PredOp(rng.IntN(8))}
+			switch p.Op {
+			case PredIn:
+				for range 1 + rng.IntN(3) {
+					p.Values = append(p.Values, value(col))
+				}
+			case PredIsNull, PredNotNull:
+			default:
+				p.Values = []any{value(col)}
+			}
+			preds = append(preds, p)
+		}
+		got, err := scanRows(t, e, r, ScanRequest{Table: id, Snapshot: snap, Schema: schema, Filter: preds})
+		if err != nil {
+			t.Fatalf("case %d %v: %v", i, preds, err)
+		}
+		seen := make(map[int64]bool, len(got))
+		for _, rw := range got {
+			if seen[rw.id] {
+				t.Fatalf("case %d %v: row %d twice", i, preds, rw.id)
+			}
+			seen[rw.id] = true
+		}
+		for _, rw := range all {
+			ok := true
+			for _, p := range preds {
+				ok = ok && holds(p, rw)
+			}
+			if ok && !seen[rw.id] {
+				t.Fatalf("case %d %v: row %s matches and is missing", i, preds, fmtRow(rw))
+			}
+		}
+	}
+	st := r.Stats()
+	t.Logf("row groups read %d, pruned %d", st.RowGroupsRead, st.RowGroupsPruned)
+}

@@ -35,8 +35,11 @@ type LakeReader struct {
 	mu     sync.Mutex
 	tables map[catalog.TableID]table.Metadata
 	plans  map[string][]table.FileScanTask
+	// footers are the Parquet footers of data files (rowgroups.go).
+	footers map[string]footerEntry
 
-	filesRead, filesPruned atomic.Uint64
+	filesRead, filesPruned         atomic.Uint64
+	rowGroupsRead, rowGroupsPruned atomic.Uint64
 }
 
 // LakeReadStats are a LakeReader's totals since it was made.
@@ -45,11 +48,16 @@ type LakeReadStats struct {
 	// entry). FilesPruned: data files of the buckets scans asked for that
 	// a scan's Filter let it skip, by their column bounds.
 	FilesRead, FilesPruned uint64
+	// RowGroupsRead, RowGroupsPruned: the row groups of the files that
+	// filtered scans read, and of those the ones the Filter let them skip
+	// by their Parquet statistics. (Unfiltered scans do not count.)
+	RowGroupsRead, RowGroupsPruned uint64
 }
 
 // Stats returns the reader's totals.
 func (r *LakeReader) Stats() LakeReadStats {
-	return LakeReadStats{FilesRead: r.filesRead.Load(), FilesPruned: r.filesPruned.Load()}
+	return LakeReadStats{FilesRead: r.filesRead.Load(), FilesPruned: r.filesPruned.Load(),
+		RowGroupsRead: r.rowGroupsRead.Load(), RowGroupsPruned: r.rowGroupsPruned.Load()}
 }
 
 // maxPlans bounds the plans a LakeReader keeps.
@@ -58,7 +66,7 @@ const maxPlans = 256
 // NewLakeReader returns a reader of the lake in store (whose URL is base,
 // as for NewLake); cache may be nil (every read goes to the store).
 func NewLakeReader(store objstore.Store, base string, cache *FileCache) *LakeReader {
-	return &LakeReader{lake: NewLake(store, base), cache: cache, tables: map[catalog.TableID]table.Metadata{}, plans: map[string][]table.FileScanTask{}}
+	return &LakeReader{lake: NewLake(store, base), cache: cache, tables: map[catalog.TableID]table.Metadata{}, plans: map[string][]table.FileScanTask{}, footers: map[string]footerEntry{}}
 }
 
 // Cache returns the reader's cache (nil if none).
@@ -165,8 +173,18 @@ func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.Re
 			return err
 		}
 		r.filesPruned.Add(uint64(all - len(tasks)))
+		r.filesRead.Add(uint64(len(tasks)))
+		var parts []table.FileScanTask
+		for _, task := range tasks {
+			split, groups, kept := r.splitRowGroups(ctx, meta.CurrentSchema(), task, req.Filter)
+			parts = append(parts, split...)
+			r.rowGroupsRead.Add(uint64(kept))
+			r.rowGroupsPruned.Add(uint64(groups - kept))
+		}
+		tasks = parts
+	} else {
+		r.filesRead.Add(uint64(len(tasks)))
 	}
-	r.filesRead.Add(uint64(len(tasks)))
 	return r.readTasks(ctx, scan, tasks, req.Schema, filter != nil, fn)
 }
 

@@ -15,7 +15,7 @@ import (
 // times, and the lake data files mink read and skipped per run.
 type SelectiveResult struct {
 	QueryResult
-	FilesRead, FilesPruned float64
+	FilesRead, FilesPruned, RowGroupsRead, RowGroupsPruned float64
 }
 
 // SelectiveLakeQueries are queries over facts whose WHERE selects a small
@@ -39,7 +39,7 @@ func SelectiveLakeQueries(rows int) []BenchQuery {
 func runSelective(ctx context.Context, admin string, mink, duck func(ctx context.Context, sql string) ([][]any, error), queries []BenchQuery, runs int) ([]SelectiveResult, error) {
 	var out []SelectiveResult
 	for _, q := range queries {
-		read0, pruned0, err := lakeFileCounters(ctx, admin)
+		c0, err := lakeFileCounters(ctx, admin)
 		if err != nil {
 			return nil, err
 		}
@@ -47,61 +47,58 @@ func runSelective(ctx context.Context, admin string, mink, duck func(ctx context
 		if err != nil {
 			return nil, err
 		}
-		read1, pruned1, err := lakeFileCounters(ctx, admin)
+		c1, err := lakeFileCounters(ctx, admin)
 		if err != nil {
 			return nil, err
 		}
-		statements := float64(runs + 1)
-		out = append(out, SelectiveResult{QueryResult: res[0], FilesRead: (read1 - read0) / statements, FilesPruned: (pruned1 - pruned0) / statements})
+		per := func(name string) float64 { return (c1[name] - c0[name]) / float64(runs+1) }
+		out = append(out, SelectiveResult{QueryResult: res[0], FilesRead: per("files_read"), FilesPruned: per("files_pruned"),
+			RowGroupsRead: per("row_groups_read"), RowGroupsPruned: per("row_groups_pruned")})
 	}
 	return out, nil
 }
 
-var lakeCounterRE = regexp.MustCompile(`(?m)^mink_lake_files_(read|pruned)_total (\S+)$`)
+var lakeCounterRE = regexp.MustCompile(`(?m)^mink_lake_((?:files|row_groups)_(?:read|pruned))_total (\S+)$`)
 
-// lakeFileCounters scrapes mink_lake_files_read_total and
-// mink_lake_files_pruned_total.
-func lakeFileCounters(ctx context.Context, admin string) (read, pruned float64, err error) {
+// lakeFileCounters scrapes the mink_lake_{files,row_groups}_{read,pruned}
+// counters, by "files_read" etc.
+func lakeFileCounters(ctx context.Context, admin string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	found := 0
+	out := map[string]float64{}
 	for _, m := range lakeCounterRE.FindAllStringSubmatch(string(body), -1) {
 		v, err := strconv.ParseFloat(m[2], 64)
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
-		if m[1] == "read" {
-			read = v
-		} else {
-			pruned = v
-		}
-		found++
+		out[m[1]] = v
 	}
-	if found != 2 {
-		return 0, 0, fmt.Errorf("/metrics of %s lacks mink_lake_files_read_total or mink_lake_files_pruned_total", admin)
+	if len(out) != 4 {
+		return nil, fmt.Errorf("/metrics of %s lacks mink_lake_files_*_total or mink_lake_row_groups_*_total (%v)", admin, out)
 	}
-	return read, pruned, nil
+	return out, nil
 }
 
 func writeSelective(w io.Writer, results []SelectiveResult) {
-	fmt.Fprintln(w, "| query | lake files read / skipped per run | mink (union read) | DuckDB (Parquet) | mink/DuckDB |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| query | lake files read / skipped per statement | row groups read / skipped (of the files read) | mink (union read) | DuckDB (Parquet) | mink/DuckDB |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
 	logSum := 0.0
 	for _, r := range results {
 		ratio := float64(r.Mink) / float64(r.DuckDB)
 		logSum += math.Log(ratio)
-		fmt.Fprintf(w, "| %s | %.0f / %.0f | %s | %s | %.2f× |\n", r.Name, r.FilesRead, r.FilesPruned, formatLatency(r.Mink), formatLatency(r.DuckDB), ratio)
+		fmt.Fprintf(w, "| %s | %.0f / %.0f | %.0f / %.0f | %s | %s | %.2f× |\n", r.Name, r.FilesRead, r.FilesPruned,
+			r.RowGroupsRead, r.RowGroupsPruned, formatLatency(r.Mink), formatLatency(r.DuckDB), ratio)
 	}
 	if len(results) > 0 {
 		fmt.Fprintf(w, "\nmink / DuckDB on selective filters, geometric mean: **%.2f×**\n", math.Exp(logSum/float64(len(results))))

@@ -9,6 +9,10 @@ var (
 		"Lake data files this node's SQL scans read (the union read of tiered tables).", nil, nil)
 	lakeFilesPrunedDesc = prometheus.NewDesc("mink_lake_files_pruned_total",
 		"Lake data files a scan skipped by their column bounds (statistics pruning of the WHERE clause).", nil, nil)
+	lakeRowGroupsReadDesc = prometheus.NewDesc("mink_lake_row_groups_read_total",
+		"Row groups that filtered SQL scans read of the lake files they read.", nil, nil)
+	lakeRowGroupsPrunedDesc = prometheus.NewDesc("mink_lake_row_groups_pruned_total",
+		"Row groups of the lake files filtered SQL scans read that they skipped by their Parquet statistics.", nil, nil)
 )
 
 // lakeReadCollector exports the SQL lake reader's counters.
@@ -17,6 +21,8 @@ type lakeReadCollector struct{ s *Server }
 func (c lakeReadCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lakeFilesReadDesc
 	ch <- lakeFilesPrunedDesc
+	ch <- lakeRowGroupsReadDesc
+	ch <- lakeRowGroupsPrunedDesc
 }
 
 func (c lakeReadCollector) Collect(ch chan<- prometheus.Metric) {
@@ -27,4 +33,6 @@ func (c lakeReadCollector) Collect(ch chan<- prometheus.Metric) {
 	st := lr.Stats()
 	ch <- prometheus.MustNewConstMetric(lakeFilesReadDesc, prometheus.CounterValue, float64(st.FilesRead))
 	ch <- prometheus.MustNewConstMetric(lakeFilesPrunedDesc, prometheus.CounterValue, float64(st.FilesPruned))
+	ch <- prometheus.MustNewConstMetric(lakeRowGroupsReadDesc, prometheus.CounterValue, float64(st.RowGroupsRead))
+	ch <- prometheus.MustNewConstMetric(lakeRowGroupsPrunedDesc, prometheus.CounterValue, float64(st.RowGroupsPruned))
 }

@@ -10,9 +10,14 @@ import (
 
 // convertLakeType converts a lake column that Arrow's casts do not map to
 // its bucket type: an interval's struct (months int32, days int32,
-// nanoseconds int64; docs/format/lake.md) to MonthDayNanoInterval. ok is
-// false for every other pair of types.
+// nanoseconds int64; docs/format/lake.md) to MonthDayNanoInterval, and a
+// list (any element field name, e.g. Iceberg's "element") to the bucket's
+// list, its elements converted by convertArray. ok is false for every
+// other pair of types.
 func convertLakeType(a arrow.Array, to arrow.DataType) (out arrow.Array, ok bool, err error) {
+	if lt, isList := to.(*arrow.ListType); isList {
+		return convertList(a, lt)
+	}
 	if to.ID() != arrow.INTERVAL_MONTH_DAY_NANO {
 		return nil, false, nil
 	}
@@ -65,4 +70,24 @@ func intervalsOfStruct(st *array.Struct) arrow.Array {
 		b.Append(arrow.MonthDayNanoInterval{Months: months.Value(i), Days: days.Value(i), Nanoseconds: nanos.Value(i)})
 	}
 	return b.NewArray()
+}
+
+// convertList converts a List to the list type to (a LargeList, which
+// mink does not write, is an error).
+func convertList(a arrow.Array, to *arrow.ListType) (arrow.Array, bool, error) {
+	switch l := a.(type) {
+	case *array.List:
+		elems, err := convertArray(l.ListValues(), to.Elem())
+		if err != nil {
+			return nil, true, err
+		}
+		defer elems.Release()
+		d := l.Data()
+		nd := array.NewData(to, d.Len(), d.Buffers()[:2], []arrow.ArrayData{elems.Data()}, d.NullN(), d.Offset())
+		defer nd.Release()
+		return array.MakeFromData(nd), true, nil
+	case *array.LargeList:
+		return nil, true, fmt.Errorf("lake list column of type %s: large lists are not read", a.DataType())
+	}
+	return nil, false, nil
 }

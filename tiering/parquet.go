@@ -75,8 +75,8 @@ func encodeParquet(ls *lakeSchema, bucket catalog.BucketID, batches []Batch, fro
 					parquet.CreatedBy("mink", "tiering", ""),
 				)
 			}
-			row := make(parquet.Row, nleaves)
-			if err := fillRow(writers, row, b.Record, 0, int(i), bucket, b.Offset+i); err != nil {
+			row, err := appendRow(writers, make(parquet.Row, 0, nleaves), b.Record, 0, int(i), bucket, b.Offset+i)
+			if err != nil {
 				return nil, fmt.Errorf("bucket %d offset %d: %w", bucket, b.Offset+i, err)
 			}
 			rows = append(rows, row)

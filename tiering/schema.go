@@ -50,10 +50,21 @@ type lakeColumn struct {
 // its values: the column itself, or an interval's months, days and
 // nanoseconds (also the order of an interval primary-key column).
 func (c lakeColumn) leafPaths() [][]string {
-	if c.sql.Kind() == sqltypes.Interval {
-		return [][]string{{c.name, intervalMonths}, {c.name, intervalDays}, {c.name, intervalNanoseconds}}
+	return typeLeafPaths(c.sql, []string{c.name})
+}
+
+// typeLeafPaths are the Parquet paths of the leaves of a value of type t
+// at path: an interval's three fields, an array's element's leaves under
+// list.element (Parquet's three-level LIST), or path itself.
+func typeLeafPaths(t sqltypes.Type, path []string) [][]string {
+	with := func(names ...string) []string { return append(append([]string(nil), path...), names...) }
+	switch {
+	case t.Kind() == sqltypes.Interval:
+		return [][]string{with(intervalMonths), with(intervalDays), with(intervalNanoseconds)}
+	case t.Kind() == sqltypes.Array:
+		return typeLeafPaths(t.Elem(), with("list", "element"))
 	}
-	return [][]string{{c.name}}
+	return [][]string{path}
 }
 
 // lakeSchema maps a table spec to its lake columns. Field ids are assigned
@@ -87,7 +98,7 @@ func newLakeSchema(spec catalog.TableSpec) (*lakeSchema, error) {
 		if err != nil {
 			return nil, fmt.Errorf("column %q of type %s: %w", c.Name, t.Name(), err)
 		}
-		if c.Name == spec.PartitionBy && t.Kind() != sqltypes.Interval {
+		if c.Name == spec.PartitionBy && t.Kind() != sqltypes.Interval && t.Kind() != sqltypes.Array {
 			s.partitionCol = i + 1
 		}
 		s.cols = append(s.cols, lakeColumn{
@@ -151,6 +162,16 @@ func lakeType(t sqltypes.Type, nestedID func() int) (iceberg.Type, parquet.Node,
 		return iceberg.PrimitiveTypes.TimestampTz, parquet.TimestampAdjusted(parquet.Microsecond, true), nil
 	case sqltypes.UUID:
 		return iceberg.PrimitiveTypes.UUID, parquet.UUID(), nil
+	case sqltypes.Array:
+		// Iceberg's list with optional elements; in Parquet the
+		// three-level LIST (list.element), as the Iceberg spec says.
+		elemID := nestedID()
+		elem, node, err := lakeType(t.Elem(), nestedID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &iceberg.ListType{ElementID: elemID, Element: elem, ElementRequired: false},
+			parquet.List(parquet.Optional(node)), nil
 	case sqltypes.Interval:
 		// Iceberg has no interval type. The struct keeps the three
 		// independent parts of a PostgreSQL interval (which does not
@@ -216,7 +237,8 @@ type columnWriter struct {
 	maxDef  int
 	arrowIx int
 	kind    sqltypes.Kind
-	extra   string // "bucket" or "offset" for the mink columns
+	elem    sqltypes.Kind // element kind of an array column
+	extra   string        // "bucket" or "offset" for the mink columns
 }
 
 func (s *lakeSchema) columnWriters(ps *parquet.Schema) ([]columnWriter, error) {
@@ -238,6 +260,9 @@ func (s *lakeSchema) columnWriters(ps *parquet.Schema) ([]columnWriter, error) {
 			w.extra = "offset"
 		default:
 			w.kind = c.sql.Kind()
+			if w.kind == sqltypes.Array {
+				w.elem = c.sql.Elem().Kind()
+			}
 		}
 		out[i] = w
 	}

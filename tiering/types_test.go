@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -28,6 +29,15 @@ var lakeTypeNames = []string{
 	"date", "time", "timestamp", "timestamptz", "interval", "uuid", "json", "jsonb",
 }
 
+// lakeArrayTypeNames are array column types, of elements of every kind
+// (TestLakeTypesCoverEveryStorableKind): log tables' round trip covers
+// them.
+var lakeArrayTypeNames = []string{
+	"boolean[]", "smallint[]", "integer[]", "bigint[]", "real[]", "double precision[]",
+	"numeric[]", "numeric(12,2)[]", "text[]", "varchar(5)[]", "char(3)[]", "bytea[]",
+	"date[]", "time[]", "timestamp[]", "timestamptz[]", "interval[]", "uuid[]", "json[]", "jsonb[]",
+}
+
 // TestLakeTypesCoverEveryStorableKind: the round-trip tests below cover
 // every kind of column type mink accepts; a new kind fails here until it
 // is added to lakeTypeNames (and given a lake mapping).
@@ -43,12 +53,26 @@ func TestLakeTypesCoverEveryStorableKind(t *testing.T) {
 			t.Errorf("%s has no lake type: %v", name, err)
 		}
 	}
+	elems := map[sqltypes.Kind]bool{}
+	for _, name := range lakeArrayTypeNames {
+		typ, err := sqltypes.Parse(name)
+		if err != nil || typ.Kind() != sqltypes.Array {
+			t.Fatalf("%s: %v, %v", name, typ, err)
+		}
+		elems[typ.Elem().Kind()] = true
+		if _, _, err := lakeType(typ, func() int { return 100 }); err != nil {
+			t.Errorf("%s has no lake type: %v", name, err)
+		}
+	}
 	for k := sqltypes.Invalid + 1; k < sqltypes.Unknown; k++ {
 		if k == sqltypes.Array || !sqltypes.Of(k).Storable() {
 			continue
 		}
 		if !covered[k] {
 			t.Errorf("column type %s is not in lakeTypeNames", sqltypes.Of(k).Name())
+		}
+		if !elems[k] {
+			t.Errorf("array type %s[] is not in lakeArrayTypeNames", sqltypes.Of(k).Name())
 		}
 	}
 }
@@ -85,6 +109,9 @@ func sqlColumns(t *testing.T, spec catalog.TableSpec) []sqltypes.Column {
 // (nulls among them when nullable), then random values (about one in six
 // NULL when nullable).
 func genColumn(rng *rand.Rand, typ sqltypes.Type, n int, nullable bool) arrow.Array {
+	if typ.Kind() == sqltypes.Array {
+		return genList(rng, typ, n, nullable)
+	}
 	dt := typ.ArrowType()
 	ext, isExt := dt.(arrow.ExtensionType)
 	if isExt {
@@ -114,6 +141,38 @@ func genColumn(rng *rand.Rand, typ sqltypes.Type, n int, nullable bool) arrow.Ar
 		return array.NewExtensionArrayWithStorage(ext, a)
 	}
 	return a
+}
+
+// genList returns n arrays of type typ: an empty array first, then NULL
+// when nullable, then arrays of 0 to 4 elements (about one in six NULL
+// when nullable), whose elements are genColumn's (the element type's edge
+// values first, NULL elements among them).
+func genList(rng *rand.Rand, typ sqltypes.Type, n int, nullable bool) arrow.Array {
+	offsets := make([]int32, n+1)
+	valid := make([]byte, (n+7)/8)
+	nulls := 0
+	for i := range n {
+		l := int32(rng.IntN(5))
+		isNull := nullable && (i == 1 || (i > 1 && rng.IntN(6) == 0))
+		switch {
+		case i == 0:
+			l = 0
+		case isNull:
+			l = 0
+			nulls++
+		}
+		if !isNull {
+			bitutil.SetBit(valid, i)
+		}
+		offsets[i+1] = offsets[i] + l
+	}
+	elems := genColumn(rng, typ.Elem(), int(offsets[n]), true)
+	defer elems.Release()
+	d := array.NewData(typ.ArrowType(), n,
+		[]*memory.Buffer{memory.NewBufferBytes(valid), memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
+		[]arrow.ArrayData{elems.Data()}, nulls, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
 }
 
 // edgeValues are the extreme values of a type: integer limits, float
@@ -295,6 +354,22 @@ func sameValue(a arrow.Array, i int, b arrow.Array, j int) bool {
 		return a.IsNull(i) == b.IsNull(j)
 	}
 	switch a := a.(type) {
+	case *array.List:
+		b, ok := b.(*array.List)
+		if !ok {
+			return false
+		}
+		as, ae := a.ValueOffsets(i)
+		bs, be := b.ValueOffsets(j)
+		if ae-as != be-bs {
+			return false
+		}
+		for k := range ae - as {
+			if !sameValue(storage(a.ListValues()), int(as+k), storage(b.ListValues()), int(bs+k)) {
+				return false
+			}
+		}
+		return true
 	case *array.Float32:
 		b, ok := b.(*array.Float32)
 		return ok && math.Float32bits(a.Value(i)) == math.Float32bits(b.Value(j))
@@ -460,6 +535,11 @@ func TestLakeTypesRoundTripLog(t *testing.T) {
 	e := newEnv(t)
 	spec := typesSpec("types", 2, []catalog.Column{{Name: "id", Type: "bigint", NotNull: true}})
 	spec.PrimaryKey = nil
+	for i, typ := range lakeArrayTypeNames {
+		spec.Columns = append(spec.Columns,
+			catalog.Column{Name: fmt.Sprintf("a%d", i), Type: typ},
+			catalog.Column{Name: fmt.Sprintf("an%d", i), Type: typ, NotNull: true})
+	}
 	id := e.createTable(spec)
 	cols := sqlColumns(t, spec)
 	schema := sqltypes.Schema(cols)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
@@ -26,6 +27,11 @@ func checkPrimaryKey(spec *catalog.TableSpec) error {
 		idx[c.Name] = i
 		if c.Name == kv.ChangeTypeColumn {
 			return errorf(codeReservedName, "column name %q is reserved in primary-key tables (it is the change type of the table's changelog)", c.Name)
+		}
+	}
+	for _, c := range spec.Columns {
+		if t, err := sqltypes.Parse(c.Type); err == nil && t.Kind() == sqltypes.Array {
+			return unsupported("array columns in primary-key tables are not supported yet (column %q)", c.Name)
 		}
 	}
 	seen := map[string]bool{}

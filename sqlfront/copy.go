@@ -176,16 +176,33 @@ func (c *copySink) WriteRows(ctx context.Context, batch *pgwire.CopyBatch) error
 	c.rows = append(c.rows, batch.Rows...)
 	c.lines = append(c.lines, batch.Lines...)
 	if len(c.rows) >= copyStageRows {
-		return c.stage()
+		return c.stage(ctx)
 	}
 	return nil
 }
 
-func (c *copySink) stage() error {
+func (c *copySink) stage(ctx context.Context) error {
 	if len(c.rows) == 0 {
 		return nil
 	}
-	rec, err := rowsToRecord(c.table, c.targets, c.fill, c.rows)
+	fill, copied := c.fill, false
+	for i, col := range c.table.spec.Columns {
+		if col.Sequence == "" || containsInt(c.targets, i) {
+			continue
+		}
+		// A serial or identity column left out takes its sequence's next
+		// values, one per row.
+		vals, err := c.s.f.nextValues(ctx, c.table, col.Name, len(c.rows))
+		if err != nil {
+			return toWire(err)
+		}
+		if !copied {
+			fill, copied = append([]any(nil), c.fill...), true
+		}
+		k := 0
+		fill[i] = func() any { k++; return vals[k-1] }
+	}
+	rec, err := rowsToRecord(c.table, c.targets, fill, c.rows)
 	if err != nil {
 		var re *rowError
 		if errors.As(err, &re) {
@@ -201,7 +218,7 @@ func (c *copySink) stage() error {
 
 func (c *copySink) Commit(ctx context.Context, rows int64) error {
 	defer c.release()
-	if err := c.stage(); err != nil {
+	if err := c.stage(ctx); err != nil {
 		return err
 	}
 	if c.table.isPK() {

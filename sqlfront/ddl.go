@@ -117,14 +117,44 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 		switch e := elt.Node.(type) {
 		case *pg.Node_ColumnDef:
 			cd := e.ColumnDef
-			typ, err := typeOf(cd.TypeName)
+			serial := serialTypes[typeNameOf(cd.TypeName)]
+			var typ sqltypes.Type
+			var err error
+			if serial != "" && len(cd.TypeName.ArrayBounds) == 0 {
+				typ, err = sqltypes.Parse(serial)
+			} else {
+				typ, err = typeOf(cd.TypeName)
+			}
 			if err != nil {
 				return nil, err
 			}
 			col := catalog.Column{Name: cd.Colname, Type: typ.Name(), NotNull: cd.IsNotNull}
+			if serial != "" {
+				col.Sequence, col.NotNull = catalog.SequenceSerial, true
+			}
 			var def string
 			for _, c := range cd.Constraints {
 				con := c.GetConstraint()
+				if col.Sequence != "" && (con.Contype == pg.ConstrType_CONSTR_DEFAULT || con.Contype == pg.ConstrType_CONSTR_IDENTITY) {
+					return nil, errorf(pgwire.CodeSyntaxError, "multiple default values specified for column %q of table %q", cd.Colname, name)
+				}
+				switch con.Contype {
+				case pg.ConstrType_CONSTR_IDENTITY:
+					if def != "" {
+						return nil, errorf(pgwire.CodeSyntaxError, "both default and identity specified for column %q of table %q", cd.Colname, name)
+					}
+					if catalog.SequenceMax(col.Type) == 0 {
+						return nil, errorf(pgwire.CodeInvalidParameterValue, "identity column type must be smallint, integer, or bigint")
+					}
+					if len(con.Options) > 0 {
+						return nil, unsupported("identity sequence options (START WITH, INCREMENT BY, …) are not supported")
+					}
+					col.Sequence, col.NotNull = catalog.SequenceByDefault, true
+					if con.GeneratedWhen == "a" {
+						col.Sequence = catalog.SequenceAlways
+					}
+					continue
+				}
 				switch con.Contype {
 				case pg.ConstrType_CONSTR_NOTNULL:
 					col.NotNull = true
@@ -264,6 +294,22 @@ func checkColumns(spec catalog.TableSpec) error {
 		return errorf(pgwire.CodeUndefinedColumn, "column %q named in partition key does not exist", spec.PartitionBy)
 	}
 	return nil
+}
+
+// serialTypes maps PostgreSQL's serial pseudo-types to the integer type of
+// their column.
+var serialTypes = map[string]string{
+	"smallserial": "smallint", "serial2": "smallint",
+	"serial": "integer", "serial4": "integer",
+	"bigserial": "bigint", "serial8": "bigint",
+}
+
+// typeNameOf is the unqualified, lower-case name of a type.
+func typeNameOf(tn *pg.TypeName) string {
+	if tn == nil || len(tn.Names) == 0 {
+		return ""
+	}
+	return strings.ToLower(tn.Names[len(tn.Names)-1].GetString_().GetSval())
 }
 
 func constraintName(t pg.ConstrType) string {

@@ -65,6 +65,8 @@ type Frontend struct {
 	cfg Config
 	// bucketScans counts bucket reads by queries (pruning shows here).
 	bucketScans atomic.Uint64
+	// seqs caches the values of serial and identity columns (sequence.go).
+	seqs sequences
 }
 
 var _ pgwire.Handler = (*Frontend)(nil)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,8 +38,8 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 	if err != nil {
 		return nil, err
 	}
-	if ins.Override != pg.OverridingKind_OVERRIDING_NOT_SET {
-		return nil, unsupported("OVERRIDING is not supported")
+	if ins.Override == pg.OverridingKind_OVERRIDING_USER_VALUE {
+		return nil, unsupported("OVERRIDING USER VALUE is not supported")
 	}
 	// Target columns, in the order the source provides them. Without a
 	// column list, a source with fewer columns fills the first ones, as in
@@ -74,6 +75,9 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 		}
 	}
 
+	if err := checkIdentityAlways(table, targets, ins.SelectStmt.GetSelectStmt(), ins.Override == pg.OverridingKind_OVERRIDING_SYSTEM_VALUE); err != nil {
+		return nil, err
+	}
 	source, err := s.insertSource(ins, table, targets)
 	if err != nil {
 		return nil, err
@@ -204,6 +208,11 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 			applied, n, err := s.writePK(ctx, table, batches, conflict, args)
 			if err != nil {
 				return pgwire.Result{}, err
+			}
+			if returning != "" {
+				if applied, err = inInputOrder(table, batches, applied); err != nil {
+					return pgwire.Result{}, err
+				}
 			}
 			defer applied.Release()
 			batches, rows = []arrow.RecordBatch{applied}, n
@@ -346,12 +355,29 @@ func (s *session) evaluate(ctx context.Context, table *tableInfo, eval string, a
 	defer rdr.Release()
 	var out []arrow.RecordBatch
 	var rows int64
+	cols, seqs := table.cols, table.hasSequences()
+	if seqs {
+		// A serial or identity column is NULL until fillSequences gives
+		// it its value; checkNotNull checks it after.
+		cols = slices.Clone(cols)
+		for i, c := range table.spec.Columns {
+			if c.Sequence != "" {
+				cols[i].NotNull = false
+			}
+		}
+	}
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
-		conformed, err := sqltypes.Conform(table.name, table.cols, rec, memory.DefaultAllocator)
+		conformed, err := sqltypes.Conform(table.name, cols, rec, memory.DefaultAllocator)
 		if err != nil {
 			releaseAll(out)
 			return nil, 0, err
+		}
+		if seqs {
+			if conformed, err = s.fillSequences(ctx, table, conformed); err != nil {
+				releaseAll(out)
+				return nil, 0, err
+			}
 		}
 		if err := checkNotNull(table, conformed); err != nil {
 			conformed.Release()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 )
 
@@ -142,8 +143,11 @@ type attribute struct {
 	typmod  int32
 	notNull bool
 	def     string // pg_get_expr of the default, "" for none
-	sqlType sqltypes.Type
-	hasType bool // sqlType is set (user tables)
+	// identity is pg_attribute.attidentity: "a" (GENERATED ALWAYS), "d"
+	// (BY DEFAULT) or "".
+	identity string
+	sqlType  sqltypes.Type
+	hasType  bool // sqlType is set (user tables)
 }
 
 func schemaOID(schema string) uint32 {
@@ -171,8 +175,18 @@ func (in *catalogInput) relations() []*catalogRelation {
 		r := &catalogRelation{oid: t.oid, namespace: oidPublic, schema: "public", name: t.spec.Name, kind: t.relkind(), table: t}
 		for i, c := range t.spec.Columns {
 			typ := t.types[i]
-			r.cols = append(r.cols, attribute{name: c.Name, typ: typ.OID(), typmod: typ.TypMod(), notNull: c.NotNull,
-				def: defaultExpr(c.Default, typ), sqlType: typ, hasType: true})
+			a := attribute{name: c.Name, typ: typ.OID(), typmod: typ.TypMod(), notNull: c.NotNull,
+				def: defaultExpr(c.Default, typ), sqlType: typ, hasType: true}
+			switch c.Sequence {
+			case catalog.SequenceSerial:
+				// As PostgreSQL shows a serial column's default.
+				a.def = "nextval(" + catQuoteLiteral(t.spec.Name+"_"+c.Name+"_seq") + "::regclass)"
+			case catalog.SequenceAlways:
+				a.identity = "a"
+			case catalog.SequenceByDefault:
+				a.identity = "d"
+			}
+			r.cols = append(r.cols, a)
 		}
 		out = append(out, r)
 	}
@@ -244,7 +258,7 @@ func buildAttributes(in *catalogInput, b *relBuilder) {
 				"attlen", length, "attnum", int16(i+1), "attndims", int32(ndims), "attcacheoff", int32(-1),
 				"atttypmod", a.typmod, "attbyval", byVal, "attalign", align, "attstorage", storage,
 				"attcompression", "", "attnotnull", a.notNull, "atthasdef", a.def != "", "atthasmissing", false,
-				"attidentity", "", "attgenerated", "", "attisdropped", false, "attislocal", true,
+				"attidentity", a.identity, "attgenerated", "", "attisdropped", false, "attislocal", true,
 				"attinhcount", int32(0), "attcollation", collation)
 		}
 		if r.table == nil || !r.table.hasPK() {

@@ -288,16 +288,17 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 	op := e.Name[0].GetString_().GetSval()
 	switch op {
 	case "+", "-", "*", "/", "%":
-		// A parameter in arithmetic with an operand of known type takes
-		// that type, as PostgreSQL resolves `$1 + 1` (integer); DuckDB
-		// would leave it untyped.
-		if e.Lexpr.GetParamRef() != nil {
+		// A parameter or a quoted literal in arithmetic with an operand of
+		// known type takes that type, as PostgreSQL resolves `$1 + 1` and
+		// `'5' + 1` (integer; clients' simple protocols send parameters
+		// as quoted literals); DuckDB would leave it untyped.
+		if e.Lexpr.GetParamRef() != nil || untypedString(e.Lexpr) {
 			if typ := paramTypeFrom(e.Rexpr, sc); typ != "" {
 				e.Lexpr = catCast(e.Lexpr, typ)
 				rw.changed = true
 			}
 		}
-		if e.Rexpr.GetParamRef() != nil {
+		if e.Rexpr.GetParamRef() != nil || untypedString(e.Rexpr) {
 			if typ := paramTypeFrom(e.Lexpr, sc); typ != "" {
 				e.Rexpr = catCast(e.Rexpr, typ)
 				rw.changed = true
@@ -334,6 +335,12 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		}
 	}
 	return nil
+}
+
+// untypedString reports whether n is a quoted literal without a cast.
+func untypedString(n *pg.Node) bool {
+	c := n.GetAConst()
+	return c != nil && c.GetSval() != nil
 }
 
 // paramTypeFrom returns the name of the type a parameter in arithmetic

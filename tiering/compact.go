@@ -307,11 +307,40 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 	snap := committed.CurrentSnapshot()
 	res.Committed, res.SnapshotID, res.Sequence = true, snap.SnapshotID, uint64(snap.SequenceNumber)
 	res.FilesAfter = res.FilesBefore - res.Rewritten + res.Written
-	if err := t.record(ctx, id, epoch, p, lakeState.Offsets, res.SnapshotID, res.Sequence); err != nil {
+	if err := t.recordCompaction(ctx, id, epoch, p, lakeState, res.SnapshotID, res.Sequence); err != nil {
 		return res, fmt.Errorf("table %q: lake compaction snapshot %d is committed but not recorded (the next round repairs it): %w",
 			p.spec.Name, res.SnapshotID, err)
 	}
 	return res, nil
+}
+
+// recordCompaction records a compaction snapshot, which tiers nothing new,
+// like a round (record), except that when the log was up to date with the
+// lake it keeps the log's tiering time: the time of the last round that
+// tiered rows, from which the status measures the lag.
+func (t *Tierer) recordCompaction(ctx context.Context, id catalog.TableID, epoch uint64, p plan, base LakeState, snapshotID int64, seq uint64) error {
+	at := t.cfg.Now().UTC()
+	if p.tiered.LakeSequence == base.Sequence && !p.tiered.At.IsZero() {
+		at = p.tiered.At.UTC()
+	}
+	rec := catalog.CommitTieringRound{Table: id, CoordinatorEpoch: epoch, Offsets: map[catalog.BucketID]uint64{},
+		LakeSnapshotID: snapshotID, LakeSequence: seq, At: at}
+	for _, b := range p.buckets {
+		if off, ok := base.Offsets[b]; ok {
+			rec.Offsets[b] = off
+		}
+	}
+	if len(rec.Offsets) == 0 {
+		return nil
+	}
+	o, err := t.cfg.Meta.Propose(ctx, rec)
+	if err == nil {
+		err = o.Err
+	}
+	if errors.Is(err, catalog.ErrStaleEpoch) {
+		return fmt.Errorf("%w: %v", ErrFenced, err)
+	}
+	return err
 }
 
 // rewriteGroup writes the rows of a run of consecutive files of one bucket

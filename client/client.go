@@ -18,7 +18,8 @@
 // retried after any failure to reach a leader.
 //
 // The client encodes primary keys itself (docs/format/kv.md), so it
-// imports mink's kv package.
+// imports mink's key and row codec (kv/kvcodec), which does not pull in
+// the storage engine.
 //
 // A Client is safe for concurrent use. It keeps one gRPC connection per
 // node; Close closes them. Scan starts goroutines that end when its reader

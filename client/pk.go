@@ -13,7 +13,7 @@ import (
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // PutTable upserts the rows of rec into a primary-key table and returns
@@ -48,7 +48,7 @@ func (c *Client) PutTable(ctx context.Context, table string, rec arrow.RecordBat
 }
 
 // codec returns the key and row codec of a primary-key table.
-func (m *tableMeta) codec() (*kv.Codec, error) {
+func (m *tableMeta) codec() (*kvcodec.Codec, error) {
 	m.codecOnce.Do(func() {
 		info := m.info
 		cols := make([]sqltypes.Column, len(info.Columns))
@@ -71,7 +71,7 @@ func (m *tableMeta) codec() (*kv.Codec, error) {
 			}
 			keyCols[i] = j
 		}
-		m.kvCodec, m.codecErr = kv.NewCodec(sqltypes.Schema(cols), keyCols)
+		m.kvCodec, m.codecErr = kvcodec.NewCodec(sqltypes.Schema(cols), keyCols)
 	})
 	return m.kvCodec, m.codecErr
 }

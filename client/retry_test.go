@@ -26,7 +26,7 @@ import (
 	"github.com/minkdb/mink/client"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/internal/minktest"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/server"
 )
 
@@ -244,7 +244,7 @@ var _ = ipc.WithSchema
 
 // fakeRows encodes n rows (i, "found") of the fake primary-key table.
 func fakeRows(n int) ([][]byte, error) {
-	codec, err := kv.NewCodec(arrow.NewSchema([]arrow.Field{
+	codec, err := kvcodec.NewCodec(arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 	}, nil), []int{0})
 	if err != nil {

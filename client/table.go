@@ -8,7 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 
 	"github.com/minkdb/mink/internal/flightwire"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // tableMeta is a table's routing information, as some node's view had it.
@@ -21,7 +21,7 @@ type tableMeta struct {
 
 	// The key and row codec of a primary-key table, built on first use.
 	codecOnce sync.Once
-	kvCodec   *kv.Codec
+	kvCodec   *kvcodec.Codec
 	codecErr  error
 }
 

@@ -146,14 +146,11 @@ func TestMain(m *testing.M) {
 
 func benchKey(c *Codec, id int64) []byte {
 	// The key of a single bigint column: what Codec.AppendKey yields.
-	return c.cols[0].key(nil, int64Array(id), 0)
-}
-
-func int64Array(v int64) arrow.Array {
-	b := array.NewInt64Builder(memory.DefaultAllocator)
-	defer b.Release()
-	b.Append(v)
-	return b.NewArray()
+	k, err := c.AppendKeyValues(nil, []any{id})
+	if err != nil {
+		panic(err)
+	}
+	return k
 }
 
 // BenchmarkTabletGet measures point lookups of random keys in the 1M-row

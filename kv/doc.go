@@ -5,7 +5,9 @@
 //
 //   - Codec encodes primary keys (order-preserving) and rows (compact,
 //     per row) of one table schema, and changelog entries (one Arrow record
-//     batch per stream entry, with a _change_type column).
+//     batch per stream entry, with a _change_type column). It and the
+//     record and write types are kv/kvcodec's, which has no storage engine
+//     and which the Go client uses; kv re-exports them.
 //   - Changes turns writes (insert, insert-if-absent, upsert, update,
 //     delete) into changelog records (+I, -U/+U, -D) by reading the current
 //     rows. Pending is the leader's write-side overlay that lets it compute

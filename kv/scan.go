@@ -53,7 +53,7 @@ func NewRecordReader(r *Reader, c *Codec, mem memory.Allocator, batchRows int) (
 }
 
 // Schema is the table schema.
-func (rr *RecordReader) Schema() *arrow.Schema { return rr.codec.schema }
+func (rr *RecordReader) Schema() *arrow.Schema { return rr.codec.Schema() }
 
 // Next advances to the next batch; false at the end or on error (see Err).
 func (rr *RecordReader) Next() bool {

@@ -1,4 +1,4 @@
-package kv
+package kvcodec
 
 import (
 	"encoding/binary"

@@ -239,7 +239,7 @@ func WriteLakeCompactTable(w io.Writer, rep *LakeCompactReport) {
 	c, r := rep.Config, rep.Compact
 	mb := func(n int64) float64 { return float64(n) / (1 << 20) }
 	rate := func(d time.Duration) float64 { return float64(c.Rows) / d.Seconds() }
-	fmt.Fprintf(w, "facts table (%s), %d rows in %d buckets tiered by %d rounds (one file per bucket per round); object store: local directory; policy: target %d MiB, more than %d small files per bucket\n\n",
+	fmt.Fprintf(w, "facts table (%s), %d rows in %d buckets tiered by %d rounds (one file per bucket per round); object store: local directory; policy: target %d MiB, runs of more than %d files of similar size\n\n",
 		factsTypes, c.Rows, c.Buckets, c.Rounds, tiering.DefaultTargetFileSize>>20, tiering.DefaultCompactMinFiles)
 	fmt.Fprintln(w, "| system | data files before → after | time | rows/s | MiB read | MiB written | time vs DuckDB |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")

@@ -119,6 +119,9 @@ func (s *session) planLakeFilter(tree *pg.Node, paramOIDs []uint32) *lakeFilterP
 			return i < 0 || i >= len(paramOIDs) || paramOIDs[i] == 0 || paramOIDs[i] == typ.OID()
 		}
 		if tc := n.GetTypeCast(); tc != nil {
+			if tc.TypeName == nil {
+				return false
+			}
 			t, err := typeOf(tc.TypeName)
 			if err != nil || t.Kind() != typ.Kind() || t.Kind() == sqltypes.Text || t.Kind() == sqltypes.Varchar {
 				return false

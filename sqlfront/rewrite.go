@@ -523,6 +523,14 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		case sqltypes.Int2, sqltypes.Int4:
 			return wrap("int8")
 		}
+	case name == "octet_length" && len(fc.Args) == 1 && fc.Over == nil:
+		// The engine has octet_length for blobs only; text's is its
+		// UTF-8 length in bytes.
+		if k := sc.exprOrigin(fc.Args[0]).typ.Kind(); untypedString(fc.Args[0]) || k == sqltypes.Text || k == sqltypes.Varchar || k == sqltypes.Char {
+			rw.wrapped[fc] = true
+			return catCast(catCall("strlen", fc.Args[0]), "int4")
+		}
+		return wrap("int4")
 	case integerFuncs[name] && fc.Over == nil:
 		return wrap("int4")
 	case name == "json_agg" || name == "jsonb_agg":
@@ -568,8 +576,52 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 			return nil
 		}
 		return catCall("strftime", fc.Args[0], catString(format))
+	case (name == "to_date" || name == "to_timestamp") && len(fc.Args) == 2:
+		// to_date(text, template), to_timestamp(text, template): the
+		// engine's strptime with the template translated as for to_char.
+		c := fc.Args[1].GetAConst()
+		if c == nil || c.GetSval() == nil {
+			return nil
+		}
+		format, ok := strftimeFormat(c.GetSval().Sval)
+		if !ok {
+			return nil
+		}
+		parsed := catCall("strptime", fc.Args[0], catString(format))
+		if name == "to_date" {
+			return catCast(parsed, "date")
+		}
+		return catCast(parsed, "timestamptz")
+	case name == "format" && len(fc.Args) >= 1:
+		// format's %s (and %%) are printf's; %I and %L have no
+		// equivalent and stay an error.
+		c := fc.Args[0].GetAConst()
+		if c == nil || c.GetSval() == nil || !onlyPercentS(c.GetSval().Sval) {
+			return nil
+		}
+		args := []*pg.Node{fc.Args[0]}
+		for _, a := range fc.Args[1:] {
+			// PostgreSQL formats NULL as an empty string for %s.
+			args = append(args, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
+				Args: []*pg.Node{catCast(a, "text"), catString("")}}}})
+		}
+		return catCall("printf", args...)
 	}
 	return nil
+}
+
+// onlyPercentS reports whether every % of a format template is %s or %%.
+func onlyPercentS(template string) bool {
+	for i := 0; i < len(template); i++ {
+		if template[i] != '%' {
+			continue
+		}
+		if i+1 >= len(template) || (template[i+1] != 's' && template[i+1] != '%') {
+			return false
+		}
+		i++
+	}
+	return true
 }
 
 func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {

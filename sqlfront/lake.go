@@ -108,12 +108,14 @@ func (e *trimmedError) Error() string {
 
 func (e *trimmedError) Unwrap() error { return e.err }
 
-// checkStreamFrom turns the outcome of reading bucket id's stream from
-// offset from (got, or the read's error) into a trimmedError when
-// retention trimmed the stream past from: the read failed with ErrTrimmed,
-// its first row is above from, or the stream starts above from now (the
-// read may have planned with a view in which the trimmed objects were
-// gone).
+// checkStreamFrom turns the outcome of reading bucket id's stream (got,
+// or the read's error) into a trimmedError when retention trimmed the
+// stream past from, the first offset the scan needs: the pinned offset, or
+// the stream's start in the pinned view if that is above it (a table with
+// tiering off, whose expired rows are gone by design). Trimmed means: the
+// read failed with ErrTrimmed, its first row is above from, or the stream
+// starts above from now (the read may have planned with a view in which
+// the trimmed objects were gone).
 func (f *Frontend) checkStreamFrom(id catalog.BucketID, from uint64, got []buckets.Batch, err error) error {
 	if err != nil {
 		// A remote leader's error arrives as text.

@@ -202,13 +202,22 @@ func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordRead
 	var bucketIDs []catalog.BucketID
 	filter := t.r.partitions[t.info.id]
 	var lake lakePin
+	var starts map[catalog.BucketID]uint64 // the streams' starts in the pinned view
 	f.cfg.Meta.Read(func(v *catalog.View) {
 		tbl, ok := v.Tables[t.info.id]
 		if !ok {
 			return
 		}
 		// One view: the lake snapshot and tiered offsets match (lake.go).
-		defer func() { lake = pinLake(tbl, bucketIDs) }()
+		defer func() {
+			lake = pinLake(tbl, bucketIDs)
+			starts = make(map[catalog.BucketID]uint64, len(bucketIDs))
+			for _, id := range bucketIDs {
+				if st, ok := v.Streams[catalog.StreamID(id)]; ok {
+					starts[id] = st.Start
+				}
+			}
+		}()
 		if tbl.Spec.PartitionBy == "" {
 			bucketIDs = append(bucketIDs, tbl.Buckets...)
 			return
@@ -239,7 +248,7 @@ func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordRead
 	}
 	for _, id := range bucketIDs {
 		got, err := f.readBucketFrom(ctx, id, lake.from(id))
-		if err = f.checkStreamFrom(id, lake.from(id), got, err); err != nil {
+		if err = f.checkStreamFrom(id, max(lake.from(id), starts[id]), got, err); err != nil {
 			for _, b := range got {
 				b.Record.Release()
 			}

@@ -16,12 +16,27 @@ import (
 // Array columns in the lake. An array column is an Iceberg list with
 // optional elements, written as Parquet's three-level LIST
 // (<col>.list.element). Its values take a variable number of Parquet
-// values per row, one per element and leaf, so log tables' rows are built
-// by appendRow rather than fillRow (whose rows have exactly one value per
-// leaf). Levels of one leaf, for a nullable column (a NOT NULL one has
+// values per row, one per element and leaf, so a row is built by
+// appendRow, values in column order, and a primary-key round finds a key
+// column's value with leafValue. Levels of one leaf, for a nullable column (a NOT NULL one has
 // one level less everywhere): NULL array: definition 0; empty array: 1;
 // NULL element: 2; element: 3 (maxDef); the first element of a row has
 // repetition level 0, the others 1.
+
+// leafValue is the value of leaf column l in row r, a column with one value
+// a row (a primary-key column, never inside a list): at index l when the
+// row has one value per leaf up to l, else found by its column index.
+func leafValue(r parquet.Row, l int) parquet.Value {
+	if l < len(r) && r[l].Column() == l {
+		return r[l]
+	}
+	for _, v := range r {
+		if v.Column() == l {
+			return v
+		}
+	}
+	return parquet.Value{}
+}
 
 // appendRow appends to dst the Parquet values of row i of rec (whose
 // column shift+c holds the table's column c), the row at offset off of

@@ -114,7 +114,7 @@ func pkKeyLeaves(ls *lakeSchema, ps *parquet.Schema, spec catalog.TableSpec) ([]
 func rowKey(r parquet.Row, leaves []int, buf []byte) (string, error) {
 	buf = buf[:0]
 	for _, l := range leaves {
-		v := r[l]
+		v := leafValue(r, l)
 		if v.IsNull() {
 			return "", fmt.Errorf("NULL in primary-key column")
 		}
@@ -141,7 +141,7 @@ func (t *Tierer) rewritePK(ctx context.Context, tbl *table.Table, ls *lakeSchema
 	}
 	cmp := func(x, y parquet.Row) int {
 		for i, l := range leaves {
-			if c := types[i].Compare(x[l], y[l]); c != 0 {
+			if c := types[i].Compare(leafValue(x, l), leafValue(y, l)); c != 0 {
 				return c
 			}
 		}
@@ -367,8 +367,8 @@ func (t *Tierer) applyChanges(ctx context.Context, ls *lakeSchema, ps *parquet.S
 			if ct != "+I" && ct != "+U" && ct != "-D" {
 				return fmt.Errorf("offset %d: unknown change type %q", off, ct)
 			}
-			row := make(parquet.Row, nleaves)
-			if err := fillRow(writers, row, bt.Record, 1, int(i), b, off); err != nil {
+			row, err := appendRow(writers, make(parquet.Row, 0, nleaves), bt.Record, 1, int(i), b, off)
+			if err != nil {
 				return fmt.Errorf("offset %d: %w", off, err)
 			}
 			k, err := rowKey(row, leaves, kb)

@@ -269,57 +269,6 @@ func (s *lakeSchema) columnWriters(ps *parquet.Schema) ([]columnWriter, error) {
 	return out, nil
 }
 
-// fillRow sets row (one value per Parquet leaf) to row i of rec, whose
-// column shift+c holds the table's column c, as the row at offset off of
-// bucket.
-func fillRow(writers []columnWriter, row parquet.Row, rec arrow.RecordBatch, shift, i int, bucket catalog.BucketID, off uint64) error {
-	for _, w := range writers {
-		switch w.extra {
-		case "bucket":
-			row[w.leaves[0]] = parquet.Int64Value(int64(bucket)).Level(0, w.maxDef, w.leaves[0])
-		case "offset":
-			row[w.leaves[0]] = parquet.Int64Value(int64(off)).Level(0, w.maxDef, w.leaves[0])
-		default:
-			if err := w.put(row, rec.Column(w.arrowIx+shift), i); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// put sets the column's values in row from row i of a.
-func (w columnWriter) put(row parquet.Row, a arrow.Array, i int) error {
-	a = storage(a)
-	if a.IsNull(i) {
-		if w.maxDef == 0 {
-			return fmt.Errorf("NULL in NOT NULL column %q", w.name)
-		}
-		for _, l := range w.leaves {
-			row[l] = parquet.NullValue().Level(0, 0, l)
-		}
-		return nil
-	}
-	if w.kind == sqltypes.Interval {
-		col, ok := a.(*array.MonthDayNanoInterval)
-		if !ok {
-			return fmt.Errorf("%w: Arrow type %s in interval column %q", ErrUnsupportedType, a.DataType(), w.name)
-		}
-		v := col.Value(i)
-		vals := [3]parquet.Value{parquet.Int32Value(v.Months), parquet.Int32Value(v.Days), parquet.Int64Value(v.Nanoseconds)}
-		for j, l := range w.leaves {
-			row[l] = vals[j].Level(0, w.maxDef, l)
-		}
-		return nil
-	}
-	v, err := scalarValue(a, i)
-	if err != nil {
-		return fmt.Errorf("column %q: %w", w.name, err)
-	}
-	row[w.leaves[0]] = v.Level(0, w.maxDef, w.leaves[0])
-	return nil
-}
-
 // storage returns the storage array of an extension array (uuid, json).
 func storage(a arrow.Array) arrow.Array {
 	if ext, ok := a.(array.ExtensionArray); ok {

@@ -596,7 +596,8 @@ func TestLakeTypesRoundTripLog(t *testing.T) {
 }
 
 // TestLakeTypesRoundTripPK: a primary-key table keyed by (bigint,
-// interval), with every type as non-key columns, over rounds of inserts,
+// interval), with every type and an array of every type as non-key
+// columns, over rounds of inserts,
 // updates (-U/+U and bare +U) and deletes: the lake holds exactly the
 // table's rows, unchanged, each bucket's files sorted by key.
 func TestLakeTypesRoundTripPK(t *testing.T) {
@@ -607,6 +608,11 @@ func TestLakeTypesRoundTripPK(t *testing.T) {
 		{Name: "id", Type: "bigint", NotNull: true},
 		{Name: "iv", Type: "interval", NotNull: true},
 	})
+	for i, typ := range lakeArrayTypeNames {
+		spec.Columns = append(spec.Columns,
+			catalog.Column{Name: fmt.Sprintf("a%d", i), Type: typ},
+			catalog.Column{Name: fmt.Sprintf("an%d", i), Type: typ, NotNull: true})
+	}
 	id := e.createTable(spec)
 	cols := sqlColumns(t, spec)
 	fields := append([]arrow.Field{{Name: "_change_type", Type: arrow.BinaryTypes.String}}, sqltypes.Schema(cols).Fields()...)

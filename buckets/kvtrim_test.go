@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -331,4 +334,181 @@ func TestKVBucketTrimmedRestoreFromLake(t *testing.T) {
 	if lakeReads != 0 {
 		t.Fatalf("the lake was read %d times with a usable snapshot", lakeReads)
 	}
+}
+
+// A seeded model test of changelog retention: random batches, snapshots,
+// trims as far as the rule allows (below the oldest retained snapshot), KV
+// garbage collection, clean and crash restarts, and restarts with the
+// newest or every retained snapshot's manifest missing. After each restart
+// the bucket is exactly the model; with every snapshot missing after a
+// trim it stays Unavailable with ErrStateLost (never a partial state) until
+// the manifests are back.
+func TestKVBucketTrimModel(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("MINK_TEST_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (rerun with MINK_TEST_SEED=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	logs := &syncBuffer{}
+	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem(), logger: slog.New(slog.NewTextHandler(logs, nil))}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	live := func(catalog.NodeID) bool { return true }
+	dir := t.TempDir()
+	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)
+	ctx := context.Background()
+	if _, err := cat.Propose(ctx, catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	spec := kvSpec
+	spec.Options = map[string]string{"tiering": "off"}
+	out, err := cat.Propose(ctx, catalog.CreateTable{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Buckets[0]
+	if _, err := cat.Propose(ctx, catalog.LeadBucket{Bucket: id, Node: 1, CoordinatorEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b := waitKV(t, m, id)
+	c := b.Codec()
+	model := kvModel{}
+	var trims, restarts, fallbacks, lost int
+	start := func() uint64 { return changelogStart(cat, id) }
+	check := func(when string) {
+		t.Helper()
+		if got := kvModel(scanAll(t, b)); got.String() != model.String() {
+			t.Fatalf("seed %d, %s: state\n  %v\nwant\n  %v", seed, when, got, model)
+		}
+	}
+	reopen := func(crash bool) {
+		t.Helper()
+		if !crash {
+			if err := m.CloseBuckets(ctx); err != nil {
+				t.Fatalf("seed %d: close buckets: %v", seed, err)
+			}
+		}
+		m.Close()
+		// The new manager's catalog: the old one tails the log on its own
+		// and may lag behind the new manager's commits.
+		m, cat = env.startKVNode(1, live, dir, time.Hour, nil)
+	}
+	manifests := func() map[string][]byte {
+		out := map[string][]byte{}
+		for _, s := range retained(cat, id) {
+			data, err := env.store.Get(ctx, s.Manifest)
+			if err != nil {
+				t.Fatalf("seed %d: manifest %s: %v", seed, s.Manifest, err)
+			}
+			out[s.Manifest] = data
+		}
+		return out
+	}
+	const steps = 250
+	for step := 0; step < steps; step++ {
+		switch r := rng.IntN(100); {
+		case r < 60:
+			ws := randomBatch(rng, step)
+			next, ok := model.apply(ws)
+			_, _, err := b.Write(ctx, encodeWrites(t, c, ws))
+			var dup *kv.DuplicateKeyError
+			switch {
+			case err == nil && ok:
+				model = next
+			case errors.As(err, &dup) && !ok:
+			default:
+				t.Fatalf("seed %d step %d: write %v: %v (model ok %v)", seed, step, ws, err, ok)
+			}
+		case r < 72:
+			waitCommitted(t, cat, b)
+			if err := b.Snapshot(ctx); err != nil {
+				t.Fatalf("seed %d step %d: snapshot: %v", seed, step, err)
+			}
+		case r < 82:
+			snaps := retained(cat, id)
+			if len(snaps) == 0 {
+				continue
+			}
+			var st catalog.Stream
+			var epoch uint64
+			cat.Read(func(v *catalog.View) { st, epoch = *v.Streams[catalog.StreamID(id)], v.Coordinator.Epoch })
+			// Past the rule is refused.
+			if len(st.Objects) > 0 && st.End > snaps[0].LogOffset {
+				if _, err := cat.Propose(ctx, catalog.TrimStream{Stream: st.ID, Start: st.End, CoordinatorEpoch: epoch}); !errors.Is(err, catalog.ErrInvalid) {
+					t.Fatalf("seed %d step %d: trim to the end %d past snapshot offset %d: %v", seed, step, st.End, snaps[0].LogOffset, err)
+				}
+			}
+			if p := s3stream.TrimPoint(&st, snaps[0].LogOffset, time.Time{}); p > st.Start {
+				if _, err := cat.Propose(ctx, catalog.TrimStream{Stream: st.ID, Start: p, CoordinatorEpoch: epoch}); err != nil {
+					t.Fatalf("seed %d step %d: trim to %d: %v", seed, step, p, err)
+				}
+				trims++
+			}
+			if _, err := NewKVCollector(env.store, cat, 0).Collect(ctx); err != nil {
+				t.Fatalf("seed %d step %d: kv gc: %v", seed, step, err)
+			}
+		case r < 92:
+			restarts++
+			reopen(rng.IntN(2) == 0)
+			b = waitKV(t, m, id)
+			check(fmt.Sprintf("step %d: after a restart", step))
+		default:
+			// Snapshot manifests go missing: the newest only, or all.
+			snaps := retained(cat, id)
+			if len(snaps) == 0 {
+				continue
+			}
+			saved := manifests()
+			all := rng.IntN(2) == 0 || len(snaps) == 1
+			victims := snaps[len(snaps)-1:]
+			if all {
+				victims = snaps
+			}
+			for _, s := range victims {
+				if err := env.store.Delete(ctx, s.Manifest); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reopen(true)
+			// Fallback to an older snapshot, or a full replay when nothing
+			// is trimmed, is exact; otherwise the state is lost loudly.
+			if all && start() > 0 {
+				deadline := time.Now().Add(20 * time.Second)
+				for {
+					_, err := m.KVBucket(id)
+					if err == nil {
+						t.Fatalf("seed %d step %d: the bucket serves with every snapshot missing and its changelog trimmed to %d", seed, step, start())
+					}
+					if errors.Is(err, ErrStateLost) {
+						break
+					}
+					if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+						t.Fatalf("seed %d step %d: %v, want ErrStateLost", seed, step, err)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				lost++
+			} else {
+				fallbacks++
+			}
+			for k, data := range saved {
+				if _, err := env.store.Get(ctx, k); err != nil {
+					if err := env.store.PutIfAbsent(ctx, k, data); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			b = waitKV(t, m, id)
+			check(fmt.Sprintf("step %d: after missing manifests (all %v)", step, all))
+		}
+	}
+	reopen(true)
+	b = waitKV(t, m, id)
+	check("at the end")
+	t.Logf("seed %d: %d trims (changelog starts at %d of %d), %d restarts, %d restores past missing manifests, %d lost-state checks",
+		seed, trims, start(), b.End(), restarts, fallbacks, lost)
 }

@@ -29,16 +29,14 @@ func checkPrimaryKey(spec *catalog.TableSpec) error {
 			return errorf(codeReservedName, "column name %q is reserved in primary-key tables (it is the change type of the table's changelog)", c.Name)
 		}
 	}
-	for _, c := range spec.Columns {
-		if t, err := sqltypes.Parse(c.Type); err == nil && t.Kind() == sqltypes.Array {
-			return unsupported("array columns in primary-key tables are not supported yet (column %q)", c.Name)
-		}
-	}
 	seen := map[string]bool{}
 	for _, k := range spec.PrimaryKey {
 		i, ok := idx[k]
 		if !ok {
 			return errorf(pgwire.CodeUndefinedColumn, "column %q named in key does not exist", k)
+		}
+		if t, err := sqltypes.Parse(spec.Columns[i].Type); err == nil && t.Kind() == sqltypes.Array {
+			return unsupported("an array column (%q) cannot be part of a primary key", k)
 		}
 		if seen[k] {
 			return errorf(pgwire.CodeDuplicateColumn, "column %q appears twice in primary key constraint", k)

@@ -264,59 +264,72 @@ func (s *session) lakeFilter(ctx context.Context, p *lakeFilterPlan, args []any)
 	for _, c := range p.conds {
 		col := p.table.cols[c.col]
 		pred := tiering.Predicate{Column: col.Name, Op: c.op}
-		ok := true
-		for _, e := range c.exprs {
-			v, good := s.filterValue(ctx, e, col.Type, args)
-			if !good {
-				ok = false
-				break
+		if len(c.exprs) > 0 {
+			vals, ok := s.filterValues(ctx, c.exprs, col.Type, args)
+			if !ok {
+				continue
 			}
-			pred.Values = append(pred.Values, v)
+			pred.Values = vals
 		}
-		if ok {
-			out = append(out, pred)
-		}
+		out = append(out, pred)
 	}
 	return out
 }
 
-// filterValue evaluates a constant or parameter as typ, in the engine, and
-// returns it as a tiering.Predicate value; false if it is NULL or does not
-// evaluate.
-func (s *session) filterValue(ctx context.Context, e *pg.Node, typ sqltypes.Type, args []any) (any, bool) {
-	var query string
+// filterValues evaluates constants or parameters as typ, in the engine
+// (one query), and returns them as tiering.Predicate values; false if one
+// is NULL or does not evaluate.
+func (s *session) filterValues(ctx context.Context, exprs []*pg.Node, typ sqltypes.Type, args []any) ([]any, bool) {
+	items := make([]string, len(exprs))
 	var qargs []any
-	if pr := e.GetParamRef(); pr != nil {
-		i := int(pr.Number) - 1
-		if i < 0 || i >= len(args) || args[i] == nil {
-			return nil, false
+	for i, e := range exprs {
+		var v string
+		if pr := e.GetParamRef(); pr != nil {
+			n := int(pr.Number) - 1
+			if n < 0 || n >= len(args) || args[n] == nil {
+				return nil, false
+			}
+			qargs = append(qargs, args[n])
+			v = "$" + strconv.Itoa(len(qargs))
+		} else {
+			lit, err := deparseExpr(e)
+			if err != nil {
+				return nil, false
+			}
+			v = lit
 		}
-		query, qargs = "SELECT CAST($1 AS "+typ.DuckDBType()+") AS v", []any{args[i]}
-	} else {
-		lit, err := deparseExpr(e)
-		if err != nil {
-			return nil, false
-		}
-		query = "SELECT CAST(" + lit + " AS " + typ.DuckDBType() + ") AS v"
+		items[i] = "CAST(" + v + " AS " + typ.DuckDBType() + ") AS v" + strconv.Itoa(i)
 	}
-	rdr, err := s.conn.QueryArrow(ctx, query, qargs...)
+	rdr, err := s.conn.QueryArrow(ctx, "SELECT "+strings.Join(items, ", "), qargs...)
 	if err != nil {
 		return nil, false
 	}
 	defer rdr.Release()
+	var rec arrow.RecordBatch
 	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		if rec.NumRows() != 1 {
-			return nil, false
+		if rec = rdr.RecordBatch(); rec.NumRows() > 0 {
+			break
 		}
-		conformed, err := sqltypes.Conform("filter", []sqltypes.Column{{Name: "v", Type: typ}}, rec, nil)
+	}
+	if rec == nil || rec.NumRows() != 1 || int(rec.NumCols()) != len(exprs) {
+		return nil, false
+	}
+	out := make([]any, len(exprs))
+	for i := range exprs {
+		one := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{rec.Schema().Field(i)}, nil), []arrow.Array{rec.Column(i)}, 1)
+		conformed, err := sqltypes.Conform("filter", []sqltypes.Column{{Name: rec.Schema().Field(i).Name, Type: typ}}, one, nil)
+		one.Release()
 		if err != nil {
 			return nil, false
 		}
-		defer conformed.Release()
-		return filterGoValue(conformed.Column(0))
+		v, ok := filterGoValue(conformed.Column(0))
+		conformed.Release()
+		if !ok {
+			return nil, false
+		}
+		out[i] = v
 	}
-	return nil, false
+	return out, true
 }
 
 // filterGoValue is row 0 of a as a tiering.Predicate value.

@@ -49,12 +49,15 @@ type sockReader struct {
 
 	timer *time.Timer
 
-	mu       sync.Mutex
-	state    int
-	pending  []byte // read by a watcher, not yet returned by Read
-	err      error  // the watcher's read error, returned after pending
-	done     chan struct{}
-	stopping bool // the protocol goroutine interrupts the watcher
+	// mu guards the hand-over between the protocol goroutine and a watcher.
+	mu struct {
+		sync.Mutex
+		state    int
+		pending  []byte        // read by a watcher, not yet returned by Read
+		err      error         // the read error, returned after pending
+		done     chan struct{} // closed when the running watcher returns
+		stopping bool          // the protocol goroutine interrupts the watcher
+	}
 }
 
 func newSockReader(ctx context.Context, src io.Reader, nc net.Conn, gone func()) *sockReader {
@@ -67,7 +70,7 @@ func newSockReader(ctx context.Context, src io.Reader, nc net.Conn, gone func())
 // arm is called as a handler call begins.
 func (r *sockReader) arm() {
 	r.mu.Lock()
-	r.state = watchArmed
+	r.mu.state = watchArmed
 	r.mu.Unlock()
 	r.timer.Reset(watchDelay)
 }
@@ -78,21 +81,21 @@ func (r *sockReader) disarm() {
 	r.timer.Stop()
 	r.stopWatcher()
 	r.mu.Lock()
-	r.state = watchIdle
+	r.mu.state = watchIdle
 	r.mu.Unlock()
 }
 
 // startWatcher runs on the timer's goroutine, which becomes the watcher.
 func (r *sockReader) startWatcher() {
 	r.mu.Lock()
-	if r.state != watchArmed {
+	if r.mu.state != watchArmed {
 		// The call ended (or reads the socket itself) meanwhile.
 		r.mu.Unlock()
 		return
 	}
-	r.state = watchRunning
+	r.mu.state = watchRunning
 	done := make(chan struct{})
-	r.done = done
+	r.mu.done = done
 	r.mu.Unlock()
 	defer close(done)
 	r.watch()
@@ -103,18 +106,18 @@ func (r *sockReader) watch() {
 	for {
 		n, err := r.src.Read(buf)
 		r.mu.Lock()
-		r.pending = append(r.pending, buf[:n]...)
+		r.mu.pending = append(r.mu.pending, buf[:n]...)
 		if err != nil {
-			if r.stopping && errors.Is(err, os.ErrDeadlineExceeded) {
+			if r.mu.stopping && errors.Is(err, os.ErrDeadlineExceeded) {
 				r.mu.Unlock() // interrupted by stopWatcher: not an error
 				return
 			}
-			r.err = &readError{err: err}
+			r.mu.err = &readError{err: err}
 			r.mu.Unlock()
 			r.gone()
 			return
 		}
-		full := len(r.pending) >= watchReadAhead
+		full := len(r.mu.pending) >= watchReadAhead
 		r.mu.Unlock()
 		if full {
 			return
@@ -127,12 +130,12 @@ func (r *sockReader) watch() {
 // next read, as a timed-out read does not break the TLS state.
 func (r *sockReader) stopWatcher() {
 	r.mu.Lock()
-	if r.state != watchRunning {
+	if r.mu.state != watchRunning {
 		r.mu.Unlock()
 		return
 	}
-	r.stopping = true
-	done := r.done
+	r.mu.stopping = true
+	done := r.mu.done
 	r.mu.Unlock()
 	_ = r.nc.SetReadDeadline(time.Unix(1, 0))
 	<-done
@@ -145,9 +148,9 @@ func (r *sockReader) stopWatcher() {
 		_ = r.nc.SetReadDeadline(time.Now())
 	}
 	r.mu.Lock()
-	r.stopping = false
-	r.state = watchOff
-	r.done = nil
+	r.mu.stopping = false
+	r.mu.state = watchOff
+	r.mu.done = nil
 	r.mu.Unlock()
 }
 
@@ -155,27 +158,27 @@ func (r *sockReader) stopWatcher() {
 // then its error, then the socket.
 func (r *sockReader) Read(p []byte) (int, error) {
 	r.mu.Lock()
-	switch r.state {
+	switch r.mu.state {
 	case watchArmed:
 		// A handler call reads the socket itself (COPY FROM STDIN): it
 		// sees the client's end on its own.
-		r.state = watchOff
+		r.mu.state = watchOff
 	case watchRunning:
 		r.mu.Unlock()
 		r.stopWatcher()
 		r.mu.Lock()
 	}
-	if len(r.pending) > 0 {
-		n := copy(p, r.pending)
-		r.pending = r.pending[n:]
-		if len(r.pending) == 0 {
-			r.pending = nil
+	if len(r.mu.pending) > 0 {
+		n := copy(p, r.mu.pending)
+		r.mu.pending = r.mu.pending[n:]
+		if len(r.mu.pending) == 0 {
+			r.mu.pending = nil
 		}
 		r.mu.Unlock()
 		return n, nil
 	}
-	if r.err != nil {
-		err := r.err
+	if r.mu.err != nil {
+		err := r.mu.err
 		r.mu.Unlock()
 		return 0, err
 	}
@@ -187,7 +190,7 @@ func (r *sockReader) Read(p []byte) (int, error) {
 		// that went away.
 		err = &readError{err: err}
 		r.mu.Lock()
-		r.err = err
+		r.mu.err = err
 		r.mu.Unlock()
 		r.gone()
 		return n, err
@@ -200,8 +203,8 @@ func (r *sockReader) Read(p []byte) (int, error) {
 func (r *sockReader) close() {
 	r.timer.Stop()
 	r.mu.Lock()
-	done := r.done
-	r.state = watchOff
+	done := r.mu.done
+	r.mu.state = watchOff
 	r.mu.Unlock()
 	if done != nil {
 		<-done

@@ -57,7 +57,8 @@ func arrayLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 
 // arrayFuncs are PostgreSQL's array functions whose engine counterparts
 // differ (rewriteArrayFunc).
-var arrayFuncs = map[string]bool{"array_length": true, "array_upper": true, "array_lower": true, "cardinality": true, "array_ndims": true}
+var arrayFuncs = map[string]bool{"array_length": true, "array_upper": true, "array_lower": true, "cardinality": true, "array_ndims": true,
+	"array_dims": true, "array_remove": true, "array_to_string": true}
 
 // rewriteArrayFunc gives PostgreSQL's results for one-dimensional arrays:
 // array_length(a, 1) and array_upper(a, 1) are the number of elements, NULL
@@ -65,6 +66,9 @@ var arrayFuncs = map[string]bool{"array_length": true, "array_upper": true, "arr
 // (the engine refuses); array_lower(a, 1) is 1, NULL when empty;
 // cardinality(a) counts the elements (the engine's works on maps only);
 // array_ndims(a) is 1, NULL when empty. All are integer, as in PostgreSQL.
+// array_dims(a) is '[1:n]'; array_remove and the three-argument
+// array_to_string, which the engine lacks, call session macros
+// (sqlfront/engine).
 // nil leaves the call as it is (wrong number of arguments: the engine
 // reports it).
 func rewriteArrayFunc(name string, fc *pg.FuncCall) *pg.Node {
@@ -73,6 +77,19 @@ func rewriteArrayFunc(name string, fc *pg.FuncCall) *pg.Node {
 		return caseWhen(&pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: catNames(">"), Lexpr: length(a), Rexpr: catInt(0)}}}, then)
 	}
 	switch {
+	case name == "array_dims" && len(fc.Args) == 1:
+		// '[1:n]', NULL when empty.
+		a := fc.Args[0]
+		return positive(a, concatText(catString("[1:"), catCast(length(a), "text"), catString("]")))
+	case name == "array_remove" && len(fc.Args) == 2:
+		// The engine has no array_remove; the session macro filters with
+		// IS DISTINCT FROM (array_remove(a, NULL) removes the NULLs).
+		return catCall("mink_array_remove", fc.Args[0], fc.Args[1])
+	case name == "array_to_string" && len(fc.Args) == 3:
+		// The engine's takes no text for NULL elements.
+		return catCall("mink_array_to_string", fc.Args...)
+	case name == "array_remove" || name == "array_to_string" || name == "array_dims":
+		return nil
 	case name == "cardinality" && len(fc.Args) == 1:
 		return catCast(length(fc.Args[0]), "int4")
 	case name == "array_ndims" && len(fc.Args) == 1:

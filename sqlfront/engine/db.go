@@ -180,6 +180,10 @@ var sessionSettings = []string{
 	// The divisor of x / y and x % y, which sqlfront routes through this
 	// macro: PostgreSQL raises 22012 where DuckDB returns NULL.
 	"CREATE TEMP MACRO mink_divisor(x) AS CASE WHEN x = 0 THEN error('division by zero') ELSE x END",
+	// PostgreSQL's array_remove and three-argument array_to_string (NULL
+	// elements as n), which sqlfront calls under these names.
+	"CREATE TEMP MACRO mink_array_remove(a, x) AS list_filter(a, lambda e: e IS DISTINCT FROM x)",
+	"CREATE TEMP MACRO mink_array_to_string(a, sep, n) AS array_to_string(list_transform(a, lambda e: coalesce(CAST(e AS VARCHAR), n)), sep)",
 }
 
 // Conn opens a connection for one SQL session.

@@ -42,6 +42,9 @@ type testHandler struct {
 	// fuzzing makes pg_sleep fail at once and COPY keep no rows, so that a
 	// fuzzer can run for hours.
 	fuzzing bool
+	// copyDelay delays the start of COPY FROM STDIN (the socket watcher
+	// then holds the CopyData the client pipelined).
+	copyDelay time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -360,6 +363,7 @@ func (st *testStmt) Execute(ctx context.Context, params []any) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		time.Sleep(h.copyDelay)
 		return Result{CopyIn: &CopyIn{Table: "c", Columns: columns, Options: opts, BatchRows: 2,
 			Sink: &testSink{h: h, columns: columns}}}, nil
 	case copyToRE.MatchString(q):

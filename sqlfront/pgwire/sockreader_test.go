@@ -100,3 +100,25 @@ func TestDisconnectTLS(t *testing.T) {
 		t.Fatal("query on a closed connection succeeded")
 	}
 }
+
+// TestCopyAfterWatcher: a COPY FROM STDIN that starts reading after the
+// socket watcher started (the statement took longer than watchDelay to
+// begin) gets the CopyData the watcher read first, then the rest from the
+// socket, and stores every row.
+func TestCopyAfterWatcher(t *testing.T) {
+	h := &testHandler{copyDelay: 10 * watchDelay}
+	ts := startServer(t, Config{Handler: h})
+	c := connectRaw(t, ts.addr, nil)
+	c.send(&pgproto3.Query{String: "copy c from stdin"},
+		&pgproto3.CopyData{Data: []byte("1\ta\t1\n2\tb\t2\n")},
+		&pgproto3.CopyData{Data: []byte("3\tc\t3\n")})
+	time.Sleep(20 * watchDelay) // the COPY runs and waits for more
+	c.send(&pgproto3.CopyData{Data: []byte("4\td\t4\n")}, &pgproto3.CopyDone{})
+	got := formatMessages(c.receiveUntil("ReadyForQuery"))
+	if !strings.HasPrefix(got, "CopyInResponse") || !strings.HasSuffix(got, "CommandComplete COPY 4\nReadyForQuery I\n") {
+		t.Fatalf("COPY answered with:\n%s", got)
+	}
+	if rows := h.committed(); len(rows) != 4 {
+		t.Fatalf("%d rows stored, want 4: %v", len(rows), rows)
+	}
+}

@@ -70,6 +70,9 @@ func (s *session) lookupTable(rv *pg.RangeVar) (*tableInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.tx.status != pgwire.TxIdle && s.droppedInTx(name) {
+		return nil, errDroppedInTx(name)
+	}
 	return s.f.lookupTableByName(name)
 }
 
@@ -246,8 +249,11 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 		return nil, err
 	}
 	return s.tagWithNotices("CREATE TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {
-		if s.tx.status == pgwire.TxInBlock {
-			return nil, unsupported("CREATE TABLE cannot run inside a transaction block")
+		inBlock := s.tx.status == pgwire.TxInBlock
+		if inBlock {
+			if err := s.applyPendingDrop(ctx, name); err != nil {
+				return nil, err
+			}
 		}
 		for i, def := range defaults {
 			if def == "" {
@@ -267,6 +273,9 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 		}
 		if err != nil {
 			return nil, err
+		}
+		if inBlock {
+			s.tx.created = append(s.tx.created, out.Table)
 		}
 		return nil, s.f.waitLeaders(ctx, out.Buckets)
 	}), nil
@@ -568,13 +577,15 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 		names = append(names, last)
 	}
 	return s.tagWithNotices("DROP TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {
-		if s.tx.status == pgwire.TxInBlock {
-			return nil, unsupported("DROP TABLE cannot run inside a transaction block")
-		}
+		inBlock := s.tx.status == pgwire.TxInBlock
 		var ids []catalog.TableID
+		var tables []*tableInfo
 		var notices []*pgwire.Error
 		for _, name := range names {
 			t, err := s.f.lookupTableByName(name)
+			if err == nil && inBlock && s.droppedInTx(name) {
+				err = errDroppedInTx(name)
+			}
 			if err != nil {
 				if d.MissingOk {
 					notices = append(notices, notice("00000", "table %q does not exist, skipping", name))
@@ -583,6 +594,15 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 				return nil, errorf(pgwire.CodeUndefinedTable, "table %q does not exist", name)
 			}
 			ids = append(ids, t.id)
+			tables = append(tables, t)
+		}
+		if inBlock {
+			for _, t := range tables {
+				if err := s.dropInTx(ctx, t); err != nil {
+					return nil, err
+				}
+			}
+			return notices, nil
 		}
 		for _, id := range ids {
 			if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropTable{Table: id}); err != nil && !errors.Is(err, catalog.ErrNotFound) {

@@ -2,6 +2,7 @@ package sqlfront
 
 import (
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -120,6 +121,10 @@ type engineRewriter struct {
 	// result columns rewritten so.
 	root      *pg.SelectStmt
 	quotients map[int]bool
+	// statementRows is the SELECT whose rows an INSERT, UPDATE or DELETE
+	// writes (rewriteSelectForEngine).
+	statementRows *pg.SelectStmt
+	statementArms []*pg.SelectStmt
 }
 
 // rewriteForEngine returns the SQL to send to the engine for a SELECT:
@@ -172,7 +177,9 @@ func (s *session) rewriteSelectForEngine(sel *pg.SelectStmt) {
 	if sel.Op == pg.SetOperation_SET_OPERATION_UNDEFINED {
 		sel.Op = pg.SetOperation_SETOP_NONE // built by mink, not parsed
 	}
-	s.rewriteTreeForEngine(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}, false)
+	rw := &engineRewriter{s: s, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}, wrappedFrom: map[*pg.RangeFunction]bool{},
+		quotients: map[int]bool{}, statementRows: sel}
+	rw.node(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}, &fromScope{})
 }
 
 // rewriteExprForEngine applies engineRewriter to an expression outside a
@@ -221,6 +228,10 @@ func (rw *engineRewriter) visit(n *pg.Node, sc *fromScope) bool {
 
 func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 	if sel.Op != pg.SetOperation_SETOP_NONE {
+		if sel == rw.statementRows || slices.Contains(rw.statementArms, sel) {
+			// The arms of a UNION in an INSERT give its rows too.
+			rw.statementArms = append(rw.statementArms, sel.Larg, sel.Rarg)
+		}
 		if sel.Larg != nil {
 			rw.selectStmt(sel.Larg, outer)
 		}
@@ -262,7 +273,11 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 	}
 	for _, t := range sel.TargetList {
 		// An untyped parameter that is a result column is text, as in
-		// PostgreSQL (DuckDB cannot type it).
+		// PostgreSQL (DuckDB cannot type it); not in the SELECT of an
+		// INSERT, UPDATE or DELETE, where it takes its column's type.
+		if sel == rw.statementRows || slices.Contains(rw.statementArms, sel) {
+			break
+		}
 		if rt := t.GetResTarget(); rt != nil && rt.Val.GetParamRef() != nil {
 			rt.Val = catCast(rt.Val, "text")
 			rw.changed = true

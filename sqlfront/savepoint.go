@@ -28,6 +28,8 @@ type savepoint struct {
 	tables   map[catalog.BucketID]*tableInfo
 	settings map[string]string // every setting's value
 	local    map[string]string // settings.tx.session
+	created  int               // len(tx.created)
+	dropped  int               // len(tx.dropped)
 }
 
 // txBucketState is a copy of a txBucket's overlay. The rows themselves are
@@ -41,7 +43,8 @@ type txBucketState struct {
 }
 
 func (s *session) takeSavepoint(name string) savepoint {
-	sp := savepoint{name: name, pending: len(s.tx.pending), settings: maps.Clone(s.settings.values), local: maps.Clone(s.settings.tx.session)}
+	sp := savepoint{name: name, pending: len(s.tx.pending), settings: maps.Clone(s.settings.values), local: maps.Clone(s.settings.tx.session),
+		created: len(s.tx.created), dropped: len(s.tx.dropped)}
 	s.tx.kv.mu.Lock()
 	defer s.tx.kv.mu.Unlock()
 	sp.tables = maps.Clone(s.tx.kv.tables)
@@ -86,6 +89,9 @@ func (s *session) rollbackTo(ctx context.Context, sp savepoint) {
 		}
 	}
 	s.settings.tx.session = maps.Clone(sp.local)
+
+	s.rollbackDDL(ctx, min(sp.created, len(s.tx.created)))
+	s.tx.dropped = s.tx.dropped[:min(sp.dropped, len(s.tx.dropped))]
 }
 
 // findSavepoint is the index of the newest savepoint called name, or a

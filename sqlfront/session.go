@@ -7,6 +7,7 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
@@ -22,6 +23,10 @@ type txState struct {
 	kv txKV
 	// savepoints are the block's savepoints, oldest first (savepoint.go).
 	savepoints []savepoint
+	// created are the tables the block created, which ROLLBACK drops;
+	// dropped the tables it dropped, which COMMIT drops (ddl_tx.go).
+	created []catalog.TableID
+	dropped []droppedTable
 }
 
 // session is the SQL side of one connection. pgwire calls it from one
@@ -180,6 +185,7 @@ func (s *session) ChangedParams() map[string]string { return s.settings.reported
 func (s *session) Close() {
 	s.tables.close()
 	s.catalog.close()
+	s.rollbackDDLOnClose()
 	s.tx.pending = nil
 	s.conn.Close()
 }
@@ -263,17 +269,22 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 				return pgwire.Result{Tag: "COMMIT", Notices: []*pgwire.Error{{Severity: "WARNING", Code: "25P01", Message: "there is no transaction in progress"}}}, nil
 			case pgwire.TxFailed:
 				s.endSettingsTx(ctx, false)
+				s.rollbackDDL(ctx, 0)
 				s.endTx()
 				return pgwire.Result{Tag: "ROLLBACK"}, nil
 			}
 			pending := s.tx.pending
 			kvs, kvTables := s.tx.kv.buckets, s.tx.kv.tables
+			dropped := s.tx.dropped
 			s.endSettingsTx(ctx, true)
 			s.endTx()
 			if err := s.applyWrites(ctx, pending); err != nil {
 				return pgwire.Result{}, err
 			}
 			if err := s.commitPK(ctx, kvs, kvTables); err != nil {
+				return pgwire.Result{}, err
+			}
+			if err := s.commitDDL(ctx, dropped); err != nil {
 				return pgwire.Result{}, err
 			}
 			return pgwire.Result{Tag: "COMMIT"}, nil
@@ -284,6 +295,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 				return pgwire.Result{Tag: "ROLLBACK", Notices: []*pgwire.Error{{Severity: "WARNING", Code: "25P01", Message: "there is no transaction in progress"}}}, nil
 			}
 			s.endSettingsTx(ctx, false)
+			s.rollbackDDL(ctx, 0)
 			s.endTx()
 			return pgwire.Result{Tag: "ROLLBACK"}, nil
 		}}, nil
@@ -296,4 +308,5 @@ func (s *session) endTx() {
 	s.tx.pending = nil
 	s.tx.kv = txKV{}
 	s.tx.savepoints = nil
+	s.tx.created, s.tx.dropped = nil, nil
 }

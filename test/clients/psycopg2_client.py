@@ -130,6 +130,27 @@ def main():
     conn.rollback()
     cur.execute("SELECT 1")
     check("after failed transaction", cur.fetchone(), (1,))
+
+    # Schema changes in psycopg2's implicit transaction, as ORMs and
+    # migration tools send them: a serial key, RETURNING, commit; a
+    # rolled-back CREATE leaves no table.
+    serial = table + "_serial"
+    cur.execute(f"CREATE TABLE {serial} (id bigserial PRIMARY KEY, name text NOT NULL, made timestamptz DEFAULT now())")
+    psycopg2.extras.execute_values(cur, f"INSERT INTO {serial} (name) VALUES %s RETURNING id, name", [("a",), ("b",), ("c",)])
+    check("serial ids in RETURNING", cur.fetchall(), [(1, "a"), (2, "b"), (3, "c")])
+    conn.commit()
+    cur.execute(f"SELECT count(*) FROM {serial} WHERE made <= now()")
+    check("rows after commit", cur.fetchone()[0], 3)
+    cur.execute(f"CREATE TABLE {serial}_gone (a int)")
+    conn.rollback()
+    try:
+        cur.execute(f"SELECT * FROM {serial}_gone")
+        failures.append("table created in a rolled-back transaction: still there")
+    except psycopg2.Error as e:
+        check("rolled-back CREATE TABLE pgcode", e.pgcode, "42P01")
+    conn.rollback()
+    cur.execute(f"DROP TABLE {serial}")
+    conn.commit()
     conn.close()
 
     if failures:

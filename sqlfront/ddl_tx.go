@@ -1,0 +1,109 @@
+package sqlfront
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// DDL in a transaction block. Clients that open a block for everything
+// (psycopg2, JDBC without autocommit, ORMs' schema tools) send CREATE and
+// DROP TABLE inside one, and PostgreSQL's DDL is transactional. mink's
+// catalog is the metadata log, which has no transactions, so a block's DDL
+// is made to look transactional to the block:
+//
+//   - CREATE TABLE runs at once (other sessions see the table right away)
+//     and is undone by ROLLBACK (or ROLLBACK TO a savepoint before it) by
+//     dropping the table again;
+//   - DROP TABLE is applied at COMMIT; until then the block's writes to
+//     the table fail with 42P01 and ROLLBACK keeps the table. A CREATE
+//     TABLE of a name the block dropped applies that drop at once, which
+//     ROLLBACK then cannot undo.
+
+// droppedTable is a DROP TABLE waiting for its block's COMMIT.
+type droppedTable struct {
+	id   catalog.TableID
+	name string
+}
+
+// droppedInTx reports whether the open block dropped the table called name.
+func (s *session) droppedInTx(name string) bool {
+	return slices.ContainsFunc(s.tx.dropped, func(d droppedTable) bool { return d.name == name })
+}
+
+// dropNow drops a table at once.
+func (s *session) dropNow(ctx context.Context, id catalog.TableID) error {
+	if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropTable{Table: id}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// applyCreateDrop runs before CREATE TABLE name in a block: a pending DROP
+// of the same name is applied now, so the name is free.
+func (s *session) applyPendingDrop(ctx context.Context, name string) error {
+	for i, d := range s.tx.dropped {
+		if d.name == name {
+			if err := s.dropNow(ctx, d.id); err != nil {
+				return err
+			}
+			s.tx.dropped = slices.Delete(s.tx.dropped, i, i+1)
+			return nil
+		}
+	}
+	return nil
+}
+
+// dropInTx records DROP TABLE of t in the open block: a table the block
+// created is dropped at once, any other at COMMIT.
+func (s *session) dropInTx(ctx context.Context, t *tableInfo) error {
+	if i := slices.Index(s.tx.created, t.id); i >= 0 {
+		s.tx.created = slices.Delete(s.tx.created, i, i+1)
+		return s.dropNow(ctx, t.id)
+	}
+	s.tx.dropped = append(s.tx.dropped, droppedTable{id: t.id, name: t.name})
+	return nil
+}
+
+// commitDDL applies the committed block's DROP TABLEs.
+func (s *session) commitDDL(ctx context.Context, dropped []droppedTable) error {
+	for _, d := range dropped {
+		if err := s.dropNow(ctx, d.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rollbackDDL undoes the CREATE TABLEs of a block that rolled back (from
+// the savepoint's count on), newest first. A failure is logged: the table
+// stays, as if CREATE TABLE had run outside the block.
+func (s *session) rollbackDDL(ctx context.Context, keep int) {
+	for len(s.tx.created) > keep {
+		id := s.tx.created[len(s.tx.created)-1]
+		s.tx.created = s.tx.created[:len(s.tx.created)-1]
+		if err := s.dropNow(ctx, id); err != nil {
+			s.f.cfg.Logger.Warn("rollback: could not drop a table the block created", "table", id, "err", err)
+		}
+	}
+}
+
+// rollbackDDLOnClose undoes the DDL of a block left open by a closing
+// connection.
+func (s *session) rollbackDDLOnClose() {
+	if len(s.tx.created) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.rollbackDDL(ctx, 0)
+}
+
+// errDroppedInTx is the error for a table the block dropped.
+func errDroppedInTx(name string) error {
+	return errorf(pgwire.CodeUndefinedTable, "relation %q does not exist", name)
+}

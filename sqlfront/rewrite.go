@@ -125,6 +125,10 @@ type engineRewriter struct {
 	// writes (rewriteSelectForEngine).
 	statementRows *pg.SelectStmt
 	statementArms []*pg.SelectStmt
+	// tree is the statement; paramUses counts its uses of each parameter
+	// (castable).
+	tree      *pg.Node
+	paramUses map[int32]int
 }
 
 // rewriteForEngine returns the SQL to send to the engine for a SELECT:
@@ -166,6 +170,7 @@ func (s *session) rewriteTreeForEngine(tree *pg.Node, quotients bool) (bool, map
 	if quotients {
 		rw.root = tree.GetSelectStmt()
 	}
+	rw.tree = tree
 	rw.node(tree, &fromScope{})
 	return rw.changed, rw.quotients
 }
@@ -179,7 +184,8 @@ func (s *session) rewriteSelectForEngine(sel *pg.SelectStmt) {
 	}
 	rw := &engineRewriter{s: s, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}, wrappedFrom: map[*pg.RangeFunction]bool{},
 		quotients: map[int]bool{}, statementRows: sel}
-	rw.node(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}, &fromScope{})
+	rw.tree = &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}
+	rw.node(rw.tree, &fromScope{})
 }
 
 // rewriteExprForEngine applies engineRewriter to an expression outside a
@@ -307,13 +313,13 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		// known type takes that type, as PostgreSQL resolves `$1 + 1` and
 		// `'5' + 1` (integer; clients' simple protocols send parameters
 		// as quoted literals); DuckDB would leave it untyped.
-		if e.Lexpr.GetParamRef() != nil || untypedString(e.Lexpr) {
+		if rw.castable(e.Lexpr) {
 			if typ := paramTypeFrom(e.Rexpr, sc); typ != "" {
 				e.Lexpr = catCast(e.Lexpr, typ)
 				rw.changed = true
 			}
 		}
-		if e.Rexpr.GetParamRef() != nil || untypedString(e.Rexpr) {
+		if rw.castable(e.Rexpr) {
 			if typ := paramTypeFrom(e.Lexpr, sc); typ != "" {
 				e.Rexpr = catCast(e.Rexpr, typ)
 				rw.changed = true
@@ -350,6 +356,29 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		}
 	}
 	return nil
+}
+
+// castable reports whether n, an operand of arithmetic, is a quoted literal
+// or a parameter that the statement uses only there: a parameter used
+// elsewhere too (id >= $1 AND id < $1 + 3) is typed by the engine from its
+// other uses, which a cast here would contradict.
+func (rw *engineRewriter) castable(n *pg.Node) bool {
+	if untypedString(n) {
+		return true
+	}
+	pr := n.GetParamRef()
+	if pr == nil {
+		return false
+	}
+	if rw.paramUses == nil {
+		rw.paramUses = map[int32]int{}
+		walk(rw.tree, func(m protoreflect.Message) {
+			if p, ok := m.Interface().(*pg.ParamRef); ok {
+				rw.paramUses[p.Number]++
+			}
+		})
+	}
+	return rw.paramUses[pr.Number] <= 1
 }
 
 // untypedString reports whether n is a quoted literal without a cast.

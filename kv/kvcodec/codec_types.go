@@ -316,7 +316,9 @@ func listCodec(elem *valueCodec) *valueCodec {
 		decode: func(b array.Builder, src []byte) ([]byte, error) {
 			lb := b.(*array.ListBuilder)
 			n, w := binary.Uvarint(src)
-			if w <= 0 || n > uint64(len(src)) {
+			// n elements take at least their null bitmap; NULL elements
+			// take nothing more, so n may exceed the bytes left.
+			if w <= 0 || n > 1<<31 || (n+7)/8 > uint64(len(src)-w) {
 				return nil, fmt.Errorf("%w: list length", ErrBadRow)
 			}
 			src = src[w:]

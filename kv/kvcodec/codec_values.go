@@ -328,7 +328,9 @@ func newGoCodec(dt arrow.DataType) (*goCodec, error) {
 		}
 		list := func(src []byte, decode bool) (any, []byte, error) {
 			n, w := binary.Uvarint(src)
-			if w <= 0 || n > uint64(len(src)) {
+			// n elements take at least their null bitmap; NULL elements
+			// take nothing more, so n may exceed the bytes left.
+			if w <= 0 || n > 1<<31 || (n+7)/8 > uint64(len(src)-w) {
 				return nil, nil, fmt.Errorf("%w: list length", ErrBadRow)
 			}
 			src = src[w:]

@@ -30,6 +30,11 @@ func arrayLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 		castName = "json"
 		elemType = sqltypes.Of(sqltypes.JSON)
 	}
+	if elemType.Kind() == sqltypes.JSON {
+		// Quoted: the parser takes a bare json for its JSON keyword and
+		// deparses it as pg_catalog.json, which the engine cannot read.
+		castName = `"json"`
+	}
 	nodes := make([]*pg.Node, len(elems))
 	for i, e := range elems {
 		if e == nil {
@@ -41,9 +46,10 @@ func arrayLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 			return nil, err
 		}
 		if n == nil {
-			if n, err = typedLiteralCast(*e, elemType); err != nil {
+			if n, err = parseExpr("CAST(NULL AS " + castName + ")"); err != nil {
 				return nil, err
 			}
+			n.GetTypeCast().Arg = catString(*e)
 		}
 		nodes[i] = n
 	}
@@ -168,4 +174,19 @@ func constInt(n *pg.Node) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// engineJSONCast is a cast to json or jsonb (array: json[], jsonb[]) as the
+// engine reads it: to "JSON", quoted so that the deparser does not turn it
+// into pg_catalog.json (the parser's JSON keyword), which the engine
+// cannot read; the engine has no jsonb. nil when tc already is.
+func engineJSONCast(tc *pg.TypeCast, array bool) *pg.Node {
+	if names := tc.TypeName.GetNames(); len(names) == 1 && names[0].GetString_().GetSval() == "JSON" {
+		return nil
+	}
+	tn := &pg.TypeName{Names: catNames("JSON"), Typemod: -1, Location: tc.TypeName.GetLocation()}
+	if array {
+		tn.ArrayBounds = []*pg.Node{{Node: &pg.Node_Integer{Integer: &pg.Integer{Ival: -1}}}}
+	}
+	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: tc.Arg, TypeName: tn, Location: tc.Location}}}
 }

@@ -81,6 +81,14 @@ func engineBaseOID(t sqltypes.Type, engineOID uint32) uint32 {
 		base = sqltypes.Of(sqltypes.Text).OID()
 	case sqltypes.JSONB:
 		base = sqltypes.Of(sqltypes.JSON).OID()
+	case sqltypes.Array:
+		// varchar(n)[] is text[] to the engine, jsonb[] json[].
+		switch t.Elem().Kind() {
+		case sqltypes.Varchar, sqltypes.Char:
+			base = sqltypes.ArrayOf(sqltypes.Of(sqltypes.Text)).OID()
+		case sqltypes.JSONB:
+			base = sqltypes.ArrayOf(sqltypes.Of(sqltypes.JSON)).OID()
+		}
 	}
 	if engineOID == base || engineOID == t.OID() {
 		return t.OID()

@@ -684,6 +684,11 @@ func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 				return n
 			}
 		}
+		if k := t.Elem().Kind(); k == sqltypes.JSON || k == sqltypes.JSONB {
+			return engineJSONCast(tc, true)
+		}
+	case sqltypes.JSON, sqltypes.JSONB:
+		return engineJSONCast(tc, false)
 	case sqltypes.Varchar, sqltypes.Char:
 		if t.Length() == 0 {
 			return nil

@@ -100,7 +100,8 @@ func FromArrowField(f arrow.Field) Type {
 //	Time64 → time; Timestamp without zone → timestamp; with zone →
 //	timestamptz; intervals and Duration → interval; arrow.uuid → uuid;
 //	arrow.json → json; Dictionary → its value type; lists of scalars →
-//	arrays; Struct, Map, Union, nested lists → json; Null → text.
+//	arrays (of arrow.json: json[]); Struct, Map, Union, nested lists →
+//	json; Null → text.
 func FromArrow(dt arrow.DataType) Type {
 	switch dt := dt.(type) {
 	case *extensions.UUIDType:
@@ -132,7 +133,8 @@ func FromArrow(dt arrow.DataType) Type {
 			return Of(JSON)
 		}
 		elem := FromArrow(dt.Elem())
-		if elem.kind == Array || elem.kind == JSON || elem.kind == Unknown {
+		_, isJSON := dt.Elem().(*extensions.JSONType)
+		if elem.kind == Array || (elem.kind == JSON && !isJSON) || elem.kind == Unknown {
 			return Of(JSON)
 		}
 		return ArrayOf(elem)

@@ -64,7 +64,7 @@ func (t Type) DuckDBType() string {
 //	DATE; TIME → time; TIMESTAMP, TIMESTAMP_S/_MS/_NS → timestamp;
 //	TIMESTAMP WITH TIME ZONE (TIMESTAMPTZ) → timestamptz; INTERVAL; UUID;
 //	JSON → json; ENUM → text; T[] and T[n] → array of T when T is a scalar
-//	with a PostgreSQL array type, json otherwise; STRUCT, MAP, UNION,
+//	with a PostgreSQL array type (JSON[] → json[]), json otherwise; STRUCT, MAP, UNION,
 //	VARIANT → json; TIMETZ, BIT, GEOMETRY, "NULL" and others → text.
 func FromDuckDB(name string) Type {
 	n := strings.ToUpper(strings.TrimSpace(name))
@@ -73,8 +73,9 @@ func FromDuckDB(name string) Type {
 		if open < 0 {
 			return Of(Unknown)
 		}
-		elem := FromDuckDB(n[:open])
-		if elem.kind == Array || elem.kind == JSON || elem.kind == Unknown || elem.kind == Invalid {
+		base := strings.TrimSpace(n[:open])
+		elem := FromDuckDB(base)
+		if elem.kind == Array || (elem.kind == JSON && base != "JSON") || elem.kind == Unknown || elem.kind == Invalid {
 			return Of(JSON)
 		}
 		return ArrayOf(elem)

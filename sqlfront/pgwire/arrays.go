@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 )
@@ -24,6 +27,11 @@ func (c *codec) encodeArray(buf []byte, elemOID uint32, format int16, elems []an
 		for i, e := range elems {
 			if i > 0 {
 				buf = append(buf, ',')
+			}
+			if t, ok := e.(pgtype.Time); ok && t.Valid && elemOID == pgtype.TimeOID {
+				// PostgreSQL's time_out: fractional digits only as needed.
+				buf = appendTimeText(buf, t.Microseconds)
+				continue
 			}
 			var null bool
 			var err error
@@ -163,4 +171,27 @@ func toWireError(err error) error {
 		return &Error{Code: e.Code, Message: e.Message}
 	}
 	return fmt.Errorf("%w", err)
+}
+
+// appendTimeText appends a time of day as PostgreSQL prints it:
+// HH:MM:SS, then the fraction of a second without trailing zeros.
+func appendTimeText(buf []byte, us int64) []byte {
+	sec, frac := us/1_000_000, us%1_000_000
+	two := func(b []byte, v int64) []byte {
+		if v < 10 {
+			b = append(b, '0')
+		}
+		return strconv.AppendInt(b, v, 10)
+	}
+	buf = two(buf, sec/3600)
+	buf = two(append(buf, ':'), sec/60%60)
+	buf = two(append(buf, ':'), sec%60)
+	if frac != 0 {
+		digits := strconv.AppendInt(nil, frac+1_000_000, 10)[1:] // 6 digits
+		for len(digits) > 0 && digits[len(digits)-1] == '0' {
+			digits = digits[:len(digits)-1]
+		}
+		buf = append(append(buf, '.'), digits...)
+	}
+	return buf
 }

@@ -27,6 +27,8 @@ func TestArrayTextEncoding(t *testing.T) {
 		{pgtype.DateArrayOID, []any{time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)}, `{2024-02-29}`},
 		{pgtype.TimestamptzArrayOID, []any{time.Date(2024, 2, 29, 10, 0, 0, 0, time.UTC)}, `{"2024-02-29 10:00:00+00"}`},
 		{pgtype.UUIDArrayOID, []any{[16]byte{0xa0, 0xee}}, `{a0ee0000-0000-0000-0000-000000000000}`},
+		{1183, []any{pgtype.Time{Microseconds: 45296500000, Valid: true}, pgtype.Time{Microseconds: 86_400_000_000, Valid: true}, pgtype.Time{Microseconds: 1, Valid: true}, nil},
+			`{12:34:56.5,24:00:00,00:00:00.000001,NULL}`},
 	} {
 		got, null, err := c.encode(nil, tc.oid, textFormat, tc.v)
 		if err != nil || null || string(got) != tc.want {

@@ -87,7 +87,9 @@ func waitKV(t *testing.T, m *Manager, id catalog.BucketID) *KVBucket {
 		if err == nil {
 			return b
 		}
-		if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+		// NotLeader too: the test just proposed the lead, and this node's
+		// view may not have applied it yet.
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNotLeader) || time.Now().After(deadline) {
 			t.Fatalf("bucket %d: %v", id, err)
 		}
 		time.Sleep(5 * time.Millisecond)

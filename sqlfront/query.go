@@ -132,6 +132,9 @@ func wireColumns(cols []engine.Column) []pgwire.Column {
 // PostgreSQL) and padded to n when a char(n) column is returned.
 const bpcharOID = 1042
 
+// bpcharArrayOID is character(n)[]'s type OID; its elements are padded too.
+const bpcharArrayOID = 1014
+
 // jsonbOID is jsonb's type OID. The engine computes jsonb values (j -> 'k')
 // as JSON text in its own layout; they are printed as PostgreSQL prints
 // jsonb.
@@ -172,6 +175,15 @@ func (r *engineRows) Next(ctx context.Context) ([]any, error) {
 		for i, c := range r.columns {
 			if t, ok := vals[i].(pgtype.Time); ok && c.TypeOID == timeOID && t.Valid {
 				vals[i] = pgwire.Text(timeText(t.Microseconds))
+				continue
+			}
+			if elems, ok := vals[i].([]any); ok && c.TypeOID == bpcharArrayOID && c.TypeMod > 4 {
+				// char(n)[] elements are printed blank-padded, as scalars.
+				for j, e := range elems {
+					if s, ok := e.(string); ok {
+						elems[j] = sqltypes.PadChar(s, int(c.TypeMod-4))
+					}
+				}
 				continue
 			}
 			s, ok := vals[i].(string)

@@ -32,4 +32,7 @@
 //     Both are stored as the validated text; jsonb is not normalised
 //     (key order, duplicate keys and whitespace are kept as written).
 //   - timestamptz: Timestamp(µs, "UTC"), an absolute instant.
+//   - arrays (T[]): an Arrow list of T's storage form, element field "item",
+//     one dimension; elements follow T's rules. ParseArrayText and
+//     AppendArrayElement read and write PostgreSQL's array text.
 package sqltypes

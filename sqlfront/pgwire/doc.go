@@ -60,7 +60,8 @@
 //	interval                       pgtype.Interval
 //	uuid                           [16]byte
 //	json, jsonb                    string (the JSON text)
-//	arrays                         []any of the element type
+//	arrays of the types above      []any of the element type's values (nil: NULL element);
+//	                               one dimension only: a multidimensional value is 22P02
 //	other types pgtype knows       what its codec's DecodeValue returns
 //	types pgtype does not know     string (text format), []byte (binary)
 //
@@ -71,7 +72,9 @@
 // NULL. A value of type Text is taken as already in PostgreSQL's text
 // output format. Text columns also accept numbers and bools. The client
 // chooses text or binary per column; timestamptz text is rendered in the
-// session's TimeZone, like PostgreSQL does.
+// session's TimeZone, like PostgreSQL does. An array column's value is
+// []any, each element encoded by its type's rules: text as array_out
+// writes it ({a,"b c",NULL}), binary as one dimension with lower bound 1.
 //
 // # Goroutines and concurrency
 //

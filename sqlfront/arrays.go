@@ -190,3 +190,52 @@ func engineJSONCast(tc *pg.TypeCast, array bool) *pg.Node {
 	}
 	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: tc.Arg, TypeName: tn, Location: tc.Location}}}
 }
+
+// anyArrayOperand types the array of x op ANY/ALL (array) as PostgreSQL
+// does when it is a bare parameter or a quoted literal: an array of x's
+// type ($1 in id = ANY($1) is integer[] for an integer id, so a client can
+// send a slice; '{1,2}' is read as an integer[] literal). It reports
+// whether it changed e.
+func anyArrayOperand(e *pg.A_Expr, sc *fromScope) bool {
+	if e.Lexpr == nil || e.Rexpr == nil {
+		return false
+	}
+	var elem sqltypes.Type
+	if c := e.Lexpr.GetAConst(); c != nil && !c.Isnull {
+		switch {
+		case c.GetIval() != nil:
+			elem = sqltypes.Of(sqltypes.Int4)
+		case c.GetFval() != nil:
+			elem = sqltypes.Of(sqltypes.Numeric)
+		}
+	} else if t := sc.exprOrigin(e.Lexpr).typ; t.Valid() && t.Kind() != sqltypes.Array && t.Storable() {
+		elem = t
+	}
+	if !elem.Valid() {
+		return false
+	}
+	switch elem.Kind() {
+	case sqltypes.Varchar, sqltypes.Char:
+		elem = sqltypes.Of(sqltypes.Text)
+	case sqltypes.JSON, sqltypes.JSONB:
+		return false
+	}
+	if lit, ok := e.Rexpr.GetAConst().GetSval(), untypedString(e.Rexpr); ok && lit != nil {
+		n, err := arrayLiteral(lit.Sval, sqltypes.ArrayOf(elem))
+		if err != nil {
+			return false // the engine reports it
+		}
+		e.Rexpr = n
+		return true
+	}
+	if e.Rexpr.GetParamRef() == nil {
+		return false
+	}
+	cast, err := parseExpr("CAST(NULL AS " + elem.Name() + "[])")
+	if err != nil {
+		return false
+	}
+	cast.GetTypeCast().Arg = e.Rexpr
+	e.Rexpr = cast
+	return true
+}

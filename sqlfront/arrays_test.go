@@ -60,6 +60,30 @@ func TestArrayParamsPgx(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT id FROM t WHERE 9223372036854775807 = ANY(ids)").Scan(&id); err != nil || id != 1 {
 		t.Errorf("= ANY(ids): %d %v", id, err)
 	}
+	// id = ANY($1) with a Go slice, the common way to pass a set of keys.
+	rows, err := conn.Query(ctx, "SELECT id FROM t WHERE id = ANY($1) ORDER BY id", []int32{2, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil || len(got) != 1 || got[0] != 2 {
+		t.Errorf("id = ANY($1): %v %v", got, err)
+	}
+	rows, err = conn.Query(ctx, "SELECT id FROM t WHERE tags && $1::text[] ORDER BY id", []string{"x", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil || len(got) != 2 {
+		t.Errorf("tags && $1::text[]: %v %v", got, err)
+	}
+	// The same in an INSERT … SELECT's WHERE.
+	if _, err := conn.Exec(ctx, "INSERT INTO t (id, tags) SELECT id + 100, tags FROM t WHERE id = ANY($1)", []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO t (id) VALUES (-1)"); err != nil {
+		t.Fatal(err)
+	}
 	// Text format results print as PostgreSQL prints them.
 	res := conn.PgConn().ExecParams(ctx, "SELECT tags FROM t WHERE id = 1", nil, nil, nil, []int16{0}).Read()
 	if res.Err != nil || len(res.Rows) != 1 || string(res.Rows[0][0]) != `{a,"b c","","q\"x","back\\slash","NULL","{br},"}` {
@@ -71,8 +95,8 @@ func TestArrayParamsPgx(t *testing.T) {
 		t.Errorf("2-D parameter: %v, want 22P02", err)
 	}
 	var count int64
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&count); err != nil || count != 2 {
-		t.Errorf("count = %d %v, want 2", count, err)
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&count); err != nil || count != 4 {
+		t.Errorf("count = %d %v, want 4", count, err)
 	}
 }
 

@@ -303,6 +303,10 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 }
 
 func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
+	if e.Kind == pg.A_Expr_Kind_AEXPR_OP_ANY || e.Kind == pg.A_Expr_Kind_AEXPR_OP_ALL {
+		rw.changed = anyArrayOperand(e, sc) || rw.changed
+		return nil
+	}
 	if e.Kind != pg.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
 		return nil
 	}

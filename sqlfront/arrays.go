@@ -239,3 +239,42 @@ func anyArrayOperand(e *pg.A_Expr, sc *fromScope) bool {
 	e.Rexpr = cast
 	return true
 }
+
+// arrayConcat gives a || b PostgreSQL's meaning where one side is an array
+// column (or an expression of one) and the engine would refuse or misread
+// the other: array || element is list_append, element || array
+// list_prepend, and a quoted literal next to an array is read as an array
+// literal of its type ('{b,c}'). repl, when not nil, replaces the whole
+// expression; changed reports any change (e's operands may change in
+// place).
+func arrayConcat(e *pg.A_Expr, sc *fromScope) (repl *pg.Node, changed bool) {
+	lt, rt := sc.exprOrigin(e.Lexpr).typ, sc.exprOrigin(e.Rexpr).typ
+	isArray := func(t sqltypes.Type) bool { return t.Valid() && t.Kind() == sqltypes.Array }
+	scalar := func(n *pg.Node, t sqltypes.Type) bool {
+		if c := n.GetAConst(); c != nil {
+			return c.GetIval() != nil || c.GetFval() != nil || c.GetBoolval() != nil
+		}
+		return t.Valid() && t.Kind() != sqltypes.Array && t.Kind() != sqltypes.Unknown
+	}
+	switch {
+	case isArray(lt) && untypedString(e.Rexpr):
+		n, err := arrayLiteral(e.Rexpr.GetAConst().GetSval().Sval, lt)
+		if err != nil {
+			return nil, false // the engine reports it
+		}
+		e.Rexpr = n
+		return nil, true
+	case isArray(rt) && untypedString(e.Lexpr):
+		n, err := arrayLiteral(e.Lexpr.GetAConst().GetSval().Sval, rt)
+		if err != nil {
+			return nil, false
+		}
+		e.Lexpr = n
+		return nil, true
+	case isArray(lt) && scalar(e.Rexpr, rt):
+		return catCall("list_append", e.Lexpr, e.Rexpr), true
+	case isArray(rt) && scalar(e.Lexpr, lt):
+		return catCall("list_prepend", e.Lexpr, e.Rexpr), true
+	}
+	return nil, false
+}

@@ -311,6 +311,12 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		return nil
 	}
 	op := e.Name[0].GetString_().GetSval()
+	if op == "||" {
+		if n, changed := arrayConcat(e, sc); changed {
+			rw.changed = true
+			return n
+		}
+	}
 	switch op {
 	case "+", "-", "*", "/", "%":
 		// A parameter or a quoted literal in arithmetic with an operand of

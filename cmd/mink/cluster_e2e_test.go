@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/server"
 )
 
@@ -21,14 +18,7 @@ import (
 // any node and forwarded to the coordinator, evens the load within the
 // 110%/90% band, one bucket at a time, each open on its new leader.
 func TestJoinAndRebalance(t *testing.T) {
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd := startTestEtcd(t)
 	endpoints := strings.Join(etcd.Endpoints(), ",")
 	store := "file://" + t.TempDir()
 	extra := []string{"--object-store", store, "--coordinator-tick", "200ms"}

@@ -258,14 +258,7 @@ func newTestCluster(t *testing.T, o clusterOpts) *testCluster {
 		}
 		c.endpoints = strings.Join(eps, ",")
 	} else {
-		etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-			Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { etcd.Close() })
+		etcd := startTestEtcd(t)
 		c.endpoints = strings.Join(etcd.Endpoints(), ",")
 	}
 	extra := []string{"--coordinator-tick", o.tick}

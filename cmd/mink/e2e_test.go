@@ -434,14 +434,7 @@ func TestConfigFile(t *testing.T) {
 // live set after lease_ttl and the other node takes the coordinator lease
 // with the next coordinator epoch. The restarted node gets a new node epoch.
 func TestTwoNodesSharedEtcdAndS3(t *testing.T) {
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd := startTestEtcd(t)
 	s3 := s3test.Start(t)
 	endpoints := strings.Join(etcd.Endpoints(), ",")
 	extra := []string{"--object-store", s3.URL("cluster"), "--s3-endpoint", s3.Endpoint, "--coordinator-tick", "200ms"}
@@ -529,4 +522,19 @@ func TestPasswordAuth(t *testing.T) {
 	}
 	conn.Close(ctx)
 	n.stop()
+}
+
+// startTestEtcd starts an embedded etcd on loopback ports for the nodes of
+// a test to share; it stops when the test ends.
+func startTestEtcd(t *testing.T) *embedetcd.Etcd {
+	t.Helper()
+	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
+		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	return etcd
 }

@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/minkdb/mink/internal/embedetcd"
 )
 
 // kill -9 of a bucket leader under continuous writes (spec, "Failover"):
@@ -21,14 +17,7 @@ import (
 // row is present exactly once. Reports the time from the kill until every
 // bucket is served again.
 func TestKillLeaderUnderWrites(t *testing.T) {
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd := startTestEtcd(t)
 	endpoints := strings.Join(etcd.Endpoints(), ",")
 	extra := []string{"--object-store", "file://" + t.TempDir(), "--coordinator-tick", "500ms"}
 	nodes := make([]*node, 3)

@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand"
 	"net"
 	"os"
@@ -23,8 +21,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/minkdb/mink/internal/embedetcd"
 )
 
 // TestPKStatements runs every statement on primary-key tables through pgx,
@@ -530,14 +526,7 @@ func sortedKV(m map[int64]int64) string {
 // written, updated, deleted, scanned, looked up and its changelog read
 // through either node, the other node's buckets through Flight.
 func TestPKTwoNodes(t *testing.T) {
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd := startTestEtcd(t)
 	extra := []string{"--object-store", "file://" + t.TempDir(), "--coordinator-tick", "200ms"}
 	nodes := make([]*node, 2)
 	for i := range nodes {

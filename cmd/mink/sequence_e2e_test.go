@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -12,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/minkdb/mink/internal/embedetcd"
 )
 
 // TestSerialAcrossNodesAndKill: a bigserial primary key written through two
@@ -21,14 +17,7 @@ import (
 // node is killed and restarted. Every row gets an id no other row has, and
 // each INSERT's RETURNING lists the ids in the order of its rows.
 func TestSerialAcrossNodesAndKill(t *testing.T) {
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd := startTestEtcd(t)
 	extra := []string{"--object-store", "file://" + t.TempDir(), "--coordinator-tick", "200ms"}
 	nodes := make([]*node, 2)
 	for i := range nodes {

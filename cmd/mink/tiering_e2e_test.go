@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/server"
 	"github.com/minkdb/mink/tiering"
 )
@@ -396,14 +394,7 @@ func lakeDataFiles(t *testing.T, root string, id catalog.TableID) (stored, live 
 // holder resumes, its round is refused (stale epoch or lost commit race), and
 // the lake read by iceberg-go holds every row exactly once.
 func TestTieringStalledHolderFenced(t *testing.T) {
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd := startTestEtcd(t)
 	objects := t.TempDir()
 	extra := []string{"--object-store", "file://" + objects, "--coordinator-tick", "200ms", "--tiering-freshness", "1h"}
 	endpoints := strings.Join(etcd.Endpoints(), ",")

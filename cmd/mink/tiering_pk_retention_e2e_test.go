@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/server"
 )
 
@@ -435,14 +433,7 @@ func runRoundOn(t *testing.T, n *node, table string) string {
 // over the lease and the buckets, and completes tiering. Each time the lake
 // read by iceberg-go equals SELECT * through mink, with no key twice.
 func TestPKTieringHolderKilled(t *testing.T) {
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd := startTestEtcd(t)
 	base := t.TempDir()
 	objects := filepath.Join(base, "objects")
 	extra := []string{"--object-store", "file://" + objects, "--coordinator-tick", "200ms", "--tiering-freshness", "1h"}

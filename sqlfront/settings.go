@@ -555,6 +555,6 @@ func (s *session) planSetConfig(node *pg.Node) (*stmt, bool) {
 		if v, ok := s.settings.values[name]; ok && (!local || s.tx.status != pgwire.TxIdle) {
 			value = v
 		}
-		return pgwire.Result{Tag: "SELECT 1", Rows: pgwire.RowsFromSlice(cols, [][]any{{value}})}, nil
+		return pgwire.Result{Rows: pgwire.RowsFromSlice(cols, [][]any{{value}})}, nil
 	}}, true
 }

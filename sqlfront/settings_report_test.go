@@ -45,3 +45,34 @@ func TestSetSendsParameterStatus(t *testing.T) {
 	}
 	check("RESET TimeZone", "TimeZone", "UTC")
 }
+
+// SELECT set_config(…) answers one row with the command tag "SELECT 1",
+// as PostgreSQL does, through the simple and the extended protocol (the
+// tag was "SELECT 1 1", which psql cannot interpret).
+func TestSetConfigCommandTag(t *testing.T) {
+	n := minktest.Start(t, minktest.Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	res, err := conn.PgConn().Exec(ctx, "SELECT set_config('app.user_id', '42', false)").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].CommandTag.String() != "SELECT 1" || len(res[0].Rows) != 1 || string(res[0].Rows[0][0]) != "42" {
+		t.Fatalf("simple protocol: %d results, first tag %q rows %q", len(res), res[0].CommandTag.String(), res[0].Rows)
+	}
+	r := conn.PgConn().ExecParams(ctx, "SELECT set_config('app.user_id', '43', false)", nil, nil, nil, nil).Read()
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r.CommandTag.String() != "SELECT 1" || len(r.Rows) != 1 || string(r.Rows[0][0]) != "43" {
+		t.Fatalf("extended protocol: tag %q rows %q", r.CommandTag.String(), r.Rows)
+	}
+	var got string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('app.user_id')").Scan(&got); err != nil || got != "43" {
+		t.Fatalf("current_setting = %q, %v; want 43", got, err)
+	}
+}

@@ -461,8 +461,13 @@ var parserVersion = func() int32 {
 }()
 
 // deparse renders one statement node back to SQL.
+// Identifiers the engine reads as keywords are quoted (enginekw.go).
 func deparse(stmt *pg.Node) (string, error) {
-	return pg.Deparse(&pg.ParseResult{Version: parserVersion, Stmts: []*pg.RawStmt{{Stmt: stmt}}})
+	out, err := pg.Deparse(&pg.ParseResult{Version: parserVersion, Stmts: []*pg.RawStmt{{Stmt: stmt}}})
+	if err != nil {
+		return "", err
+	}
+	return quoteEngineKeywords(out), nil
 }
 
 // insertBatchRows is the size batches are merged to before routing: the

@@ -146,6 +146,9 @@ func (s *session) rewriteForEngine(original, sql string, node *pg.Node) (string,
 	if unqualifyTypes(original, tree) {
 		changed = true // DuckDB does not read pg_catalog.int4
 	}
+	if len(engineKeywordUses(sql)) > 0 {
+		changed = true // deparse quotes them
+	}
 	for _, rv := range rangeVars(tree) {
 		if rv.Schemaname == "public" {
 			rv.Schemaname, rv.Catalogname = "", ""

@@ -256,7 +256,20 @@ func arrayConcat(e *pg.A_Expr, sc *fromScope) (repl *pg.Node, changed bool) {
 		}
 		return t.Valid() && t.Kind() != sqltypes.Array && t.Kind() != sqltypes.Unknown
 	}
+	// ARRAY[…] and x::T[] are arrays whatever the tree knows of their
+	// element type.
+	constructed := func(n *pg.Node) bool {
+		if n.GetAArrayExpr() != nil {
+			return true
+		}
+		tc := n.GetTypeCast()
+		return tc != nil && len(tc.GetTypeName().GetArrayBounds()) > 0
+	}
 	switch {
+	case constructed(e.Lexpr) && !isArray(lt) && scalar(e.Rexpr, rt):
+		return catCall("list_append", e.Lexpr, e.Rexpr), true
+	case constructed(e.Rexpr) && !isArray(rt) && scalar(e.Lexpr, lt):
+		return catCall("list_prepend", e.Lexpr, e.Rexpr), true
 	case isArray(lt) && untypedString(e.Rexpr):
 		n, err := arrayLiteral(e.Rexpr.GetAConst().GetSval().Sval, lt)
 		if err != nil {

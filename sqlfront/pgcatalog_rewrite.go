@@ -341,6 +341,13 @@ var macroFuncs = map[string]string{
 	"pg_database_size":       "mink_database_size",
 }
 
+// regclassArgFuncs take a regclass, which a quoted name converts to.
+var regclassArgFuncs = map[string]bool{
+	"pg_table_size":          true,
+	"pg_relation_size":       true,
+	"pg_total_relation_size": true,
+}
+
 // nullFuncs describe objects mink does not have: indexes and constraints
 // other than primary keys, views' SQL, functions, comments.
 var nullFuncs = map[string]bool{
@@ -443,6 +450,15 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		fc.Funcname = catNames(m)
 		if name == "current_setting" && len(fc.Args) > 1 {
 			fc.Args = fc.Args[:1] // missing_ok: an unknown setting is NULL anyway
+		}
+		if regclassArgFuncs[name] && len(fc.Args) == 1 {
+			// pg_table_size('t'): PostgreSQL reads the quoted name as
+			// regclass, the argument's type.
+			if c := fc.Args[0].GetAConst(); c != nil && c.GetSval() != nil {
+				if n := rw.regLiteral("regclass", c.GetSval().Sval); n != nil {
+					fc.Args[0] = n
+				}
+			}
 		}
 		return nil
 	}

@@ -43,8 +43,9 @@ type Config struct {
 	Logger    *slog.Logger
 
 	// BatchWindow is how long the batcher waits to group appends into one WAL
-	// object. Default 2 ms, suited to a local directory; use tens of
-	// milliseconds on S3 (DefaultS3BatchWindow).
+	// object while other WAL uploads are in flight (with none in flight,
+	// appends are uploaded at once). Default 2 ms, suited to a local
+	// directory; use tens of milliseconds on S3 (DefaultS3BatchWindow).
 	BatchWindow time.Duration
 	// MaxBatchBytes closes a WAL object early. Default 8 MiB.
 	MaxBatchBytes int

@@ -140,7 +140,11 @@ func (w *wal) batchLoop(ctx context.Context) {
 			return
 		case <-w.kick:
 		}
-		if !sleepCtx(ctx, w.n.cfg.BatchWindow) {
+		// With no upload in flight the appends go at once: a lone writer
+		// waits for one object put, not a window plus a put. While
+		// uploads are in flight, the window groups what arrives
+		// meanwhile into fewer, larger objects.
+		if len(w.sem) > 0 && !sleepCtx(ctx, w.n.cfg.BatchWindow) {
 			return
 		}
 		for {

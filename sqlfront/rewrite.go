@@ -1,6 +1,7 @@
 package sqlfront
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"sort"
@@ -321,6 +322,14 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		}
 	}
 	switch op {
+	case "=", "<>", "!=", "<", "<=", ">", ">=", "@>", "<@", "&&":
+		// A quoted literal compared with an array is read as that array
+		// type, as PostgreSQL reads '{1,2}' in a @> '{1,2}'.
+		if rw.arrayLiteralOperand(&e.Rexpr, e.Lexpr, sc) || rw.arrayLiteralOperand(&e.Lexpr, e.Rexpr, sc) {
+			rw.changed = true
+		}
+	}
+	switch op {
 	case "+", "-", "*", "/", "%":
 		// A parameter or a quoted literal in arithmetic with an operand of
 		// known type takes that type, as PostgreSQL resolves `$1 + 1` and
@@ -369,6 +378,24 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		}
 	}
 	return nil
+}
+
+// arrayLiteralOperand replaces *lit, an untyped quoted literal, with the
+// array of other's type when other is an array; it reports whether it did.
+func (rw *engineRewriter) arrayLiteralOperand(lit **pg.Node, other *pg.Node, sc *fromScope) bool {
+	if !untypedString(*lit) {
+		return false
+	}
+	t := sc.exprOrigin(other).typ
+	if !t.Valid() || t.Kind() != sqltypes.Array {
+		return false
+	}
+	n, err := arrayLiteral((*lit).GetAConst().GetSval().Sval, t)
+	if err != nil {
+		return false // the engine reports it
+	}
+	*lit = n
+	return true
 }
 
 // castable reports whether n, an operand of arithmetic, is a quoted literal
@@ -455,7 +482,7 @@ func unqualifyTypes(sql string, tree *pg.Node) bool {
 // names that column g as well; in DuckDB g alone is the whole row (a
 // struct), so the rewrite names the column explicitly: f(…) AS g(g).
 var scalarSetFuncs = map[string]bool{
-	"generate_series": true, "unnest": true, "generate_subscripts": true,
+	"generate_series": true, "unnest": true,
 }
 
 // rangeFunction names the column of a one-column set-returning function in
@@ -650,21 +677,70 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		}
 		return catCast(parsed, "timestamptz")
 	case name == "format" && len(fc.Args) >= 1:
-		// format's %s (and %%) are printf's; %I and %L have no
-		// equivalent and stay an error.
 		c := fc.Args[0].GetAConst()
-		if c == nil || c.GetSval() == nil || !onlyPercentS(c.GetSval().Sval) {
+		if c == nil || c.GetSval() == nil {
 			return nil
 		}
-		args := []*pg.Node{fc.Args[0]}
-		for _, a := range fc.Args[1:] {
-			// PostgreSQL formats NULL as an empty string for %s.
-			args = append(args, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
-				Args: []*pg.Node{catCast(a, "text"), catString("")}}}})
-		}
-		return catCall("printf", args...)
+		return formatCall(c.GetSval().Sval, fc.Args[1:])
 	}
 	return nil
+}
+
+// formatCall is format(template, args…) with a constant template as the
+// engine's printf: %s is the argument as text (NULL: empty), %I a quoted
+// identifier when it needs quoting, %L a quoted literal (NULL: NULL), %%
+// a percent sign. Anything else (positions, widths) fails the statement
+// with the engine's error().
+func formatCall(template string, args []*pg.Node) *pg.Node {
+	text := func(a *pg.Node) *pg.Node { return catCast(a, "text") }
+	var b strings.Builder
+	out := []*pg.Node{nil}
+	next := 0
+	for i := 0; i < len(template); i++ {
+		if template[i] != '%' {
+			b.WriteByte(template[i])
+			continue
+		}
+		if i+1 >= len(template) {
+			return catCall("error", catString("unterminated format() type specifier"))
+		}
+		i++
+		spec := template[i]
+		if spec == '%' {
+			b.WriteString("%%")
+			continue
+		}
+		if spec != 's' && spec != 'I' && spec != 'L' {
+			return catCall("error", catString(fmt.Sprintf("format() specifier %%%c is not supported by mink (%%s, %%I, %%L and %%%% are)", spec)))
+		}
+		if next >= len(args) {
+			return catCall("error", catString("too few arguments for format()"))
+		}
+		a := args[next]
+		next++
+		b.WriteString("%s")
+		switch spec {
+		case 's':
+			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
+				Args: []*pg.Node{text(a), catString("")}}}})
+		case 'I':
+			// quote_ident without its keyword list: a word PostgreSQL
+			// reserves is left bare.
+			x := text(a)
+			quoted := concatText(catString(`"`), catCall("replace", x, catString(`"`), catString(`""`)), catString(`"`))
+			out = append(out, &pg.Node{Node: &pg.Node_CaseExpr{CaseExpr: &pg.CaseExpr{
+				Args: []*pg.Node{{Node: &pg.Node_CaseWhen{CaseWhen: &pg.CaseWhen{
+					Expr:   catCall("regexp_full_match", x, catString("[a-z_][a-z0-9_$]*")),
+					Result: x}}}},
+				Defresult: quoted}}})
+		case 'L':
+			quoted := concatText(catString("'"), catCall("replace", text(a), catString("'"), catString("''")), catString("'"))
+			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
+				Args: []*pg.Node{quoted, catString("NULL")}}}})
+		}
+	}
+	out[0] = catString(b.String())
+	return catCall("printf", out...)
 }
 
 // onlyPercentS reports whether every % of a format template is %s or %%.

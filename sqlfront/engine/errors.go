@@ -177,6 +177,11 @@ func classify(de duckdbError, msg string) (code, message string) {
 			name = firstQuoted(msg)
 		}
 	}
+	// DuckDB quotes a qualified name it could not find ("foo.bar"); the
+	// messages below quote it once, as PostgreSQL does.
+	if len(name) >= 2 && name[0] == '"' && name[len(name)-1] == '"' {
+		name = name[1 : len(name)-1]
+	}
 	switch de.Type {
 	case "Parser", "Catalog", "Binder", "Invalid Input":
 		if strings.Contains(lower, "not supported") || strings.Contains(lower, "not implemented") || strings.Contains(lower, "unimplemented") {
@@ -190,13 +195,13 @@ func classify(de duckdbError, msg string) (code, message string) {
 		switch {
 		case strings.HasPrefix(msg, "Table with name") || strings.HasPrefix(msg, "View with name") ||
 			(de.Subtype == "MISSING_ENTRY" && (de.EntryType == "Table" || de.EntryType == "View")):
-			return CodeUndefinedTable, fmt.Sprintf("relation %q does not exist", name)
+			return CodeUndefinedTable, fmt.Sprintf(`relation "%s" does not exist`, name)
 		case strings.Contains(msg, "Function with name"):
 			return CodeUndefinedFunction, fmt.Sprintf("function %s does not exist", name)
 		case strings.HasPrefix(msg, "Schema with name") || strings.HasPrefix(msg, "Catalog with name"):
-			return CodeUndefinedSchema, fmt.Sprintf("schema %q does not exist", name)
+			return CodeUndefinedSchema, fmt.Sprintf(`schema "%s" does not exist`, name)
 		case strings.HasPrefix(msg, "Type with name"):
-			return CodeUndefinedObject, fmt.Sprintf("type %q does not exist", name)
+			return CodeUndefinedObject, fmt.Sprintf(`type "%s" does not exist`, name)
 		case strings.Contains(lower, "already exists"):
 			return CodeDuplicateObject, msg
 		}

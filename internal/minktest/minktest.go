@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,8 +48,20 @@ func Start(t testing.TB, opts Options) *Node {
 	return n
 }
 
-// StartNode starts a node; tempDir makes a fresh directory.
+// StartNode starts a node; tempDir makes a fresh directory. A free port
+// can be taken by another process between freeAddr and the node's listen
+// (tests of several packages run at once), so a start that fails with
+// "address already in use" is tried again on other ports.
 func StartNode(opts Options, tempDir func() string) (*Node, error) {
+	for attempt := 1; ; attempt++ {
+		n, err := startNode(opts, tempDir)
+		if err == nil || attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			return n, err
+		}
+	}
+}
+
+func startNode(opts Options, tempDir func() string) (*Node, error) {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = opts.DataDir
 	if cfg.DataDir == "" {

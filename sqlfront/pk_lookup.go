@@ -160,15 +160,37 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 		}
 		p.out = append(p.out, i)
 	}
-	// WHERE: a conjunction of key = value, each key column once.
+	params, maxParam, ok := s.matchKeyWhere(ctx, p, sel.WhereClause, column, paramOIDs)
+	if !ok {
+		return nil, nil, false
+	}
+	for _, oid := range params {
+		if oid == 0 {
+			return nil, nil, false // a parameter the WHERE does not use
+		}
+	}
+	if len(params) != maxParam && maxParam > 0 {
+		return nil, nil, false
+	}
+	return p, params, true
+}
+
+// matchKeyWhere fills p.keys (and the key's columns) from where, a
+// conjunction of key column = constant or parameter fixing every column
+// of p.table's primary key once; column resolves a column reference. It
+// returns the parameter types with the key parameters typed as their
+// columns, and the highest parameter number the WHERE uses.
+func (s *session) matchKeyWhere(ctx context.Context, p *lookupPlan, where *pg.Node, column func(*pg.Node) (int, bool, bool), paramOIDs []uint32) ([]uint32, int, bool) {
+	table := p.table
+	// A conjunction of key = value, each key column once.
 	var conds []*pg.Node
-	if be := sel.WhereClause.GetBoolExpr(); be != nil {
+	if be := where.GetBoolExpr(); be != nil {
 		if be.Boolop != pg.BoolExprType_AND_EXPR {
-			return nil, nil, false
+			return nil, 0, false
 		}
 		conds = be.Args
 	} else {
-		conds = []*pg.Node{sel.WhereClause}
+		conds = []*pg.Node{where}
 	}
 	pk := table.pkCols()
 	p.keys = make([]lookupKey, len(pk))
@@ -178,18 +200,18 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 	for _, c := range conds {
 		ae := c.GetAExpr()
 		if ae == nil || ae.Kind != pg.A_Expr_Kind_AEXPR_OP || len(ae.Name) != 1 || ae.Name[0].GetString_().GetSval() != "=" {
-			return nil, nil, false
+			return nil, 0, false
 		}
 		l, r := ae.Lexpr, ae.Rexpr
 		i, star, ok := column(l)
 		if !ok {
 			l, r = r, l
 			if i, star, ok = column(l); !ok {
-				return nil, nil, false
+				return nil, 0, false
 			}
 		}
 		if star {
-			return nil, nil, false
+			return nil, 0, false
 		}
 		k := -1
 		for j, c := range pk {
@@ -198,7 +220,7 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 			}
 		}
 		if k < 0 || set[k] {
-			return nil, nil, false
+			return nil, 0, false
 		}
 		set[k] = true
 		typ := table.cols[i].Type
@@ -208,7 +230,7 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 				params = append(params, 0)
 			}
 			if params[n-1] != 0 && params[n-1] != typ.OID() {
-				return nil, nil, false
+				return nil, 0, false
 			}
 			params[n-1] = typ.OID()
 			p.keys[k] = lookupKey{param: n}
@@ -220,23 +242,15 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 			// Other types: the engine reads the constant once, as INSERT
 			// would read it into the column.
 			if v, ok = s.readConstant(ctx, r, typ); !ok {
-				return nil, nil, false
+				return nil, 0, false
 			}
 		}
 		p.keys[k] = lookupKey{value: v}
 	}
 	for _, ok := range set {
 		if !ok {
-			return nil, nil, false
+			return nil, 0, false
 		}
-	}
-	for _, oid := range params {
-		if oid == 0 {
-			return nil, nil, false // a parameter the WHERE does not use
-		}
-	}
-	if len(params) != maxParam && maxParam > 0 {
-		return nil, nil, false
 	}
 	for j, i := range pk {
 		p.keyCols = append(p.keyCols, table.cols[i])
@@ -257,7 +271,7 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 			}
 		}
 	}
-	return p, params, true
+	return params, maxParam, true
 }
 
 // constantKey is the Go value of a constant compared with a key column of
@@ -321,75 +335,11 @@ func (s *session) readConstant(ctx context.Context, n *pg.Node, typ sqltypes.Typ
 
 // runLookup reads the row of the key; nil when there is none.
 func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]any, error) {
-	vals := p.vals
-	for j, k := range p.keys {
-		if k.param > 0 {
-			if k.param > len(args) {
-				return nil, errorf(pgwire.CodeProtocolViolation, "bind message supplies %d parameters, but prepared statement requires %d", len(args), k.param)
-			}
-			vals[j] = args[k.param-1]
-		} else {
-			vals[j] = k.value
-		}
-		if vals[j] == nil {
-			return nil, nil // key = NULL matches nothing
-		}
-	}
-	// The key's columns as their Arrow types' Go values (kv's and routing's
-	// Go values), or as a one-row batch when they need conforming.
-	var keyRec arrow.RecordBatch
-	var part string
-	route := p.routeBuf[:0]
-	var err error
-	if p.arrowKey {
-		var ok bool
-		if keyRec, ok = keyRecord(p, vals); !ok {
-			return nil, nil // no value of the column's type equals it
-		}
-		defer keyRec.Release()
-		if p.partPos >= 0 {
-			if part, err = routing.PartitionValue(keyRec.Column(p.partPos), 0); err != nil {
-				return nil, err
-			}
-		}
-		if route, err = routing.RowKey(route, keyRec, p.bucketKey, 0); err != nil {
-			return nil, fmt.Errorf("route key: %w", err)
-		}
-	} else {
-		if !storedKeyValues(p.keyCols, vals, p.phys) {
-			return nil, nil // no value of the column's type equals it
-		}
-		if p.partPos >= 0 {
-			if part, err = routing.PartitionValueOf(p.keyCols[p.partPos].Type.ArrowType(), p.phys[p.partPos]); err != nil {
-				return nil, err
-			}
-		}
-		for _, j := range p.bucketKey {
-			if route, err = routing.AppendValue(route, p.keyCols[j].Type.ArrowType(), p.phys[j]); err != nil {
-				return nil, fmt.Errorf("route key: column %q: %w", p.keyCols[j].Name, err)
-			}
-		}
-	}
-	p.routeBuf = route
-	id, ok, err := s.lookupBucket(ctx, p, part, route)
+	b, key, ok, err := s.lookupTarget(ctx, p, args)
 	if err != nil || !ok {
 		return nil, err
 	}
-	b, err := s.kvBucket(ctx, id, p.table) // a block's own writes too
-	if err != nil {
-		return nil, err
-	}
 	codec := b.Codec()
-	var key []byte
-	if keyRec != nil {
-		key, err = codec.AppendKeyOf(p.keyBuf[:0], keyRec.Columns(), 0)
-	} else {
-		key, err = codec.AppendKeyValues(p.keyBuf[:0], p.phys)
-	}
-	if err != nil {
-		return nil, err
-	}
-	p.keyBuf = key
 	row, found, err := b.Get(ctx, key)
 	if err != nil || !found {
 		return nil, err
@@ -402,6 +352,83 @@ func (s *session) runLookup(ctx context.Context, p *lookupPlan, args []any) ([]a
 		out[j] = wireValue(p.table.cols[i].Type, out[j])
 	}
 	return out, nil
+}
+
+// lookupTarget is where the key a plan's values give lives: its bucket as
+// the session sees it (a block's own writes too) and the encoded key; ok
+// is false when no row can have the key (a NULL, a value its column cannot
+// hold, a partition that does not exist).
+func (s *session) lookupTarget(ctx context.Context, p *lookupPlan, args []any) (kvBucket, []byte, bool, error) {
+	vals := p.vals
+	for j, k := range p.keys {
+		if k.param > 0 {
+			if k.param > len(args) {
+				return nil, nil, false, errorf(pgwire.CodeProtocolViolation, "bind message supplies %d parameters, but prepared statement requires %d", len(args), k.param)
+			}
+			vals[j] = args[k.param-1]
+		} else {
+			vals[j] = k.value
+		}
+		if vals[j] == nil {
+			return nil, nil, false, nil // key = NULL matches nothing
+		}
+	}
+	// The key's columns as their Arrow types' Go values (kv's and routing's
+	// Go values), or as a one-row batch when they need conforming.
+	var keyRec arrow.RecordBatch
+	var part string
+	route := p.routeBuf[:0]
+	var err error
+	if p.arrowKey {
+		var ok bool
+		if keyRec, ok = keyRecord(p, vals); !ok {
+			return nil, nil, false, nil // no value of the column's type equals it
+		}
+		defer keyRec.Release()
+		if p.partPos >= 0 {
+			if part, err = routing.PartitionValue(keyRec.Column(p.partPos), 0); err != nil {
+				return nil, nil, false, err
+			}
+		}
+		if route, err = routing.RowKey(route, keyRec, p.bucketKey, 0); err != nil {
+			return nil, nil, false, fmt.Errorf("route key: %w", err)
+		}
+	} else {
+		if !storedKeyValues(p.keyCols, vals, p.phys) {
+			return nil, nil, false, nil // no value of the column's type equals it
+		}
+		if p.partPos >= 0 {
+			if part, err = routing.PartitionValueOf(p.keyCols[p.partPos].Type.ArrowType(), p.phys[p.partPos]); err != nil {
+				return nil, nil, false, err
+			}
+		}
+		for _, j := range p.bucketKey {
+			if route, err = routing.AppendValue(route, p.keyCols[j].Type.ArrowType(), p.phys[j]); err != nil {
+				return nil, nil, false, fmt.Errorf("route key: column %q: %w", p.keyCols[j].Name, err)
+			}
+		}
+	}
+	p.routeBuf = route
+	id, ok, err := s.lookupBucket(ctx, p, part, route)
+	if err != nil || !ok {
+		return nil, nil, false, err
+	}
+	b, err := s.kvBucket(ctx, id, p.table) // a block's own writes too
+	if err != nil {
+		return nil, nil, false, err
+	}
+	codec := b.Codec()
+	var key []byte
+	if keyRec != nil {
+		key, err = codec.AppendKeyOf(p.keyBuf[:0], keyRec.Columns(), 0)
+	} else {
+		key, err = codec.AppendKeyValues(p.keyBuf[:0], p.phys)
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	p.keyBuf = key
+	return b, key, true, nil
 }
 
 // storedKeyValues converts key values as pgwire decodes them (or as

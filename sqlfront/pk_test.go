@@ -600,3 +600,86 @@ func TestPKBlockModel(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyScanUpdateDelete: an UPDATE or DELETE whose WHERE fixes the whole
+// primary key reads that key's row, not the table (no bucket scan), in
+// every protocol, and changes exactly what the full evaluation changes.
+func TestKeyScanUpdateDelete(t *testing.T) {
+	n := minktest.Start(t, minktest.Options{})
+	ctx := context.Background()
+	front := n.Server.SQLFrontend().(*sqlfront.Frontend)
+	modes := []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec, pgx.QueryExecModeSimpleProtocol}
+	conn, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE ks (region text, id integer, n integer, PRIMARY KEY (region, id)) PARTITION BY LIST (region) WITH (buckets = 3)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO ks SELECT r, g, 0 FROM generate_series(1, 50) g, (VALUES ('eu'), ('us')) v(r)"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, r := range []string{"eu", "us"} {
+		for g := 1; g <= 50; g++ {
+			want[fmt.Sprintf("%s/%d", r, g)] = 0
+		}
+	}
+	step := func(mode pgx.QueryExecMode, sql string, wantScan bool, args ...any) int64 {
+		t.Helper()
+		before := front.BucketScans()
+		tag, err := conn.Exec(ctx, sql, append([]any{mode}, args...)...)
+		if err != nil {
+			t.Fatalf("%s (mode %v): %v", sql, mode, err)
+		}
+		if scanned := front.BucketScans() != before; scanned != wantScan {
+			t.Errorf("%s (mode %v): scanned buckets %v, want %v", sql, mode, scanned, wantScan)
+		}
+		return tag.RowsAffected()
+	}
+	for i, mode := range modes {
+		if got := step(mode, "UPDATE ks SET n = n + $1 WHERE region = $2 AND id = $3", false, 5, "eu", int32(i+1)); got != 1 {
+			t.Fatalf("UPDATE by key: %d rows", got)
+		}
+		want[fmt.Sprintf("eu/%d", i+1)] += 5
+		if got := step(mode, "UPDATE ks SET n = n + 1 WHERE id = $1 AND region = 'us'", false, int32(i+10)); got != 1 {
+			t.Fatalf("UPDATE by key, constant region: %d rows", got)
+		}
+		want[fmt.Sprintf("us/%d", i+10)]++
+		if got := step(mode, "UPDATE ks SET n = 7 WHERE region = 'ap' AND id = 1", false); got != 0 {
+			t.Fatalf("UPDATE of a missing partition's key: %d rows", got)
+		}
+		if got := step(mode, "DELETE FROM ks WHERE region = $1 AND id = $2", false, "us", int32(i+20)); got != 1 {
+			t.Fatalf("DELETE by key: %d rows", got)
+		}
+		delete(want, fmt.Sprintf("us/%d", i+20))
+		if got := step(mode, "DELETE FROM ks WHERE region = $1 AND id = $2", false, "us", int32(i+20)); got != 0 {
+			t.Fatalf("DELETE of a deleted key: %d rows", got)
+		}
+		// Not the whole key, or more than the key: the table is read.
+		if got := step(mode, "UPDATE ks SET n = n + 1 WHERE region = 'eu' AND id = $1 AND n >= 0", true, int32(i+30)); got != 1 {
+			t.Fatalf("UPDATE with another condition: %d rows", got)
+		}
+		want[fmt.Sprintf("eu/%d", i+30)]++
+	}
+	rows, err := conn.Query(ctx, "SELECT region, id, n FROM ks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var r string
+		var id, v int32
+		if err := rows.Scan(&r, &id, &v); err != nil {
+			t.Fatal(err)
+		}
+		got[fmt.Sprintf("%s/%d", r, id)] = int(v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("table after the statements differs from the model:\n got %v\nwant %v", got, want)
+	}
+}

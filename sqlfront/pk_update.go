@@ -29,6 +29,10 @@ type changeStmt struct {
 	query string
 	set   []int // UPDATE: the assigned columns
 	del   bool
+	// key is set when the WHERE fixes the whole primary key by equality
+	// and the statement reads the table nowhere else: the query then reads
+	// that key's row instead of the table (keyScan).
+	key *lookupPlan
 }
 
 // planUpdate plans UPDATE of a primary-key table; log tables are
@@ -97,6 +101,9 @@ func (s *session) planUpdate(ctx context.Context, u *pg.UpdateStmt, paramOIDs []
 		outer = append(outer, fmt.Sprintf("CAST(__q.n%d AS %s)", j, table.cols[i].Type.DuckDBType()))
 	}
 	cs.query = "SELECT " + strings.Join(outer, ", ") + " FROM (" + text + ") AS __q"
+	if len(u.FromClause) == 0 && u.WithClause == nil {
+		cs.key = s.planKeyScan(ctx, table, alias, u.WhereClause, paramOIDs, &pg.Node{Node: &pg.Node_UpdateStmt{UpdateStmt: u}})
+	}
 	return s.planChange(ctx, cs, alias, u.ReturningList, paramOIDs, paramCol, "UPDATE")
 }
 
@@ -121,7 +128,46 @@ func (s *session) planDelete(ctx context.Context, d *pg.DeleteStmt, paramOIDs []
 		return nil, err
 	}
 	cs := &changeStmt{table: table, query: text, del: true}
+	if len(d.UsingClause) == 0 && d.WithClause == nil {
+		cs.key = s.planKeyScan(ctx, table, alias, d.WhereClause, paramOIDs, &pg.Node{Node: &pg.Node_DeleteStmt{DeleteStmt: d}})
+	}
 	return s.planChange(ctx, cs, alias, d.ReturningList, paramOIDs, nil, "DELETE")
+}
+
+// planKeyScan returns the key plan of an UPDATE or DELETE whose WHERE fixes
+// every primary-key column by equality, when stmt names the table only as
+// its target (a subquery over the table must read all of it); nil
+// otherwise.
+func (s *session) planKeyScan(ctx context.Context, table *tableInfo, alias string, where *pg.Node, paramOIDs []uint32, stmt *pg.Node) *lookupPlan {
+	if where == nil {
+		return nil
+	}
+	uses := 0
+	for _, rv := range rangeVars(stmt) {
+		if rv.Relname == table.name {
+			uses++
+		}
+	}
+	if uses != 1 {
+		return nil
+	}
+	column := func(n *pg.Node) (int, bool, bool) {
+		cr := n.GetColumnRef()
+		if cr == nil || len(cr.Fields) == 0 || len(cr.Fields) > 2 {
+			return 0, false, false
+		}
+		if len(cr.Fields) == 2 && cr.Fields[0].GetString_().GetSval() != alias {
+			return 0, false, false
+		}
+		name := cr.Fields[len(cr.Fields)-1].GetString_().GetSval()
+		i, ok := table.colIdx[name]
+		return i, false, ok
+	}
+	p := &lookupPlan{table: table, partPos: -1}
+	if _, _, ok := s.matchKeyWhere(ctx, p, where, column, paramOIDs); !ok {
+		return nil
+	}
+	return p
 }
 
 func oldColumns(table *tableInfo, alias string) []*pg.Node {
@@ -378,6 +424,21 @@ type writeJob struct {
 // the new rows (the old ones for DELETE), with the table's schema.
 func (s *session) evaluateChange(ctx context.Context, cs *changeStmt, args []any) (arrow.RecordBatch, arrow.RecordBatch, error) {
 	table := cs.table
+	if cs.key != nil {
+		b, key, ok, err := s.lookupTarget(ctx, cs.key, args)
+		if err != nil {
+			return nil, nil, err
+		}
+		scan := &keyScan{}
+		if ok {
+			scan.b, scan.key = b, append([]byte(nil), key...)
+		}
+		if s.tables.keys == nil {
+			s.tables.keys = map[catalog.TableID]*keyScan{}
+		}
+		s.tables.keys[table.id] = scan
+		defer delete(s.tables.keys, table.id)
+	}
 	rdr, err := s.conn.QueryArrow(ctx, cs.query, args...)
 	if err != nil {
 		return nil, nil, withoutPosition(err)

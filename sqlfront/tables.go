@@ -81,6 +81,10 @@ type tableRegistry struct {
 	// lakeFilters, when set for a statement, are conditions the lake part
 	// of a table's scan may prune with (lakefilter.go).
 	lakeFilters map[catalog.TableID][]tiering.Predicate
+	// keys, when set for a statement, restricts the scans of a
+	// primary-key table to one key (pk_scan.go): an UPDATE or DELETE
+	// whose WHERE fixes the whole key reads that row, not the table.
+	keys map[catalog.TableID]*keyScan
 }
 
 type registeredTable struct {
@@ -235,10 +239,13 @@ func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordRead
 			b.Release()
 		}
 	}
-	f.bucketScans.Add(uint64(len(bucketIDs)))
 	if t.info.isPK() {
+		if t.r.keys[t.info.id] == nil { // a key scan is a point read
+			f.bucketScans.Add(uint64(len(bucketIDs)))
+		}
 		return t.openPK(ctx, bucketIDs, columns)
 	}
+	f.bucketScans.Add(uint64(len(bucketIDs)))
 	lakeRdr, err := t.openLake(ctx, lake, bucketIDs, columns, t.r.lakeFilters[t.info.id])
 	if err != nil {
 		return nil, err

@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -86,6 +88,11 @@ type node struct {
 	stderr  bytes.Buffer
 	exited  chan struct{}
 	exitErr error
+	// healthy: the node answered /healthz once; before that, a start
+	// that lost a listen port to another process is retried on another
+	// port (portRetries times).
+	healthy     bool
+	portRetries int
 }
 
 type nodeOpts struct {
@@ -151,6 +158,11 @@ func (n *node) waitHealthy() {
 	for time.Now().Before(deadline) {
 		select {
 		case <-n.exited:
+			if !n.healthy && n.portRetries < 3 && n.repickBusyPort() {
+				n.portRetries++
+				n.start()
+				continue
+			}
 			n.t.Fatalf("mink exited early (%v):\n%s", n.exitErr, n.log())
 		default:
 		}
@@ -158,12 +170,45 @@ func (n *node) waitHealthy() {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
+				n.healthy = true
 				return
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	n.t.Fatalf("mink not healthy after 60s:\n%s", n.log())
+}
+
+// busyPortRE finds the address a node could not listen on.
+var busyPortRE = regexp.MustCompile(`listen tcp 127\.0\.0\.1:(\d+): bind: address already in use`)
+
+// repickBusyPort replaces the listen address the node's log says was taken
+// (tests of several packages pick free ports at once) with a free one; the
+// embedded etcd's peer port is its client port plus one. False if the log
+// names none of the node's addresses.
+func (n *node) repickBusyPort() bool {
+	m := busyPortRE.FindStringSubmatch(n.log())
+	if m == nil {
+		return false
+	}
+	busy, _ := strconv.Atoi(m[1])
+	for i := 1; i < len(n.args); i++ {
+		host, port, err := net.SplitHostPort(n.args[i])
+		if err != nil || host != "127.0.0.1" || !strings.HasPrefix(n.args[i-1], "--") {
+			continue
+		}
+		p, _ := strconv.Atoi(port)
+		pair := n.args[i-1] == "--embedded-etcd-addr"
+		if p != busy && !(pair && p+1 == busy) {
+			continue
+		}
+		n.args[i] = fmt.Sprintf("127.0.0.1:%d", freePort(n.t, pair))
+		if n.args[i-1] == "--admin-addr" {
+			n.admin = n.args[i]
+		}
+		return true
+	}
+	return false
 }
 
 func (n *node) signal(sig syscall.Signal) { _ = n.cmd.Process.Signal(sig) }
@@ -537,4 +582,33 @@ func startTestEtcd(t *testing.T) *embedetcd.Etcd {
 	}
 	t.Cleanup(func() { etcd.Close() })
 	return etcd
+}
+
+// TestNodeStartRetriesBusyPort: the harness itself. A node whose listen
+// port another process took starts on another port, and answers there.
+func TestNodeStartRetriesBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	n := newNode(t, nodeOpts{})
+	taken := ln.Addr().String()
+	for i, a := range n.args {
+		if a == "--pg-addr" {
+			n.args[i+1] = taken
+		}
+	}
+	n.start()
+	n.waitHealthy()
+	defer n.stop()
+	if n.portRetries != 1 || n.pgAddr() == taken {
+		t.Fatalf("retries %d, pg address %s (taken: %s)", n.portRetries, n.pgAddr(), taken)
+	}
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
+	defer conn.Close(context.Background())
+	var one int
+	if err := conn.QueryRow(context.Background(), "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1 on the new port: %d %v", one, err)
+	}
 }

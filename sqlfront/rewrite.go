@@ -743,20 +743,6 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 	return catCall("printf", out...)
 }
 
-// onlyPercentS reports whether every % of a format template is %s or %%.
-func onlyPercentS(template string) bool {
-	for i := 0; i < len(template); i++ {
-		if template[i] != '%' {
-			continue
-		}
-		if i+1 >= len(template) || (template[i+1] != 's' && template[i+1] != '%') {
-			return false
-		}
-		i++
-	}
-	return true
-}
-
 func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 	t, err := typeOf(tc.TypeName)
 	if err != nil {

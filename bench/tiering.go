@@ -109,47 +109,14 @@ func MeasureTiering(ctx context.Context, cfg TieringConfig) (*TieringReport, err
 	}
 
 	// The metadata log and table, as the coordinator would have them.
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: discardLogger()})
+	spec := factsSpec(cfg.Buckets)
+	meta, err := newBenchMeta(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	defer cat.Close()
-	propose := func(rec catalog.Record) (catalog.Outcome, error) {
-		o, err := cat.Propose(ctx, rec)
-		if err == nil {
-			err = o.Err
-		}
-		if err != nil {
-			return o, fmt.Errorf("%T: %w", rec, err)
-		}
-		return o, nil
-	}
-	if _, err := propose(catalog.RegisterNode{Node: 1}); err != nil {
-		return nil, err
-	}
-	coord, err := propose(catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1})
-	if err != nil {
-		return nil, err
-	}
-	spec := catalog.TableSpec{Name: "facts", Buckets: cfg.Buckets, Columns: []catalog.Column{
-		{Name: "id", Type: "bigint"}, {Name: "store", Type: "integer"}, {Name: "amount", Type: "double precision"},
-		{Name: "name", Type: "text"}, {Name: "ts", Type: "timestamptz"}, {Name: "flag", Type: "boolean"},
-		{Name: "user_id", Type: "bigint"}, {Name: "day", Type: "date"},
-	}}
-	created, err := propose(catalog.CreateTable{Spec: spec})
-	if err != nil {
-		return nil, err
-	}
+	defer meta.close()
+	cat, propose, created, coord := meta.cat, meta.propose, meta.created, meta.coord
 	ends := map[catalog.BucketID]uint64{}
-	for _, b := range created.Buckets {
-		le, err := propose(catalog.LeadBucket{Bucket: b, Node: 1, CoordinatorEpoch: coord.Epoch})
-		if err != nil {
-			return nil, err
-		}
-		if _, err := propose(catalog.OpenStream{Stream: catalog.StreamID(b), Epoch: le.Epoch, Node: 1, NodeEpoch: 1}); err != nil {
-			return nil, err
-		}
-	}
 	for k, rec := range all {
 		b := created.Buckets[k%len(created.Buckets)]
 		rec.Retain()
@@ -366,43 +333,13 @@ func MeasureTieringLag(ctx context.Context, cfg TieringLagConfig) (*TieringLagRe
 		return nil, err
 	}
 	defer os.RemoveAll(base)
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: discardLogger()})
+	spec := factsSpec(cfg.Buckets)
+	meta, err := newBenchMeta(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	defer cat.Close()
-	propose := func(rec catalog.Record) (catalog.Outcome, error) {
-		o, err := cat.Propose(ctx, rec)
-		if err == nil {
-			err = o.Err
-		}
-		return o, err
-	}
-	if _, err := propose(catalog.RegisterNode{Node: 1}); err != nil {
-		return nil, err
-	}
-	coord, err := propose(catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1})
-	if err != nil {
-		return nil, err
-	}
-	spec := catalog.TableSpec{Name: "facts", Buckets: cfg.Buckets, Columns: []catalog.Column{
-		{Name: "id", Type: "bigint"}, {Name: "store", Type: "integer"}, {Name: "amount", Type: "double precision"},
-		{Name: "name", Type: "text"}, {Name: "ts", Type: "timestamptz"}, {Name: "flag", Type: "boolean"},
-		{Name: "user_id", Type: "bigint"}, {Name: "day", Type: "date"},
-	}}
-	created, err := propose(catalog.CreateTable{Spec: spec})
-	if err != nil {
-		return nil, err
-	}
-	for _, b := range created.Buckets {
-		le, err := propose(catalog.LeadBucket{Bucket: b, Node: 1, CoordinatorEpoch: coord.Epoch})
-		if err != nil {
-			return nil, err
-		}
-		if _, err := propose(catalog.OpenStream{Stream: catalog.StreamID(b), Epoch: le.Epoch, Node: 1, NodeEpoch: 1}); err != nil {
-			return nil, err
-		}
-	}
+	defer meta.close()
+	cat, propose, created, coord := meta.cat, meta.propose, meta.created, meta.coord
 	storeDir := filepath.Join(base, "objects")
 	store, err := objstore.NewDir(storeDir)
 	if err != nil {

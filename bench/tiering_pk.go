@@ -97,45 +97,16 @@ func MeasureTieringPK(ctx context.Context, cfg TieringPKConfig) (*TieringPKRepor
 	defer os.RemoveAll(base)
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed))
 
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: discardLogger()})
-	if err != nil {
-		return nil, err
-	}
-	defer cat.Close()
-	propose := func(rec catalog.Record) (catalog.Outcome, error) {
-		o, err := cat.Propose(ctx, rec)
-		if err == nil {
-			err = o.Err
-		}
-		if err != nil {
-			return o, fmt.Errorf("%T: %w", rec, err)
-		}
-		return o, nil
-	}
-	if _, err := propose(catalog.RegisterNode{Node: 1}); err != nil {
-		return nil, err
-	}
-	coord, err := propose(catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1})
-	if err != nil {
-		return nil, err
-	}
 	spec := catalog.TableSpec{Name: "accounts", Buckets: cfg.Buckets, PrimaryKey: []string{"id"}, Columns: []catalog.Column{
 		{Name: "id", Type: "bigint", NotNull: true}, {Name: "store", Type: "integer"},
 		{Name: "amount", Type: "double precision"}, {Name: "name", Type: "text"},
 	}}
-	created, err := propose(catalog.CreateTable{Spec: spec})
+	meta, err := newBenchMeta(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range created.Buckets {
-		le, err := propose(catalog.LeadBucket{Bucket: b, Node: 1, CoordinatorEpoch: coord.Epoch})
-		if err != nil {
-			return nil, err
-		}
-		if _, err := propose(catalog.OpenStream{Stream: catalog.StreamID(b), Epoch: le.Epoch, Node: 1, NodeEpoch: 1}); err != nil {
-			return nil, err
-		}
-	}
+	defer meta.close()
+	cat, propose, created, coord := meta.cat, meta.propose, meta.created, meta.coord
 	src := &memSource{batches: map[catalog.BucketID][]tiering.Batch{}}
 	defer src.release()
 	ends := map[catalog.BucketID]uint64{}

@@ -187,12 +187,19 @@ func (f *Frontend) refreshMirror(ctx context.Context, t *tableInfo) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
+	// Take every bucket's end before reading any, so that the statement
+	// sees each bucket as of (nearly) one moment: its start.
+	bs := make([]*buckets.LogBucket, len(ids))
+	ends := make([]uint64, len(ids))
+	for i, id := range ids {
 		b, err := m.Bucket(id)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errNotLocal, err)
 		}
-		from, end := progress[uint64(id)], b.End()
+		bs[i], ends[i] = b, b.End()
+	}
+	for i, id := range ids {
+		b, from, end := bs[i], progress[uint64(id)], ends[i]
 		if end < from {
 			return fmt.Errorf("bucket %d ends at %d, below the %d rows mirrored", id, end, from)
 		}

@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindAllocateSequence
+	maxKnownKind           = KindAddColumn
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -53,6 +53,7 @@ var kindNames = map[Kind]string{
 	KindCompactStreamObjects: "CompactStreamObjects",
 	KindTrimStream:           "TrimStream",
 	KindAllocateSequence:     "AllocateSequence",
+	KindAddColumn:            "AddColumn",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -132,6 +133,8 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[TrimStream](kind, body)
 	case KindAllocateSequence:
 		return decodeRecordBody[AllocateSequence](kind, body)
+	case KindAddColumn:
+		return decodeRecordBody[AddColumn](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)

@@ -161,13 +161,14 @@ func parseHexHeaderLine(line string, headerLen int) ([]byte, error) {
 // sampleRecords has one record of every kind with every field set, so that a
 // field without a JSON tag or a kind without a decoder shows up.
 func sampleRecords() []Record {
+	missing := "x"
 	return []Record{
 		RegisterNode{Node: 3, ExpectEpoch: 7, Addrs: Addrs{PG: "10.0.0.3:5433", Flight: "10.0.0.3:8815", Admin: "10.0.0.3:9480"}},
 		RegisterCoordinator{Node: 3, NodeEpoch: 8, ExpectEpoch: 4},
 		CreateTable{Spec: TableSpec{
 			Name: "orders",
 			Columns: []Column{{Name: "id", Type: "bigint", NotNull: true, Default: "0", Sequence: SequenceByDefault},
-				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'", Sequence: "x"}},
+				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'", Sequence: "x", Added: true, Missing: &missing}},
 			PrimaryKey: []string{"id", "dt"}, PartitionBy: "dt", Buckets: 8, BucketKey: []string{"id"},
 			Options: map[string]string{"partition_retention": "7d", "é": "<&>"},
 		}},
@@ -191,6 +192,7 @@ func sampleRecords() []Record {
 			With: StreamObject{Key: "streams/14/5-12.7c", Start: 5, End: 12, Size: 1020, At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
 		TrimStream{Stream: 14, Start: 10, CoordinatorEpoch: 5},
 		AllocateSequence{Table: 12, Column: "id", Count: 100},
+		AddColumn{Table: 12, Column: Column{Name: "note", Type: "text", NotNull: true, Default: "'x'", Sequence: "x", Added: true, Missing: &missing}},
 	}
 }
 

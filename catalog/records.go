@@ -37,6 +37,7 @@ const (
 	KindCompactStreamObjects Kind = 14
 	KindTrimStream           Kind = 15
 	KindAllocateSequence     Kind = 16
+	KindAddColumn            Kind = 17
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -87,6 +88,13 @@ type Column struct {
 	// (GENERATED … AS IDENTITY); "" for none. Only integer columns
 	// (smallint, integer, bigint) have one.
 	Sequence string `json:"sequence,omitempty"`
+	// Added marks a column that AddColumn added after the table was
+	// created. Added columns follow the created ones, in the order added.
+	Added bool `json:"added,omitempty"`
+	// Missing, for an added column, is the value of the rows stored
+	// without the column (before it was added, or by a node that had not
+	// applied AddColumn yet): its PostgreSQL text form, or nil for NULL.
+	Missing *string `json:"missing,omitempty"`
 }
 
 // Column.Sequence values.
@@ -297,6 +305,16 @@ type AllocateSequence struct {
 	Count  uint64  `json:"count"`
 }
 
+// AddColumn appends Column to Table's columns (ALTER TABLE … ADD COLUMN);
+// the view marks it Added. Stored rows are not rewritten: a row stored
+// without the column reads as Column.Missing. Rejected with ErrNotFound for
+// an unknown table and ErrInvalid for a name the table has, a column with a
+// sequence, or a column without a name or type.
+type AddColumn struct {
+	Table  TableID `json:"table"`
+	Column Column  `json:"column"`
+}
+
 // MaxSequenceAllocation bounds AllocateSequence.Count.
 const MaxSequenceAllocation = 1 << 20
 
@@ -332,3 +350,4 @@ func (CommitTieringRound) Kind() Kind   { return KindCommitTieringRound }
 func (CompactStreamObjects) Kind() Kind { return KindCompactStreamObjects }
 func (TrimStream) Kind() Kind           { return KindTrimStream }
 func (AllocateSequence) Kind() Kind     { return KindAllocateSequence }
+func (AddColumn) Kind() Kind            { return KindAddColumn }

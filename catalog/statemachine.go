@@ -124,6 +124,8 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyTrimStream(v, r)
 	case AllocateSequence:
 		return applyAllocateSequence(v, r)
+	case AddColumn:
+		return applyAddColumn(v, r)
 	}
 	panic(fmt.Sprintf("catalog: recordValue accepted record type %T that Apply does not handle", rec))
 }
@@ -148,7 +150,7 @@ func recordValue(rec Record) (Record, error) {
 	case RegisterNode, RegisterCoordinator, CreateTable, DropTable, CreatePartition,
 		DropPartition, LeadBucket, OpenStream, CloseStream, CommitStreamObjects,
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
-		AllocateSequence:
+		AllocateSequence, AddColumn:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)
@@ -319,6 +321,9 @@ func normalizeTableSpec(spec TableSpec) (TableSpec, error) {
 		}
 		if columns[c.Name] {
 			return out, fmt.Errorf("column %q appears twice: %w", c.Name, ErrInvalid)
+		}
+		if c.Added || c.Missing != nil {
+			return out, fmt.Errorf("column %q: only AddColumn adds a column with a missing value: %w", c.Name, ErrInvalid)
 		}
 		switch c.Sequence {
 		case "":
@@ -966,6 +971,12 @@ func (v *View) Clone() *View {
 func (t *Table) clone() *Table {
 	c := *t
 	c.Spec.Columns = slices.Clone(t.Spec.Columns)
+	for i, col := range c.Spec.Columns {
+		if col.Missing != nil {
+			m := *col.Missing
+			c.Spec.Columns[i].Missing = &m
+		}
+	}
 	c.Spec.PrimaryKey = slices.Clone(t.Spec.PrimaryKey)
 	c.Spec.BucketKey = slices.Clone(t.Spec.BucketKey)
 	c.Spec.Options = maps.Clone(t.Spec.Options)

@@ -860,6 +860,17 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 			r.Count = 0
 		}
 		rec = r
+	case KindAddColumn:
+		id, t := pickTable()
+		r := AddColumn{Table: id, Column: Column{Name: fmt.Sprintf("c%d", rng.IntN(4)), Type: "integer"}}
+		if t != nil && rng.IntN(2) == 0 {
+			missing := fmt.Sprint(rng.IntN(100))
+			r.Column.Missing = &missing
+		}
+		if !likely() {
+			r.Column.Name = "id" // every generated table has it
+		}
+		rec = r
 	case KindTrimStream:
 		id, s := pickStream()
 		r := TrimStream{Stream: id, CoordinatorEpoch: coordEpoch(), Start: uint64(rng.IntN(30))}

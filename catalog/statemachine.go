@@ -270,6 +270,11 @@ func applyRegisterCoordinator(v *View, r RegisterCoordinator) Outcome {
 
 func applyCreateTable(v *View, r CreateTable) Outcome {
 	spec, err := normalizeTableSpec(r.Spec)
+	for _, c := range spec.Columns {
+		if err == nil && (c.Added || c.Missing != nil) {
+			err = fmt.Errorf("column %q: only AddColumn adds a column with a missing value: %w", c.Name, ErrInvalid)
+		}
+	}
 	if err != nil {
 		return Outcome{Err: fmt.Errorf("create table %q: %w", r.Spec.Name, err)}
 	}
@@ -322,9 +327,7 @@ func normalizeTableSpec(spec TableSpec) (TableSpec, error) {
 		if columns[c.Name] {
 			return out, fmt.Errorf("column %q appears twice: %w", c.Name, ErrInvalid)
 		}
-		if c.Added || c.Missing != nil {
-			return out, fmt.Errorf("column %q: only AddColumn adds a column with a missing value: %w", c.Name, ErrInvalid)
-		}
+
 		switch c.Sequence {
 		case "":
 		case SequenceSerial, SequenceAlways, SequenceByDefault:
@@ -1044,6 +1047,11 @@ func (v *View) checkInvariants() error {
 			return fmt.Errorf("table %d: %w", id, err)
 		} else if !reflect.DeepEqual(spec, t.Spec) {
 			return fmt.Errorf("table %d: spec %+v is not in normal form %+v", id, t.Spec, spec)
+		}
+		for i, c := range t.Spec.Columns {
+			if i > 0 && t.Spec.Columns[i-1].Added && !c.Added {
+				return fmt.Errorf("table %d: column %q follows an added column", id, c.Name)
+			}
 		}
 		if other, ok := names[t.Spec.Name]; ok {
 			return fmt.Errorf("tables %d and %d are both named %q", other, id, t.Spec.Name)

@@ -175,6 +175,9 @@ type Column struct {
 	Name    string
 	Type    Type
 	NotNull bool
+	// Missing is the value, in its MissingText form, of rows stored
+	// without the column (see Widen); nil: NULL.
+	Missing *string
 }
 
 // Schema returns the Arrow schema of a table's batches: one field per

@@ -1,0 +1,115 @@
+package sqltypes
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/scalar"
+)
+
+// A table's columns can grow (ALTER TABLE … ADD COLUMN) but never shrink
+// or reorder, so every batch or row stored for a table holds a prefix of
+// its columns. A column added later has a missing value (catalog
+// Column.Missing) that rows stored without it read as.
+
+// MissingText returns the text form in which the catalog stores the value
+// a[i] as a column's missing value: Arrow's ValueStr, which FillArray reads
+// back exactly for every type of this package.
+func MissingText(a arrow.Array, i int) string { return a.ValueStr(i) }
+
+// FillArray returns an array of t's Arrow type holding n copies of the
+// value whose MissingText is text, or n nulls when text is nil.
+func FillArray(t Type, text *string, n int, mem memory.Allocator) (arrow.Array, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	dt := t.ArrowType()
+	if text == nil {
+		return array.MakeArrayOfNull(mem, dt, n), nil
+	}
+	one, err := parseOne(dt, *text, mem)
+	if err != nil {
+		return nil, fmt.Errorf("missing value %q of type %s: %w", *text, t.Name(), err)
+	}
+	defer one.Release()
+	if n == 1 {
+		one.Retain()
+		return one, nil
+	}
+	if ext, ok := dt.(arrow.ExtensionType); ok {
+		storage, err := repeat(one.(array.ExtensionArray).Storage(), n, mem)
+		if err != nil {
+			return nil, err
+		}
+		defer storage.Release()
+		return array.NewExtensionArrayWithStorage(ext, storage), nil
+	}
+	return repeat(one, n, mem)
+}
+
+func parseOne(dt arrow.DataType, text string, mem memory.Allocator) (arrow.Array, error) {
+	b := array.NewBuilder(mem, dt)
+	defer b.Release()
+	if err := b.AppendValueFromString(text); err != nil {
+		return nil, err
+	}
+	return b.NewArray(), nil
+}
+
+// repeat returns n copies of one's single value.
+func repeat(one arrow.Array, n int, mem memory.Allocator) (arrow.Array, error) {
+	sc, err := scalar.GetScalar(one, 0)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := sc.(scalar.Releasable); ok {
+		defer r.Release()
+	}
+	return scalar.MakeArrayFromScalar(sc, n, mem)
+}
+
+// Widen returns a batch of exactly Schema(cols) from rec, a batch stored
+// for the table when it had the first rec.NumCols() of cols: the columns
+// after those are filled with their missing values, and the fields take
+// cols' names and types. A batch with more columns than cols is an error
+// (it was written by a newer schema than the caller knows). The result is
+// a new reference; release it and rec independently.
+func Widen(rec arrow.RecordBatch, cols []Column, mem memory.Allocator) (arrow.RecordBatch, error) {
+	k := int(rec.NumCols())
+	if k > len(cols) {
+		return nil, fmt.Errorf("a stored batch has %d columns but the table has %d", k, len(cols))
+	}
+	schema := Schema(cols)
+	if k == len(cols) && rec.Schema().Equal(schema) {
+		rec.Retain()
+		return rec, nil
+	}
+	out := make([]arrow.Array, len(cols))
+	defer func() {
+		for _, a := range out {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	n := int(rec.NumRows())
+	for i, c := range cols {
+		if i < k {
+			a := rec.Column(i)
+			if !arrow.TypeEqual(a.DataType(), c.Type.ArrowType()) {
+				return nil, fmt.Errorf("stored column %d (%q) is of Arrow type %s, the table's column %q of %s", i, rec.ColumnName(i), a.DataType(), c.Name, c.Type.ArrowType())
+			}
+			a.Retain()
+			out[i] = a
+			continue
+		}
+		a, err := FillArray(c.Type, c.Missing, n, mem)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", c.Name, err)
+		}
+		out[i] = a
+	}
+	return array.NewRecordBatch(schema, out, int64(n)), nil
+}

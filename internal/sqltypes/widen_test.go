@@ -1,0 +1,121 @@
+package sqltypes
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// TestFillArrayRoundTrip: for every storable type, a value's MissingText
+// read back by FillArray gives that value, n times (extreme and awkward
+// values included), and nil gives nulls.
+func TestFillArrayRoundTrip(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	for _, tc := range []struct {
+		typ    string
+		values string // JSON, as array.FromJSON reads it
+	}{
+		{"boolean", `[true, false]`},
+		{"smallint", `[-32768, 32767, 0]`},
+		{"integer", `[-2147483648, 2147483647]`},
+		{"bigint", `[-9223372036854775808, 9223372036854775807]`},
+		{"real", `[1.5, -0.1, 3.4e38]`},
+		{"double precision", `[0.1, -1e308, 5e-324]`},
+		{"numeric(12,2)", `["12.50", "-9999999999.99", "0.00"]`},
+		{"numeric", `["123456789012345678.123456789012345678", "-1"]`},
+		{"text", `["", "a'b\"c\\d", "é, {x}\n"]`},
+		{"varchar(9)", `["abc"]`},
+		{"char(4)", `["ab"]`},
+		{"bytea", `["", "AAEC/w=="]`},
+		{"date", `["2024-02-29", "0001-01-01", "9999-12-31"]`},
+		{"time", `["12:34:56.789012", "00:00:00"]`},
+		{"timestamp", `["2024-01-02T03:04:05.123456", "1900-01-01T00:00:00"]`},
+		{"timestamptz", `["2024-01-02T03:04:05.123456Z", "1969-12-31T23:59:59.999999Z"]`},
+		{"interval", `[{"months": 14, "days": -3, "nanoseconds": 4000}]`},
+		{"uuid", `["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"]`},
+		{"json", `["{\"a\": [1, 2]}"]`},
+		{"jsonb", `["{\"a\": \"x\"}"]`},
+		{"integer[]", `[[1, null, 3], []]`},
+		{"text[]", `[["a,b", "", null]]`},
+	} {
+		typ, err := Parse(tc.typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, err := array.FromJSON(mem, typ.ArrowType(), strings.NewReader(tc.values))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.typ, err)
+		}
+		for i := 0; i < want.Len(); i++ {
+			text := MissingText(want, i)
+			for _, n := range []int{0, 1, 3} {
+				got, err := FillArray(typ, &text, n, mem)
+				if err != nil {
+					t.Fatalf("%s: FillArray(%q): %v", tc.typ, text, err)
+				}
+				if got.Len() != n || !arrow.TypeEqual(got.DataType(), typ.ArrowType()) {
+					t.Fatalf("%s: FillArray(%q, %d) has %d values of %s", tc.typ, text, n, got.Len(), got.DataType())
+				}
+				for j := 0; j < n; j++ {
+					if !array.SliceEqual(got, int64(j), int64(j+1), want, int64(i), int64(i+1)) {
+						t.Fatalf("%s: value %d %q came back as %q", tc.typ, i, text, MissingText(got, j))
+					}
+				}
+				got.Release()
+			}
+		}
+		want.Release()
+		nulls, err := FillArray(typ, nil, 2, mem)
+		if err != nil || nulls.NullN() != 2 {
+			t.Fatalf("%s: FillArray(nil): %v", tc.typ, err)
+		}
+		nulls.Release()
+	}
+}
+
+// TestWiden: a batch stored before two columns were added reads with the
+// first column's missing value and NULL for the second; a batch with all
+// columns is returned as is; one with more columns than the table is an
+// error.
+func TestWiden(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	col := func(name, typ string, missing *string) Column {
+		tt, err := Parse(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Column{Name: name, Type: tt, Missing: missing}
+	}
+	seven := "7"
+	cols := []Column{col("id", "bigint", nil), col("n", "integer", &seven), col("note", "text", nil)}
+	ids, _, _ := array.FromJSON(mem, arrow.PrimitiveTypes.Int64, strings.NewReader(`[1, 2, 3]`))
+	defer ids.Release()
+	old := array.NewRecordBatch(Schema(cols[:1]), []arrow.Array{ids}, 3)
+	defer old.Release()
+	got, err := Widen(old, cols, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	if !got.Schema().Equal(Schema(cols)) {
+		t.Fatalf("schema %v", got.Schema())
+	}
+	for i := 0; i < 3; i++ {
+		if got.Column(0).ValueStr(i) != ids.ValueStr(i) || got.Column(1).ValueStr(i) != "7" || !got.Column(2).IsNull(i) {
+			t.Fatalf("row %d: %v %v %v", i, got.Column(0).ValueStr(i), got.Column(1).ValueStr(i), got.Column(2).ValueStr(i))
+		}
+	}
+	same, err := Widen(got, cols, mem)
+	if err != nil || same != got {
+		t.Fatalf("a full batch was not returned as is: %v", err)
+	}
+	same.Release()
+	if _, err := Widen(got, cols[:2], mem); err == nil {
+		t.Fatal("a batch with more columns than the table was widened")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minkdb/mink/buckets/s3stream"
@@ -27,9 +28,20 @@ type KVBucket struct {
 	epoch  uint64
 	stream *s3stream.Stream
 	m      *Manager
-	codec  *kv.Codec
 	tablet *kv.Tablet
 	pend   *kv.Pending
+
+	// codec is the table's codec as of the newest catalog view the bucket
+	// has looked at (refreshCodec): it only ever gains columns, as the
+	// table does (ALTER TABLE … ADD COLUMN). Rows and changelog entries
+	// stored with fewer columns read with the added columns' missing
+	// values.
+	codec atomic.Pointer[kv.Codec]
+	// codecMu serializes codec rebuilds and guards badColumns, the column
+	// count of the last catalog spec whose codec could not be built (so
+	// that it is logged once).
+	codecMu    sync.Mutex
+	badColumns int
 
 	// ctx lives as long as the bucket is open: appends are queued and
 	// waited for with it, not with a client's context, so that a client
@@ -74,21 +86,29 @@ type kvAppend struct {
 }
 
 // NewKVCodec returns the codec of a primary-key table: the schema is
-// sqltypes.Schema of the table's columns and the key columns are
-// Spec.PrimaryKey, in order.
+// sqltypes.Schema of the table's columns, the key columns are
+// Spec.PrimaryKey, in order, and the columns marked Added read as their
+// Missing value in rows stored before they were added.
 func NewKVCodec(spec catalog.TableSpec) (*kv.Codec, error) {
 	if len(spec.PrimaryKey) == 0 {
 		return nil, fmt.Errorf("table %q has no primary key", spec.Name)
 	}
 	cols := make([]sqltypes.Column, len(spec.Columns))
 	idx := map[string]int{}
+	created := 0
 	for i, c := range spec.Columns {
 		typ, err := sqltypes.Parse(c.Type)
 		if err != nil {
 			return nil, fmt.Errorf("table %q column %q: %w", spec.Name, c.Name, err)
 		}
-		cols[i] = sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull}
+		cols[i] = sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull, Missing: c.Missing}
 		idx[c.Name] = i
+		if !c.Added {
+			if created != i {
+				return nil, fmt.Errorf("table %q: column %q was created with the table but follows an added column", spec.Name, c.Name)
+			}
+			created++
+		}
 	}
 	keyCols := make([]int, len(spec.PrimaryKey))
 	for i, name := range spec.PrimaryKey {
@@ -98,7 +118,7 @@ func NewKVCodec(spec catalog.TableSpec) (*kv.Codec, error) {
 		}
 		keyCols[i] = j
 	}
-	c, err := kv.NewCodec(sqltypes.Schema(cols), keyCols)
+	c, err := kv.NewTableCodec(cols, created, keyCols)
 	if err != nil {
 		return nil, fmt.Errorf("table %q: %w", spec.Name, err)
 	}
@@ -114,9 +134,102 @@ func (b *KVBucket) Epoch() uint64 { return b.epoch }
 // End is the acknowledged end offset of the changelog.
 func (b *KVBucket) End() uint64 { return b.stream.End() }
 
-// Codec is the table's codec: schema sqltypes.Schema(columns), key columns
-// Spec.PrimaryKey in order.
-func (b *KVBucket) Codec() *kv.Codec { return b.codec }
+// Codec is the table's codec (NewKVCodec) as of this node's current
+// catalog view: after an ADD COLUMN is applied here, the next call returns
+// a codec with the new column. It reads every row and changelog entry the
+// bucket holds, including those stored with fewer columns.
+func (b *KVBucket) Codec() *kv.Codec { return b.refreshCodec() }
+
+// refreshCodec returns the bucket's codec, first rebuilt from the catalog
+// view if the table has columns the codec lacks.
+func (b *KVBucket) refreshCodec() *kv.Codec {
+	c := b.codec.Load()
+	ncols := 0
+	b.m.cfg.Meta.Read(func(v *catalog.View) {
+		if vb, ok := v.Buckets[b.id]; ok {
+			if t, ok := v.Tables[vb.Table]; ok {
+				ncols = len(t.Spec.Columns)
+			}
+		}
+	})
+	if ncols <= c.NumColumns() {
+		return c
+	}
+	b.codecMu.Lock()
+	defer b.codecMu.Unlock()
+	if c = b.codec.Load(); ncols <= c.NumColumns() {
+		return c
+	}
+	spec, ok := b.m.primaryKeySpec(b.id)
+	if !ok {
+		return c
+	}
+	newer, err := NewKVCodec(spec)
+	if err != nil {
+		if b.badColumns != len(spec.Columns) {
+			b.badColumns = len(spec.Columns)
+			b.m.cfg.Logger.Error("the primary-key table's new columns have no codec; the bucket keeps reading and writing its older columns",
+				"bucket", b.id, "columns", len(spec.Columns), "err", err)
+		}
+		return c
+	}
+	if newer.NumColumns() <= c.NumColumns() {
+		return c
+	}
+	b.codec.Store(newer)
+	b.m.cfg.Logger.Info("primary-key bucket reads the table's added columns", "bucket", b.id, "columns", newer.NumColumns(), "was", c.NumColumns())
+	return newer
+}
+
+// catalogWait bounds how long a write or a changelog read holding columns
+// this node's catalog view does not know yet waits for the view to catch
+// up (the node that wrote them applied the ADD COLUMN first).
+const catalogWait = 10 * time.Second
+
+// codecFor returns the bucket's codec once it has at least ncols columns,
+// waiting for the catalog view to learn of them; ErrUnavailable if it does
+// not within catalogWait.
+func (b *KVBucket) codecFor(ctx context.Context, ncols int) (*kv.Codec, error) {
+	if c := b.codec.Load(); c.NumColumns() >= ncols {
+		return c, nil
+	}
+	timer := time.NewTimer(catalogWait)
+	defer timer.Stop()
+	for {
+		// Take the channel before reading the view, so that a change in
+		// between is not missed.
+		changed := b.m.cfg.Meta.Changed()
+		c := b.refreshCodec()
+		if c.NumColumns() >= ncols {
+			return c, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			return nil, fmt.Errorf("bucket %d: %d columns written, this node's catalog knows %d of the table: %w", b.id, ncols, c.NumColumns(), ErrUnavailable)
+		}
+	}
+}
+
+// writeColumns is the most columns a row or expected row of writes holds.
+func writeColumns(c *kv.Codec, writes []kv.Write) (int, error) {
+	most := 0
+	for i, w := range writes {
+		for _, row := range [2][]byte{w.Row, w.IfRow} {
+			if row == nil {
+				continue
+			}
+			n, err := c.RowColumns(row)
+			if err != nil {
+				return 0, fmt.Errorf("write %d: %w", i, err)
+			}
+			most = max(most, n)
+		}
+	}
+	return most, nil
+}
 
 // AppliedOffset is the changelog offset the tablet holds the effect of.
 func (b *KVBucket) AppliedOffset() uint64 { return b.tablet.AppliedOffset() }
@@ -166,11 +279,26 @@ func (b *KVBucket) usable() error {
 // (and then are applied when the bucket reopens). A batch whose writes
 // change nothing appends nothing and returns no records once every earlier
 // write it read is acknowledged. An empty writes list returns (nil, End(), nil).
+//
+// Rows may hold any prefix of the table's columns that includes the
+// created ones (a writer that has not learned of an added column yet): they
+// are stored as they are and read with the missing values of the columns
+// they lack. A conditional write's IfRow matches the current row when both
+// read the same (kv.ChangesWith). A row holding columns this node's catalog
+// does not know yet waits for it to learn of them (catalogWait), then
+// fails with ErrUnavailable, nothing appended.
 func (b *KVBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRecord, uint64, error) {
 	if len(writes) == 0 {
 		return nil, b.End(), nil
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	ncols, err := writeColumns(b.codec.Load(), writes)
+	if err != nil {
+		return nil, 0, fmt.Errorf("bucket %d: %w", b.id, err)
+	}
+	if _, err := b.codecFor(ctx, ncols); err != nil {
 		return nil, 0, err
 	}
 	b.wmu.Lock()
@@ -182,7 +310,9 @@ func (b *KVBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRec
 		b.wmu.Unlock()
 		return nil, 0, err
 	}
-	records, err := b.pend.Changes(writes)
+	// The codec only gains columns, so it still reads every row of writes.
+	codec := b.codec.Load()
+	records, err := b.pend.Changes(codec, writes)
 	if err != nil {
 		b.wmu.Unlock()
 		return nil, 0, fmt.Errorf("bucket %d: %w", b.id, err)
@@ -204,7 +334,7 @@ func (b *KVBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRec
 		}
 		return nil, b.End(), nil
 	}
-	payload, err := b.codec.EncodeChanges(records)
+	payload, err := codec.EncodeChanges(records)
 	if err == nil {
 		var p *s3stream.PendingAppend
 		if p, err = b.stream.AppendAsync(b.ctx, payload, uint32(len(records))); err == nil {
@@ -289,15 +419,38 @@ func (b *KVBucket) NewReader() (*kv.Reader, error) {
 	return b.tablet.NewReader()
 }
 
-// ReadChangelog returns the changelog batches (schema
-// Codec().ChangelogSchema(): _change_type, then the table's columns)
-// overlapping record offsets [from, to), up to the acknowledged end. The
-// first batch may start before from. The caller releases them.
+// ReadChangelog returns the changelog batches overlapping record offsets
+// [from, to), up to the acknowledged end, all of one schema: the
+// ChangelogSchema (_change_type, then the table's columns) of the codec
+// that Codec returns during the call, entries written before columns were
+// added widened with their missing values. The first batch may start
+// before from. The caller releases them.
 func (b *KVBucket) ReadChangelog(ctx context.Context, from, to uint64) ([]Batch, error) {
 	to = min(to, b.stream.End())
 	out, err := readBucket(ctx, b.m.cfg.Meta, b.m.node.Reader(), b.m.batches, b.stream, catalog.StreamID(b.id), from, to)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %d: %w", b.id, err)
+	}
+	ncols := 0
+	for _, batch := range out {
+		ncols = max(ncols, int(batch.Record.NumCols())-1)
+	}
+	codec := b.refreshCodec()
+	if ncols > codec.NumColumns() {
+		if codec, err = b.codecFor(ctx, ncols); err != nil {
+			ReleaseBatches(out)
+			return nil, err
+		}
+	}
+	for i, batch := range out {
+		wide, err := codec.WidenChanges(nil, batch.Record)
+		if err != nil {
+			ReleaseBatches(out[i:])
+			ReleaseBatches(out[:i])
+			return nil, fmt.Errorf("bucket %d: changelog entry at offset %d: %w", b.id, batch.Offset, err)
+		}
+		batch.Record.Release()
+		out[i].Record = wide
 	}
 	return out, nil
 }

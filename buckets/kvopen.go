@@ -116,8 +116,7 @@ func (m *Manager) removeKVDirs(id catalog.BucketID) error {
 // restore is retried (the stream stays open at this epoch) until it works,
 // the bucket moves away, or the manager closes.
 func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) error {
-	codec, err := NewKVCodec(spec)
-	if err != nil {
+	if _, err := NewKVCodec(spec); err != nil {
 		return fmt.Errorf("open bucket %d: %w", a.bucket, err)
 	}
 	stream, err := m.node.OpenStream(ctx, catalog.StreamID(a.bucket), a.epoch)
@@ -126,7 +125,13 @@ func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) 
 	}
 	backoff := 100 * time.Millisecond
 	for {
-		b, err := m.restoreKV(ctx, a.bucket, a.epoch, codec, stream)
+		// Every attempt takes the table's columns from the current view:
+		// the changelog may hold entries of columns added since the last.
+		codec, err := m.kvCodec(a.bucket, spec)
+		var b *KVBucket
+		if err == nil {
+			b, err = m.restoreKV(ctx, a.bucket, a.epoch, codec, stream)
+		}
 		if err != nil {
 			m.kvOpenErrs.Store(a.bucket, err)
 		} else {
@@ -166,6 +171,19 @@ func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) 
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// kvCodec returns the codec of bucket id's table in the current view, or
+// of spec if the view no longer has it.
+func (m *Manager) kvCodec(id catalog.BucketID, spec catalog.TableSpec) (*kv.Codec, error) {
+	if current, ok := m.primaryKeySpec(id); ok {
+		spec = current
+	}
+	c, err := NewKVCodec(spec)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %d: %w", id, err)
+	}
+	return c, nil
 }
 
 // ErrStateLost matches a *StateLostError with errors.Is.
@@ -342,7 +360,16 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 			if err != nil {
 				break
 			}
-			if err = t.ApplyEntry(codec, e.Offset, e.Count, e.Payload); err == nil {
+			err = t.ApplyEntry(codec, e.Offset, e.Count, e.Payload)
+			if errors.Is(err, kv.ErrNewerColumns) {
+				// Written by a leader that knew of columns added after this
+				// open read the view; the view may have them by now.
+				if newer, nerr := m.kvCodec(id, catalog.TableSpec{}); nerr == nil && newer.NumColumns() > codec.NumColumns() {
+					codec = newer
+					err = t.ApplyEntry(codec, e.Offset, e.Count, e.Payload)
+				}
+			}
+			if err == nil {
 				replayed = e.Offset + uint64(e.Count)
 			}
 		}
@@ -353,10 +380,11 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	b := &KVBucket{
-		id: id, epoch: epoch, stream: stream, m: m, codec: codec, tablet: t, pend: kv.NewPending(t),
+		id: id, epoch: epoch, stream: stream, m: m, tablet: t, pend: kv.NewPending(t),
 		ctx: bctx, cancel: cancel, queue: make(chan *kvAppend, 1024), applierDone: make(chan struct{}),
 		snapOffset: res.LogOffset,
 	}
+	b.codec.Store(codec)
 	go b.applier()
 	b.loops.Add(1)
 	go func() { defer b.loops.Done(); b.snapshotLoop(m.cfg.KVSnapshotInterval) }()

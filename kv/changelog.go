@@ -59,7 +59,20 @@ type RowReader interface {
 //
 // Changes does not modify r. The records become the bucket's state only
 // once they are appended to its stream and applied (Tablet.Apply).
+//
+// A conditional write (CheckRow) compares rows bytewise, which is right
+// only while every row of the table has one encoding; ChangesWith compares
+// them as a codec reads them.
 func Changes(r RowReader, writes []Write) ([]ChangeRecord, error) {
+	return ChangesWith(nil, r, writes)
+}
+
+// ChangesWith is Changes with conditional writes (CheckRow) comparing the
+// current row and IfRow as c reads them (Codec.EqualRows): a row stored
+// before columns were added matches the same row re-encoded with the
+// columns' missing values. A nil c compares bytewise. A row c cannot read
+// fails the batch (kv.ErrBadRow, kv.ErrNewerColumns).
+func ChangesWith(c *Codec, r RowReader, writes []Write) ([]ChangeRecord, error) {
 	// batch holds the rows written earlier in this batch: nil means deleted.
 	var batch map[string][]byte
 	if len(writes) > 1 {
@@ -80,8 +93,18 @@ func Changes(r RowReader, writes []Write) ([]ChangeRecord, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kv: write %d: read key %x: %w", i, w.Key, err)
 		}
-		if w.CheckRow && (exists != (w.IfRow != nil) || !bytes.Equal(old, w.IfRow)) {
-			return nil, &ConflictError{Write: i, Key: bytes.Clone(w.Key)}
+		if w.CheckRow {
+			same := exists == (w.IfRow != nil)
+			if same && exists {
+				if c == nil {
+					same = bytes.Equal(old, w.IfRow)
+				} else if same, err = c.EqualRows(old, w.IfRow); err != nil {
+					return nil, fmt.Errorf("kv: write %d: compare the row of key %x: %w", i, w.Key, err)
+				}
+			}
+			if !same {
+				return nil, &ConflictError{Write: i, Key: bytes.Clone(w.Key)}
+			}
 		}
 		var after []byte // the row after this write; nil: deleted
 		switch w.Op {

@@ -3,6 +3,7 @@ package kv
 import (
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv/kvcodec"
 )
 
@@ -50,11 +51,18 @@ var (
 	ErrNullKey = kvcodec.ErrNullKey
 	// ErrBadRow is kvcodec.ErrBadRow.
 	ErrBadRow = kvcodec.ErrBadRow
+	// ErrNewerColumns is kvcodec.ErrNewerColumns.
+	ErrNewerColumns = kvcodec.ErrNewerColumns
 )
 
 // NewCodec is kvcodec.NewCodec.
 func NewCodec(schema *arrow.Schema, keyCols []int) (*Codec, error) {
 	return kvcodec.NewCodec(schema, keyCols)
+}
+
+// NewTableCodec is kvcodec.NewTableCodec.
+func NewTableCodec(cols []sqltypes.Column, created int, keyCols []int) (*Codec, error) {
+	return kvcodec.NewTableCodec(cols, created, keyCols)
 }
 
 // DecodeChangesBatch is kvcodec.DecodeChangesBatch.

@@ -201,7 +201,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 				}
 			}
 			want, failed := modelChanges(staged, writes)
-			records, err := p.Changes(writes)
+			records, err := p.Changes(nil, writes)
 			if failed >= 0 {
 				var de *DuplicateKeyError
 				var ce *ConflictError

@@ -16,7 +16,7 @@ import (
 //
 // Protocol, per bucket:
 //
-//	records, err := p.Changes(writes)   // computes and stages, in order
+//	records, err := p.Changes(codec, writes)   // computes and stages, in order
 //	… append records to the stream, in the same order as Changes calls …
 //	on acknowledgement, in stream order: p.Apply(records, endOffset)
 //	on a failed append: p.Discard(), stop writing, and reopen the bucket
@@ -90,13 +90,13 @@ func (p *Pending) Staged() int {
 }
 
 // Changes computes the records of writes against the tablet and the staged
-// batches (see the package function Changes) and stages them. A batch that
-// produces no records (every write a no-op) stages nothing and needs no
-// append.
-func (p *Pending) Changes(writes []Write) ([]ChangeRecord, error) {
+// batches (see ChangesWith: conditional writes compare rows as c reads
+// them; nil c compares bytewise) and stages them. A batch that produces no
+// records (every write a no-op) stages nothing and needs no append.
+func (p *Pending) Changes(c *Codec, writes []Write) ([]ChangeRecord, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	records, err := Changes(pendingReader{p}, writes)
+	records, err := ChangesWith(c, pendingReader{p}, writes)
 	if err != nil || len(records) == 0 {
 		return records, err
 	}

@@ -161,22 +161,22 @@ func TestPending(t *testing.T) {
 	keys, rows := encodeRows(t, c, testRow{id: 1, name: "a"}, testRow{id: 1, name: "a", v: ptr("x")})
 	var log memLog
 
-	b1, err := p.Changes([]Write{{Op: OpInsert, Key: keys[0], Row: rows[0]}})
+	b1, err := p.Changes(nil, []Write{{Op: OpInsert, Key: keys[0], Row: rows[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Batch 2, computed before batch 1 is acknowledged, sees batch 1's row.
-	if _, err := p.Changes([]Write{{Op: OpInsert, Key: keys[0], Row: rows[1]}}); !errors.Is(err, ErrDuplicateKey) {
+	if _, err := p.Changes(nil, []Write{{Op: OpInsert, Key: keys[0], Row: rows[1]}}); !errors.Is(err, ErrDuplicateKey) {
 		t.Fatalf("insert over a staged row: %v, want ErrDuplicateKey", err)
 	}
-	b2, err := p.Changes([]Write{{Op: OpUpsert, Key: keys[0], Row: rows[1]}})
+	b2, err := p.Changes(nil, []Write{{Op: OpUpsert, Key: keys[0], Row: rows[1]}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(b2) != 2 || b2[0].Type != UpdateBefore || string(b2[0].Row) != string(rows[0]) {
 		t.Fatalf("batch 2 records %v: want -U of the staged row, +U", b2)
 	}
-	b3, err := p.Changes([]Write{{Op: OpDelete, Key: keys[0]}})
+	b3, err := p.Changes(nil, []Write{{Op: OpDelete, Key: keys[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestPending(t *testing.T) {
 	}
 	// No-op batches stage nothing.
 	otherKeys, otherRows := encodeRows(t, c, testRow{id: 2, name: "b"})
-	if recs, err := p.Changes([]Write{{Op: OpDelete, Key: otherKeys[0]}, {Op: OpUpdate, Key: otherKeys[0], Row: otherRows[0]}}); err != nil || len(recs) != 0 || p.Staged() != 4 {
+	if recs, err := p.Changes(nil, []Write{{Op: OpDelete, Key: otherKeys[0]}, {Op: OpUpdate, Key: otherKeys[0], Row: otherRows[0]}}); err != nil || len(recs) != 0 || p.Staged() != 4 {
 		t.Fatalf("a no-op batch: %v %v, %d staged", recs, err, p.Staged())
 	}
 

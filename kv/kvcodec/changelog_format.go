@@ -2,6 +2,7 @@ package kvcodec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -75,8 +76,10 @@ func (c *Codec) DecodeChanges(payload []byte) ([]ChangeRecord, error) {
 }
 
 // DecodeChangesBatch returns the record batch of a changelog entry payload,
-// as stored: ChangelogSchema, one row per record. `t$changelog` reads these
-// and adds the offsets (entry offset + row index).
+// as stored: ChangelogSchema of the table as it was when the entry was
+// written (a prefix of today's columns; WidenChanges fills in the rest),
+// one row per record. `t$changelog` reads these and adds the offsets
+// (entry offset + row index).
 func DecodeChangesBatch(payload []byte) (arrow.RecordBatch, error) {
 	r, err := ipc.NewReader(bytes.NewReader(payload), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
@@ -95,9 +98,12 @@ func DecodeChangesBatch(payload []byte) (arrow.RecordBatch, error) {
 }
 
 // ChangesFromBatch turns a record batch of ChangelogSchema into records.
+// The batch may hold a prefix of the table's columns (an entry written
+// before columns were added): the records' rows then hold those columns
+// only, and read with the missing values of the others.
 func (c *Codec) ChangesFromBatch(rec arrow.RecordBatch) ([]ChangeRecord, error) {
-	if !sameTypes(rec.Schema(), c.clSchema) || rec.Schema().Field(0).Name != ChangeTypeColumn {
-		return nil, fmt.Errorf("kv: decode changes: %w: schema %s, want %s", ErrBadRow, rec.Schema(), c.clSchema)
+	if err := c.checkChanges(rec.Schema()); err != nil {
+		return nil, err
 	}
 	types := rec.Column(0).(*array.String)
 	cols := rec.Columns()
@@ -126,4 +132,67 @@ func (c *Codec) ChangesFromBatch(rec arrow.RecordBatch) ([]ChangeRecord, error) 
 		out[i].Row = buf[sp[1]:sp[2]:sp[2]]
 	}
 	return out, nil
+}
+
+// checkChanges checks that s is the schema of a changelog batch of the
+// codec's table: ChangeTypeColumn, then a prefix of the table's columns.
+func (c *Codec) checkChanges(s *arrow.Schema) error {
+	if s.NumFields() == 0 || s.Field(0).Name != ChangeTypeColumn || !arrow.TypeEqual(s.Field(0).Type, arrow.BinaryTypes.String) {
+		return fmt.Errorf("kv: decode changes: %w: schema %s, want %s", ErrBadRow, s, c.clSchema)
+	}
+	if err := c.checkPrefix(s, 1); err != nil {
+		if errors.Is(err, ErrNewerColumns) {
+			return fmt.Errorf("kv: decode changes: %w", err)
+		}
+		return fmt.Errorf("kv: decode changes: %w: %w", ErrBadRow, err)
+	}
+	return nil
+}
+
+// WidenChanges returns rec, a changelog batch as stored (DecodeChangesBatch:
+// the table's columns as of the write), as a batch of exactly
+// ChangelogSchema: the columns added since are filled with their missing
+// values. A batch of more columns than the codec's table is an
+// ErrNewerColumns error. The result is a new reference; release it and rec
+// independently.
+func (c *Codec) WidenChanges(mem memory.Allocator, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if err := c.checkChanges(rec.Schema()); err != nil {
+		return nil, err
+	}
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	if rec.Schema().Equal(c.clSchema) {
+		rec.Retain()
+		return rec, nil
+	}
+	k, n := int(rec.NumCols()), int(rec.NumRows())
+	cols := make([]arrow.Array, c.clSchema.NumFields())
+	defer func() {
+		for _, a := range cols {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	for i := range cols {
+		if i < k {
+			cols[i] = rec.Column(i)
+			cols[i].Retain()
+			continue
+		}
+		col := i - 1
+		if c.missing[col] == nil {
+			cols[i] = array.MakeArrayOfNull(mem, c.schema.Field(col).Type, n)
+			continue
+		}
+		b := array.NewBuilder(mem, c.schema.Field(col).Type)
+		b.Reserve(n)
+		for range n {
+			c.appendMissing(b, col)
+		}
+		cols[i] = b.NewArray()
+		b.Release()
+	}
+	return array.NewRecordBatch(c.clSchema, cols, int64(n)), nil
 }

@@ -1,6 +1,8 @@
 package kvcodec
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,16 +10,30 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/minkdb/mink/internal/sqltypes"
 )
 
-// rowFormatV1 is the first byte of every encoded row (docs/format/kv.md).
-const rowFormatV1 = 1
+// The first byte of an encoded row (docs/format/kv.md).
+const (
+	// rowFormatV1 rows hold exactly the table's created columns and do not
+	// say how many that is: the codec knows (Codec.created).
+	rowFormatV1 = 1
+	// rowFormatV2 rows start with their column count (a uvarint): any
+	// prefix of the table's columns that includes the created ones.
+	rowFormatV2 = 2
+)
 
 var (
 	// ErrNullKey: a primary-key column of a row is null.
 	ErrNullKey = errors.New("null value in a primary-key column")
 	// ErrBadRow: an encoded row or changelog payload does not decode.
 	ErrBadRow = errors.New("malformed encoded row")
+	// ErrNewerColumns: a row, batch or changelog entry holds more columns
+	// than the codec's table: it was written by a node that has learned of
+	// an added column (ALTER TABLE … ADD COLUMN) this codec predates. A
+	// codec built from a newer catalog view reads it.
+	ErrNewerColumns = errors.New("more columns than this codec's table has")
 )
 
 // Codec encodes the rows of one table schema: primary keys into
@@ -25,24 +41,76 @@ var (
 // compact per-row form (the tablet's values), and decodes rows back into
 // Arrow builders. docs/format/kv.md specifies both encodings.
 //
+// A table's columns only grow, at the end (ALTER TABLE … ADD COLUMN), so
+// every row, batch and changelog entry stored for it holds a prefix of its
+// current columns, at least the created ones. A codec encodes such a
+// prefix as it is and decodes one by filling the columns it lacks with
+// their missing values (NewTableCodec).
+//
 // A Codec is immutable and safe for concurrent use.
 type Codec struct {
-	schema   *arrow.Schema
-	keyCols  []int
-	cols     []*valueCodec
-	gos      []*goCodec // the Go-value side of cols (codec_values.go)
+	schema  *arrow.Schema
+	keyCols []int
+	cols    []*valueCodec
+	gos     []*goCodec // the Go-value side of cols (codec_values.go)
+	// created is the number of columns the table was created with: the
+	// columns of a format-1 row.
+	created int
+	// missing[i], for an added column i (i >= created), is the row
+	// encoding of the value rows stored without the column read as; nil
+	// means NULL.
+	missing  [][]byte
 	clSchema *arrow.Schema
 }
 
 // NewCodec returns the codec of schema whose primary key is the columns
-// keyCols, in key order. Every column type must be encodable (the types of
-// docs/sql-types.md, lists of them, and the other fixed-width Arrow
-// primitives), and every key column a non-list type.
+// keyCols, in key order, for a table that has all of schema's columns
+// since it was created (none added). Every column type must be encodable
+// (the types of docs/sql-types.md, lists of them, and the other
+// fixed-width Arrow primitives), and every key column a non-list type.
 func NewCodec(schema *arrow.Schema, keyCols []int) (*Codec, error) {
+	return newCodec(schema, keyCols, schema.NumFields())
+}
+
+// NewTableCodec returns the codec of a table whose columns are cols
+// (schema sqltypes.Schema(cols)), whose first created columns are those it
+// was created with and the rest added later, and whose primary key is the
+// columns keyCols, in key order. Rows stored without an added column read
+// as its Missing value (nil: NULL). A key column is a created column.
+func NewTableCodec(cols []sqltypes.Column, created int, keyCols []int) (*Codec, error) {
+	if created < 1 || created > len(cols) {
+		return nil, fmt.Errorf("kv: codec: %d created columns of %d", created, len(cols))
+	}
+	c, err := newCodec(sqltypes.Schema(cols), keyCols, created)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keyCols {
+		if k >= created {
+			return nil, fmt.Errorf("kv: codec: key column %q was added to the table, not created with it", cols[k].Name)
+		}
+	}
+	for i := created; i < len(cols); i++ {
+		if cols[i].Missing == nil {
+			continue
+		}
+		arr, err := sqltypes.FillArray(cols[i].Type, cols[i].Missing, 1, memory.DefaultAllocator)
+		if err != nil {
+			return nil, fmt.Errorf("kv: codec: column %q: %w", cols[i].Name, err)
+		}
+		if !arr.IsNull(0) {
+			c.missing[i] = c.cols[i].encode([]byte{}, arr, 0)
+		}
+		arr.Release()
+	}
+	return c, nil
+}
+
+func newCodec(schema *arrow.Schema, keyCols []int, created int) (*Codec, error) {
 	if len(keyCols) == 0 {
 		return nil, fmt.Errorf("kv: codec: no primary-key columns")
 	}
-	c := &Codec{schema: schema, keyCols: slices.Clone(keyCols)}
+	c := &Codec{schema: schema, keyCols: slices.Clone(keyCols), created: created, missing: make([][]byte, schema.NumFields())}
 	for _, f := range schema.Fields() {
 		vc, err := newValueCodec(f.Type)
 		if err != nil {
@@ -81,6 +149,13 @@ func NewCodec(schema *arrow.Schema, keyCols []int) (*Codec, error) {
 
 // Schema is the table schema.
 func (c *Codec) Schema() *arrow.Schema { return c.schema }
+
+// NumColumns is the number of the table's columns.
+func (c *Codec) NumColumns() int { return len(c.cols) }
+
+// Created is the number of columns the table was created with: the first
+// Created columns; the others were added later.
+func (c *Codec) Created() int { return c.created }
 
 // KeyColumns are the primary-key column indexes, in key order.
 func (c *Codec) KeyColumns() []int { return slices.Clone(c.keyCols) }
@@ -125,21 +200,24 @@ func (c *Codec) appendKey(dst []byte, cols []arrow.Array, off, i int) ([]byte, e
 	return dst, nil
 }
 
-// AppendRow appends the encoded row i of rec (which has the codec's schema)
-// to dst.
+// AppendRow appends the encoded row i of rec to dst. rec has the codec's
+// schema, or a prefix of it that includes the created columns (a batch
+// made before columns were added): the row then holds rec's columns only,
+// and reads with the missing values of the others.
 func (c *Codec) AppendRow(dst []byte, rec arrow.RecordBatch, i int) ([]byte, error) {
-	if !sameTypes(c.schema, rec.Schema()) {
-		return nil, fmt.Errorf("kv: row schema %s does not match the table schema %s", rec.Schema(), c.schema)
+	if err := c.checkPrefix(rec.Schema(), 0); err != nil {
+		return nil, err
 	}
 	return c.appendRow(dst, rec.Columns(), 0, i), nil
 }
 
 // Writes returns one write of op per row of rec (which has the codec's
-// schema), in row order: the batch a statement hands to Changes. The keys
-// and rows share one allocation. For OpDelete only the keys are encoded.
+// schema or a prefix of it, as in AppendRow), in row order: the batch a
+// statement hands to Changes. The keys and rows share one allocation. For
+// OpDelete only the keys are encoded.
 func (c *Codec) Writes(op WriteOp, rec arrow.RecordBatch) ([]Write, error) {
-	if !sameTypes(c.schema, rec.Schema()) {
-		return nil, fmt.Errorf("kv: batch schema %s does not match the table schema %s", rec.Schema(), c.schema)
+	if err := c.checkPrefix(rec.Schema(), 0); err != nil {
+		return nil, err
 	}
 	n := int(rec.NumRows())
 	cols := rec.Columns()
@@ -167,11 +245,21 @@ func (c *Codec) Writes(op WriteOp, rec arrow.RecordBatch) ([]Write, error) {
 	return writes, nil
 }
 
+// appendRow encodes row i of cols[off:], a prefix of the table's columns
+// (checkPrefix): in format 1 when it holds exactly the created columns, so
+// that a table never altered keeps the encoding it always had, and in
+// format 2, with its column count, otherwise.
 func (c *Codec) appendRow(dst []byte, cols []arrow.Array, off, i int) []byte {
-	dst = append(dst, rowFormatV1)
+	ncols := len(cols) - off
+	if ncols == c.created {
+		dst = append(dst, rowFormatV1)
+	} else {
+		dst = append(dst, rowFormatV2)
+		dst = binary.AppendUvarint(dst, uint64(ncols))
+	}
 	bitmap := len(dst)
-	dst = append(dst, make([]byte, (len(c.cols)+7)/8)...)
-	for n, vc := range c.cols {
+	dst = append(dst, make([]byte, (ncols+7)/8)...)
+	for n, vc := range c.cols[:ncols] {
 		arr := cols[off+n]
 		if arr.IsNull(i) {
 			dst[bitmap+n/8] |= 1 << (n % 8)
@@ -182,20 +270,85 @@ func (c *Codec) appendRow(dst []byte, cols []arrow.Array, off, i int) []byte {
 	return dst
 }
 
+// checkPrefix checks that the fields of s from off on have the types of a
+// prefix of the table's columns that includes the created ones.
+func (c *Codec) checkPrefix(s *arrow.Schema, off int) error {
+	n := s.NumFields() - off
+	if n > len(c.cols) {
+		return fmt.Errorf("kv: %w: a batch of %d columns for a table of %d", ErrNewerColumns, n, len(c.cols))
+	}
+	if n < c.created {
+		return fmt.Errorf("kv: batch schema %s does not match the table schema %s: %d columns, the table was created with %d", s, c.schema, n, c.created)
+	}
+	for i := range n {
+		if !arrow.TypeEqual(s.Field(off+i).Type, c.schema.Field(i).Type) {
+			return fmt.Errorf("kv: batch schema %s does not match the table schema %s: column %d is %s, want %s", s, c.schema, i, s.Field(off+i).Type, c.schema.Field(i).Type)
+		}
+	}
+	return nil
+}
+
+// rowParts splits an encoded row into its column count, null bitmap
+// (ceil(ncols/8) bytes) and values.
+func (c *Codec) rowParts(row []byte) (ncols int, bitmap, values []byte, err error) {
+	if len(row) == 0 {
+		return 0, nil, nil, fmt.Errorf("kv: %w: empty row", ErrBadRow)
+	}
+	rest := row[1:]
+	switch row[0] {
+	case rowFormatV1:
+		ncols = c.created
+	case rowFormatV2:
+		n, w := binary.Uvarint(rest)
+		switch {
+		case w <= 0:
+			return 0, nil, nil, fmt.Errorf("kv: %w: row column count", ErrBadRow)
+		case n > uint64(len(c.cols)):
+			return 0, nil, nil, fmt.Errorf("kv: %w: a row of %d columns for a table of %d", ErrNewerColumns, n, len(c.cols))
+		case n < uint64(c.created):
+			return 0, nil, nil, fmt.Errorf("kv: %w: a row of %d columns, the table was created with %d", ErrBadRow, n, c.created)
+		}
+		ncols, rest = int(n), rest[w:]
+	default:
+		return 0, nil, nil, fmt.Errorf("kv: %w: row format %d", ErrBadRow, row[0])
+	}
+	nb := (ncols + 7) / 8
+	if len(rest) < nb {
+		return 0, nil, nil, fmt.Errorf("kv: %w: %d bytes, too short for the null bitmap", ErrBadRow, len(row))
+	}
+	return ncols, rest[:nb], rest[nb:], nil
+}
+
+// RowColumns returns the number of columns an encoded row holds: the
+// created columns for a format-1 row, its count for a format-2 row. The
+// count may exceed NumColumns: the row was then written with columns this
+// codec predates, and the codec cannot read it (ErrNewerColumns).
+func (c *Codec) RowColumns(row []byte) (int, error) {
+	if len(row) == 0 {
+		return 0, fmt.Errorf("kv: %w: empty row", ErrBadRow)
+	}
+	switch row[0] {
+	case rowFormatV1:
+		return c.created, nil
+	case rowFormatV2:
+		n, w := binary.Uvarint(row[1:])
+		if w <= 0 || n > 1<<31 {
+			return 0, fmt.Errorf("kv: %w: row column count", ErrBadRow)
+		}
+		return int(n), nil
+	}
+	return 0, fmt.Errorf("kv: %w: row format %d", ErrBadRow, row[0])
+}
+
 // decodeRow appends the encoded row to builders, which are laid out as the
-// table schema. On error the builders may hold a partial row; the caller
-// discards them.
+// table schema; the columns the row lacks get their missing values. On
+// error the builders may hold a partial row; the caller discards them.
 func (c *Codec) decodeRow(builders []array.Builder, row []byte) error {
-	if len(row) == 0 || row[0] != rowFormatV1 {
-		return fmt.Errorf("kv: %w: row format %v", ErrBadRow, row[:min(len(row), 1)])
+	ncols, bitmap, src, err := c.rowParts(row)
+	if err != nil {
+		return err
 	}
-	nb := (len(c.cols) + 7) / 8
-	if len(row) < 1+nb {
-		return fmt.Errorf("kv: %w: %d bytes, too short for the null bitmap", ErrBadRow, len(row))
-	}
-	bitmap, src := row[1:1+nb], row[1+nb:]
-	var err error
-	for n, vc := range c.cols {
+	for n, vc := range c.cols[:ncols] {
 		if bitmap[n/8]&(1<<(n%8)) != 0 {
 			builders[n].AppendNull()
 			continue
@@ -207,21 +360,63 @@ func (c *Codec) decodeRow(builders []array.Builder, row []byte) error {
 	if len(src) != 0 {
 		return fmt.Errorf("kv: %w: %d trailing bytes", ErrBadRow, len(src))
 	}
+	for n := ncols; n < len(c.cols); n++ {
+		c.appendMissing(builders[n], n)
+	}
 	return nil
 }
 
-// sameTypes reports whether a and b have the same column types (names and
-// metadata aside), which is all the encodings depend on.
-func sameTypes(a, b *arrow.Schema) bool {
-	if a.NumFields() != b.NumFields() {
-		return false
+// appendMissing appends column n's missing value to b.
+func (c *Codec) appendMissing(b array.Builder, n int) {
+	if c.missing[n] == nil {
+		b.AppendNull()
+		return
 	}
-	for i := range a.NumFields() {
-		if !arrow.TypeEqual(a.Field(i).Type, b.Field(i).Type) {
-			return false
+	if _, err := c.cols[n].decode(b, c.missing[n]); err != nil {
+		// NewTableCodec encoded it.
+		panic(fmt.Sprintf("kv: the missing value %x of column %q does not decode: %v", c.missing[n], c.schema.Field(n).Name, err))
+	}
+}
+
+// EqualRows reports whether two encoded rows hold the same values when the
+// codec reads them: a row stored before columns were added (narrower, or
+// in format 1) equals its re-encoding with the columns' missing values. A
+// conditional write (Write.CheckRow) compares rows with it.
+func (c *Codec) EqualRows(a, b []byte) (bool, error) {
+	if bytes.Equal(a, b) {
+		return true, nil
+	}
+	ca, err := c.canonical(nil, a)
+	if err != nil {
+		return false, err
+	}
+	cb, err := c.canonical(nil, b)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ca, cb), nil
+}
+
+// canonical appends the null bitmap and values that row has when read with
+// all of the codec's columns (the missing values filled in): equal values
+// give equal bytes.
+func (c *Codec) canonical(dst, row []byte) ([]byte, error) {
+	ncols, bitmap, values, err := c.rowParts(row)
+	if err != nil {
+		return nil, err
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, (len(c.cols)+7)/8)...)
+	for n := range len(c.cols) {
+		if (n < ncols && bitmap[n/8]&(1<<(n%8)) != 0) || (n >= ncols && c.missing[n] == nil) {
+			dst[start+n/8] |= 1 << (n % 8)
 		}
 	}
-	return true
+	dst = append(dst, values...)
+	for n := ncols; n < len(c.cols); n++ {
+		dst = append(dst, c.missing[n]...)
+	}
+	return dst, nil
 }
 
 // RowBuilder turns encoded rows back into an Arrow record batch of the

@@ -62,26 +62,23 @@ func (c *Codec) AppendKeyValues(dst []byte, vals []any) ([]byte, error) {
 
 // DecodeValues decodes the columns cols (table column indexes, in any order,
 // repeats allowed) of an encoded row into out, which has len(cols) entries:
-// each the column's Go value (see above), nil for NULL. Columns not asked for
-// are skipped, not decoded.
+// each the column's Go value (see above), nil for NULL; a column the row
+// lacks (added after it was stored) gets its missing value. Columns not
+// asked for are skipped, not decoded.
 func (c *Codec) DecodeValues(row []byte, cols []int, out []any) error {
 	if len(out) != len(cols) {
 		return fmt.Errorf("kv: %d columns asked for, %d outputs", len(cols), len(out))
 	}
-	if len(row) == 0 || row[0] != rowFormatV1 {
-		return fmt.Errorf("kv: %w: row format %v", ErrBadRow, row[:min(len(row), 1)])
-	}
-	nb := (len(c.cols) + 7) / 8
-	if len(row) < 1+nb {
-		return fmt.Errorf("kv: %w: %d bytes, too short for the null bitmap", ErrBadRow, len(row))
+	ncols, bitmap, src, err := c.rowParts(row)
+	if err != nil {
+		return err
 	}
 	for _, col := range cols {
 		if col < 0 || col >= len(c.cols) {
 			return fmt.Errorf("kv: column %d out of range (schema has %d columns)", col, len(c.cols))
 		}
 	}
-	bitmap, src := row[1:1+nb], row[1+nb:]
-	for n, gc := range c.gos {
+	for n, gc := range c.gos[:ncols] {
 		wanted := false
 		for _, col := range cols {
 			if col == n {
@@ -119,6 +116,20 @@ func (c *Codec) DecodeValues(row []byte, cols []int, out []any) error {
 	}
 	if len(src) != 0 {
 		return fmt.Errorf("kv: %w: %d trailing bytes", ErrBadRow, len(src))
+	}
+	for j, col := range cols {
+		if col < ncols {
+			continue
+		}
+		out[j] = nil
+		if m := c.missing[col]; m != nil {
+			v, _, err := c.gos[col].value(m)
+			if err != nil {
+				// NewTableCodec encoded it.
+				panic(fmt.Sprintf("kv: the missing value %x of column %q does not decode: %v", m, c.schema.Field(col).Name, err))
+			}
+			out[j] = v
+		}
 	}
 	return nil
 }

@@ -245,6 +245,12 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 	if err != nil {
 		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
 	}
+	// Compacted files have the table's current columns (files written
+	// before a column was added are widened with its missing value), so
+	// the lake schema gets them first.
+	if tbl, err = t.lake.evolve(ctx, id, tbl, ls); err != nil {
+		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+	}
 	ps := ls.parquetSchema()
 	tokenBytes := make([]byte, 8)
 	_, _ = rand.Read(tokenBytes)
@@ -259,7 +265,7 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 			return err
 		}
 		g := groups[i]
-		f, read, rows, err := t.rewriteGroup(ctx, ps, g, epoch, token)
+		f, read, rows, err := t.rewriteGroup(ctx, ls, ps, g, epoch, token)
 		if err != nil {
 			return fmt.Errorf("table %q bucket %d [%d, %d): compact %d files: %w", p.spec.Name, g[0].bucket, g[0].from, g[len(g)-1].to, len(g), err)
 		}
@@ -344,9 +350,11 @@ func (t *Tierer) recordCompaction(ctx context.Context, id catalog.TableID, epoch
 }
 
 // rewriteGroup writes the rows of a run of consecutive files of one bucket
-// into one file, checking that they are exactly rows [from, to) of the
-// bucket in offset order. It returns the file, the bytes read and the rows.
-func (t *Tierer) rewriteGroup(ctx context.Context, ps *parquet.Schema, g []logFile, epoch uint64, token string) (writtenFile, int64, int64, error) {
+// into one file of the current lake schema ps (a file written before a
+// column was added is widened with its missing value), checking that they
+// are exactly rows [from, to) of the bucket in offset order. It returns the
+// file, the bytes read and the rows.
+func (t *Tierer) rewriteGroup(ctx context.Context, ls *lakeSchema, ps *parquet.Schema, g []logFile, epoch uint64, token string) (writtenFile, int64, int64, error) {
 	bucketLeaf, ok1 := ps.Lookup(BucketColumn)
 	offsetLeaf, ok2 := ps.Lookup(OffsetColumn)
 	if !ok1 || !ok2 {
@@ -378,12 +386,18 @@ func (t *Tierer) rewriteGroup(ctx context.Context, ps *parquet.Schema, g []logFi
 		if err != nil {
 			return writtenFile{}, 0, 0, fmt.Errorf("lake file %s: %w", f.key, err)
 		}
-		if !parquet.EqualNodes(pf.Schema(), ps) {
-			return writtenFile{}, 0, 0, fmt.Errorf("lake file %s: schema %s is not the table's %s", f.key, pf.Schema(), ps)
+		widener, err := newRowWidener(ls, ps, pf.Schema())
+		if err != nil {
+			return writtenFile{}, 0, 0, fmt.Errorf("lake file %s: %w", f.key, err)
 		}
-		r := parquet.NewReader(pf, ps)
+		r := parquet.NewReader(pf, pf.Schema())
 		for {
 			n, rerr := r.ReadRows(rows)
+			if widener != nil {
+				for i, row := range rows[:n] {
+					rows[i] = widener.widen(row)
+				}
+			}
 			for _, row := range rows[:n] {
 				var gotB, gotOff int64 = -1, -1
 				for _, v := range row {

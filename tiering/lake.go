@@ -128,7 +128,7 @@ func (l *Lake) open(ctx context.Context, id catalog.TableID, ls *lakeSchema) (*t
 		table.CommitNumRetriesKey:         "0",
 		"mink.table-id":                   strconv.FormatUint(uint64(id), 10),
 	}
-	meta, err := table.NewMetadata(ls.icebergSchema(), &spec, table.UnsortedSortOrder,
+	meta, err := table.NewMetadata(ls.createdSchema(), &spec, table.UnsortedSortOrder,
 		l.Location(strings.TrimSuffix(LakePrefix(id), "/")), props)
 	if err != nil {
 		return nil, fmt.Errorf("new lake metadata of table %d: %w", id, err)
@@ -143,6 +143,60 @@ func (l *Lake) open(ctx context.Context, id catalog.TableID, ls *lakeSchema) (*t
 	}
 	// Created by us or by a concurrent round: either way version 1 exists.
 	return l.Load(ctx, id)
+}
+
+// evolve brings the lake's current Iceberg schema up to ls: the columns
+// ALTER TABLE added since the lake was last written are added as optional
+// fields with new field ids (after the ids of every earlier schema: Iceberg's
+// last-column-id), placed before __bucket and __offset, with the table's
+// name mapping extended to them. It is a metadata version of its own (the
+// old schemas stay in the metadata; the current snapshot is unchanged) and
+// it returns the table at that version, or tbl when the lake has every
+// column. Files written before keep their schema: a reader gives a column a
+// file lacks its missing value (LakeReader, widenRows).
+//
+// A lake with a column ls lacks was evolved by a writer whose catalog view
+// was newer than this one's: an error (ErrLakeConflict), so that nothing is
+// written with fewer columns than the lake; a later round, whose view has
+// caught up, succeeds.
+func (l *Lake) evolve(ctx context.Context, id catalog.TableID, tbl *table.Table, ls *lakeSchema) (*table.Table, error) {
+	cur := tbl.Schema()
+	for _, f := range cur.Fields() {
+		if _, ok := ls.column(f.Name); !ok {
+			return nil, fmt.Errorf("%w: the lake of table %d has column %q, which this node's catalog view does not have yet", ErrLakeConflict, id, f.Name)
+		}
+	}
+	var missing []lakeColumn
+	for _, c := range ls.cols {
+		if _, ok := cur.FindFieldByName(c.name); ok {
+			continue
+		}
+		if !c.added {
+			return nil, fmt.Errorf("the lake of table %d has no column %q, which the table was created with", id, c.name)
+		}
+		missing = append(missing, c)
+	}
+	if len(missing) == 0 {
+		return tbl, nil
+	}
+	tx := tbl.NewTransaction()
+	var opts []table.UpdateSchemaOption
+	if nm := tbl.Metadata().NameMapping(); nm != nil {
+		opts = append(opts, table.WithNameMapping(nm))
+	}
+	update := tx.UpdateSchema(true, false, opts...)
+	for _, c := range missing {
+		update.AddColumn([]string{c.name}, c.field.Type, "", false, nil).
+			MoveBefore([]string{c.name}, []string{BucketColumn})
+	}
+	if err := update.Commit(); err != nil {
+		return nil, fmt.Errorf("add %d columns to the lake schema of table %d: %w", len(missing), id, err)
+	}
+	committed, err := tx.Commit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("commit the lake schema of table %d: %w", id, err)
+	}
+	return committed, nil
 }
 
 // lakeCatalog commits a lake table's metadata: a commit is the create-only

@@ -6,7 +6,10 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
+
+	"github.com/minkdb/mink/internal/sqltypes"
 )
 
 // PredOp is the comparison of a Predicate.
@@ -216,6 +219,124 @@ func literalFor(t iceberg.Type, v any) (iceberg.Literal, bool) {
 			return nil, false
 		}
 		return iceberg.NewLiteral(iceberg.Timestamp(ts)), true
+	}
+	return nil, false
+}
+
+// missingMeets reports whether the missing value of column c (the value of
+// every row of a lake file written before c was added; NULL when
+// c.Missing is nil) meets p. known is false when it cannot tell (a type
+// or value Predicate does not use): the file is then read without p.
+func missingMeets(c sqltypes.Column, p Predicate) (meets, known bool) {
+	if c.Missing == nil {
+		return p.Op == PredIsNull, true
+	}
+	switch p.Op {
+	case PredIsNull:
+		return false, true
+	case PredNotNull:
+		return true, true
+	}
+	one, err := sqltypes.FillArray(c.Type, c.Missing, 1, nil)
+	if err != nil {
+		return false, false
+	}
+	defer one.Release()
+	if one.IsNull(0) {
+		return false, true
+	}
+	v, ok := predicateValue(one)
+	if !ok {
+		return false, false
+	}
+	cmpTo := func(x any) (int, bool) {
+		switch a := v.(type) {
+		case int64:
+			b, ok := x.(int64)
+			return cmpOrdered(a, b), ok
+		case string:
+			b, ok := x.(string)
+			return strings.Compare(a, b), ok
+		case arrow.Date32:
+			b, ok := x.(arrow.Date32)
+			return cmpOrdered(a, b), ok
+		case arrow.Timestamp:
+			b, ok := x.(arrow.Timestamp)
+			return cmpOrdered(a, b), ok
+		case bool:
+			b, ok := x.(bool)
+			if !ok || p.Op != PredEq && p.Op != PredIn {
+				return 0, false
+			}
+			if a == b {
+				return 0, true
+			}
+			return 1, true
+		}
+		return 0, false
+	}
+	if p.Op == PredIn {
+		for _, x := range p.Values {
+			order, ok := cmpTo(x)
+			if !ok {
+				return false, false
+			}
+			if order == 0 {
+				return true, true
+			}
+		}
+		return false, true
+	}
+	if len(p.Values) != 1 {
+		return false, false
+	}
+	order, ok := cmpTo(p.Values[0])
+	if !ok {
+		return false, false
+	}
+	switch p.Op {
+	case PredEq:
+		return order == 0, true
+	case PredLt:
+		return order < 0, true
+	case PredLe:
+		return order <= 0, true
+	case PredGt:
+		return order > 0, true
+	case PredGe:
+		return order >= 0, true
+	}
+	return false, false
+}
+
+func cmpOrdered[T ~int64 | ~int32](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// predicateValue is a[0] as the Go value a Predicate on its column holds
+// (see Predicate); false for the types Predicate does not use.
+func predicateValue(a arrow.Array) (any, bool) {
+	switch col := a.(type) {
+	case *array.Int16:
+		return int64(col.Value(0)), true
+	case *array.Int32:
+		return int64(col.Value(0)), true
+	case *array.Int64:
+		return col.Value(0), true
+	case *array.Boolean:
+		return col.Value(0), true
+	case *array.String:
+		return col.Value(0), true
+	case *array.Date32:
+		return col.Value(0), true
+	case *array.Timestamp:
+		return col.Value(0), true
 	}
 	return nil, false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
 )
 
 // LakeReader reads lake snapshots for queries (the union read of sqlfront:
@@ -103,6 +105,12 @@ type ScanRequest struct {
 	// (files of other buckets are skipped using their __bucket
 	// statistics; every data file holds one bucket).
 	Buckets []catalog.BucketID
+	// Columns are the table's columns (catalog order), with the missing
+	// values of the ones ALTER TABLE added (sqltypes.Column.Missing). A
+	// lake file written before a column was added lacks it; its rows read
+	// as the column's missing value. A column of Schema or Filter not in
+	// Columns reads as NULL where a file lacks it.
+	Columns []sqltypes.Column
 	// Filter, if not empty, is a conjunction the caller's rows must meet:
 	// the scan may skip data files (by the column bounds of their manifest
 	// entries) and row groups (by their Parquet statistics) where it cannot
@@ -125,14 +133,26 @@ func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.Re
 		return err
 	}
 	tbl := table.New(ident(req.Table), meta, "", r.fsys(), nil)
+	sch := snapshotSchema(meta, req.Snapshot)
+	cols := newLakeColumns(req, sch, meta)
+	// Predicates on columns no file of the snapshot has hold for all rows
+	// or for none, by the columns' missing values.
+	for _, p := range req.Filter {
+		if c, ok := cols.notInSchema[p.Column]; ok {
+			if meets, known := missingMeets(c, p); known && !meets {
+				return nil
+			}
+		}
+	}
 	fields := make([]string, 0, req.Schema.NumFields())
 	for _, f := range req.Schema.Fields() {
-		fields = append(fields, f.Name)
+		if _, ok := cols.notInSchema[f.Name]; !ok {
+			fields = append(fields, f.Name)
+		}
 	}
 	if len(fields) == 0 {
 		fields = []string{OffsetColumn}
 	}
-	opts := []table.ScanOption{table.WithSnapshotID(req.Snapshot), table.WithSelectedFields(fields...)}
 	var bucketFilter iceberg.BooleanExpression
 	if req.Buckets != nil {
 		bucketFilter = iceberg.AlwaysFalse{}
@@ -146,23 +166,12 @@ func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.Re
 	}
 	baseKey := fmt.Sprintf("%d/%d/%v/%v", req.Table, req.Snapshot, req.Buckets != nil, req.Buckets)
 	var filter iceberg.BooleanExpression
-	if len(req.Filter) > 0 {
-		if sch := meta.CurrentSchema(); sch != nil {
-			filter = icebergFilter(sch, req.Filter)
-		}
+	if len(req.Filter) > 0 && sch != nil {
+		filter = icebergFilter(sch, req.Filter)
 	}
-	rowFilter := bucketFilter
-	if filter != nil {
-		if rowFilter == nil {
-			rowFilter = filter
-		} else {
-			rowFilter = iceberg.NewAnd(rowFilter, filter)
-		}
-	}
-	if rowFilter != nil {
-		opts = append(opts, table.WithRowFilter(rowFilter))
-	}
-	scan := tbl.Scan(opts...)
+	files := &scanFiles{req: req, tbl: tbl, schema: sch, fields: fields, bucketFilter: bucketFilter, cols: cols,
+		scans: map[string]*table.Scan{}}
+	files.scans[""] = files.newScan(filter)
 	tasks, err := r.plan(ctx, baseKey, req, tbl, fields, bucketFilter, nil)
 	if err != nil {
 		return err
@@ -176,7 +185,7 @@ func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.Re
 		r.filesRead.Add(uint64(len(tasks)))
 		var parts []table.FileScanTask
 		for _, task := range tasks {
-			split, groups, kept := r.splitRowGroups(ctx, meta.CurrentSchema(), task, req.Filter)
+			split, groups, kept := r.splitRowGroups(ctx, sch, task, req.Filter)
 			parts = append(parts, split...)
 			r.rowGroupsRead.Add(uint64(kept))
 			r.rowGroupsPruned.Add(uint64(groups - kept))
@@ -185,7 +194,176 @@ func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.Re
 	} else {
 		r.filesRead.Add(uint64(len(tasks)))
 	}
-	return r.readTasks(ctx, scan, tasks, req.Schema, filter != nil, fn)
+	return r.readTasks(ctx, files, tasks, req.Schema, filter != nil, fn)
+}
+
+// snapshotSchema is the schema of a snapshot's scan (as iceberg-go picks
+// it): the schema current when the snapshot was committed.
+func snapshotSchema(meta table.Metadata, snapshot int64) *iceberg.Schema {
+	if snap := meta.SnapshotByID(snapshot); snap != nil && snap.SchemaID != nil {
+		for _, s := range meta.Schemas() {
+			if s.ID == *snap.SchemaID {
+				return s
+			}
+		}
+	}
+	return meta.CurrentSchema()
+}
+
+// lakeColumns says which columns a scan reads may be missing from its
+// files: the ones ALTER TABLE added after the lake's first schema.
+type lakeColumns struct {
+	// notInSchema are the columns of the request (Schema and Filter) that
+	// the snapshot's schema does not have: no file of the snapshot has
+	// them (the lake had not been written since they were added).
+	notInSchema map[string]sqltypes.Column
+	// added are the columns of the request in the snapshot's schema but
+	// not in the lake's first: files written before they were added lack
+	// them (the file's footer says).
+	added map[string]sqltypes.Column
+}
+
+func newLakeColumns(req ScanRequest, sch *iceberg.Schema, meta table.Metadata) lakeColumns {
+	cols := lakeColumns{notInSchema: map[string]sqltypes.Column{}, added: map[string]sqltypes.Column{}}
+	var first *iceberg.Schema
+	for _, s := range meta.Schemas() {
+		if first == nil || s.ID < first.ID {
+			first = s
+		}
+	}
+	column := func(name string, f *arrow.Field) (sqltypes.Column, bool) {
+		for _, c := range req.Columns {
+			if c.Name == name {
+				return c, true
+			}
+		}
+		if f != nil {
+			return sqltypes.Column{Name: name, Type: sqltypes.FromArrowField(*f)}, true
+		}
+		return sqltypes.Column{}, false
+	}
+	see := func(name string, f *arrow.Field) {
+		if name == BucketColumn || name == OffsetColumn {
+			return
+		}
+		c, ok := column(name, f)
+		if !ok {
+			return
+		}
+		switch {
+		case sch == nil:
+		case !hasField(sch, name):
+			cols.notInSchema[name] = c
+		case first != nil && !hasField(first, name):
+			cols.added[name] = c
+		}
+	}
+	for i := range req.Schema.NumFields() {
+		f := req.Schema.Field(i)
+		see(f.Name, &f)
+	}
+	for _, p := range req.Filter {
+		see(p.Column, nil)
+	}
+	return cols
+}
+
+func hasField(s *iceberg.Schema, name string) bool {
+	_, ok := s.FindFieldByName(name)
+	return ok
+}
+
+// scanFiles are the scans of one ScanRequest: the scan of the files that
+// have every column the request names, and scans of files that lack some
+// (their predicates on the columns they lack left out), made as needed.
+type scanFiles struct {
+	req          ScanRequest
+	tbl          *table.Table
+	schema       *iceberg.Schema
+	fields       []string
+	bucketFilter iceberg.BooleanExpression
+	cols         lakeColumns
+
+	mu sync.Mutex
+	// scans by the sorted names of the columns their files lack, joined
+	// by ",": "" is the scan of files that lack none.
+	scans map[string]*table.Scan // guarded by mu
+}
+
+func (s *scanFiles) newScan(filter iceberg.BooleanExpression) *table.Scan {
+	opts := []table.ScanOption{table.WithSnapshotID(s.req.Snapshot), table.WithSelectedFields(s.fields...)}
+	rowFilter := s.bucketFilter
+	if filter != nil {
+		if rowFilter == nil {
+			rowFilter = filter
+		} else {
+			rowFilter = iceberg.NewAnd(rowFilter, filter)
+		}
+	}
+	if rowFilter != nil {
+		opts = append(opts, table.WithRowFilter(rowFilter))
+	}
+	return s.tbl.Scan(opts...)
+}
+
+// forFile returns the scan to read a data file with, and the columns of
+// the request the file lacks (to be filled with their missing values);
+// skip when a predicate on a column the file lacks does not hold for the
+// column's missing value (no row of the file is in the result).
+func (r *LakeReader) forFile(ctx context.Context, s *scanFiles, task table.FileScanTask) (scan *table.Scan, absent map[string]sqltypes.Column, skip bool, err error) {
+	absent = s.cols.notInSchema
+	s.mu.Lock()
+	scan = s.scans[""]
+	s.mu.Unlock()
+	if len(s.cols.added) == 0 {
+		return scan, absent, false, nil
+	}
+	meta, _, err := r.footer(ctx, task.File.FilePath())
+	if err != nil {
+		return nil, nil, false, err
+	}
+	root := meta.Schema.Root()
+	has := map[string]bool{}
+	for i := range root.NumFields() {
+		has[root.Field(i).Name()] = true
+	}
+	var lacks []string
+	for name := range s.cols.added {
+		if !has[name] {
+			lacks = append(lacks, name)
+		}
+	}
+	if len(lacks) == 0 {
+		return scan, absent, false, nil
+	}
+	slices.Sort(lacks)
+	absent = maps.Clone(absent)
+	for _, name := range lacks {
+		absent[name] = s.cols.added[name]
+	}
+	var keep []Predicate
+	for _, p := range s.req.Filter {
+		c, ok := absent[p.Column]
+		if !ok {
+			keep = append(keep, p)
+			continue
+		}
+		if meets, known := missingMeets(c, p); known && !meets {
+			return nil, nil, true, nil
+		}
+	}
+	key := strings.Join(lacks, ",")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if scan = s.scans[key]; scan == nil {
+		var filter iceberg.BooleanExpression
+		if len(keep) > 0 && s.schema != nil {
+			filter = icebergFilter(s.schema, keep)
+		}
+		scan = s.newScan(filter)
+		s.scans[key] = scan
+	}
+	return scan, absent, false, nil
 }
 
 // plan returns the data files of a scan of req's snapshot with the bucket
@@ -230,7 +408,7 @@ var scanWorkers = runtime.GOMAXPROCS(0)
 
 // readTasks decodes up to scanWorkers files at once and passes their
 // batches to fn in task order.
-func (r *LakeReader) readTasks(ctx context.Context, scan *table.Scan, tasks []table.FileScanTask, schema *arrow.Schema, filtered bool, fn func(arrow.RecordBatch) error) error {
+func (r *LakeReader) readTasks(ctx context.Context, scan *scanFiles, tasks []table.FileScanTask, schema *arrow.Schema, filtered bool, fn func(arrow.RecordBatch) error) error {
 	workers := min(scanWorkers, len(tasks))
 	if workers <= 1 {
 		for _, task := range tasks {
@@ -292,7 +470,7 @@ func (r *LakeReader) readTasks(ctx context.Context, scan *table.Scan, tasks []ta
 	return err
 }
 
-func (r *LakeReader) readTask(ctx context.Context, scan *table.Scan, task table.FileScanTask, schema *arrow.Schema, filtered bool, fn func(arrow.RecordBatch) error) error {
+func (r *LakeReader) readTask(ctx context.Context, files *scanFiles, task table.FileScanTask, schema *arrow.Schema, filtered bool, fn func(arrow.RecordBatch) error) error {
 	key, ok := strings.CutPrefix(task.File.FilePath(), r.lake.base+"/")
 	if !ok {
 		return fmt.Errorf("lake file %s is outside the object store %s", task.File.FilePath(), r.lake.base)
@@ -323,6 +501,15 @@ func (r *LakeReader) readTask(ctx context.Context, scan *table.Scan, task table.
 		}
 		f.Close()
 	}
+	scan, absent, skip, err := r.forFile(ctx, files, task)
+	if err != nil {
+		return r.fileError(ctx, key, err)
+	}
+	if skip {
+		r.filesPruned.Add(1)
+		r.filesRead.Add(^uint64(0))
+		return nil
+	}
 	_, it, err := scan.ReadTasks(ctx, []table.FileScanTask{task})
 	if err != nil {
 		return r.fileError(ctx, key, err)
@@ -331,7 +518,7 @@ func (r *LakeReader) readTask(ctx context.Context, scan *table.Scan, task table.
 		if err != nil {
 			return r.fileError(ctx, key, err)
 		}
-		out, err := conform(rec, schema)
+		out, err := conform(rec, schema, absent)
 		rec.Release()
 		if err != nil {
 			return fmt.Errorf("lake file %s: %w", key, err)
@@ -427,8 +614,10 @@ func (c *cachedIO) Open(name string) (iceio.File, error) {
 }
 
 // conform turns a batch read by iceberg-go (Iceberg's Arrow types) into
-// one of schema (mink's bucket types), matching columns by name.
-func conform(rec arrow.RecordBatch, schema *arrow.Schema) (arrow.RecordBatch, error) {
+// one of schema (mink's bucket types), matching columns by name; the
+// columns absent from the batch's file are filled with their missing
+// values.
+func conform(rec arrow.RecordBatch, schema *arrow.Schema, absent map[string]sqltypes.Column) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, schema.NumFields())
 	release := func() {
 		for _, c := range cols {
@@ -438,6 +627,19 @@ func conform(rec arrow.RecordBatch, schema *arrow.Schema) (arrow.RecordBatch, er
 		}
 	}
 	for i, f := range schema.Fields() {
+		if c, ok := absent[f.Name]; ok {
+			a, err := sqltypes.FillArray(c.Type, c.Missing, int(rec.NumRows()), nil)
+			if err == nil && !arrow.TypeEqual(a.DataType(), f.Type) {
+				a.Release()
+				err = fmt.Errorf("missing value of type %s, the scan asks for %s", a.DataType(), f.Type)
+			}
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("column %q: %w", f.Name, err)
+			}
+			cols[i] = a
+			continue
+		}
 		idx := rec.Schema().FieldIndices(f.Name)
 		if len(idx) != 1 {
 			release()

@@ -20,6 +20,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
 )
 
 // Primary-key tables are tiered copy-on-write, per bucket: a round reads
@@ -232,7 +233,7 @@ func (t *Tierer) rewritePKBucket(ctx context.Context, ls *lakeSchema, ps *parque
 	}
 	state := &pkState{index: map[string]int{}, added: map[string]parquet.Row{}}
 	for _, loc := range files {
-		n, err := t.readPKFile(ctx, ps, loc, leaves, state)
+		n, err := t.readPKFile(ctx, ls, ps, loc, leaves, state)
 		if err != nil {
 			return out, ev, err
 		}
@@ -276,7 +277,9 @@ func (t *Tierer) rewritePKBucket(ctx context.Context, ls *lakeSchema, ps *parque
 }
 
 // readPKFile adds the rows of one lake file to state and returns its size.
-func (t *Tierer) readPKFile(ctx context.Context, ps *parquet.Schema, loc string, leaves []int, state *pkState) (int64, error) {
+// A file written before columns were added to the table is widened to the
+// current schema ps with their missing values.
+func (t *Tierer) readPKFile(ctx context.Context, ls *lakeSchema, ps *parquet.Schema, loc string, leaves []int, state *pkState) (int64, error) {
 	key, ok := strings.CutPrefix(loc, t.lake.base+"/")
 	if !ok {
 		return 0, fmt.Errorf("lake file %s is outside the object store %s", loc, t.lake.base)
@@ -289,16 +292,21 @@ func (t *Tierer) readPKFile(ctx context.Context, ps *parquet.Schema, loc string,
 	if err != nil {
 		return 0, fmt.Errorf("lake file %s: %w", key, err)
 	}
-	if !parquet.EqualNodes(f.Schema(), ps) {
-		return 0, fmt.Errorf("lake file %s: schema %s is not the table's %s", key, f.Schema(), ps)
+	widener, err := newRowWidener(ls, ps, f.Schema())
+	if err != nil {
+		return 0, fmt.Errorf("lake file %s: %w", key, err)
 	}
-	r := parquet.NewReader(f, ps)
+	r := parquet.NewReader(f, f.Schema())
 	defer r.Close()
 	buf := make([]parquet.Row, 256)
 	var kb []byte
 	for {
 		n, err := r.ReadRows(buf)
 		for _, row := range buf[:n] {
+			row = row.Clone()
+			if widener != nil {
+				row = widener.widen(row)
+			}
 			k, kerr := rowKey(row, leaves, kb)
 			if kerr != nil {
 				return 0, fmt.Errorf("lake file %s: %w", key, kerr)
@@ -307,7 +315,7 @@ func (t *Tierer) readPKFile(ctx context.Context, ps *parquet.Schema, loc string,
 				return 0, fmt.Errorf("lake file %s: a primary key is in the bucket's files twice", key)
 			}
 			state.index[k] = len(state.rows)
-			state.rows = append(state.rows, row.Clone())
+			state.rows = append(state.rows, row)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -337,6 +345,18 @@ func (t *Tierer) applyChanges(ctx context.Context, ls *lakeSchema, ps *parquet.S
 	writers, err := ls.columnWriters(ps)
 	if err != nil {
 		return err
+	}
+	// A changelog batch is the change type and a prefix of the table's
+	// columns: the ones added after it was written get their missing
+	// values.
+	changelog := append([]sqltypes.Column{{Name: "_change_type", Type: sqltypes.Of(sqltypes.Text), NotNull: true}}, ls.table...)
+	for i, bt := range batches {
+		wide, err := sqltypes.Widen(bt.Record, changelog, nil)
+		if err != nil {
+			return fmt.Errorf("changelog batch at offset %d: %w", bt.Offset, err)
+		}
+		bt.Record.Release()
+		batches[i].Record = wide
 	}
 	nleaves := len(ps.Columns())
 	next := from

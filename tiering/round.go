@@ -21,6 +21,7 @@ import (
 
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
 )
 
 // Batch is a run of rows read from a bucket's stream: row i of Record has
@@ -234,6 +235,11 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 		ranges[b] = [2]uint64{res.From[b], to}
 	}
 	progress(Progress{Stage: "planned", Ranges: ranges})
+	// Columns added since the lake was last written join its schema
+	// before files with them are added.
+	if tbl, err = t.lake.evolve(ctx, id, tbl, ls); err != nil {
+		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+	}
 
 	token := make([]byte, 8)
 	_, _ = rand.Read(token)
@@ -418,6 +424,17 @@ func (t *Tierer) writeRange(ctx context.Context, ls *lakeSchema, b catalog.Bucke
 			bt.Record.Release()
 		}
 	}()
+	// A batch written before a column was added lacks it (every batch
+	// holds a prefix of the table's columns): the lake file gets the
+	// column's missing value.
+	for i, bt := range batches {
+		wide, err := sqltypes.Widen(bt.Record, ls.table, nil)
+		if err != nil {
+			return nil, fmt.Errorf("stream batch at offset %d: %w", bt.Offset, err)
+		}
+		bt.Record.Release()
+		batches[i].Record = wide
+	}
 	contents, err := encodeParquet(ls, b, batches, from, to)
 	if err != nil {
 		return nil, err

@@ -44,6 +44,9 @@ type lakeColumn struct {
 	node     parquet.Node
 	notNull  bool
 	arrowIdx int // index in the bucket's Arrow records; -1 for __bucket/__offset
+	// added: the column was added by ALTER TABLE (catalog Column.Added);
+	// lake files written before have no such column.
+	added bool
 }
 
 // leafPaths are the Parquet paths of the column's leaves, in the order of
@@ -67,18 +70,24 @@ func typeLeafPaths(t sqltypes.Type, path []string) [][]string {
 	return [][]string{path}
 }
 
-// lakeSchema maps a table spec to its lake columns. Field ids are assigned
-// in schema order, depth first, as iceberg-go assigns them when it creates
-// the table: 1..n for a table without intervals, then __bucket and
-// __offset; an interval's three struct fields take the ids right after its
-// own. They never change for a table (mink has no ALTER TABLE), so the
-// Iceberg schema is a pure function of the spec.
+// lakeSchema maps a table spec to its lake columns: the table's columns in
+// order, then __bucket and __offset. Field ids are assigned depth first, as
+// iceberg-go assigns them: the columns the table was created with take 1..n
+// (an interval's three struct fields, an array's element take the ids right
+// after their column's), then __bucket and __offset, then the columns
+// ALTER TABLE … ADD COLUMN added, in the order added, which is how the lake's
+// schema evolution (Lake.evolve) numbers them after the ids before. An added
+// column is optional in the lake whatever its NOT NULL: Iceberg v2 cannot add
+// a required field, and the files written before it have no value for it.
 type lakeSchema struct {
 	cols []lakeColumn
 	// partitionCol is 1 + the index in cols of the LIST partition column,
 	// 0 if none or if the column has no Iceberg identity partition
 	// (interval: a struct).
 	partitionCol int
+	// table are the table's columns, with the missing values of the added
+	// ones (what a stored batch or lake file without them is widened with).
+	table []sqltypes.Column
 }
 
 func newLakeSchema(spec catalog.TableSpec) (*lakeSchema, error) {
@@ -88,24 +97,36 @@ func newLakeSchema(spec catalog.TableSpec) (*lakeSchema, error) {
 		nextID++
 		return nextID - 1
 	}
-	for i, c := range spec.Columns {
+	s.cols = make([]lakeColumn, len(spec.Columns), len(spec.Columns)+2)
+	s.table = make([]sqltypes.Column, len(spec.Columns))
+	addColumn := func(i int, c catalog.Column) error {
 		t, err := sqltypes.Parse(c.Type)
 		if err != nil {
-			return nil, fmt.Errorf("column %q: %w", c.Name, err)
+			return fmt.Errorf("column %q: %w", c.Name, err)
 		}
+		s.table[i] = sqltypes.Column{Name: c.Name, Type: t, NotNull: c.NotNull, Missing: c.Missing}
 		id := newID()
 		ice, node, err := lakeType(t, newID)
 		if err != nil {
-			return nil, fmt.Errorf("column %q of type %s: %w", c.Name, t.Name(), err)
+			return fmt.Errorf("column %q of type %s: %w", c.Name, t.Name(), err)
 		}
 		if c.Name == spec.PartitionBy && t.Kind() != sqltypes.Interval && t.Kind() != sqltypes.Array {
 			s.partitionCol = i + 1
 		}
-		s.cols = append(s.cols, lakeColumn{
-			name: c.Name, sql: t, notNull: c.NotNull, arrowIdx: i,
-			field: iceberg.NestedField{ID: id, Name: c.Name, Type: ice, Required: c.NotNull},
+		required := c.NotNull && !c.Added
+		s.cols[i] = lakeColumn{
+			name: c.Name, sql: t, notNull: required, arrowIdx: i, added: c.Added,
+			field: iceberg.NestedField{ID: id, Name: c.Name, Type: ice, Required: required},
 			node:  node,
-		})
+		}
+		return nil
+	}
+	for i, c := range spec.Columns {
+		if !c.Added {
+			if err := addColumn(i, c); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for _, name := range []string{BucketColumn, OffsetColumn} {
 		s.cols = append(s.cols, lakeColumn{
@@ -113,6 +134,13 @@ func newLakeSchema(spec catalog.TableSpec) (*lakeSchema, error) {
 			field: iceberg.NestedField{ID: newID(), Name: name, Type: iceberg.PrimitiveTypes.Int64, Required: true},
 			node:  parquet.Int(64),
 		})
+	}
+	for i, c := range spec.Columns {
+		if c.Added {
+			if err := addColumn(i, c); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return s, nil
 }
@@ -190,11 +218,16 @@ func lakeType(t sqltypes.Type, nestedID func() int) (iceberg.Type, parquet.Node,
 	return nil, nil, ErrUnsupportedType
 }
 
-// icebergSchema is the table's Iceberg schema.
-func (s *lakeSchema) icebergSchema() *iceberg.Schema {
-	fields := make([]iceberg.NestedField, len(s.cols))
-	for i, c := range s.cols {
-		fields[i] = c.field
+// createdSchema is the Iceberg schema a table's lake is created with: the
+// columns the table was created with, __bucket and __offset. The added
+// columns come by schema evolution (Lake.evolve), also when the lake is
+// created after them, so that every lake numbers its fields the same way.
+func (s *lakeSchema) createdSchema() *iceberg.Schema {
+	var fields []iceberg.NestedField
+	for _, c := range s.cols {
+		if !c.added {
+			fields = append(fields, c.field)
+		}
 	}
 	return iceberg.NewSchema(0, fields...)
 }

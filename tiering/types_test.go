@@ -481,8 +481,8 @@ func checkTypedLake(t *testing.T, e *env, id catalog.TableID, spec catalog.Table
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ls.icebergSchema().Equals(tbl.Schema()) {
-		t.Errorf("lake schema %s, mink's %s", tbl.Schema(), ls.icebergSchema())
+	if !ls.createdSchema().Equals(tbl.Schema()) {
+		t.Errorf("lake schema %s, mink's %s", tbl.Schema(), ls.createdSchema())
 	}
 	seen := map[string]bool{}
 	_, recs, err := tbl.Scan().ToArrowRecords(e.ctx)

@@ -1,0 +1,436 @@
+package tiering
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+)
+
+// The table of these tests is created as (id bigint NOT NULL, s text); then
+// ALTER TABLE adds n integer NOT NULL DEFAULT 7 (rows stored before read as
+// 7) and note text (rows stored before read as NULL).
+var (
+	seven       = "7"
+	alterTable  = catalog.TableSpec{Name: "grown", Buckets: 2, Columns: []catalog.Column{{Name: "id", Type: "bigint", NotNull: true}, {Name: "s", Type: "text"}}}
+	addedN      = catalog.Column{Name: "n", Type: "integer", NotNull: true, Default: "7", Missing: &seven}
+	addedNote   = catalog.Column{Name: "note", Type: "text"}
+	alterSchema = []sqltypes.Column{
+		{Name: "id", Type: sqltypes.Of(sqltypes.Int8), NotNull: true},
+		{Name: "s", Type: sqltypes.Of(sqltypes.Text)},
+		{Name: "n", Type: sqltypes.Of(sqltypes.Int4), NotNull: true, Missing: &seven},
+		{Name: "note", Type: sqltypes.Of(sqltypes.Text)},
+	}
+)
+
+// grownRow is a row of the table; n and note are what a reader must
+// return (the missing value for rows stored without them).
+type grownRow struct {
+	id   int64
+	s    *string
+	n    int32
+	note *string
+}
+
+func (r grownRow) String() string {
+	str := func(p *string) string {
+		if p == nil {
+			return "NULL"
+		}
+		return *p
+	}
+	return fmt.Sprintf("{%d %s %d %s}", r.id, str(r.s), r.n, str(r.note))
+}
+
+// appendGrown appends rows to bucket as one batch of the first width
+// columns of the table (what a writer that knew only those columns wrote)
+// and returns them as they read: n 7 and note NULL when not written.
+func (e *env) appendGrown(id catalog.TableID, bucket catalog.BucketID, width int, firstID int64, count int) []grownRow {
+	e.t.Helper()
+	var end, le uint64
+	e.cat.Read(func(v *catalog.View) {
+		end = v.Streams[catalog.StreamID(bucket)].End
+		le = v.Streams[catalog.StreamID(bucket)].Epoch
+	})
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sqltypes.Schema(alterSchema[:width]))
+	defer b.Release()
+	var rows []grownRow
+	for i := range count {
+		r := grownRow{id: firstID + int64(i), n: 7}
+		b.Field(0).(*array.Int64Builder).Append(r.id)
+		if i%3 != 0 {
+			s := fmt.Sprintf("s%d", r.id)
+			r.s = &s
+			b.Field(1).(*array.StringBuilder).Append(s)
+		} else {
+			b.Field(1).AppendNull()
+		}
+		if width > 2 {
+			r.n = int32(100 + i%4) // never the missing value 7
+			b.Field(2).(*array.Int32Builder).Append(r.n)
+		}
+		if width > 3 {
+			if i%2 == 0 {
+				note := fmt.Sprintf("note%d", r.id)
+				r.note = &note
+				b.Field(3).(*array.StringBuilder).Append(note)
+			} else {
+				b.Field(3).AppendNull()
+			}
+		}
+		rows = append(rows, r)
+	}
+	e.src.add(bucket, Batch{Offset: end, Record: b.NewRecordBatch()})
+	e.propose(catalog.CommitStreamObjects{Stream: catalog.StreamID(bucket), Epoch: le,
+		Objects: []catalog.StreamObject{{Key: fmt.Sprintf("fake/%d/%d", bucket, end), Start: end, End: end + uint64(count), Size: 1}}})
+	return rows
+}
+
+// scanGrown reads the four columns of the table with mink's lake reader;
+// cols are the ScanRequest's Columns.
+func scanGrown(t *testing.T, e *env, r *LakeReader, id catalog.TableID, snapshot int64, cols []sqltypes.Column, filter ...Predicate) []grownRow {
+	t.Helper()
+	schema := sqltypes.Schema(alterSchema)
+	var out []grownRow
+	err := r.Scan(e.ctx, ScanRequest{Table: id, Snapshot: snapshot, Schema: schema, Columns: cols, Filter: filter}, func(rec arrow.RecordBatch) error {
+		if !rec.Schema().Equal(schema) {
+			t.Fatalf("batch schema %s, want %s", rec.Schema(), schema)
+		}
+		for i := range int(rec.NumRows()) {
+			var g grownRow
+			g.id = rec.Column(0).(*array.Int64).Value(i)
+			if s := rec.Column(1).(*array.String); s.IsValid(i) {
+				v := s.Value(i)
+				g.s = &v
+			}
+			if n := rec.Column(2).(*array.Int32); n.IsValid(i) {
+				g.n = n.Value(i)
+			} else {
+				g.n = -1 // NULL
+			}
+			if s := rec.Column(3).(*array.String); s.IsValid(i) {
+				v := s.Value(i)
+				g.note = &v
+			}
+			out = append(out, g)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("scan of snapshot %d (filter %v): %v", snapshot, filter, err)
+	}
+	slices.SortFunc(out, func(a, b grownRow) int { return int(a.id - b.id) })
+	return out
+}
+
+func sameRows(t *testing.T, what string, got, want []grownRow) {
+	t.Helper()
+	slices.SortFunc(want, func(a, b grownRow) int { return int(a.id - b.id) })
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s:\n got  %v\n want %v", what, got, want)
+	}
+}
+
+func rowsWhere(rows []grownRow, keep func(grownRow) bool) []grownRow {
+	var out []grownRow
+	for _, r := range rows {
+		if keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestAddColumnLogTable: rows tiered before ALTER TABLE … ADD COLUMN and
+// rows written after it with the old columns (a writer whose node had not
+// applied the record yet) read as the column's missing value, rows with
+// the column as written; the lake's schema evolves (one schema per column
+// set, fields keep their ids, new ones get new ids); a filter on an added
+// column keeps the old files whose missing value meets it and prunes those
+// whose does not; compaction rewrites the old files with the column, and
+// expiry and GC leave a lake that reads the same.
+func TestAddColumnLogTable(t *testing.T) {
+	e := newEnv(t)
+	id := e.createTable(alterTable)
+	bs := sortedKeys(e.ends(id))
+	tr := e.tierer()
+	round := func() int64 {
+		t.Helper()
+		res, err := tr.Round(e.ctx, id, e.epoch)
+		if err != nil || !res.Committed {
+			t.Fatalf("round: %+v, %v", res, err)
+		}
+		return res.SnapshotID
+	}
+	var model []grownRow
+	for i, b := range bs {
+		model = append(model, e.appendGrown(id, b, 2, int64(1000*i), 20)...)
+	}
+	before := round()
+	beforeRows := slices.Clone(model)
+
+	e.propose(catalog.AddColumn{Table: id, Column: addedN})
+	for i, b := range bs {
+		model = append(model, e.appendGrown(id, b, 2, int64(1000*i+100), 5)...) // a late writer
+		model = append(model, e.appendGrown(id, b, 3, int64(1000*i+200), 12)...)
+	}
+	round()
+	e.propose(catalog.AddColumn{Table: id, Column: addedNote})
+	for i, b := range bs {
+		model = append(model, e.appendGrown(id, b, 3, int64(1000*i+300), 4)...)
+		model = append(model, e.appendGrown(id, b, 4, int64(1000*i+400), 10)...)
+	}
+	last := round()
+
+	// The lake's schemas: one per column set, the current one last.
+	tbl, err := NewLake(e.store.Inner(), storeURL).Load(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := tbl.Metadata().Schemas()
+	if len(schemas) != 3 {
+		t.Fatalf("lake has %d schemas, want 3: %v", len(schemas), schemas)
+	}
+	ids := map[string]int{}
+	for _, s := range schemas {
+		for _, f := range s.Fields() {
+			if prev, ok := ids[f.Name]; ok && prev != f.ID {
+				t.Fatalf("field %q has id %d in schema %d, %d in another", f.Name, f.ID, s.ID, prev)
+			}
+			ids[f.Name] = f.ID
+		}
+	}
+	seen := map[int]string{}
+	for name, fid := range ids {
+		if other, dup := seen[fid]; dup {
+			t.Fatalf("fields %q and %q share id %d", name, other, fid)
+		}
+		seen[fid] = name
+	}
+	cur := tbl.Schema()
+	if cur.ID != slices.MaxFunc(schemas, func(a, b *iceberg.Schema) int { return a.ID - b.ID }).ID {
+		t.Fatalf("current schema %d is not the newest of %v", cur.ID, schemas)
+	}
+	var names []string
+	for _, f := range cur.Fields() {
+		names = append(names, f.Name)
+		if (f.Name == "n" || f.Name == "note") && f.Required {
+			t.Errorf("added field %s is required: Iceberg v2 cannot add a required field", f)
+		}
+	}
+	if got := strings.Join(names, ","); got != "id,s,n,note,__bucket,__offset" {
+		t.Fatalf("current lake schema has fields %s", got)
+	}
+	if ids["n"] <= ids[OffsetColumn] || ids["note"] <= ids["n"] || int(tbl.Metadata().LastColumnID()) != ids["note"] {
+		t.Fatalf("added fields have ids %v, last column id %d", ids, tbl.Metadata().LastColumnID())
+	}
+	if _, ok := schemas[0].FindFieldByName("n"); ok {
+		t.Fatalf("the first schema has the added column: %v", schemas[0])
+	}
+
+	r := NewLakeReader(e.store.Inner(), storeURL, nil)
+	sameRows(t, "all rows", scanGrown(t, e, r, id, last, alterSchema), slices.Clone(model))
+	// A snapshot from before the columns existed reads them as their
+	// missing values too.
+	sameRows(t, "the snapshot before ALTER TABLE", scanGrown(t, e, r, id, before, alterSchema), slices.Clone(beforeRows))
+
+	// Filters on the added columns.
+	for _, tc := range []struct {
+		p     Predicate
+		holds func(grownRow) bool
+		// prunesOld: the files of the first round (which lack n and
+		// note) are skipped.
+		prunesOld bool
+	}{
+		{Predicate{Column: "n", Op: PredEq, Values: []any{int64(7)}}, func(g grownRow) bool { return g.n == 7 }, false},
+		{Predicate{Column: "n", Op: PredGe, Values: []any{int64(101)}}, func(g grownRow) bool { return g.n >= 101 }, true},
+		{Predicate{Column: "n", Op: PredIn, Values: []any{int64(5), int64(7)}}, func(g grownRow) bool { return g.n == 7 }, false},
+		{Predicate{Column: "note", Op: PredIsNull}, func(g grownRow) bool { return g.note == nil }, false},
+		{Predicate{Column: "note", Op: PredNotNull}, func(g grownRow) bool { return g.note != nil }, true},
+		{Predicate{Column: "note", Op: PredEq, Values: []any{"note400"}}, func(g grownRow) bool { return g.note != nil && *g.note == "note400" }, true},
+	} {
+		st := r.Stats()
+		got := scanGrown(t, e, r, id, last, alterSchema, tc.p)
+		sameRows(t, fmt.Sprintf("filter %s", tc.p), got, rowsWhere(model, tc.holds))
+		pruned := r.Stats().FilesPruned - st.FilesPruned
+		if tc.prunesOld && pruned < uint64(len(bs)) || !tc.prunesOld && pruned >= uint64(len(bs)*2) {
+			t.Errorf("filter %s pruned %d files (%d buckets; old files pruned: %v)", tc.p, pruned, len(bs), tc.prunesOld)
+		}
+		// On the snapshot before ALTER TABLE, no file has the columns.
+		sameRows(t, fmt.Sprintf("filter %s before ALTER TABLE", tc.p), scanGrown(t, e, r, id, before, alterSchema, tc.p), rowsWhere(beforeRows, tc.holds))
+	}
+
+	// Without the missing values (Columns), a file without the column
+	// reads as NULL: the old files are still there.
+	nulls := scanGrown(t, e, r, id, last, nil)
+	if n := len(rowsWhere(nulls, func(g grownRow) bool { return g.n == -1 })); n != len(beforeRows) {
+		t.Fatalf("%d rows read n as NULL without its missing value, want the %d of the first round", n, len(beforeRows))
+	}
+
+	// Compaction rewrites them with the column's missing value.
+	res, err := tr.Compact(e.ctx, id, e.epoch, CompactPolicy{TargetFileSize: 1 << 30, MinFiles: 1})
+	if err != nil || !res.Committed || res.Rewritten != 3*len(bs) {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	compacted := e.tiered(id).LakeSnapshotID
+	sameRows(t, "after compaction", scanGrown(t, e, r, id, compacted, alterSchema), slices.Clone(model))
+	sameRows(t, "after compaction, without missing values", scanGrown(t, e, r, id, compacted, nil), slices.Clone(model))
+
+	// Expiry and GC: the lake reads the same, the old snapshot is gone.
+	if _, err := tr.Expire(e.ctx, id, e.epoch, ExpirePolicy{KeepLast: 1}); err != nil {
+		t.Fatal(err)
+	}
+	gc := NewLakeCollector(NewLake(e.store.Inner(), storeURL), 0)
+	if st, err := gc.Collect(e.ctx, []catalog.TableID{id}); err != nil || st.Deleted == 0 {
+		t.Fatalf("gc: %+v, %v", st, err)
+	}
+	r2 := NewLakeReader(e.store.Inner(), storeURL, nil)
+	sameRows(t, "after expiry and gc", scanGrown(t, e, r2, id, compacted, alterSchema), slices.Clone(model))
+	more := e.appendGrown(id, bs[0], 4, 5000, 3)
+	model = append(model, more...)
+	sameRows(t, "after one more round", scanGrown(t, e, r2, id, round(), alterSchema), slices.Clone(model))
+}
+
+// TestAddColumnBeforeFirstRound: a lake created after the column was
+// added starts with the created columns and evolves, as one created
+// before, so that field ids do not depend on when tiering started.
+func TestAddColumnBeforeFirstRound(t *testing.T) {
+	e := newEnv(t)
+	id := e.createTable(alterTable)
+	bs := sortedKeys(e.ends(id))
+	var model []grownRow
+	model = append(model, e.appendGrown(id, bs[0], 2, 0, 6)...)
+	e.propose(catalog.AddColumn{Table: id, Column: addedN})
+	e.propose(catalog.AddColumn{Table: id, Column: addedNote})
+	model = append(model, e.appendGrown(id, bs[1], 4, 100, 6)...)
+	res, err := e.tierer().Round(e.ctx, id, e.epoch)
+	if err != nil || !res.Committed {
+		t.Fatalf("round: %+v, %v", res, err)
+	}
+	tbl, err := NewLake(e.store.Inner(), storeURL).Load(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	for _, f := range tbl.Schema().Fields() {
+		fields = append(fields, fmt.Sprintf("%s:%d", f.Name, f.ID))
+	}
+	if got := strings.Join(fields, " "); got != "id:1 s:2 n:5 note:6 __bucket:3 __offset:4" || len(tbl.Metadata().Schemas()) != 2 {
+		t.Fatalf("lake schema %s, %d schemas", got, len(tbl.Metadata().Schemas()))
+	}
+	r := NewLakeReader(e.store.Inner(), storeURL, nil)
+	sameRows(t, "rows", scanGrown(t, e, r, id, res.SnapshotID, alterSchema), model)
+}
+
+// TestAddColumnPKTable: a primary-key round after ALTER TABLE rewrites the
+// changed bucket's old file (which lacks the column) with the column's
+// missing value, applies changelog records of both widths, and leaves an
+// unchanged bucket's file as it was (read with the missing value).
+func TestAddColumnPKTable(t *testing.T) {
+	e := newEnv(t)
+	spec := catalog.TableSpec{Name: "kv", Buckets: 2, PrimaryKey: []string{"id"}, Columns: alterTable.Columns}
+	id := e.createTable(spec)
+	bs := sortedKeys(e.ends(id))
+	// changes appends a changelog batch of width table columns.
+	changes := func(b catalog.BucketID, width int, cs ...any) {
+		t.Helper()
+		var end, le uint64
+		e.cat.Read(func(v *catalog.View) {
+			end = v.Streams[catalog.StreamID(b)].End
+			le = v.Streams[catalog.StreamID(b)].Epoch
+		})
+		fields := append([]arrow.Field{{Name: "_change_type", Type: arrow.BinaryTypes.String}}, sqltypes.Schema(alterSchema[:width]).Fields()...)
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+		defer rb.Release()
+		for i := 0; i < len(cs); i += 2 {
+			g := cs[i+1].(grownRow)
+			rb.Field(0).(*array.StringBuilder).Append(cs[i].(string))
+			rb.Field(1).(*array.Int64Builder).Append(g.id)
+			if g.s == nil {
+				rb.Field(2).AppendNull()
+			} else {
+				rb.Field(2).(*array.StringBuilder).Append(*g.s)
+			}
+			if width > 2 {
+				rb.Field(3).(*array.Int32Builder).Append(g.n)
+			}
+			if width > 3 {
+				if g.note == nil {
+					rb.Field(4).AppendNull()
+				} else {
+					rb.Field(4).(*array.StringBuilder).Append(*g.note)
+				}
+			}
+		}
+		n := len(cs) / 2
+		e.src.add(b, Batch{Offset: end, Record: rb.NewRecordBatch()})
+		e.propose(catalog.CommitStreamObjects{Stream: catalog.StreamID(b), Epoch: le,
+			Objects: []catalog.StreamObject{{Key: fmt.Sprintf("fake/%d/%d", b, end), Start: end, End: end + uint64(n), Size: 1}}})
+	}
+	str := func(s string) *string { return &s }
+	model := map[int64]grownRow{}
+	put := func(b catalog.BucketID, width int, ct string, g grownRow) {
+		changes(b, width, ct, g)
+		if ct == "-D" {
+			delete(model, g.id)
+		} else {
+			model[g.id] = g
+		}
+	}
+	for i := range int64(4) {
+		put(bs[0], 2, "+I", grownRow{id: i, s: str(fmt.Sprint("a", i)), n: 7})
+		put(bs[1], 2, "+I", grownRow{id: 100 + i, s: str(fmt.Sprint("b", i)), n: 7})
+	}
+	tr := e.tierer()
+	if res, err := tr.Round(e.ctx, id, e.epoch); err != nil || !res.Committed {
+		t.Fatalf("round: %+v, %v", res, err)
+	}
+	e.propose(catalog.AddColumn{Table: id, Column: addedN})
+	e.propose(catalog.AddColumn{Table: id, Column: addedNote})
+	put(bs[0], 2, "+U", grownRow{id: 1, s: str("late"), n: 7})
+	put(bs[0], 2, "+I", grownRow{id: 9, n: 7})
+	put(bs[0], 4, "+U", grownRow{id: 2, s: str("new"), n: 42, note: str("x")})
+	put(bs[0], 4, "+I", grownRow{id: 10, n: 43})
+	put(bs[0], 4, "-D", grownRow{id: 3, n: 0})
+	res, err := tr.Round(e.ctx, id, e.epoch)
+	if err != nil || !res.Committed {
+		t.Fatalf("round: %+v, %v", res, err)
+	}
+	var want []grownRow
+	for _, g := range model {
+		want = append(want, g)
+	}
+	r := NewLakeReader(e.store.Inner(), storeURL, nil)
+	sameRows(t, "primary-key rows", scanGrown(t, e, r, id, res.SnapshotID, alterSchema), slices.Clone(want))
+	// The rewritten bucket holds n; the unchanged one does not.
+	var rewritten []grownRow
+	for _, g := range scanGrown(t, e, r, id, res.SnapshotID, nil) {
+		if g.id < 100 {
+			rewritten = append(rewritten, g)
+		}
+	}
+	sameRows(t, "rewritten bucket without missing values", rewritten, rowsWhere(want, func(g grownRow) bool { return g.id < 100 }))
+	// PK restore reads one bucket, widened.
+	var restored int
+	err = r.Scan(e.ctx, ScanRequest{Table: id, Snapshot: res.SnapshotID, Schema: sqltypes.Schema(alterSchema), Columns: alterSchema, Buckets: []catalog.BucketID{bs[1]}},
+		func(rec arrow.RecordBatch) error {
+			for i := range int(rec.NumRows()) {
+				if n := rec.Column(2).(*array.Int32); !n.IsValid(i) || n.Value(i) != 7 || rec.Column(3).IsValid(i) {
+					return fmt.Errorf("row %d of the unchanged bucket: n %v, note valid %v", i, n, rec.Column(3).IsValid(i))
+				}
+				restored++
+			}
+			return nil
+		})
+	if err != nil || restored != 4 {
+		t.Fatalf("read of the unchanged bucket: %d rows, %v", restored, err)
+	}
+}

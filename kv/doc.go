@@ -22,7 +22,7 @@
 //
 // The write path of the bucket's leader:
 //
-//	records, err := pending.Changes(writes)        // read current rows
+//	records, err := pending.Changes(codec, writes) // read current rows
 //	payload, err := codec.EncodeChanges(records)   // one stream entry
 //	p, err := stream.AppendAsync(ctx, payload, uint32(len(records)))
 //	base, err := p.Wait(ctx)                        // acknowledged

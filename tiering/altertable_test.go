@@ -1,9 +1,13 @@
 package tiering
 
 import (
+	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -11,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 
+	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 )
@@ -432,5 +437,92 @@ func TestAddColumnPKTable(t *testing.T) {
 		})
 	if err != nil || restored != 4 {
 		t.Fatalf("read of the unchanged bucket: %d rows, %v", restored, err)
+	}
+}
+
+// TestAddColumnRoundFailsAtEveryWrite fails the first round after ALTER
+// TABLE at each of its object-store writes (the schema commit among them),
+// before the write and after it took effect, then runs a round without
+// faults: the lake has the two schemas and reads every row once, with the
+// missing value where it was not written.
+func TestAddColumnRoundFailsAtEveryWrite(t *testing.T) {
+	setup := func(t *testing.T) (*env, catalog.TableID, []grownRow) {
+		e := newEnv(t)
+		id := e.createTable(alterTable)
+		bs := sortedKeys(e.ends(id))
+		model := e.appendGrown(id, bs[0], 2, 0, 10)
+		if _, err := e.tierer().Round(e.ctx, id, e.epoch); err != nil {
+			t.Fatal(err)
+		}
+		e.propose(catalog.AddColumn{Table: id, Column: addedN})
+		e.propose(catalog.AddColumn{Table: id, Column: addedNote})
+		model = append(model, e.appendGrown(id, bs[0], 2, 100, 3)...)
+		model = append(model, e.appendGrown(id, bs[1], 4, 200, 6)...)
+		return e, id, model
+	}
+	var (
+		mu   sync.Mutex
+		puts []string
+	)
+	{
+		e, id, _ := setup(t)
+		e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, key string) error {
+			if op == objstore.OpPut {
+				mu.Lock()
+				puts = append(puts, key)
+				mu.Unlock()
+			}
+			return nil
+		}})
+		if _, err := e.tierer().Round(e.ctx, id, e.epoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(puts) < 6 || !strings.HasSuffix(puts[0], "/v3.metadata.json") {
+		t.Fatalf("the round after ALTER TABLE wrote %v: want the schema commit (v3) first", puts)
+	}
+	for i, key := range puts {
+		for _, lost := range []bool{false, true} {
+			t.Run(fmt.Sprintf("write%d-%s-lost=%v", i, path.Base(key), lost), func(t *testing.T) {
+				e, id, model := setup(t)
+				var n atomic.Int32
+				if lost {
+					e.store.SetHooks(objstore.Hooks{After: func(_ context.Context, op objstore.Op, _ string, err error) error {
+						if err == nil && op == objstore.OpPut && int(n.Add(1)) == i+1 {
+							return objstore.ErrResponseLost
+						}
+						return err
+					}})
+				} else {
+					e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, _ string) error {
+						if op == objstore.OpPut && int(n.Add(1)) == i+1 {
+							return objstore.ErrInjected
+						}
+						return nil
+					}})
+				}
+				tr := e.tierer()
+				if _, err := tr.Round(e.ctx, id, e.epoch); err == nil {
+					t.Fatalf("round succeeded with write %d (%s) failing", i, key)
+				}
+				e.store.SetHooks(objstore.Hooks{})
+				res, err := tr.Round(e.ctx, id, e.epoch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res.Committed && !res.Repaired {
+					t.Fatalf("retry round: %+v", res)
+				}
+				tbl, err := NewLake(e.store.Inner(), storeURL).Load(e.ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(tbl.Metadata().Schemas()) != 2 {
+					t.Fatalf("lake has schemas %v, want 2", tbl.Metadata().Schemas())
+				}
+				r := NewLakeReader(e.store.Inner(), storeURL, nil)
+				sameRows(t, "rows", scanGrown(t, e, r, id, e.tiered(id).LakeSnapshotID, alterSchema), model)
+			})
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,5 +272,130 @@ func TestKVBucketAddColumn(t *testing.T) {
 	want[2], want[3] = "4|d|5|y4", "5|old writer|50|NULL"
 	if got := scanText(t, b2); !slices.Equal(got, want) {
 		t.Fatalf("node 2 after updates of rows stored before the ALTERs: %v, want %v", got, want)
+	}
+}
+
+// lagMeta is a catalog whose view, while lagging is set, does not show the
+// tables' added columns yet: a node that has not applied an AddColumn
+// another node has.
+type lagMeta struct {
+	*catalog.Catalog
+	lagging atomic.Bool
+}
+
+func (m *lagMeta) Read(fn func(v *catalog.View)) {
+	if !m.lagging.Load() {
+		m.Catalog.Read(fn)
+		return
+	}
+	m.Catalog.Read(func(v *catalog.View) {
+		v = v.Clone()
+		for _, t := range v.Tables {
+			t.Spec.Columns = slices.DeleteFunc(t.Spec.Columns, func(c catalog.Column) bool { return c.Added })
+		}
+		fn(v)
+	})
+}
+
+// TestKVBucketOpenBehindAddColumn: a node whose catalog has not learned of
+// a column the changelog holds does not open the bucket with a misread
+// state: the open fails and is retried until the catalog has the column.
+// Once open, a write holding a column it does not know waits for it.
+func TestKVBucketOpenBehindAddColumn(t *testing.T) {
+	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	live := func(catalog.NodeID) bool { return true }
+	m1, cat := env.startKVNode(1, live, t.TempDir(), time.Hour, nil)
+	var lag *lagMeta
+	env.meta = func(c *catalog.Catalog) Metadata { lag = &lagMeta{Catalog: c}; return lag }
+	m2, cat2 := env.startKVNode(2, live, t.TempDir(), time.Hour, nil)
+	env.meta = nil
+	id := createKVTable(t, cat, 1)
+	ctx := context.Background()
+	b := waitKV(t, m1, id)
+	c0 := b.Codec()
+	rec := rowsOf(t, c0, []string{"1", "a"})
+	w, err := c0.Writes(kv.OpUpsert, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, b, w)
+	addColumn(t, cat, id, catalog.Column{Name: "x", Type: "integer", Missing: sp("5")})
+	c1 := b.Codec()
+	rec = rowsOf(t, c1, []string{"2", "b", "20"})
+	w, err = c1.Writes(kv.OpUpsert, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, b, w)
+
+	lag.lagging.Store(true)
+	if _, err := cat.Propose(ctx, catalog.LeadBucket{Bucket: id, Node: 2, CoordinatorEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var index uint64
+	cat.Read(func(v *catalog.View) { index = v.Index })
+	if err := cat2.WaitIndex(ctx, index); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := m2.KVBucket(id)
+		if err == nil {
+			t.Fatal("node 2 opened the bucket without knowing the column its changelog holds")
+		}
+		if errors.Is(err, kv.ErrNewerColumns) {
+			break // the open attempt failed for the right reason
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 2's open: %v, want it to fail with ErrNewerColumns", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	lag.lagging.Store(false)
+	b2 := waitKV(t, m2, id)
+	if got, want := scanText(t, b2), []string{"1|a|5", "2|b|20"}; !slices.Equal(got, want) {
+		t.Fatalf("node 2 once its catalog has the column: %v, want %v", got, want)
+	}
+
+	// The next column: node 2 learns of it late; a write holding it waits.
+	lag.lagging.Store(true)
+	addColumn(t, cat, id, catalog.Column{Name: "y", Type: "text"})
+	var cols []sqltypes.Column
+	cat.Read(func(v *catalog.View) {
+		for _, c := range v.Tables[v.Buckets[id].Table].Spec.Columns {
+			typ, err := sqltypes.Parse(c.Type)
+			if err != nil {
+				t.Error(err)
+			}
+			cols = append(cols, sqltypes.Column{Name: c.Name, Type: typ, Missing: c.Missing})
+		}
+	})
+	c2, err := kv.NewTableCodec(cols, 2, []int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = rowsOf(t, c2, []string{"3", "c", "30", "y3"})
+	w, err = c2.Writes(kv.OpUpsert, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, _, err := b2.Write(ctx, w); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("a write of a column node 2 does not know returned %v before its catalog learned of it", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	lag.lagging.Store(false)
+	// The catalog applies something: the waiting write looks again.
+	addColumn(t, cat, id, catalog.Column{Name: "z", Type: "bigint"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := scanText(t, b2), []string{"1|a|5|NULL|NULL", "2|b|20|NULL|NULL", "3|c|30|y3|NULL"}; !slices.Equal(got, want) {
+		t.Fatalf("node 2 after the write: %v, want %v", got, want)
 	}
 }

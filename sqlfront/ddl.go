@@ -119,59 +119,12 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 	for _, elt := range cs.TableElts {
 		switch e := elt.Node.(type) {
 		case *pg.Node_ColumnDef:
-			cd := e.ColumnDef
-			serial := serialTypes[typeNameOf(cd.TypeName)]
-			var typ sqltypes.Type
-			var err error
-			if serial != "" && len(cd.TypeName.ArrayBounds) == 0 {
-				typ, err = sqltypes.Parse(serial)
-			} else {
-				typ, err = typeOf(cd.TypeName)
-			}
+			col, def, pk, err := columnOf(e.ColumnDef, name)
 			if err != nil {
 				return nil, err
 			}
-			col := catalog.Column{Name: cd.Colname, Type: typ.Name(), NotNull: cd.IsNotNull}
-			if serial != "" {
-				col.Sequence, col.NotNull = catalog.SequenceSerial, true
-			}
-			var def string
-			for _, c := range cd.Constraints {
-				con := c.GetConstraint()
-				if col.Sequence != "" && (con.Contype == pg.ConstrType_CONSTR_DEFAULT || con.Contype == pg.ConstrType_CONSTR_IDENTITY) {
-					return nil, errorf(pgwire.CodeSyntaxError, "multiple default values specified for column %q of table %q", cd.Colname, name)
-				}
-				switch con.Contype {
-				case pg.ConstrType_CONSTR_IDENTITY:
-					if def != "" {
-						return nil, errorf(pgwire.CodeSyntaxError, "both default and identity specified for column %q of table %q", cd.Colname, name)
-					}
-					if catalog.SequenceMax(col.Type) == 0 {
-						return nil, errorf(pgwire.CodeInvalidParameterValue, "identity column type must be smallint, integer, or bigint")
-					}
-					if len(con.Options) > 0 {
-						return nil, unsupported("identity sequence options (START WITH, INCREMENT BY, …) are not supported")
-					}
-					col.Sequence, col.NotNull = catalog.SequenceByDefault, true
-					if con.GeneratedWhen == "a" {
-						col.Sequence = catalog.SequenceAlways
-					}
-					continue
-				}
-				switch con.Contype {
-				case pg.ConstrType_CONSTR_NOTNULL:
-					col.NotNull = true
-				case pg.ConstrType_CONSTR_NULL:
-				case pg.ConstrType_CONSTR_DEFAULT:
-					if def, err = constantExpr(con.RawExpr, typ); err != nil {
-						return nil, err
-					}
-					col.Default = def
-				case pg.ConstrType_CONSTR_PRIMARY:
-					spec.PrimaryKey = append(spec.PrimaryKey, cd.Colname)
-				default:
-					return nil, unsupported("%s constraints are not supported", constraintName(con.Contype))
-				}
+			if pk {
+				spec.PrimaryKey = append(spec.PrimaryKey, col.Name)
 			}
 			spec.Columns = append(spec.Columns, col)
 			defaults = append(defaults, def)
@@ -279,6 +232,61 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 		}
 		return nil, s.f.waitLeaders(ctx, out.Buckets)
 	}), nil
+}
+
+// columnOf reads a column definition of CREATE TABLE or ALTER TABLE … ADD
+// COLUMN of table: the column, its SQL default expression ("" for none),
+// and whether it declares itself the primary key.
+func columnOf(cd *pg.ColumnDef, table string) (col catalog.Column, def string, pk bool, err error) {
+	serial := serialTypes[typeNameOf(cd.TypeName)]
+	var typ sqltypes.Type
+	if serial != "" && len(cd.TypeName.ArrayBounds) == 0 {
+		typ, err = sqltypes.Parse(serial)
+	} else {
+		typ, err = typeOf(cd.TypeName)
+	}
+	if err != nil {
+		return col, "", false, err
+	}
+	col = catalog.Column{Name: cd.Colname, Type: typ.Name(), NotNull: cd.IsNotNull}
+	if serial != "" {
+		col.Sequence, col.NotNull = catalog.SequenceSerial, true
+	}
+	for _, c := range cd.Constraints {
+		con := c.GetConstraint()
+		if col.Sequence != "" && (con.Contype == pg.ConstrType_CONSTR_DEFAULT || con.Contype == pg.ConstrType_CONSTR_IDENTITY) {
+			return col, "", false, errorf(pgwire.CodeSyntaxError, "multiple default values specified for column %q of table %q", cd.Colname, table)
+		}
+		switch con.Contype {
+		case pg.ConstrType_CONSTR_IDENTITY:
+			if def != "" {
+				return col, "", false, errorf(pgwire.CodeSyntaxError, "both default and identity specified for column %q of table %q", cd.Colname, table)
+			}
+			if catalog.SequenceMax(col.Type) == 0 {
+				return col, "", false, errorf(pgwire.CodeInvalidParameterValue, "identity column type must be smallint, integer, or bigint")
+			}
+			if len(con.Options) > 0 {
+				return col, "", false, unsupported("identity sequence options (START WITH, INCREMENT BY, …) are not supported")
+			}
+			col.Sequence, col.NotNull = catalog.SequenceByDefault, true
+			if con.GeneratedWhen == "a" {
+				col.Sequence = catalog.SequenceAlways
+			}
+		case pg.ConstrType_CONSTR_NOTNULL:
+			col.NotNull = true
+		case pg.ConstrType_CONSTR_NULL:
+		case pg.ConstrType_CONSTR_DEFAULT:
+			if def, err = constantExpr(con.RawExpr, typ); err != nil {
+				return col, "", false, err
+			}
+			col.Default = def
+		case pg.ConstrType_CONSTR_PRIMARY:
+			pk = true
+		default:
+			return col, "", false, unsupported("%s constraints are not supported", constraintName(con.Contype))
+		}
+	}
+	return col, def, pk, nil
 }
 
 // checkColumns reports what PostgreSQL would: duplicate columns, and key or

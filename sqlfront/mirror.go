@@ -240,7 +240,16 @@ func (f *Frontend) refreshMirror(ctx context.Context, t *tableInfo) error {
 					hi = int64(r.end - min(g.Offset, r.end))
 				}
 				if lo < hi {
-					batches = append(batches, g.Record.NewSlice(lo, hi))
+					slice := g.Record.NewSlice(lo, hi)
+					wide, err := t.widen(slice)
+					slice.Release()
+					if err != nil {
+						for _, rec := range batches {
+							rec.Release()
+						}
+						return err
+					}
+					batches = append(batches, wide)
 				}
 			}
 			err := appendRows(batches)

@@ -76,9 +76,15 @@ func (c *changelogSource) Open(ctx context.Context, columns []int) (array.Record
 		if err != nil {
 			return nil, fmt.Errorf("read the changelog of %q: %w", c.info.name, err)
 		}
-		for _, g := range got {
-			rec := c.withOffsets(g.Record, g.Offset, id)
+		for i, g := range got {
+			rec, err := c.withOffsets(g.Record, g.Offset, id)
 			g.Record.Release()
+			if err != nil {
+				for _, g := range got[i+1:] {
+					g.Record.Release()
+				}
+				return nil, fmt.Errorf("read the changelog of %q: %w", c.info.name, err)
+			}
 			out = append(out, project(rec, columns))
 			rec.Release()
 		}
@@ -87,8 +93,18 @@ func (c *changelogSource) Open(ctx context.Context, columns []int) (array.Record
 }
 
 // withOffsets turns a changelog batch (_change_type, columns) into a batch
-// of the view's schema.
-func (c *changelogSource) withOffsets(rec arrow.RecordBatch, first uint64, bucket catalog.BucketID) arrow.RecordBatch {
+// of the view's schema. A batch written before ALTER TABLE … ADD COLUMN
+// has fewer columns: the added ones read as their missing values.
+func (c *changelogSource) withOffsets(rec arrow.RecordBatch, first uint64, bucket catalog.BucketID) (arrow.RecordBatch, error) {
+	if int(rec.NumCols()) < 1+len(c.info.cols) {
+		cols := append([]sqltypes.Column{{Name: kv.ChangeTypeColumn, Type: mustType("text"), NotNull: true}}, c.info.cols...)
+		wide, err := sqltypes.Widen(rec, cols, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer wide.Release()
+		rec = wide
+	}
 	n := int(rec.NumRows())
 	ob := array.NewInt64Builder(memory.DefaultAllocator)
 	bb := array.NewInt64Builder(memory.DefaultAllocator)
@@ -103,5 +119,5 @@ func (c *changelogSource) withOffsets(rec arrow.RecordBatch, first uint64, bucke
 	defer bks.Release()
 	cols := []arrow.Array{rec.Column(0), offs, bks}
 	cols = append(cols, rec.Columns()[1:]...)
-	return array.NewRecordBatch(c.schema, cols, int64(n))
+	return array.NewRecordBatch(c.schema, cols, int64(n)), nil
 }

@@ -135,7 +135,9 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		return s.planUpdate(ctx, n.UpdateStmt, paramOIDs)
 	case *pg.Node_DeleteStmt:
 		return s.planDelete(ctx, n.DeleteStmt, paramOIDs)
-	case *pg.Node_CreateSchemaStmt, *pg.Node_CreateTableAsStmt, *pg.Node_IndexStmt, *pg.Node_AlterTableStmt,
+	case *pg.Node_AlterTableStmt:
+		return s.planAlterTable(ctx, n.AlterTableStmt)
+	case *pg.Node_CreateSchemaStmt, *pg.Node_CreateTableAsStmt, *pg.Node_IndexStmt,
 		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateRoleStmt,
 		*pg.Node_GrantStmt, *pg.Node_TruncateStmt, *pg.Node_RenameStmt, *pg.Node_CreateFunctionStmt:
 		return nil, unsupported("%s is not supported by mink", statementName(node))

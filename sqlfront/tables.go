@@ -38,7 +38,7 @@ func newTableInfo(t *catalog.Table) (*tableInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("table %q column %q: %w", t.Spec.Name, c.Name, err)
 		}
-		ti.cols = append(ti.cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull})
+		ti.cols = append(ti.cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull, Missing: c.Missing})
 		ti.colIdx[c.Name] = i
 	}
 	ti.schema = sqltypes.Schema(ti.cols)
@@ -49,6 +49,22 @@ func newTableInfo(t *catalog.Table) (*tableInfo, error) {
 		ti.partCol = ti.colIdx[t.Spec.PartitionBy]
 	}
 	return ti, nil
+}
+
+// widen returns a stored batch of the table as a batch of all its current
+// columns: a batch written before ALTER TABLE … ADD COLUMN (or by a node
+// that had not seen it yet) lacks the added columns, which read as their
+// missing values (sqltypes.Widen). The result is a new reference.
+func (t *tableInfo) widen(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if int(rec.NumCols()) == len(t.cols) {
+		rec.Retain()
+		return rec, nil
+	}
+	w, err := sqltypes.Widen(rec, t.cols, nil)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w", t.name, err)
+	}
+	return w, nil
 }
 
 // lookupTableByName returns the table called name.
@@ -111,8 +127,13 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 	live := map[catalog.TableID]bool{}
 	for _, t := range tables {
 		live[t.ID] = true
-		if _, ok := r.views[t.ID]; ok {
-			continue
+		if rt, ok := r.views[t.ID]; ok {
+			if len(rt.info.cols) == len(t.Spec.Columns) {
+				continue
+			}
+			// ALTER TABLE … ADD COLUMN: register the new columns.
+			rt.release()
+			delete(r.views, t.ID)
 		}
 		info, err := newTableInfo(t)
 		if err != nil {
@@ -263,15 +284,32 @@ func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordRead
 			lakeRdr.close()
 			return nil, fmt.Errorf("read table %q: %w", t.info.name, err)
 		}
-		for _, b := range got {
-			batches = append(batches, project(b.Record, columns))
+		for i, b := range got {
+			wide, err := t.info.widen(b.Record)
+			if err != nil {
+				for _, b := range got[i:] {
+					b.Record.Release()
+				}
+				release()
+				lakeRdr.close()
+				return nil, err
+			}
+			batches = append(batches, project(wide, columns))
+			wide.Release()
 			b.Record.Release()
 		}
 	}
 	for _, w := range t.r.s.tx.pending {
 		if w.table.id == t.info.id {
 			for _, rec := range w.records {
-				batches = append(batches, project(rec, columns))
+				wide, err := t.info.widen(rec)
+				if err != nil {
+					release()
+					lakeRdr.close()
+					return nil, err
+				}
+				batches = append(batches, project(wide, columns))
+				wide.Release()
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/internal/sqltypes"
 )
 
 const (
@@ -68,7 +69,7 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 		next := from
 		for _, b := range batches {
 			if err == nil {
-				err = s.sendBatch(w, b, from, end, cols, schema)
+				err = s.sendBatch(w, r.table.cols, b, from, end, cols, schema)
 			}
 			next = max(next, b.Offset+uint64(b.Record.NumRows()))
 		}
@@ -119,19 +120,31 @@ func (s *Service) bucketReader(id catalog.BucketID, t flightwire.Ticket) (readFu
 }
 
 // sendBatch writes the rows of b within [from, end), projected to cols, in
-// messages of at most maxRowsPerMessage rows.
-func (s *Service) sendBatch(w *flight.Writer, b buckets.Batch, from, end uint64, cols []int, schema *arrow.Schema) error {
+// messages of at most maxRowsPerMessage rows. stored are the columns of
+// the bucket's batches now: a batch stored with fewer (before ALTER TABLE
+// … ADD COLUMN) is widened to them.
+func (s *Service) sendBatch(w *flight.Writer, stored []sqltypes.Column, b buckets.Batch, from, end uint64, cols []int, schema *arrow.Schema) error {
 	rows := uint64(b.Record.NumRows())
 	lo, hi := max(from, b.Offset), min(end, b.Offset+rows)
 	if lo >= hi {
 		return nil
 	}
+	batch := b.Record
+	if int(batch.NumCols()) < len(stored) {
+		// The added columns read as their missing values.
+		wide, err := sqltypes.Widen(batch, stored, s.alloc)
+		if err != nil {
+			return fmt.Errorf("bucket batch at offset %d: %w", b.Offset, err)
+		}
+		defer wide.Release()
+		batch = wide
+	}
 	arrs := make([]arrow.Array, len(cols))
 	for i, c := range cols {
-		if int64(c) >= b.Record.NumCols() || !arrow.TypeEqual(b.Record.Column(c).DataType(), schema.Field(i).Type) {
+		if int64(c) >= batch.NumCols() || !arrow.TypeEqual(batch.Column(c).DataType(), schema.Field(i).Type) {
 			return fmt.Errorf("bucket batch at offset %d does not match the table's schema (column %d)", b.Offset, c)
 		}
-		arrs[i] = b.Record.Column(c)
+		arrs[i] = batch.Column(c)
 	}
 	rec := array.NewRecordBatch(schema, arrs, int64(rows))
 	defer rec.Release()

@@ -20,6 +20,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
 )
 
@@ -228,7 +229,7 @@ func (s *Service) doGetChangelog(t flightwire.Ticket, tb *table, stream flight.F
 		next := from
 		for _, b := range batches {
 			if err == nil {
-				err = s.sendBatch(w, b, from, end, cols, schema)
+				err = s.sendBatch(w, changelogColumns(tb), b, from, end, cols, schema)
 			}
 			next = max(next, b.Offset+uint64(b.Record.NumRows()))
 		}
@@ -464,4 +465,10 @@ func (p *Pool) ReadChangelog(ctx context.Context, addr string, bucket catalog.Bu
 		}
 		addr = nle.To
 	}
+}
+
+// changelogColumns are the columns of a primary-key table's changelog
+// batches: the change type, then the table's.
+func changelogColumns(tb *table) []sqltypes.Column {
+	return append([]sqltypes.Column{{Name: kv.ChangeTypeColumn, Type: sqltypes.Of(sqltypes.Text), NotNull: true}}, tb.cols...)
 }

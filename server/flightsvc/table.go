@@ -35,7 +35,7 @@ func newTable(t *catalog.Table) (*table, error) {
 		if err != nil {
 			return nil, fmt.Errorf("table %q column %q: %w", t.Spec.Name, c.Name, err)
 		}
-		tb.cols = append(tb.cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull})
+		tb.cols = append(tb.cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull, Missing: c.Missing})
 		idx[c.Name] = i
 	}
 	tb.schema = sqltypes.Schema(tb.cols)

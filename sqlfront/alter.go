@@ -1,0 +1,195 @@
+package sqlfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+)
+
+// ALTER TABLE … ADD COLUMN. A table's columns only grow at the end
+// (catalog.AddColumn), so stored rows are never rewritten: a row stored
+// without the column reads as the column's missing value, which is its
+// DEFAULT evaluated once by the ALTER (as PostgreSQL stores attmissingval
+// for a non-volatile default), or NULL.
+
+// addColumn is one ADD COLUMN of an ALTER TABLE.
+type addColumn struct {
+	col         catalog.Column
+	def         string // the SQL default expression, "" for none
+	ifNotExists bool
+}
+
+func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*stmt, error) {
+	if at.Objtype != pg.ObjectType_OBJECT_TABLE {
+		return nil, unsupported("ALTER %s is not supported", strings.TrimPrefix(at.Objtype.String(), "OBJECT_"))
+	}
+	name, err := relName(at.Relation)
+	if err != nil {
+		return nil, err
+	}
+	var adds []addColumn
+	for _, c := range at.Cmds {
+		cmd := c.GetAlterTableCmd()
+		if cmd == nil || cmd.Subtype != pg.AlterTableType_AT_AddColumn {
+			what := "this form of ALTER TABLE"
+			if cmd != nil {
+				what = "ALTER TABLE … " + strings.ReplaceAll(strings.TrimPrefix(cmd.Subtype.String(), "AT_"), "_", " ")
+			}
+			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: what + " is not supported by mink",
+				Hint: "ALTER TABLE supports ADD COLUMN: a table's columns can be added, not dropped, retyped or renamed."}
+		}
+		cd := cmd.Def.GetColumnDef()
+		if cd == nil {
+			return nil, unsupported("ALTER TABLE … ADD without a column definition is not supported")
+		}
+		col, def, pk, err := columnOf(cd, name)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case pk:
+			return nil, unsupported("ALTER TABLE cannot add a primary-key column: a table's primary key is fixed when it is created")
+		case col.Sequence != "":
+			return nil, unsupported("ALTER TABLE cannot add a serial or identity column to existing rows")
+		case def != "" && isRowDefault(mustParseExpr(def)):
+			return nil, unsupported("ALTER TABLE cannot add a column whose DEFAULT gives each existing row its own value (%s)", def)
+		}
+		adds = append(adds, addColumn{col: col, def: def, ifNotExists: cmd.MissingOk})
+	}
+	return s.tagWithNotices("ALTER TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {
+		t, err := s.f.lookupTableByName(name)
+		if err == nil && s.tx.status == pgwire.TxInBlock && s.droppedInTx(name) {
+			err = errDroppedInTx(name)
+		}
+		if err != nil {
+			if at.MissingOk {
+				return []*pgwire.Error{notice("00000", "relation %q does not exist, skipping", name)}, nil
+			}
+			return nil, err
+		}
+		var notices []*pgwire.Error
+		for _, a := range adds {
+			n, err := s.addColumn(ctx, t, a)
+			if err != nil {
+				return nil, err
+			}
+			if n != nil {
+				notices = append(notices, n)
+			}
+			if t, err = s.f.lookupTableByName(name); err != nil {
+				return nil, err
+			}
+		}
+		return notices, nil
+	}), nil
+}
+
+func mustParseExpr(def string) *pg.Node {
+	n, err := parseExpr(def)
+	if err != nil {
+		return &pg.Node{}
+	}
+	return n
+}
+
+// addColumn adds one column to t; a notice if IF NOT EXISTS skipped it.
+func (s *session) addColumn(ctx context.Context, t *tableInfo, a addColumn) (*pgwire.Error, error) {
+	col := a.col
+	if _, ok := t.colIdx[col.Name]; ok {
+		if a.ifNotExists {
+			return notice(pgwire.CodeDuplicateColumn, "column %q of relation %q already exists, skipping", col.Name, t.name), nil
+		}
+		return nil, errorf(pgwire.CodeDuplicateColumn, "column %q of relation %q already exists", col.Name, t.name)
+	}
+	if t.isPK() && col.Name == kv.ChangeTypeColumn {
+		return nil, errorf(codeReservedName, "column name %q is reserved in primary-key tables (it is the change type of the table's changelog)", col.Name)
+	}
+	typ, err := sqltypes.Parse(col.Type)
+	if err != nil {
+		return nil, err
+	}
+	if a.def != "" {
+		missing, err := s.missingValue(ctx, a.def, typ)
+		if err != nil {
+			return nil, wrapf(toWire(err), "default of column %q", col.Name)
+		}
+		col.Missing = missing
+	}
+	if col.NotNull && col.Missing == nil {
+		// Existing rows would hold NULL: refused unless there are none.
+		empty, err := s.tableEmpty(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if !empty {
+			return nil, errorf(pgwire.CodeNotNullViolation, "column %q of relation %q contains null values", col.Name, t.name)
+		}
+	}
+	_, err = s.f.cfg.Meta.Propose(ctx, catalog.AddColumn{Table: t.id, Column: col})
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return nil, undefinedTable(t.name)
+	case errors.Is(err, catalog.ErrInvalid) && !a.ifNotExists:
+		// Another session added a column of that name meanwhile.
+		return nil, errorf(pgwire.CodeDuplicateColumn, "column %q of relation %q already exists", col.Name, t.name)
+	case errors.Is(err, catalog.ErrInvalid):
+		return notice(pgwire.CodeDuplicateColumn, "column %q of relation %q already exists, skipping", col.Name, t.name), nil
+	}
+	return nil, err
+}
+
+// missingValue evaluates a column's DEFAULT once, as the value of the rows
+// stored before the column existed; nil if it is NULL.
+func (s *session) missingValue(ctx context.Context, def string, typ sqltypes.Type) (*string, error) {
+	rdr, err := s.conn.QueryArrow(ctx, "SELECT CAST("+def+" AS "+typ.DuckDBType()+") AS v")
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Release()
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		if rec.NumRows() == 0 {
+			continue
+		}
+		conformed, err := sqltypes.Conform("default", []sqltypes.Column{{Name: "v", Type: typ}}, rec, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer conformed.Release()
+		if conformed.Column(0).IsNull(0) {
+			return nil, nil
+		}
+		text := sqltypes.MissingText(conformed.Column(0), 0)
+		return &text, nil
+	}
+	if err := rdr.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("default %s returned no row", def)
+}
+
+// tableEmpty reports whether t has no rows (as this session sees it).
+func (s *session) tableEmpty(ctx context.Context, t *tableInfo) (bool, error) {
+	if err := s.tables.sync(ctx); err != nil {
+		return false, err
+	}
+	rdr, err := s.conn.QueryArrow(ctx, "SELECT 1 FROM "+quoteIdent(t.name)+" LIMIT 1")
+	if err != nil {
+		return false, toWire(err)
+	}
+	defer rdr.Release()
+	for rdr.Next() {
+		if rdr.RecordBatch().NumRows() > 0 {
+			return false, nil
+		}
+	}
+	return true, toWire(rdr.Err())
+}

@@ -526,3 +526,54 @@ func TestAddColumnRoundFailsAtEveryWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingMeets: a predicate on a column a file lacks is evaluated on
+// the column's missing value with SQL semantics (NULL meets only IS NULL);
+// a value Predicate does not use, or of another type, is unknown.
+func TestMissingMeets(t *testing.T) {
+	str := func(s string) *string { return &s }
+	col := func(kind sqltypes.Kind, missing *string) sqltypes.Column {
+		return sqltypes.Column{Name: "c", Type: sqltypes.Of(kind), Missing: missing}
+	}
+	p := func(op PredOp, vals ...any) Predicate { return Predicate{Column: "c", Op: op, Values: vals} }
+	for _, tc := range []struct {
+		c            sqltypes.Column
+		p            Predicate
+		meets, known bool
+	}{
+		{col(sqltypes.Int4, str("7")), p(PredEq, int64(7)), true, true},
+		{col(sqltypes.Int4, str("7")), p(PredEq, int64(8)), false, true},
+		{col(sqltypes.Int4, str("7")), p(PredLt, int64(8)), true, true},
+		{col(sqltypes.Int4, str("7")), p(PredLt, int64(7)), false, true},
+		{col(sqltypes.Int4, str("7")), p(PredLe, int64(7)), true, true},
+		{col(sqltypes.Int4, str("7")), p(PredGt, int64(7)), false, true},
+		{col(sqltypes.Int4, str("7")), p(PredGe, int64(7)), true, true},
+		{col(sqltypes.Int4, str("7")), p(PredIn, int64(1), int64(7)), true, true},
+		{col(sqltypes.Int4, str("7")), p(PredIn, int64(1), int64(2)), false, true},
+		{col(sqltypes.Int4, str("7")), p(PredIn), false, true},
+		{col(sqltypes.Int4, str("7")), p(PredIsNull), false, true},
+		{col(sqltypes.Int4, str("7")), p(PredNotNull), true, true},
+		{col(sqltypes.Int4, str("7")), p(PredEq, "7"), false, false},
+		{col(sqltypes.Int2, str("-3")), p(PredLt, int64(0)), true, true},
+		{col(sqltypes.Int4, nil), p(PredIsNull), true, true},
+		{col(sqltypes.Int4, nil), p(PredNotNull), false, true},
+		{col(sqltypes.Int4, nil), p(PredEq, int64(7)), false, true},
+		{col(sqltypes.Text, str("m")), p(PredGe, "a"), true, true},
+		{col(sqltypes.Text, str("m")), p(PredEq, "z"), false, true},
+		{col(sqltypes.Bool, str("true")), p(PredEq, true), true, true},
+		{col(sqltypes.Bool, str("true")), p(PredIn, false), false, true},
+		{col(sqltypes.Bool, str("true")), p(PredLt, true), false, false},
+		{col(sqltypes.Date, str("2025-01-02")), p(PredGt, arrow.Date32(20000)), true, true},
+		{col(sqltypes.Date, str("2025-01-02")), p(PredEq, arrow.Date32(20090)), true, true},
+		{col(sqltypes.Float8, str("1.5")), p(PredEq, float64(1.5)), false, false},
+	} {
+		meets, known := missingMeets(tc.c, tc.p)
+		missing := "NULL"
+		if tc.c.Missing != nil {
+			missing = *tc.c.Missing
+		}
+		if meets != tc.meets || known != tc.known {
+			t.Errorf("%s missing %s, %s: meets %v known %v, want %v %v", tc.c.Type.Name(), missing, tc.p, meets, known, tc.meets, tc.known)
+		}
+	}
+}

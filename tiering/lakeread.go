@@ -231,23 +231,29 @@ func newLakeColumns(req ScanRequest, sch *iceberg.Schema, meta table.Metadata) l
 			first = s
 		}
 	}
-	column := func(name string, f *arrow.Field) (sqltypes.Column, bool) {
+	column := func(name string, f *arrow.Field) sqltypes.Column {
 		for _, c := range req.Columns {
 			if c.Name == name {
-				return c, true
+				return c
 			}
 		}
+		// Not in Columns: NULL where a file lacks it (a filter column
+		// not in Schema is never filled, only evaluated).
+		c := sqltypes.Column{Name: name}
 		if f != nil {
-			return sqltypes.Column{Name: name, Type: sqltypes.FromArrowField(*f)}, true
+			c.Type = sqltypes.FromArrowField(*f)
 		}
-		return sqltypes.Column{}, false
+		return c
 	}
 	see := func(name string, f *arrow.Field) {
 		if name == BucketColumn || name == OffsetColumn {
 			return
 		}
-		c, ok := column(name, f)
-		if !ok {
+		c := column(name, f)
+		if prev, ok := cols.added[name]; ok && prev.Type.Valid() {
+			return
+		}
+		if prev, ok := cols.notInSchema[name]; ok && prev.Type.Valid() {
 			return
 		}
 		switch {

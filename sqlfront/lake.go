@@ -250,7 +250,7 @@ func (f *Frontend) fillMirrorFromLake(ctx context.Context, t *tableInfo, nt *eng
 	if f.cfg.Lake == nil {
 		return nil, fmt.Errorf("table %q has tiered rows but this node has no lake reader", t.name)
 	}
-	req := tiering.ScanRequest{Table: t.id, Snapshot: pin.snapshot, Schema: t.schema}
+	req := tiering.ScanRequest{Table: t.id, Snapshot: pin.snapshot, Schema: t.schema, Columns: t.cols}
 	if !pin.all || len(fill) < len(pin.offsets) {
 		req.Buckets = fill
 	}
@@ -301,7 +301,7 @@ func (t *tableSource) openLake(ctx context.Context, pin lakePin, ids []catalog.B
 	if lr == nil {
 		return nil, fmt.Errorf("table %q has tiered rows but this node has no lake reader", t.info.name)
 	}
-	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns), Filter: filter}
+	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns), Columns: t.info.cols, Filter: filter}
 	if !pin.all {
 		req.Buckets = []catalog.BucketID{}
 		for _, id := range ids {

@@ -577,3 +577,98 @@ func TestMissingMeets(t *testing.T) {
 		}
 	}
 }
+
+// TestAddNestedColumns: added interval and array columns (a Parquet group
+// and a LIST) with missing values read back the same from a file written
+// before them, from a stream batch without them, and after compaction
+// rewrote the old files.
+func TestAddNestedColumns(t *testing.T) {
+	e := newEnv(t)
+	spec := catalog.TableSpec{Name: "nested", Buckets: 1, Columns: []catalog.Column{{Name: "id", Type: "bigint", NotNull: true}}}
+	id := e.createTable(spec)
+	b := sortedKeys(e.ends(id))[0]
+	mem := memory.DefaultAllocator
+	ivType, tagsType := sqltypes.Of(sqltypes.Interval), sqltypes.ArrayOf(sqltypes.Of(sqltypes.Int4))
+	ivb := array.NewMonthDayNanoIntervalBuilder(mem)
+	ivb.Append(arrow.MonthDayNanoInterval{Months: 1, Days: -2, Nanoseconds: 3_000_000_000})
+	iv := ivb.NewArray()
+	defer iv.Release()
+	lb := array.NewListBuilder(mem, arrow.PrimitiveTypes.Int32)
+	lb.Append(true)
+	lb.ValueBuilder().(*array.Int32Builder).AppendValues([]int32{4, 5}, nil)
+	tags := lb.NewArray()
+	defer tags.Release()
+	ivMissing, tagsMissing := sqltypes.MissingText(iv, 0), sqltypes.MissingText(tags, 0)
+	cols := []sqltypes.Column{
+		{Name: "id", Type: sqltypes.Of(sqltypes.Int8), NotNull: true},
+		{Name: "iv", Type: ivType, Missing: &ivMissing},
+		{Name: "tags", Type: tagsType, Missing: &tagsMissing},
+	}
+	appendIDs := func(width int, from, n int64) {
+		t.Helper()
+		var end, le uint64
+		e.cat.Read(func(v *catalog.View) {
+			end = v.Streams[catalog.StreamID(b)].End
+			le = v.Streams[catalog.StreamID(b)].Epoch
+		})
+		rb := array.NewRecordBuilder(mem, sqltypes.Schema(cols[:width]))
+		defer rb.Release()
+		for i := range n {
+			rb.Field(0).(*array.Int64Builder).Append(from + i)
+			if width > 1 {
+				rb.Field(1).(*array.MonthDayNanoIntervalBuilder).Append(arrow.MonthDayNanoInterval{Days: int32(i)})
+			}
+			if width > 2 {
+				l := rb.Field(2).(*array.ListBuilder)
+				l.Append(true)
+				l.ValueBuilder().(*array.Int32Builder).Append(int32(i))
+			}
+		}
+		e.src.add(b, Batch{Offset: end, Record: rb.NewRecordBatch()})
+		e.propose(catalog.CommitStreamObjects{Stream: catalog.StreamID(b), Epoch: le,
+			Objects: []catalog.StreamObject{{Key: fmt.Sprintf("fake/%d/%d", b, end), Start: end, End: end + uint64(n), Size: 1}}})
+	}
+	want := map[int64]string{}
+	for i := range int64(3) {
+		want[i] = fmt.Sprintf("%d %s %s", i, ivMissing, tagsMissing)
+	}
+	appendIDs(1, 0, 3)
+	tr := e.tierer()
+	if _, err := tr.Round(e.ctx, id, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	e.propose(catalog.AddColumn{Table: id, Column: catalog.Column{Name: "iv", Type: "interval", Missing: &ivMissing}})
+	e.propose(catalog.AddColumn{Table: id, Column: catalog.Column{Name: "tags", Type: "integer[]", Missing: &tagsMissing}})
+	appendIDs(1, 10, 2) // a late writer
+	for i := range int64(2) {
+		want[10+i] = fmt.Sprintf("%d %s %s", 10+i, ivMissing, tagsMissing)
+	}
+	appendIDs(3, 20, 2)
+	want[20] = `20 {"months":0,"days":0,"nanoseconds":0} [0]`
+	want[21] = `21 {"months":0,"days":1,"nanoseconds":0} [1]`
+	read := func(what string) {
+		t.Helper()
+		got := map[int64]string{}
+		r := NewLakeReader(e.store.Inner(), storeURL, nil)
+		err := r.Scan(e.ctx, ScanRequest{Table: id, Snapshot: e.tiered(id).LakeSnapshotID, Schema: sqltypes.Schema(cols), Columns: cols}, func(rec arrow.RecordBatch) error {
+			for i := range int(rec.NumRows()) {
+				got[rec.Column(0).(*array.Int64).Value(i)] = fmt.Sprintf("%s %s %s", rec.Column(0).ValueStr(i), rec.Column(1).ValueStr(i), rec.Column(2).ValueStr(i))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s:\n got  %v\n want %v", what, got, want)
+		}
+	}
+	if _, err := tr.Round(e.ctx, id, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	read("after the round")
+	if res, err := tr.Compact(e.ctx, id, e.epoch, CompactPolicy{TargetFileSize: 1 << 30, MinFiles: 1}); err != nil || res.Rewritten != 2 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	read("after compaction")
+}

@@ -279,6 +279,38 @@ func hasField(s *iceberg.Schema, name string) bool {
 	return ok
 }
 
+// hasMetrics reports whether counts (a data file's value counts by field
+// id) has a count of column name of schema, or of one of its nested fields
+// (an interval's struct fields, an array's element: metrics are kept for
+// leaves).
+func hasMetrics(schema *iceberg.Schema, name string, counts map[int]int64) bool {
+	if schema == nil {
+		return false
+	}
+	field, ok := schema.FindFieldByName(name)
+	if !ok {
+		return false
+	}
+	var has func(id int, t iceberg.Type) bool
+	has = func(id int, t iceberg.Type) bool {
+		if _, ok := counts[id]; ok {
+			return true
+		}
+		switch t := t.(type) {
+		case *iceberg.StructType:
+			for _, f := range t.FieldList {
+				if has(f.ID, f.Type) {
+					return true
+				}
+			}
+		case *iceberg.ListType:
+			return has(t.ElementID, t.Element)
+		}
+		return false
+	}
+	return has(field.ID, field.Type)
+}
+
 // scanFiles are the scans of one ScanRequest: the scan of the files that
 // have every column the request names, and scans of files that lack some
 // (their predicates on the columns they lack left out), made as needed.
@@ -322,6 +354,20 @@ func (r *LakeReader) forFile(ctx context.Context, s *scanFiles, task table.FileS
 	scan = s.scans[""]
 	s.mu.Unlock()
 	if len(s.cols.added) == 0 {
+		return scan, absent, false, nil
+	}
+	// A file with column metrics for the column has it (the common case
+	// once the lake has evolved: no footer to read). Metrics can be left
+	// out, so their absence proves nothing: the footer tells.
+	counts := task.File.ValueCounts()
+	known := true
+	for name := range s.cols.added {
+		if !hasMetrics(s.schema, name, counts) {
+			known = false
+			break
+		}
+	}
+	if known {
 		return scan, absent, false, nil
 	}
 	meta, _, err := r.footer(ctx, task.File.FilePath())

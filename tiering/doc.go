@@ -15,6 +15,13 @@
 // so two rounds (an old and a new coordinator) can never both commit on the
 // same base.
 //
+// A table's columns can grow (ALTER TABLE … ADD COLUMN): the first round or
+// compaction that writes after it adds the columns to the lake's Iceberg
+// schema (Lake.evolve). Files are not rewritten for it; a file, stream batch
+// or changelog record written before a column holds a prefix of the table's
+// columns and reads (LakeReader) or is rewritten (rounds, compaction) with
+// the column's missing value (catalog Column.Missing).
+//
 // Files written by rounds that never committed are garbage; LakeCollector
 // deletes them after a grace delay, and never a file referenced by a
 // retained lake snapshot.

@@ -86,12 +86,8 @@ func (m *tableMeta) codec() (*kvcodec.Codec, error) {
 
 // columnAdded reports whether a column was added after its table was
 // created, and the value rows stored without it read as (nil: NULL).
-//
-// The table info does not say yet: every column counts as created, which
-// reads the rows of a table never altered. TODO(lead): return the info's
-// Added and Missing once flightwire.Column carries them.
 func columnAdded(col flightwire.Column) (added bool, missing *string) {
-	return false, nil
+	return col.Added, col.Missing
 }
 
 // Lookup returns the rows of a primary-key table whose keys are the rows
@@ -227,7 +223,19 @@ func (c *Client) Lookup(ctx context.Context, table string, keys arrow.RecordBatc
 			rows = append(rows, row)
 		}
 	}
-	return codec.DecodeRows(memory.DefaultAllocator, rows)
+	out, err := codec.DecodeRows(memory.DefaultAllocator, rows)
+	if errors.Is(err, kvcodec.ErrNewerColumns) {
+		// The table gained columns (ALTER TABLE … ADD COLUMN) since its
+		// information was cached; keys encode as before.
+		if m, err = c.table(ctx, table, true); err != nil {
+			return nil, err
+		}
+		if codec, err = m.codec(); err != nil {
+			return nil, err
+		}
+		return codec.DecodeRows(memory.DefaultAllocator, rows)
+	}
+	return out, err
 }
 
 // lookupBucket runs one lookup action at the bucket's leader, following

@@ -160,7 +160,7 @@ func (r overlayReader) Get(key []byte) ([]byte, bool, error) {
 func (t *txBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRecord, uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	records, err := kv.Changes(overlayReader{ctx: ctx, t: t}, writes)
+	records, err := kv.ChangesWith(t.base.Codec(), overlayReader{ctx: ctx, t: t}, writes)
 	if err != nil {
 		return nil, 0, err
 	}

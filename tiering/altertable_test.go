@@ -274,6 +274,25 @@ func TestAddColumnLogTable(t *testing.T) {
 		sameRows(t, fmt.Sprintf("filter %s before ALTER TABLE", tc.p), scanGrown(t, e, r, id, before, alterSchema, tc.p), rowsWhere(beforeRows, tc.holds))
 	}
 
+	// A scan of only added columns reads the rows of files that lack them
+	// all (SELECT sum(n) … WHERE n = 7).
+	onlyN := sqltypes.Schema(alterSchema[2:3])
+	var sevens, sum int64
+	err = r.Scan(e.ctx, ScanRequest{Table: id, Snapshot: last, Schema: onlyN, Columns: alterSchema,
+		Filter: []Predicate{{Column: "n", Op: PredEq, Values: []any{int64(7)}}}}, func(rec arrow.RecordBatch) error {
+		ns := rec.Column(0).(*array.Int32)
+		for i := range ns.Len() {
+			if ns.IsValid(i) && ns.Value(i) == 7 {
+				sevens++
+				sum += int64(ns.Value(i))
+			}
+		}
+		return nil
+	})
+	if want := int64(len(rowsWhere(model, func(g grownRow) bool { return g.n == 7 }))); err != nil || sevens != want || want == 0 {
+		t.Fatalf("scan of n alone where n = 7: %d rows (sum %d), %v; want %d", sevens, sum, err, want)
+	}
+
 	// Without the missing values (Columns), a file without the column
 	// reads as NULL: the old files are still there.
 	nulls := scanGrown(t, e, r, id, last, nil)

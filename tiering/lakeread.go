@@ -328,8 +328,14 @@ type scanFiles struct {
 	scans map[string]*table.Scan // guarded by mu
 }
 
-func (s *scanFiles) newScan(filter iceberg.BooleanExpression) *table.Scan {
-	opts := []table.ScanOption{table.WithSnapshotID(s.req.Snapshot), table.WithSelectedFields(s.fields...)}
+func (s *scanFiles) newScan(filter iceberg.BooleanExpression, extra ...string) *table.Scan {
+	fields := s.fields
+	for _, f := range extra {
+		if !slices.Contains(fields, f) {
+			fields = append(slices.Clip(fields), f)
+		}
+	}
+	opts := []table.ScanOption{table.WithSnapshotID(s.req.Snapshot), table.WithSelectedFields(fields...)}
 	rowFilter := s.bucketFilter
 	if filter != nil {
 		if rowFilter == nil {
@@ -412,7 +418,10 @@ func (r *LakeReader) forFile(ctx context.Context, s *scanFiles, task table.FileS
 		if len(keep) > 0 && s.schema != nil {
 			filter = icebergFilter(s.schema, keep)
 		}
-		scan = s.newScan(filter)
+		// Every file has the offset column: selected too, so that a scan
+		// whose columns the file all lacks still reads its rows (conform
+		// drops it).
+		scan = s.newScan(filter, OffsetColumn)
 		s.scans[key] = scan
 	}
 	return scan, absent, false, nil

@@ -115,6 +115,11 @@ type Column struct {
 	Name    string `json:"name"`
 	Type    string `json:"type"`
 	NotNull bool   `json:"not_null,omitempty"`
+	// Added marks a column ALTER TABLE … ADD COLUMN added; Missing is the
+	// value rows stored without it read as (catalog.Column.Missing; nil:
+	// NULL).
+	Added   bool    `json:"added,omitempty"`
+	Missing *string `json:"missing,omitempty"`
 }
 
 // PartitionInfo is one partition and its buckets, in index order.

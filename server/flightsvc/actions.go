@@ -103,7 +103,7 @@ func (s *Service) describeTable(name string) (*flightwire.TableInfo, error) {
 			BucketKey: t.Spec.BucketKey, BucketCount: t.Spec.Buckets,
 		}
 		for _, c := range t.Spec.Columns {
-			info.Columns = append(info.Columns, flightwire.Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull})
+			info.Columns = append(info.Columns, flightwire.Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull, Added: c.Added, Missing: c.Missing})
 		}
 		bucketInfos := func(ids []catalog.BucketID) []flightwire.BucketInfo {
 			out := make([]flightwire.BucketInfo, len(ids))

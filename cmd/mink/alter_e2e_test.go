@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/minkdb/mink/client"
 )
@@ -192,4 +196,161 @@ func testAlterTableAddColumn(t *testing.T, direct bool) {
 	if got := dump(t, conn, `SELECT _change_type, c FROM "kv$changelog" WHERE k = 5 ORDER BY _offset`); got != "+I 0\n-U 0\n+U 55\n" {
 		t.Fatalf("changelog of key 5: %q", got)
 	}
+}
+
+// TestAlterTableAddColumnCluster: ADD COLUMN on one node of three while
+// clients on the other two keep writing a log table and a primary-key
+// table (six buckets each, led by all three nodes). Writers use the new
+// column once their node knows it; rows written without it, before the
+// ALTER or by a node that had not applied it yet, read its DEFAULT. Every
+// acknowledged row is there, once, with the right value, read on every
+// node.
+func TestAlterTableAddColumnCluster(t *testing.T) {
+	c := newTestCluster(t, clusterOpts{})
+	c.startAll()
+	ctx := context.Background()
+	setup, err := c.nodes[0].pg(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close(ctx)
+	for _, q := range []string{
+		"CREATE TABLE ev (id bigint NOT NULL, w integer NOT NULL) WITH (buckets = 6)",
+		"CREATE TABLE kv (id bigint PRIMARY KEY, w integer NOT NULL) WITH (buckets = 6)",
+	} {
+		if _, err := setup.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitServed(c.nodes[0], "ev", 60*time.Second)
+	c.waitServed(c.nodes[0], "kv", 60*time.Second)
+
+	// Each writer inserts ids w, w+2, w+4, … into both tables; an id
+	// written with the new column gets tag = id. done[table] lists the
+	// acknowledged ids and whether they carried the column.
+	type written struct {
+		id     int64
+		tagged bool
+	}
+	var mu sync.Mutex
+	done := map[string][]written{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := c.nodes[1+w].pg(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(ctx)
+			tagged := map[string]bool{}
+			// insert writes id into table, with the column once the
+			// node knows it.
+			insert := func(ctx context.Context, table string, id int64) error {
+				_, err := conn.Exec(ctx, "INSERT INTO "+table+" (id, w, tag) VALUES ($1, $2, $1)", id, w)
+				var pgErr *pgconn.PgError
+				if !tagged[table] && errors.As(err, &pgErr) && pgErr.Code == "42703" {
+					// This node does not know the column yet.
+					_, err = conn.Exec(ctx, "INSERT INTO "+table+" (id, w) VALUES ($1, $2)", id, w)
+				} else if err == nil {
+					tagged[table] = true
+				}
+				if err != nil {
+					return fmt.Errorf("writer %d, %s id %d: %w", w, table, id, err)
+				}
+				mu.Lock()
+				done[table] = append(done[table], written{id, tagged[table]})
+				mu.Unlock()
+				return nil
+			}
+			for id := int64(w); ; id += 2 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// A statement that hangs fails the test (and keeps the
+				// nodes' logs with MINK_E2E_LOGS).
+				ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				err := insert(ctx, "ev", id)
+				if err == nil {
+					err = insert(ctx, "kv", id)
+				}
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	for _, q := range []string{"ALTER TABLE ev ADD COLUMN tag bigint DEFAULT -1", "ALTER TABLE kv ADD COLUMN tag bigint DEFAULT -1"} {
+		if _, err := setup.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	want := map[string]map[int64]int64{}
+	tagged := 0
+	for table, ws := range done {
+		want[table] = map[int64]int64{}
+		for _, x := range ws {
+			want[table][x.id] = -1
+			if x.tagged {
+				want[table][x.id] = x.id
+				tagged++
+			}
+		}
+	}
+	if rows := len(want["ev"]) + len(want["kv"]); tagged == 0 || tagged == rows {
+		t.Fatalf("%d of %d rows written with the new column: the ALTER did not happen while writing", tagged, rows)
+	}
+	for i, n := range c.nodes {
+		conn, err := n.pg(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, table := range []string{"ev", "kv"} {
+			rows, err := conn.Query(ctx, "SELECT id, tag FROM "+table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[int64]int64{}
+			for rows.Next() {
+				var id, tag int64
+				if err := rows.Scan(&id, &tag); err != nil {
+					t.Fatal(err)
+				}
+				if _, dup := got[id]; dup {
+					t.Fatalf("node %d: %s has id %d twice", i+1, table, id)
+				}
+				got[id] = tag
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			for id, tag := range want[table] {
+				if g, ok := got[id]; !ok || g != tag {
+					t.Fatalf("node %d: %s id %d: tag %d (present %v), want %d", i+1, table, id, g, ok, tag)
+				}
+			}
+			if len(got) != len(want[table]) {
+				t.Fatalf("node %d: %s has %d rows, %d acknowledged", i+1, table, len(got), len(want[table]))
+			}
+		}
+		conn.Close(ctx)
+	}
+	t.Logf("%d rows, %d written with the added column", len(want["ev"])+len(want["kv"]), tagged)
 }

@@ -86,18 +86,33 @@ func (t *table) column(name string) int {
 // conform checks a batch written by a client and returns it in the
 // table's stored form: the table's columns by name (any order), each
 // converted as sqltypes.Conform does. The caller releases the result.
+//
+// A batch may lack columns that ALTER TABLE … ADD COLUMN added (written by
+// a client, or a node, that has not learned of them yet): it is stored
+// with the columns it has, which must be all but some of the last ones,
+// and its rows read the others as their missing values. A column without
+// a missing value (NULL) that is NOT NULL cannot be left out.
 func (t *table) conform(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	in := rec.Schema()
-	inOrder := int(rec.NumCols()) == len(t.cols)
-	for i := 0; inOrder && i < len(t.cols); i++ {
-		inOrder = in.Field(i).Name == t.cols[i].Name
+	want := t.cols
+	if k := int(rec.NumCols()); k < len(want) {
+		for i := k; i < len(want); i++ {
+			if !t.spec.Columns[i].Added || want[i].NotNull && want[i].Missing == nil {
+				return nil, t.columnMismatch(in)
+			}
+		}
+		want = want[:k]
+	}
+	inOrder := int(rec.NumCols()) == len(want)
+	for i := 0; inOrder && i < len(want); i++ {
+		inOrder = in.Field(i).Name == want[i].Name
 	}
 	if !inOrder {
-		if int(rec.NumCols()) != len(t.cols) {
+		if int(rec.NumCols()) != len(want) {
 			return nil, t.columnMismatch(in)
 		}
-		cols := make([]arrow.Array, len(t.cols))
-		for i, c := range t.cols {
+		cols := make([]arrow.Array, len(want))
+		for i, c := range want {
 			j := in.FieldIndices(c.Name)
 			if len(j) != 1 {
 				return nil, t.columnMismatch(in)
@@ -106,12 +121,12 @@ func (t *table) conform(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		}
 		fields := make([]arrow.Field, len(cols))
 		for i, c := range cols {
-			fields[i] = arrow.Field{Name: t.cols[i].Name, Type: c.DataType(), Nullable: true}
+			fields[i] = arrow.Field{Name: want[i].Name, Type: c.DataType(), Nullable: true}
 		}
 		rec = array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
 		defer rec.Release()
 	}
-	return sqltypes.Conform(t.name, t.cols, rec, nil)
+	return sqltypes.Conform(t.name, want, rec, nil)
 }
 
 func (t *table) columnMismatch(in *arrow.Schema) error {

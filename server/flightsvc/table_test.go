@@ -1,0 +1,94 @@
+package flightsvc
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/minkdb/mink/catalog"
+)
+
+// TestConformWithoutAddedColumns: a batch written without the columns
+// ALTER TABLE added (by a client or node that has not learned of them) is
+// stored with the columns it has; one without a created column, or
+// without an added NOT NULL column that has no missing value, is refused.
+func TestConformWithoutAddedColumns(t *testing.T) {
+	seven := "7"
+	tb, err := newTable(&catalog.Table{ID: 1, Spec: catalog.TableSpec{Name: "t", Columns: []catalog.Column{
+		{Name: "id", Type: "bigint", NotNull: true},
+		{Name: "msg", Type: "text"},
+		{Name: "n", Type: "integer", NotNull: true, Added: true, Missing: &seven},
+		{Name: "strict", Type: "integer", NotNull: true, Added: true},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(names ...string) arrow.RecordBatch {
+		var fields []arrow.Field
+		var cols []arrow.Array
+		for _, name := range names {
+			var a arrow.Array
+			switch name {
+			case "id":
+				b := array.NewInt64Builder(memory.DefaultAllocator)
+				b.Append(1)
+				a = b.NewArray()
+			case "msg":
+				b := array.NewStringBuilder(memory.DefaultAllocator)
+				b.Append("m")
+				a = b.NewArray()
+			default:
+				b := array.NewInt32Builder(memory.DefaultAllocator)
+				b.Append(3)
+				a = b.NewArray()
+			}
+			defer a.Release()
+			fields = append(fields, arrow.Field{Name: name, Type: a.DataType(), Nullable: true})
+			cols = append(cols, a)
+		}
+		return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, 1)
+	}
+	for _, tc := range []struct {
+		names []string
+		ok    bool
+	}{
+		{[]string{"id", "msg", "n", "strict"}, true},
+		{[]string{"strict", "n", "msg", "id"}, true},
+		{[]string{"id", "msg", "n"}, false}, // strict is NOT NULL without a missing value
+		{[]string{"id", "msg"}, false},      // idem
+		{[]string{"id"}, false},             // msg was created with the table
+		{[]string{"msg", "id", "x"}, false}, // not the table's columns
+	} {
+		rec := batch(tc.names...)
+		out, err := tb.conform(rec)
+		rec.Release()
+		if tc.ok != (err == nil) {
+			t.Fatalf("%v: %v", tc.names, err)
+		}
+		if err == nil {
+			if int(out.NumCols()) != len(tc.names) || out.Schema().Field(0).Name != "id" {
+				t.Fatalf("%v: stored as %v", tc.names, out.Schema())
+			}
+			out.Release()
+		}
+	}
+
+	// Without the NOT NULL column, a batch of the created columns and one
+	// that also has n are stored as they are.
+	tb2, _ := newTable(&catalog.Table{ID: 1, Spec: catalog.TableSpec{Name: "t", Columns: tb.spec.Columns[:3]}})
+	for _, names := range [][]string{{"id", "msg"}, {"msg", "id"}, {"id", "msg", "n"}} {
+		rec := batch(names...)
+		out, err := tb2.conform(rec)
+		rec.Release()
+		if err != nil {
+			t.Fatalf("%v: %v", names, err)
+		}
+		if got := out.Schema().String(); int(out.NumCols()) != len(names) || !strings.Contains(got, "id") {
+			t.Fatalf("%v: stored as %s", names, got)
+		}
+		out.Release()
+	}
+}

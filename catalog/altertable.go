@@ -25,3 +25,22 @@ func applyAddColumn(v *View, r AddColumn) Outcome {
 	t.Spec.Columns = append(slices.Clip(t.Spec.Columns), c)
 	return Outcome{}
 }
+
+func applyTruncateTable(v *View, r TruncateTable) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "truncate table %d: no such table", r.Table)
+	}
+	for _, id := range v.BucketsOf(t.ID) {
+		delete(v.Buckets, id)
+		v.retireStream(StreamID(id))
+	}
+	t.Partitions = nil
+	t.Tiering.Offsets = nil
+	if t.Spec.PartitionBy != "" {
+		t.Buckets = nil
+		return Outcome{}
+	}
+	t.Buckets = v.createBuckets(t.ID, 0, t.Spec.Buckets)
+	return Outcome{Buckets: slices.Clone(t.Buckets)}
+}

@@ -49,3 +49,48 @@ func TestAddColumn(t *testing.T) {
 		t.Fatalf("rejected AddColumn records changed the columns: %+v", got)
 	}
 }
+
+// TestTruncateTable: an unpartitioned table gets new buckets and its old
+// ones leave the view (their open streams retired); a partitioned table
+// loses its partitions; columns, sequences and the lake snapshot stay,
+// tiered offsets go.
+func TestTruncateTable(t *testing.T) {
+	v := NewView()
+	o := applyChecked(t, v, CreateTable{Spec: TableSpec{Name: "t", Columns: []Column{{Name: "id", Type: "bigint", Sequence: SequenceSerial}}, Buckets: 2}})
+	table, old := o.Table, o.Buckets
+	v.Tables[table].Tiering = TieringState{Offsets: map[BucketID]uint64{old[0]: 5}, LakeSnapshotID: 9}
+	v.Tables[table].Sequences = map[string]int64{"id": 40}
+	o = applyChecked(t, v, TruncateTable{Table: table})
+	if o.Err != nil || len(o.Buckets) != 2 || o.Buckets[0] == old[0] || o.Buckets[1] == old[1] {
+		t.Fatalf("truncate: %+v (old buckets %v)", o, old)
+	}
+	tb := v.Tables[table]
+	if len(tb.Buckets) != 2 || tb.Buckets[0] != o.Buckets[0] || tb.Tiering.Offsets != nil || tb.Tiering.LakeSnapshotID != 9 || tb.Sequences["id"] != 40 || len(tb.Spec.Columns) != 1 {
+		t.Fatalf("table after truncate: %+v", tb)
+	}
+	for _, id := range old {
+		if _, ok := v.Buckets[id]; ok {
+			t.Fatalf("old bucket %d is still in the view", id)
+		}
+	}
+	for _, id := range o.Buckets {
+		if b := v.Buckets[id]; b == nil || b.Table != table || b.Leader != 0 {
+			t.Fatalf("new bucket %d: %+v", id, b)
+		}
+	}
+
+	o = applyChecked(t, v, CreateTable{Spec: TableSpec{Name: "p", Columns: []Column{{Name: "d", Type: "text"}}, PartitionBy: "d", Buckets: 1}})
+	part := o.Table
+	if o := applyChecked(t, v, CreatePartition{Table: part, Value: "x"}); o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	if o := applyChecked(t, v, TruncateTable{Table: part}); o.Err != nil || o.Buckets != nil {
+		t.Fatalf("truncate partitioned: %+v", o)
+	}
+	if tb := v.Tables[part]; tb.Partitions != nil || len(v.BucketsOf(part)) != 0 {
+		t.Fatalf("partitioned table after truncate: %+v", tb)
+	}
+	if o := applyChecked(t, v, TruncateTable{Table: 999}); !errors.Is(o.Err, ErrNotFound) {
+		t.Fatalf("truncate of an unknown table: %v", o.Err)
+	}
+}

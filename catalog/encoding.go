@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindAddColumn
+	maxKnownKind           = KindTruncateTable
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -54,6 +54,7 @@ var kindNames = map[Kind]string{
 	KindTrimStream:           "TrimStream",
 	KindAllocateSequence:     "AllocateSequence",
 	KindAddColumn:            "AddColumn",
+	KindTruncateTable:        "TruncateTable",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -135,6 +136,8 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[AllocateSequence](kind, body)
 	case KindAddColumn:
 		return decodeRecordBody[AddColumn](kind, body)
+	case KindTruncateTable:
+		return decodeRecordBody[TruncateTable](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)

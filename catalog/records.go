@@ -38,6 +38,7 @@ const (
 	KindTrimStream           Kind = 15
 	KindAllocateSequence     Kind = 16
 	KindAddColumn            Kind = 17
+	KindTruncateTable        Kind = 18
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -315,6 +316,19 @@ type AddColumn struct {
 	Column Column  `json:"column"`
 }
 
+// TruncateTable empties Table (TRUNCATE). Its buckets, an unpartitioned
+// table's or every partition's, leave the view and their streams are
+// retired, as DropTable does; an unpartitioned table gets Spec.Buckets new
+// buckets (ids in the outcome, no leader until LeadBucket), a partitioned
+// one has no partitions left (writes create them again). The table's id,
+// columns, options and sequences stay; its tiered offsets go, so readers
+// read no lake rows until the next tiering round, which first deletes the
+// lake rows of buckets the table no longer has. Rejected with ErrNotFound
+// for an unknown table.
+type TruncateTable struct {
+	Table TableID `json:"table"`
+}
+
 // MaxSequenceAllocation bounds AllocateSequence.Count.
 const MaxSequenceAllocation = 1 << 20
 
@@ -351,3 +365,4 @@ func (CompactStreamObjects) Kind() Kind { return KindCompactStreamObjects }
 func (TrimStream) Kind() Kind           { return KindTrimStream }
 func (AllocateSequence) Kind() Kind     { return KindAllocateSequence }
 func (AddColumn) Kind() Kind            { return KindAddColumn }
+func (TruncateTable) Kind() Kind        { return KindTruncateTable }

@@ -186,6 +186,11 @@ func formatOutcome(t testing.TB, rec Record, o Outcome) string {
 			s += " buckets=" + formatBucketIDs(o.Buckets)
 			want.Buckets = o.Buckets
 		}
+	case KindTruncateTable:
+		if o.Buckets != nil {
+			s += " buckets=" + formatBucketIDs(o.Buckets)
+			want.Buckets = o.Buckets
+		}
 	case KindCreatePartition:
 		s += fmt.Sprintf(" partition=%d buckets=%s", o.Partition, formatBucketIDs(o.Buckets))
 		want.Partition, want.Buckets = o.Partition, o.Buckets
@@ -860,6 +865,9 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 			r.Count = 0
 		}
 		rec = r
+	case KindTruncateTable:
+		id, _ := pickTable()
+		rec = TruncateTable{Table: id}
 	case KindAddColumn:
 		id, t := pickTable()
 		r := AddColumn{Table: id, Column: Column{Name: fmt.Sprintf("c%d", rng.IntN(4)), Type: "integer"}}

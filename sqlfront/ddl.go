@@ -73,6 +73,9 @@ func (s *session) lookupTable(rv *pg.RangeVar) (*tableInfo, error) {
 	if s.tx.status != pgwire.TxIdle && s.droppedInTx(name) {
 		return nil, errDroppedInTx(name)
 	}
+	if s.tx.status != pgwire.TxIdle && s.truncatedInTx(name) {
+		return nil, errTruncatedInTx(name)
+	}
 	return s.f.lookupTableByName(name)
 }
 

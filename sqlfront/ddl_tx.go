@@ -24,15 +24,17 @@ import (
 //     TABLE of a name the block dropped applies that drop at once, which
 //     ROLLBACK then cannot undo.
 
-// droppedTable is a DROP TABLE waiting for its block's COMMIT.
+// droppedTable is a DROP TABLE, or a TRUNCATE (truncate.go), waiting for
+// its block's COMMIT.
 type droppedTable struct {
-	id   catalog.TableID
-	name string
+	id       catalog.TableID
+	name     string
+	truncate bool
 }
 
 // droppedInTx reports whether the open block dropped the table called name.
 func (s *session) droppedInTx(name string) bool {
-	return slices.ContainsFunc(s.tx.dropped, func(d droppedTable) bool { return d.name == name })
+	return slices.ContainsFunc(s.tx.dropped, func(d droppedTable) bool { return d.name == name && !d.truncate })
 }
 
 // dropNow drops a table at once.
@@ -47,7 +49,7 @@ func (s *session) dropNow(ctx context.Context, id catalog.TableID) error {
 // of the same name is applied now, so the name is free.
 func (s *session) applyPendingDrop(ctx context.Context, name string) error {
 	for i, d := range s.tx.dropped {
-		if d.name == name {
+		if d.name == name && !d.truncate {
 			if err := s.dropNow(ctx, d.id); err != nil {
 				return err
 			}
@@ -69,14 +71,48 @@ func (s *session) dropInTx(ctx context.Context, t *tableInfo) error {
 	return nil
 }
 
-// commitDDL applies the committed block's DROP TABLEs.
+// commitDDL applies the committed block's DROP TABLEs and TRUNCATEs.
 func (s *session) commitDDL(ctx context.Context, dropped []droppedTable) error {
 	for _, d := range dropped {
+		if d.truncate {
+			if slices.ContainsFunc(dropped, func(o droppedTable) bool { return o.id == d.id && !o.truncate }) {
+				continue // dropped anyway
+			}
+			if err := s.truncateNow(ctx, d.id, d.name); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := s.dropNow(ctx, d.id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// withoutTruncated returns the block's writes less those to tables the
+// block truncated (all made before the TRUNCATE, which discards them).
+func withoutTruncated(pending []*pendingWrite, kvs map[catalog.BucketID]*txBucket, kvTables map[catalog.BucketID]*tableInfo, dropped []droppedTable) ([]*pendingWrite, map[catalog.BucketID]*txBucket) {
+	truncated := func(id catalog.TableID) bool {
+		return slices.ContainsFunc(dropped, func(d droppedTable) bool { return d.truncate && d.id == id })
+	}
+	var keep []*pendingWrite
+	for _, w := range pending {
+		if !truncated(w.table.id) {
+			keep = append(keep, w)
+			continue
+		}
+		for _, r := range w.records {
+			r.Release()
+		}
+	}
+	kept := make(map[catalog.BucketID]*txBucket, len(kvs))
+	for id, b := range kvs {
+		if t := kvTables[id]; t == nil || !truncated(t.id) {
+			kept[id] = b
+		}
+	}
+	return keep, kept
 }
 
 // rollbackDDL undoes the CREATE TABLEs of a block that rolled back (from

@@ -108,8 +108,8 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 	if rv == nil || !rv.Inh || rv.Catalogname != "" || (rv.Schemaname != "" && rv.Schemaname != "public") {
 		return nil, nil, false
 	}
-	if len(s.tx.pending) > 0 {
-		return nil, nil, false // the engine sees the block's writes
+	if len(s.tx.pending) > 0 || s.truncatedInTx(rv.Relname) {
+		return nil, nil, false // the engine sees the block's writes (and errors)
 	}
 	table, err := s.f.lookupTableByName(rv.Relname)
 	if err != nil || !table.isPK() {

@@ -137,9 +137,11 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		return s.planDelete(ctx, n.DeleteStmt, paramOIDs)
 	case *pg.Node_AlterTableStmt:
 		return s.planAlterTable(ctx, n.AlterTableStmt)
+	case *pg.Node_TruncateStmt:
+		return s.planTruncate(n.TruncateStmt)
 	case *pg.Node_CreateSchemaStmt, *pg.Node_CreateTableAsStmt, *pg.Node_IndexStmt,
 		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateRoleStmt,
-		*pg.Node_GrantStmt, *pg.Node_TruncateStmt, *pg.Node_RenameStmt, *pg.Node_CreateFunctionStmt:
+		*pg.Node_GrantStmt, *pg.Node_RenameStmt, *pg.Node_CreateFunctionStmt:
 		return nil, unsupported("%s is not supported by mink", statementName(node))
 	}
 	return nil, unsupported("%s is not supported by mink", statementName(node))
@@ -278,6 +280,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			pending := s.tx.pending
 			kvs, kvTables := s.tx.kv.buckets, s.tx.kv.tables
 			dropped := s.tx.dropped
+			pending, kvs = withoutTruncated(pending, kvs, kvTables, dropped)
 			s.endSettingsTx(ctx, true)
 			s.endTx()
 			if err := s.applyWrites(ctx, pending); err != nil {

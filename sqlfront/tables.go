@@ -224,6 +224,9 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 
 func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordReader, error) {
 	f := t.r.s.f
+	if t.r.s.tx.status != pgwire.TxIdle && t.r.s.truncatedIDInTx(t.info.id) {
+		return nil, errTruncatedInTx(t.info.name)
+	}
 	var bucketIDs []catalog.BucketID
 	filter := t.r.partitions[t.info.id]
 	var lake lakePin

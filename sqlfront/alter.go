@@ -40,8 +40,8 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 		cmd := c.GetAlterTableCmd()
 		if cmd == nil || cmd.Subtype != pg.AlterTableType_AT_AddColumn {
 			what := "this form of ALTER TABLE"
-			if cmd != nil {
-				what = "ALTER TABLE … " + strings.ReplaceAll(strings.TrimPrefix(cmd.Subtype.String(), "AT_"), "_", " ")
+			if cmd != nil && alterForms[cmd.Subtype] != "" {
+				what = "ALTER TABLE … " + alterForms[cmd.Subtype]
 			}
 			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: what + " is not supported by mink",
 				Hint: "ALTER TABLE supports ADD COLUMN: a table's columns can be added, not dropped, retyped or renamed."}
@@ -90,6 +90,23 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 		}
 		return notices, nil
 	}), nil
+}
+
+// alterForms names the forms of ALTER TABLE users try most, for errors.
+var alterForms = map[pg.AlterTableType]string{
+	pg.AlterTableType_AT_DropColumn:        "DROP COLUMN",
+	pg.AlterTableType_AT_AlterColumnType:   "ALTER COLUMN … TYPE",
+	pg.AlterTableType_AT_ColumnDefault:     "ALTER COLUMN … SET/DROP DEFAULT",
+	pg.AlterTableType_AT_SetNotNull:        "ALTER COLUMN … SET NOT NULL",
+	pg.AlterTableType_AT_DropNotNull:       "ALTER COLUMN … DROP NOT NULL",
+	pg.AlterTableType_AT_AddConstraint:     "ADD CONSTRAINT",
+	pg.AlterTableType_AT_DropConstraint:    "DROP CONSTRAINT",
+	pg.AlterTableType_AT_SetRelOptions:     "SET (…)",
+	pg.AlterTableType_AT_ChangeOwner:       "OWNER TO",
+	pg.AlterTableType_AT_AddIdentity:       "ALTER COLUMN … ADD GENERATED",
+	pg.AlterTableType_AT_SetLogged:         "SET LOGGED",
+	pg.AlterTableType_AT_SetUnLogged:       "SET UNLOGGED",
+	pg.AlterTableType_AT_EnableRowSecurity: "ENABLE ROW LEVEL SECURITY",
 }
 
 func mustParseExpr(def string) *pg.Node {

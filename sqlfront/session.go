@@ -139,9 +139,14 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		return s.planAlterTable(ctx, n.AlterTableStmt)
 	case *pg.Node_TruncateStmt:
 		return s.planTruncate(n.TruncateStmt)
+	case *pg.Node_RenameStmt:
+		if t := n.RenameStmt.RelationType; n.RenameStmt.RenameType == pg.ObjectType_OBJECT_TABLE || t == pg.ObjectType_OBJECT_TABLE {
+			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … RENAME is not supported by mink",
+				Hint: "ALTER TABLE supports ADD COLUMN: a table's columns can be added, not dropped, retyped or renamed."}
+		}
 	case *pg.Node_CreateSchemaStmt, *pg.Node_CreateTableAsStmt, *pg.Node_IndexStmt,
 		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateRoleStmt,
-		*pg.Node_GrantStmt, *pg.Node_RenameStmt, *pg.Node_CreateFunctionStmt:
+		*pg.Node_GrantStmt, *pg.Node_CreateFunctionStmt:
 		return nil, unsupported("%s is not supported by mink", statementName(node))
 	}
 	return nil, unsupported("%s is not supported by mink", statementName(node))

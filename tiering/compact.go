@@ -228,6 +228,12 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 		if !ok {
 			continue // not a file mink wrote for a log table: left alone
 		}
+		if !p.current(b) {
+			// A retired bucket's files (TRUNCATE, a dropped partition)
+			// are deleted by the next round, never merged; a bucket
+			// newer than this view waits for the next pass.
+			continue
+		}
 		key, ok := strings.CutPrefix(task.File.FilePath(), t.lake.base+"/")
 		if !ok {
 			return res, fmt.Errorf("table %q: lake file %s is outside the object store %s", p.spec.Name, task.File.FilePath(), t.lake.base)

@@ -24,6 +24,8 @@ import (
 //     that replaced it is younger than Retention;
 //   - the metadata log's tiering state (CommitTieringRound) points to it,
 //     or to an older one: queries pin that snapshot (sqlfront's union read).
+//     A table whose tiering state has no offsets (after TRUNCATE) pins
+//     none: queries read no lake rows of it.
 
 // DefaultSnapshotRetention is the default of the table option
 // lake_snapshot_retention.
@@ -90,7 +92,13 @@ func (t *Tierer) Expire(ctx context.Context, id catalog.TableID, epoch uint64, p
 	t.cfg.Meta.Read(func(v *catalog.View) {
 		current = v.Coordinator.Epoch
 		if tb := v.Tables[id]; tb != nil {
-			exists, pinned = true, tb.Tiering.LakeSnapshotID
+			exists = true
+			// A table without tiered offsets (truncated, or every
+			// partition dropped) pins no snapshot: readers read no lake
+			// rows of it.
+			if len(tb.Tiering.Offsets) > 0 {
+				pinned = tb.Tiering.LakeSnapshotID
+			}
 		}
 	})
 	if current != epoch {

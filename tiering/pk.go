@@ -63,8 +63,8 @@ func bucketOfFile(loc string) (catalog.BucketID, bool) {
 	return catalog.BucketID(id), err == nil
 }
 
-// pkFiles lists the current data files of tbl per bucket.
-func pkFiles(ctx context.Context, tbl *table.Table) (map[catalog.BucketID][]string, error) {
+// bucketFiles lists the current data files of tbl per bucket.
+func bucketFiles(ctx context.Context, tbl *table.Table) (map[catalog.BucketID][]string, error) {
 	out := map[catalog.BucketID][]string{}
 	if tbl.CurrentSnapshot() == nil {
 		return out, nil
@@ -75,7 +75,7 @@ func pkFiles(ctx context.Context, tbl *table.Table) (map[catalog.BucketID][]stri
 	}
 	for _, t := range tasks {
 		if len(t.DeleteFiles) > 0 {
-			return nil, fmt.Errorf("lake file %s has delete files: mink's primary-key lake has none", t.File.FilePath())
+			return nil, fmt.Errorf("lake file %s has delete files: mink's lake has none", t.File.FilePath())
 		}
 		b, ok := bucketOfFile(t.File.FilePath())
 		if !ok {
@@ -128,13 +128,10 @@ func rowKey(r parquet.Row, leaves []int, buf []byte) (string, error) {
 
 // rewritePK rewrites every bucket in to (with its range [from, to) of the
 // changelog) as described above.
-func (t *Tierer) rewritePK(ctx context.Context, tbl *table.Table, ls *lakeSchema, p plan, from, to map[catalog.BucketID]uint64,
+// current are the lake's current data files per bucket (bucketFiles).
+func (t *Tierer) rewritePK(ctx context.Context, current map[catalog.BucketID][]string, ls *lakeSchema, p plan, from, to map[catalog.BucketID]uint64,
 	epoch uint64, token string, progress func(Progress)) (pkPlan, error) {
 	var out pkPlan
-	current, err := pkFiles(ctx, tbl)
-	if err != nil {
-		return out, err
-	}
 	ps := ls.parquetSchema()
 	leaves, types, err := pkKeyLeaves(ls, ps, p.spec)
 	if err != nil {
@@ -431,8 +428,8 @@ func encodeParquetRows(ps *parquet.Schema, rows []parquet.Row) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// replacePKFiles stages one snapshot that removes deleted and adds added.
-func replacePKFiles(ctx context.Context, tx *table.Transaction, tbl *table.Table, deleted, added []string, props map[string]string) error {
+// replaceFiles stages one snapshot that removes deleted and adds added.
+func replaceFiles(ctx context.Context, tx *table.Transaction, tbl *table.Table, deleted, added []string, props map[string]string) error {
 	if len(deleted) == 0 && len(added) == 0 && tbl.CurrentSnapshot() == nil {
 		// Every row of the first round was deleted again: an empty
 		// snapshot still records the offsets.

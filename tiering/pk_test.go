@@ -360,7 +360,7 @@ func (e *env) readLakeFiles(id catalog.TableID) map[catalog.BucketID][]string {
 	if tbl == nil {
 		return nil
 	}
-	files, err := pkFiles(e.ctx, tbl)
+	files, err := bucketFiles(e.ctx, tbl)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -108,6 +108,11 @@ type RoundResult struct {
 	// Repaired: the metadata log was behind the lake (a lake commit whose
 	// CommitTieringRound was lost or fenced) and was brought up to it.
 	Repaired bool
+	// Retired are the buckets the table no longer has (TRUNCATE, dropped
+	// partitions) whose rows the round's snapshot deleted from the lake;
+	// FilesDeleted is the number of their data files it removed.
+	Retired      []catalog.BucketID
+	FilesDeleted int
 }
 
 // plan is a round's frozen view of one table.
@@ -121,6 +126,10 @@ type plan struct {
 	// ends are the committed stream ends at the start of the round.
 	ends  map[catalog.BucketID]uint64
 	epoch uint64 // the view's coordinator epoch
+	// nextID is the view's next table, partition or bucket id: every
+	// bucket below it that is not in buckets is retired (ids are never
+	// reused); one at or above it is newer than this view.
+	nextID uint64
 }
 
 func planRound(v *catalog.View, id catalog.TableID) (plan, error) {
@@ -129,7 +138,7 @@ func planRound(v *catalog.View, id catalog.TableID) (plan, error) {
 		return plan{}, fmt.Errorf("table %d: %w", id, catalog.ErrNotFound)
 	}
 	p := plan{id: id, spec: t.Spec, tiered: t.Tiering, ends: map[catalog.BucketID]uint64{},
-		partition: map[catalog.BucketID]string{}, epoch: v.Coordinator.Epoch}
+		partition: map[catalog.BucketID]string{}, epoch: v.Coordinator.Epoch, nextID: v.NextID}
 	p.buckets = append(p.buckets, t.Buckets...)
 	for _, part := range t.Partitions {
 		for _, b := range part.Buckets {
@@ -159,7 +168,9 @@ func (t *Tierer) Round(ctx context.Context, id catalog.TableID, epoch uint64) (R
 type Progress struct {
 	// Stage is "repaired" (the log recorded a lake snapshot it had
 	// missed), "planned" (From/To of every bucket with new rows are
-	// frozen), "bucket" (one bucket's files are written: Bucket, From, To,
+	// frozen), "retired" (the files of buckets the table no longer has
+	// are listed for deletion: Buckets, Files), "bucket" (one bucket's
+	// files are written: Bucket, From, To,
 	// Rows, Files, Bytes), "committed" (the lake snapshot SnapshotID is
 	// committed) or "recorded" (CommitTieringRound was accepted).
 	Stage      string                         `json:"stage"`
@@ -167,6 +178,7 @@ type Progress struct {
 	From       uint64                         `json:"from,omitempty"`
 	To         uint64                         `json:"to,omitempty"`
 	Ranges     map[catalog.BucketID][2]uint64 `json:"ranges,omitempty"`
+	Buckets    []catalog.BucketID             `json:"buckets,omitempty"`
 	Rows       int64                          `json:"rows,omitempty"`
 	Files      int                            `json:"files,omitempty"`
 	Bytes      int64                          `json:"bytes,omitempty"`
@@ -212,13 +224,19 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 		}
 	}
 	if lakeState.Sequence > p.tiered.LakeSequence {
-		if err := t.record(ctx, id, epoch, p, lakeState.Offsets, lakeState.SnapshotID, lakeState.Sequence); err != nil {
+		// A snapshot that names none of the table's buckets (one
+		// committed for buckets a TRUNCATE retired) has nothing to
+		// record: the cleanup below replaces it.
+		recorded, err := t.record(ctx, id, epoch, p, lakeState.Offsets, lakeState.SnapshotID, lakeState.Sequence)
+		if err != nil {
 			return res, fmt.Errorf("repair the tiered offsets of table %q from lake snapshot %d: %w", p.spec.Name, lakeState.SnapshotID, err)
 		}
-		res.Repaired = true
-		progress(Progress{Stage: "repaired", SnapshotID: lakeState.SnapshotID, Sequence: lakeState.Sequence})
-		t.cfg.Logger.Info("tiering: recorded a lake snapshot the log had missed",
-			"table", p.spec.Name, "snapshot", lakeState.SnapshotID, "sequence", lakeState.Sequence)
+		if recorded {
+			res.Repaired = true
+			progress(Progress{Stage: "repaired", SnapshotID: lakeState.SnapshotID, Sequence: lakeState.Sequence})
+			t.cfg.Logger.Info("tiering: recorded a lake snapshot the log had missed",
+				"table", p.spec.Name, "snapshot", lakeState.SnapshotID, "sequence", lakeState.Sequence)
+		}
 	}
 
 	res.From, res.To = map[catalog.BucketID]uint64{}, map[catalog.BucketID]uint64{}
@@ -227,8 +245,22 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 			res.From[b], res.To[b] = from, end
 		}
 	}
-	if len(res.To) == 0 {
+	// Rows of buckets the table no longer has leave the lake in the
+	// round's snapshot, before any new row is visible beside them; a
+	// round with no new rows still commits their deletion.
+	retired := p.retired(lakeState.Offsets)
+	if len(res.To) == 0 && len(retired) == 0 {
 		return res, nil
+	}
+	var current map[catalog.BucketID][]string
+	var retiredFiles []string
+	if len(retired) > 0 || len(p.spec.PrimaryKey) > 0 {
+		if current, err = bucketFiles(ctx, tbl); err != nil {
+			return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+		}
+		res.Retired, retiredFiles = p.retiredFiles(lakeState.Offsets, current)
+		res.FilesDeleted = len(retiredFiles)
+		progress(Progress{Stage: "retired", Buckets: res.Retired, Files: len(retiredFiles)})
 	}
 	ranges := map[catalog.BucketID][2]uint64{}
 	for b, to := range res.To {
@@ -250,7 +282,7 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 	)
 	if pk {
 		var pp pkPlan
-		pp, err = t.rewritePK(ctx, tbl, ls, p, res.From, res.To, epoch, hex.EncodeToString(token), progress)
+		pp, err = t.rewritePK(ctx, current, ls, p, res.From, res.To, epoch, hex.EncodeToString(token), progress)
 		files, deleted, res.BytesRead = pp.files, pp.deleted, pp.read
 	} else {
 		files, err = t.writeBuckets(ctx, ls, p, res.From, res.To, epoch, hex.EncodeToString(token), progress)
@@ -275,15 +307,12 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 		return res, err
 	}
 
-	offsets := maps.Clone(lakeState.Offsets)
-	if offsets == nil {
-		offsets = map[catalog.BucketID]uint64{}
-	}
-	maps.Copy(offsets, res.To)
+	offsets := p.roundOffsets(lakeState.Offsets, res.To, res.Retired)
+	deleted = append(deleted, retiredFiles...)
 	tx := tbl.NewTransaction()
 	props := iceberg.Properties{OffsetsProperty: encodeOffsets(offsets), EpochProperty: strconv.FormatUint(epoch, 10)}
-	if pk {
-		if err := replacePKFiles(ctx, tx, tbl, deleted, locations, props); err != nil {
+	if pk || len(deleted) > 0 {
+		if err := replaceFiles(ctx, tx, tbl, deleted, locations, props); err != nil {
 			return res, fmt.Errorf("table %q: replace %d lake files with %d: %w", p.spec.Name, len(deleted), len(locations), err)
 		}
 	} else if err := tx.AddFiles(ctx, locations, props, true); err != nil {
@@ -299,7 +328,7 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 	}
 	res.Committed, res.SnapshotID, res.Sequence = true, snap.SnapshotID, uint64(snap.SequenceNumber)
 	progress(Progress{Stage: "committed", SnapshotID: res.SnapshotID, Sequence: res.Sequence, Rows: res.Rows, Files: res.Files, Bytes: res.Bytes})
-	if err := t.record(ctx, id, epoch, p, offsets, res.SnapshotID, res.Sequence); err != nil {
+	if _, err := t.record(ctx, id, epoch, p, offsets, res.SnapshotID, res.Sequence); err != nil {
 		return res, fmt.Errorf("table %q: lake snapshot %d is committed but not recorded (the next round repairs it): %w",
 			p.spec.Name, res.SnapshotID, err)
 	}
@@ -308,8 +337,9 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 }
 
 // record proposes CommitTieringRound with the offsets of the table's current
-// buckets.
-func (t *Tierer) record(ctx context.Context, id catalog.TableID, epoch uint64, p plan, offsets map[catalog.BucketID]uint64, snapshotID int64, seq uint64) error {
+// buckets. It records nothing, and reports false, when offsets name none of
+// them (a partitioned table without partitions).
+func (t *Tierer) record(ctx context.Context, id catalog.TableID, epoch uint64, p plan, offsets map[catalog.BucketID]uint64, snapshotID int64, seq uint64) (bool, error) {
 	rec := catalog.CommitTieringRound{Table: id, CoordinatorEpoch: epoch, Offsets: map[catalog.BucketID]uint64{},
 		LakeSnapshotID: snapshotID, LakeSequence: seq, At: t.cfg.Now().UTC()}
 	for _, b := range p.buckets {
@@ -318,16 +348,16 @@ func (t *Tierer) record(ctx context.Context, id catalog.TableID, epoch uint64, p
 		}
 	}
 	if len(rec.Offsets) == 0 {
-		return nil
+		return false, nil
 	}
 	o, err := t.cfg.Meta.Propose(ctx, rec)
 	if err == nil {
 		err = o.Err
 	}
 	if errors.Is(err, catalog.ErrStaleEpoch) {
-		return fmt.Errorf("%w: %v", ErrFenced, err)
+		return false, fmt.Errorf("%w: %v", ErrFenced, err)
 	}
-	return err
+	return err == nil, err
 }
 
 // writeBuckets writes the buckets' ranges, up to GOMAXPROCS buckets at a

@@ -104,7 +104,12 @@ func (s *Server) tieringStatus(epoch uint64, now time.Time) TieringStatus {
 				}
 			}
 			if tt.LagRows > 0 {
+				// After TRUNCATE no offset is recorded: the last round's
+				// time dates rows that are gone.
 				since := t.Tiering.At
+				if len(t.Tiering.Offsets) == 0 {
+					since = time.Time{}
+				}
 				if since.IsZero() && st != nil {
 					since = st.behindSince
 				}
@@ -213,8 +218,7 @@ func (s *Server) handleTieringRun(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	})
-	emit(TieringRunEvent{Type: "done", LagRows: lag, Result: &RoundSummary{At: time.Now().UTC(), Rows: res.Rows,
-		Files: res.Files, Bytes: res.Bytes, SnapshotID: res.SnapshotID, Repaired: res.Repaired}})
+	emit(TieringRunEvent{Type: "done", LagRows: lag, Result: roundSummary(res, 0)})
 }
 
 func sleepCtxErr(ctx context.Context, d time.Duration) error {

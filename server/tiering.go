@@ -66,6 +66,16 @@ type RoundSummary struct {
 	Bytes      int64     `json:"bytes"`
 	SnapshotID int64     `json:"snapshot_id,omitempty"`
 	Repaired   bool      `json:"repaired,omitempty"`
+	// RetiredBuckets are the buckets the table no longer has (TRUNCATE,
+	// dropped partitions) whose rows the round deleted from the lake, in
+	// RetiredFiles data files.
+	RetiredBuckets []catalog.BucketID `json:"retired_buckets,omitempty"`
+	RetiredFiles   int                `json:"retired_files,omitempty"`
+}
+
+func roundSummary(res tiering.RoundResult, took time.Duration) *RoundSummary {
+	return &RoundSummary{At: time.Now().UTC(), DurationMS: took.Milliseconds(), Rows: res.Rows, Files: res.Files,
+		Bytes: res.Bytes, SnapshotID: res.SnapshotID, Repaired: res.Repaired, RetiredBuckets: res.Retired, RetiredFiles: res.FilesDeleted}
 }
 
 func newTieringWorker(s *Server, storeURL string) *tieringWorker {
@@ -183,9 +193,19 @@ func (w *tieringWorker) run(ctx context.Context, epoch uint64) {
 	}
 }
 
+// lakeRetired reports whether the lake of t may hold rows of buckets t no
+// longer has: a lake snapshot is recorded but no offsets are (TRUNCATE
+// emptied them, or every partition was dropped). The next round deletes
+// those rows; with nothing left to delete it commits nothing, so a table
+// that stays so costs one read of its lake metadata per freshness.
+func lakeRetired(t *catalog.Table) bool {
+	return t.Tiering.LakeSnapshotID != 0 && len(t.Tiering.Offsets) == 0
+}
+
 // runDue runs a round of every table that is due: tiering on, new committed
-// rows that have waited its freshness, and its freshness passed since the
-// last attempt (or a run was requested).
+// rows that have waited its freshness, or a lake that may hold rows of
+// retired buckets (after TRUNCATE), and its freshness passed since the last
+// attempt (or a run was requested).
 func (w *tieringWorker) runDue(ctx context.Context, epoch uint64) (fenced bool) {
 	type due struct {
 		id   catalog.TableID
@@ -214,7 +234,8 @@ func (w *tieringWorker) runDue(ctx context.Context, epoch uint64) (fenced bool) 
 			// far as the worker has seen) and the last attempt is that old
 			// too: rows reach the lake within about freshness, and a
 			// failing table is retried at that pace.
-			if st.requested || (isBehind && now.Sub(st.behindSince) >= p.freshness && now.Sub(st.lastAttempt) >= p.freshness) {
+			waited := now.Sub(st.lastAttempt) >= p.freshness
+			if st.requested || (isBehind && now.Sub(st.behindSince) >= p.freshness && waited) || (lakeRetired(t) && waited) {
 				todo = append(todo, due{id, t.Spec.Name})
 			}
 		}
@@ -257,6 +278,7 @@ func (w *tieringWorker) round(ctx context.Context, id catalog.TableID, epoch uin
 		w.counters.rows.Add(uint64(max(res.Rows, 0)))
 		w.counters.bytes.Add(uint64(max(res.Bytes, 0)))
 		w.counters.files.Add(uint64(res.Files))
+		w.counters.retiredFiles.Add(uint64(res.FilesDeleted))
 	}
 	switch {
 	case err != nil:
@@ -274,11 +296,14 @@ func (w *tieringWorker) round(ctx context.Context, id catalog.TableID, epoch uin
 	}
 	st.lastErr = ""
 	if res.Committed || res.Repaired {
-		st.lastRound = &RoundSummary{At: time.Now().UTC(), DurationMS: time.Since(start).Milliseconds(),
-			Rows: res.Rows, Files: res.Files, Bytes: res.Bytes, SnapshotID: res.SnapshotID, Repaired: res.Repaired}
+		st.lastRound = roundSummary(res, time.Since(start))
 		if res.Committed {
 			w.s.logger.Info("tiering round committed", "table", id, "rows", res.Rows, "files", res.Files,
 				"bytes", res.Bytes, "snapshot", res.SnapshotID, "elapsed", time.Since(start))
+		}
+		if len(res.Retired) > 0 {
+			w.s.logger.Info("tiering: deleted the lake rows of buckets the table no longer has", "table", id,
+				"buckets", res.Retired, "files", res.FilesDeleted, "snapshot", res.SnapshotID)
 		}
 	}
 	return res, nil

@@ -15,6 +15,9 @@ type tieringCounters struct {
 	// Lake maintenance: compaction snapshots committed, files they
 	// replaced, snapshots expired, lake objects deleted.
 	compactions, compactedFiles, expired, lakeDeleted atomic.Uint64
+	// retiredFiles: data files of retired buckets (TRUNCATE, dropped
+	// partitions) that rounds removed from the current lake snapshot.
+	retiredFiles atomic.Uint64
 }
 
 var (
@@ -28,6 +31,7 @@ var (
 	lakeCompactedDesc   = prometheus.NewDesc("mink_lake_compacted_files_total", "Small lake data files replaced by this node's compactions.", nil, nil)
 	lakeExpiredDesc     = prometheus.NewDesc("mink_lake_snapshots_expired_total", "Lake snapshots expired by this node.", nil, nil)
 	lakeDeletedDesc     = prometheus.NewDesc("mink_lake_objects_deleted_total", "Lake objects (files of failed rounds or expired snapshots, old metadata, lakes of dropped tables) deleted by this node.", nil, nil)
+	lakeRetiredDesc     = prometheus.NewDesc("mink_lake_retired_files_total", "Lake data files of buckets a table no longer has (TRUNCATE, dropped partitions) that this node's tiering rounds removed from the current lake snapshot.", nil, nil)
 	tieringLagDesc      = prometheus.NewDesc("mink_tiering_lag_rows",
 		"Rows committed to a table's bucket streams and not yet tiered (exported by the coordinator lease holder only).",
 		[]string{"table"}, nil)
@@ -38,7 +42,7 @@ type tieringCollector struct{ s *Server }
 
 func (c tieringCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{tieringRoundsDesc, tieringRowsDesc, tieringBytesDesc, tieringFilesDesc, tieringLagDesc,
-		lakeCompactionsDesc, lakeCompactedDesc, lakeExpiredDesc, lakeDeletedDesc} {
+		lakeCompactionsDesc, lakeCompactedDesc, lakeExpiredDesc, lakeDeletedDesc, lakeRetiredDesc} {
 		ch <- d
 	}
 }
@@ -60,6 +64,7 @@ func (c tieringCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(lakeCompactedDesc, prometheus.CounterValue, float64(n.compactedFiles.Load()))
 	ch <- prometheus.MustNewConstMetric(lakeExpiredDesc, prometheus.CounterValue, float64(n.expired.Load()))
 	ch <- prometheus.MustNewConstMetric(lakeDeletedDesc, prometheus.CounterValue, float64(n.lakeDeleted.Load()))
+	ch <- prometheus.MustNewConstMetric(lakeRetiredDesc, prometheus.CounterValue, float64(n.retiredFiles.Load()))
 	if w.epoch() == 0 {
 		return
 	}

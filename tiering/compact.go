@@ -214,6 +214,12 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 	if err != nil {
 		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
 	}
+	if len(p.retired(lakeState.Offsets)) > 0 {
+		// The lake still holds rows of buckets the table no longer has
+		// (TRUNCATE): the next round deletes them first. A compaction
+		// snapshot would carry them on, and be recorded.
+		return res, nil
+	}
 	tasks, err := tbl.Scan().PlanFiles(ctx)
 	if err != nil {
 		return res, fmt.Errorf("table %q: list lake files: %w", p.spec.Name, err)

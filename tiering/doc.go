@@ -22,6 +22,12 @@
 // columns and reads (LakeReader) or is rewritten (rounds, compaction) with
 // the column's missing value (catalog Column.Missing).
 //
+// A bucket can leave its table (TRUNCATE, a dropped partition) with rows in
+// the lake: the next round's snapshot deletes its files (retired.go), also
+// when nothing new is tiered, and no lake snapshot still holding them is
+// recorded or compacted. Readers pass the table's current buckets
+// (ScanRequest.Buckets) so an older snapshot's retired rows are skipped.
+//
 // Files written by rounds that never committed are garbage; LakeCollector
 // deletes them after a grace delay, and never a file referenced by a
 // retained lake snapshot.

@@ -103,7 +103,11 @@ type ScanRequest struct {
 	Schema *arrow.Schema
 	// Buckets, if not nil, restricts the read to rows of these buckets
 	// (files of other buckets are skipped using their __bucket
-	// statistics; every data file holds one bucket).
+	// statistics; every data file holds one bucket); an empty, non-nil
+	// list reads nothing. A reader of the table's rows must set it to
+	// buckets the table has: a snapshot may hold rows of buckets it no
+	// longer has (one taken before the round that deleted them after
+	// TRUNCATE or a partition drop, or a late round's), which nil reads.
 	Buckets []catalog.BucketID
 	// Columns are the table's columns (catalog order), with the missing
 	// values of the ones ALTER TABLE added (sqltypes.Column.Missing). A

@@ -223,10 +223,15 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 				p.spec.Name, b, off, lakeState.SnapshotID, lakeState.Offsets[b])
 		}
 	}
-	if lakeState.Sequence > p.tiered.LakeSequence {
-		// A snapshot that names none of the table's buckets (one
-		// committed for buckets a TRUNCATE retired) has nothing to
-		// record: the cleanup below replaces it.
+	// Rows of buckets the table no longer has leave the lake in the
+	// round's snapshot, before any new row is visible beside them; a
+	// round with no new rows still commits their deletion. A lake
+	// snapshot that still holds such rows is never recorded: the round's
+	// own snapshot, which carries its offsets too, is.
+	retired := p.retired(lakeState.Offsets)
+	if lakeState.Sequence > p.tiered.LakeSequence && len(retired) == 0 {
+		// A snapshot that names none of the table's buckets has nothing
+		// to record.
 		recorded, err := t.record(ctx, id, epoch, p, lakeState.Offsets, lakeState.SnapshotID, lakeState.Sequence)
 		if err != nil {
 			return res, fmt.Errorf("repair the tiered offsets of table %q from lake snapshot %d: %w", p.spec.Name, lakeState.SnapshotID, err)
@@ -245,10 +250,6 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 			res.From[b], res.To[b] = from, end
 		}
 	}
-	// Rows of buckets the table no longer has leave the lake in the
-	// round's snapshot, before any new row is visible beside them; a
-	// round with no new rows still commits their deletion.
-	retired := p.retired(lakeState.Offsets)
 	if len(res.To) == 0 && len(retired) == 0 {
 		return res, nil
 	}

@@ -468,3 +468,65 @@ func TestRetiredIgnoresNewerBuckets(t *testing.T) {
 		t.Fatalf("round offsets %v", off)
 	}
 }
+
+// laggingMeta serves a fixed, older view (a deposed coordinator whose view
+// lags behind the log) and proposes to the real log.
+type laggingMeta struct {
+	Metadata
+	view *catalog.View
+}
+
+func (m laggingMeta) Read(fn func(v *catalog.View)) { fn(m.view) }
+
+// TestTruncateLaggingRound: a round whose view predates TRUNCATE (and any
+// round) runs after a round of the new buckets and tiers the old ones (its
+// lake commit succeeds, its record is rejected). The next round neither records that snapshot (it
+// holds truncated rows), not even when its own lake commit fails, nor leaves
+// its rows in the lake.
+func TestTruncateLaggingRound(t *testing.T) {
+	e := newEnv(t)
+	id := e.createTable(testSpec("events", 2, ""))
+	old := map[catalog.BucketID][]row{}
+	for i, b := range sortedKeys(e.ends(id)) {
+		old[b] = e.appendRows(id, b, int64(1000*i), 10)
+	}
+	tr := e.tierer()
+	before := e.cat.View() // the old buckets have rows, none tiered
+	model := map[catalog.BucketID][]row{}
+	for i, b := range e.truncate(id, "") {
+		model[b] = e.appendRows(id, b, int64(50_000+1000*i), 4)
+	}
+	if _, err := tr.Round(e.ctx, id, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	cleaned := e.tiered(id).LakeSnapshotID
+
+	lagging := New(Config{Store: e.store, StoreURL: storeURL, Meta: laggingMeta{Metadata: e.cat, view: before}, Source: e.src})
+	res, err := lagging.Round(e.ctx, id, e.epoch)
+	if !res.Committed || !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("lagging round: %+v, %v; want a lake commit whose record is rejected", res, err)
+	}
+	if got := len(e.readLake(id)); got != 4 {
+		t.Fatalf("the lagging round's snapshot has %d buckets, want the 2 old and 2 new", got)
+	}
+
+	// The next round's lake commit fails: the log stays at the cleanup.
+	e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, key string) error {
+		if op == objstore.OpPut && strings.HasSuffix(key, ".metadata.json") {
+			return objstore.ErrInjected
+		}
+		return nil
+	}})
+	if _, err := tr.Round(e.ctx, id, e.epoch); err == nil {
+		t.Fatal("round succeeded with its lake commit failing")
+	}
+	if got := e.tiered(id).LakeSnapshotID; got != cleaned {
+		t.Fatalf("the log records lake snapshot %d, want %d: a snapshot with truncated rows was recorded", got, cleaned)
+	}
+	e.store.SetHooks(objstore.Hooks{})
+	res, err = tr.Round(e.ctx, id, e.epoch)
+	if err != nil || !res.Committed || len(res.Retired) != 2 || res.Repaired {
+		t.Fatalf("round after the lagging one: %+v, %v", res, err)
+	}
+	e.checkTruncated(id, model, idsOf(old))
+}

@@ -58,6 +58,11 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	if node.GetSelectStmt() == nil {
 		return nil, false, nil
 	}
+	// Every SELECT comes here before planQuery: a condition that is not
+	// boolean fails it whether or not it reads the catalogs.
+	if err := s.checkConditions(node); err != nil {
+		return nil, true, err
+	}
 	if st, ok := s.planSetConfig(node); ok {
 		return st, true, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -619,7 +620,19 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 		if len(parts) == 2 {
 			schema = parts[0]
 		}
-		return rw.macroCall("mink_regclass", catString(schema), catString(parts[len(parts)-1]))
+		lookup := rw.macroCall("mink_regclass", catString(schema), catString(parts[len(parts)-1]))
+		key := schema
+		if key == "" {
+			key = "pg_catalog"
+		}
+		if catalogByName[key+"."+parts[len(parts)-1]] != nil {
+			return lookup // an emulated catalog: it exists
+		}
+		// A relation that does not exist fails the statement (42P01), as
+		// PostgreSQL's regclass input does.
+		missing := catCall("error", catString(engine.Raised(pgwire.CodeUndefinedTable,
+			fmt.Sprintf("relation %q does not exist", strings.Join(parts, ".")))))
+		return &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{Args: []*pg.Node{lookup, missing}}}}
 	case "regtype":
 		oid, ok := typeOIDByName(lit)
 		if !ok {

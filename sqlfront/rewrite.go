@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
 // walk calls fn for every message in a parse tree, depth first.
@@ -580,6 +581,15 @@ var integerFuncs = map[string]bool{
 	"bit_length": true, "position": true, "strpos": true, "ascii": true,
 }
 
+// engineMacros are PostgreSQL functions the engine lacks, by the name of
+// the macro that stands in for each (engine/db.go).
+var engineMacros = map[string]string{
+	"initcap":          "mink_initcap",
+	"justify_days":     "mink_justify_days",
+	"justify_hours":    "mink_justify_hours",
+	"justify_interval": "mink_justify_interval",
+}
+
 // jsonFuncs maps PostgreSQL's json and jsonb constructors and aggregates
 // to the engine's functions of the same meaning.
 var jsonFuncs = map[string]string{
@@ -676,6 +686,18 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 			return catCast(parsed, "date")
 		}
 		return catCast(parsed, "timestamptz")
+	case engineMacros[name] != "":
+		fc.Funcname = catNames(engineMacros[name])
+		rw.wrapped[fc] = true
+		rw.changed = true
+		return nil
+	case name == "date_trunc" && len(fc.Args) == 2 && sc.exprOrigin(fc.Args[1]).typ.Kind() == sqltypes.Date:
+		// PostgreSQL truncates a date as a timestamptz (in the session's
+		// time zone); the engine's date_trunc of a date is a timestamp.
+		fc.Args[1] = catCast(fc.Args[1], "timestamptz")
+		rw.wrapped[fc] = true
+		rw.changed = true
+		return nil
 	case name == "format" && len(fc.Args) >= 1:
 		c := fc.Args[0].GetAConst()
 		if c == nil || c.GetSval() == nil {
@@ -724,15 +746,7 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
 				Args: []*pg.Node{text(a), catString("")}}}})
 		case 'I':
-			// quote_ident without its keyword list: a word PostgreSQL
-			// reserves is left bare.
-			x := text(a)
-			quoted := concatText(catString(`"`), catCall("replace", x, catString(`"`), catString(`""`)), catString(`"`))
-			out = append(out, &pg.Node{Node: &pg.Node_CaseExpr{CaseExpr: &pg.CaseExpr{
-				Args: []*pg.Node{{Node: &pg.Node_CaseWhen{CaseWhen: &pg.CaseWhen{
-					Expr:   catCall("regexp_full_match", x, catString("[a-z_][a-z0-9_$]*")),
-					Result: x}}}},
-				Defresult: quoted}}})
+			out = append(out, quoteIdentExpr(a))
 		case 'L':
 			quoted := concatText(catString("'"), catCall("replace", text(a), catString("'"), catString("''")), catString("'"))
 			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
@@ -741,6 +755,38 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 	}
 	out[0] = catString(b.String())
 	return catCall("printf", out...)
+}
+
+// quoteIdentExpr is quote_ident(a) for the engine: a constant is quoted
+// here; any other value is quoted unless it is a lower-case word that is
+// not a keyword quote_ident quotes (the list is written into the
+// statement).
+func quoteIdentExpr(a *pg.Node) *pg.Node {
+	if c := a.GetAConst(); c != nil && c.GetSval() != nil {
+		return catString(quoteIdentIfNeeded(c.GetSval().Sval))
+	}
+	if c := a.GetAConst(); c != nil && c.Isnull {
+		return catString("")
+	}
+	x := catCast(a, "text")
+	quoted := concatText(catString(`"`), catCall("replace", x, catString(`"`), catString(`""`)), catString(`"`))
+	keywords := make([]string, 0, len(quotedKeywords))
+	for k := range quotedKeywords {
+		keywords = append(keywords, k)
+	}
+	sort.Strings(keywords)
+	list := make([]*pg.Node, len(keywords))
+	for i, k := range keywords {
+		list[i] = catString(k)
+	}
+	plain := &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_AND_EXPR, Args: []*pg.Node{
+		catCall("regexp_full_match", x, catString("[a-z_][a-z0-9_$]*")),
+		{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR, Args: []*pg.Node{
+			catCall("list_contains", &pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: &pg.A_ArrayExpr{Elements: list}}}, x)}}}},
+	}}}}
+	return &pg.Node{Node: &pg.Node_CaseExpr{CaseExpr: &pg.CaseExpr{
+		Args:      []*pg.Node{{Node: &pg.Node_CaseWhen{CaseWhen: &pg.CaseWhen{Expr: plain, Result: x}}}},
+		Defresult: quoted}}}
 }
 
 func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
@@ -838,4 +884,73 @@ func strftimeFormat(template string) (string, bool) {
 		i++
 	}
 	return b.String(), true
+}
+
+// checkConditions fails a statement whose WHERE or HAVING is a constant or
+// a column that is not boolean (42804), as PostgreSQL does; DuckDB would
+// cast it to boolean. Conditions of other types are left to the engine.
+func (s *session) checkConditions(node *pg.Node) error {
+	var err error
+	walk(node, func(m protoreflect.Message) {
+		sel, ok := m.Interface().(*pg.SelectStmt)
+		if !ok || err != nil || (sel.WhereClause == nil && sel.HavingClause == nil) {
+			return
+		}
+		ctes := map[string]bool{}
+		if wc := sel.WithClause; wc != nil {
+			for _, c := range wc.Ctes {
+				ctes[c.GetCommonTableExpr().GetCtename()] = true
+			}
+		}
+		scope := &fromScope{}
+		for _, item := range sel.FromClause {
+			s.addFromItem(scope, item, ctes)
+		}
+		for _, c := range []struct {
+			clause string
+			cond   *pg.Node
+		}{{"WHERE", sel.WhereClause}, {"HAVING", sel.HavingClause}} {
+			if typ := conditionType(c.cond, scope); typ != "" && err == nil {
+				err = errorf(pgwire.CodeDatatypeMismatch, "argument of %s must be type boolean, not type %s", c.clause, typ)
+			}
+		}
+	})
+	return err
+}
+
+// conditionType returns the type name of cond, a WHERE or HAVING
+// condition, when it is known not to be boolean; "" otherwise.
+func conditionType(cond *pg.Node, sc *fromScope) string {
+	if cond == nil {
+		return ""
+	}
+	if c := cond.GetAConst(); c != nil {
+		switch {
+		case c.GetIval() != nil:
+			return "integer"
+		case c.GetFval() != nil:
+			return "numeric"
+		}
+		return ""
+	}
+	if cond.GetColumnRef() == nil && cond.GetTypeCast() == nil {
+		return ""
+	}
+	t := sc.exprOrigin(cond).typ
+	if !t.Valid() || t.Kind() == sqltypes.Bool {
+		return ""
+	}
+	switch t.Kind() {
+	case sqltypes.Char:
+		return "character"
+	case sqltypes.Array:
+		return ""
+	}
+	name := t.Name()
+	if i := strings.IndexByte(name, '('); i >= 0 {
+		// format_type_be leaves out the type modifier.
+		end := strings.IndexByte(name[i:], ')')
+		name = strings.TrimSpace(name[:i] + name[i+end+1:])
+	}
+	return name
 }

@@ -2,6 +2,7 @@ package sqlfront
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"time"
 
@@ -62,6 +63,9 @@ func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (ar
 				if gen, ok := v.(func() any); ok {
 					v = gen()
 				}
+			}
+			if appendInfinity(builders[i], v) {
+				continue
 			}
 			if err := appendValue(builders[i], c.Type, v); err != nil {
 				return nil, &rowError{row: r, col: c.Name, err: err}
@@ -252,6 +256,56 @@ func outOfRange(t sqltypes.Type, v any, isInt bool) *pgwire.Error {
 		return badValue(t, v)
 	}
 	return errorf(pgwire.CodeNumericValueOutOfRange, "%s out of range", t.Name())
+}
+
+// infinity returns the sign of an infinite date or timestamp value as
+// pgwire decodes it (0: not infinite).
+func infinity(v any) int {
+	var m pgtype.InfinityModifier
+	switch x := v.(type) {
+	case pgtype.InfinityModifier:
+		m = x
+	case pgtype.Date:
+		m = x.InfinityModifier
+	case pgtype.Timestamp:
+		m = x.InfinityModifier
+	case pgtype.Timestamptz:
+		m = x.InfinityModifier
+	}
+	switch m {
+	case pgtype.Infinity:
+		return 1
+	case pgtype.NegativeInfinity:
+		return -1
+	}
+	return 0
+}
+
+// Infinite dates and timestamps are stored as the engine stores them (what
+// an INSERT of 'infinity' stores): the largest value of the type and its
+// negation.
+const (
+	date32Infinity    = math.MaxInt32
+	timestampInfinity = math.MaxInt64
+)
+
+// appendInfinity appends v to a date or timestamp builder if it is
+// ±infinity, and reports whether it did. (appendValue rejects infinity: a
+// point lookup's key values must convert as storedKeyValues converts them.)
+func appendInfinity(b array.Builder, v any) bool {
+	sign := infinity(v)
+	if sign == 0 {
+		return false
+	}
+	switch bb := b.(type) {
+	case *array.Date32Builder:
+		bb.Append(arrow.Date32(sign * date32Infinity))
+		return true
+	case *array.TimestampBuilder:
+		bb.Append(arrow.Timestamp(int64(sign) * timestampInfinity))
+		return true
+	}
+	return false
 }
 
 func infiniteOr(t sqltypes.Type, v any) *pgwire.Error {

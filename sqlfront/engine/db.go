@@ -184,6 +184,31 @@ var sessionSettings = []string{
 	// elements as n), which sqlfront calls under these names.
 	"CREATE TEMP MACRO mink_array_remove(a, x) AS list_filter(a, lambda e: e IS DISTINCT FROM x)",
 	"CREATE TEMP MACRO mink_array_to_string(a, sep, n) AS array_to_string(list_transform(a, lambda e: coalesce(CAST(e AS VARCHAR), n)), sep)",
+	// PostgreSQL's initcap: the first letter or digit of each run of
+	// letters and digits upper case, the rest lower case.
+	`CREATE TEMP MACRO mink_initcap(s) AS array_to_string(list_transform(string_split(s, ''),
+		lambda c, i: CASE WHEN i > 1 AND regexp_full_match(string_split(s, '')[i - 1], '[\pL\pN]') THEN lower(c) ELSE upper(c) END), '')`,
+	// PostgreSQL's justify_days, justify_hours and justify_interval, on
+	// an interval's months, days and microseconds (m, d, us); integer
+	// division and remainder truncate toward zero, as in PostgreSQL.
+	"CREATE TEMP MACRO mink_iv_months(i) AS CAST(datepart('year', i) AS BIGINT) * 12 + datepart('month', i)",
+	"CREATE TEMP MACRO mink_iv_micros(i) AS CAST(datepart('hour', i) AS BIGINT) * 3600000000 + CAST(datepart('minute', i) AS BIGINT) * 60000000 + datepart('microseconds', i)",
+	"CREATE TEMP MACRO mink_iv(m, d, us) AS to_months(CAST(m AS INTEGER)) + to_days(CAST(d AS INTEGER)) + to_microseconds(CAST(us AS BIGINT))",
+	`CREATE TEMP MACRO mink_iv_days_sign(m, d, us) AS CASE WHEN m > 0 AND d < 0 THEN mink_iv(m - 1, d + 30, us)
+		WHEN m < 0 AND d > 0 THEN mink_iv(m + 1, d - 30, us) ELSE mink_iv(m, d, us) END`,
+	`CREATE TEMP MACRO mink_iv_time_sign(m, d, us) AS CASE WHEN d > 0 AND us < 0 THEN mink_iv(m, d - 1, us + 86400000000)
+		WHEN d < 0 AND us > 0 THEN mink_iv(m, d + 1, us - 86400000000) ELSE mink_iv(m, d, us) END`,
+	`CREATE TEMP MACRO mink_justify_days(i) AS mink_iv_days_sign(mink_iv_months(i) + datepart('day', i) // 30,
+		datepart('day', i) % 30, mink_iv_micros(i))`,
+	`CREATE TEMP MACRO mink_justify_hours(i) AS mink_iv_time_sign(mink_iv_months(i), datepart('day', i) + mink_iv_micros(i) // 86400000000,
+		mink_iv_micros(i) % 86400000000)`,
+	`CREATE TEMP MACRO mink_iv_justified(m, d, us) AS CASE
+		WHEN m > 0 AND (d < 0 OR d = 0 AND us < 0) THEN mink_iv_time_sign(m - 1, d + 30, us)
+		WHEN m < 0 AND (d > 0 OR d = 0 AND us > 0) THEN mink_iv_time_sign(m + 1, d - 30, us)
+		ELSE mink_iv_time_sign(m, d, us) END`,
+	`CREATE TEMP MACRO mink_iv_days_justified(m, d, us) AS mink_iv_justified(m + d // 30, d % 30, us)`,
+	`CREATE TEMP MACRO mink_justify_interval(i) AS mink_iv_days_justified(mink_iv_months(i),
+		datepart('day', i) + mink_iv_micros(i) // 86400000000, mink_iv_micros(i) % 86400000000)`,
 }
 
 // Conn opens a connection for one SQL session.

@@ -129,7 +129,14 @@ func newDuckDBError(query, text string) *Error {
 	return e
 }
 
+// Raised is the text to pass to the engine's error() for a statement to
+// fail with SQLSTATE code and PostgreSQL's message msg: sqlfront's
+// rewrites use it for errors PostgreSQL raises that DuckDB would not (the
+// error is raised when the engine evaluates the call).
+func Raised(code, msg string) string { return "[SQLSTATE " + code + "] " + msg }
+
 var (
+	raisedRE   = regexp.MustCompile(`(?s)^\[SQLSTATE ([0-9A-Z]{5})\] (.*)$`)
 	quotedRE   = regexp.MustCompile(`"([^"]*)"`)
 	withNameRE = regexp.MustCompile(`with name (\S+) does not exist`)
 )
@@ -168,6 +175,9 @@ func numberOutOfRange(msg string) bool {
 // the same error differently and clients or users may match on it, a
 // PostgreSQL-style message.
 func classify(de duckdbError, msg string) (code, message string) {
+	if m := raisedRE.FindStringSubmatch(msg); m != nil {
+		return m[1], m[2]
+	}
 	lower := strings.ToLower(msg)
 	name := de.Name
 	if name == "" {

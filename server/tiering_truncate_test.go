@@ -102,6 +102,8 @@ func TestTieringWorkerClearsTruncatedLake(t *testing.T) {
 		t.Fatalf("lake before TRUNCATE: %v", got)
 	}
 
+	var oldSnapshot int64
+	cat.Read(func(v *catalog.View) { oldSnapshot = v.Tables[id].Tiering.LakeSnapshotID })
 	newBuckets := propose(catalog.TruncateTable{Table: id}).Buckets
 	committed := w.counters.committed.Load()
 	runDue()
@@ -120,6 +122,27 @@ func TestTieringWorkerClearsTruncatedLake(t *testing.T) {
 	}
 	if st.LastRound == nil || !slices.Equal(st.LastRound.RetiredBuckets, oldBuckets) || st.LastRound.RetiredFiles != 2 {
 		t.Fatalf("last round after the cleanup: %+v", st.LastRound)
+	}
+	// A primary-key restore reads only its bucket's rows, also from the
+	// snapshot before the cleanup.
+	s.lakeReader.Store(tiering.NewLakeReader(store, "mem://lake", nil))
+	rowsOf := func(snapshot int64, b catalog.BucketID) int64 {
+		t.Helper()
+		var n int64
+		schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "p", Type: arrow.BinaryTypes.String}}, nil)
+		if err := s.kvLakeRows(ctx, id, snapshot, b, schema, func(rec arrow.RecordBatch) error {
+			n += rec.NumRows()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := rowsOf(oldSnapshot, newBuckets[0]); n != 0 {
+		t.Fatalf("restore of new bucket %d from the snapshot before TRUNCATE read %d rows", newBuckets[0], n)
+	}
+	if n := rowsOf(oldSnapshot, oldBuckets[0]); n != 3 {
+		t.Fatalf("restore of old bucket %d from the snapshot before TRUNCATE read %d rows, want 3", oldBuckets[0], n)
 	}
 	// Nothing left to retire or tier: no more rounds commit.
 	runDue()

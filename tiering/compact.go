@@ -214,12 +214,6 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 	if err != nil {
 		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
 	}
-	if len(p.retired(lakeState.Offsets)) > 0 {
-		// The lake still holds rows of buckets the table no longer has
-		// (TRUNCATE): the next round deletes them first. A compaction
-		// snapshot would carry them on, and be recorded.
-		return res, nil
-	}
 	tasks, err := tbl.Scan().PlanFiles(ctx)
 	if err != nil {
 		return res, fmt.Errorf("table %q: list lake files: %w", p.spec.Name, err)
@@ -234,11 +228,15 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 		if !ok {
 			continue // not a file mink wrote for a log table: left alone
 		}
+		if p.isRetired(b) {
+			// The lake still holds rows of a bucket the table no longer
+			// has (TRUNCATE, a dropped partition): the next round
+			// deletes them first. A compaction snapshot would carry them
+			// on, and be recorded.
+			return res, nil
+		}
 		if !p.current(b) {
-			// A retired bucket's files (TRUNCATE, a dropped partition)
-			// are deleted by the next round, never merged; a bucket
-			// newer than this view waits for the next pass.
-			continue
+			continue // a bucket newer than this view: the next pass
 		}
 		key, ok := strings.CutPrefix(task.File.FilePath(), t.lake.base+"/")
 		if !ok {

@@ -223,13 +223,30 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 				p.spec.Name, b, off, lakeState.SnapshotID, lakeState.Offsets[b])
 		}
 	}
+	res.From, res.To = map[catalog.BucketID]uint64{}, map[catalog.BucketID]uint64{}
+	for _, b := range p.buckets {
+		if from, end := lakeState.Offsets[b], p.ends[b]; end > from {
+			res.From[b], res.To[b] = from, end
+		}
+	}
 	// Rows of buckets the table no longer has leave the lake in the
 	// round's snapshot, before any new row is visible beside them; a
 	// round with no new rows still commits their deletion. A lake
 	// snapshot that still holds such rows is never recorded: the round's
 	// own snapshot, which carries its offsets too, is.
-	retired := p.retired(lakeState.Offsets)
-	if lakeState.Sequence > p.tiered.LakeSequence && len(retired) == 0 {
+	pk := len(p.spec.PrimaryKey) > 0
+	var (
+		current      map[catalog.BucketID][]string
+		retired      []catalog.BucketID
+		retiredFiles []string
+	)
+	if len(p.retired(lakeState.Offsets)) > 0 || (pk && len(res.To) > 0) {
+		if current, err = bucketFiles(ctx, tbl); err != nil {
+			return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+		}
+		retired, retiredFiles = p.retiredFiles(lakeState.Offsets, current)
+	}
+	if lakeState.Sequence > p.tiered.LakeSequence && len(retiredFiles) == 0 {
 		// A snapshot that names none of the table's buckets has nothing
 		// to record.
 		recorded, err := t.record(ctx, id, epoch, p, lakeState.Offsets, lakeState.SnapshotID, lakeState.Sequence)
@@ -243,25 +260,14 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 				"table", p.spec.Name, "snapshot", lakeState.SnapshotID, "sequence", lakeState.Sequence)
 		}
 	}
-
-	res.From, res.To = map[catalog.BucketID]uint64{}, map[catalog.BucketID]uint64{}
-	for _, b := range p.buckets {
-		if from, end := lakeState.Offsets[b], p.ends[b]; end > from {
-			res.From[b], res.To[b] = from, end
-		}
-	}
-	if len(res.To) == 0 && len(retired) == 0 {
+	// Retired buckets without files (their rows deleted already) are left
+	// in the offsets until a round commits anyway.
+	if len(res.To) == 0 && len(retiredFiles) == 0 {
 		return res, nil
 	}
-	var current map[catalog.BucketID][]string
-	var retiredFiles []string
-	if len(retired) > 0 || len(p.spec.PrimaryKey) > 0 {
-		if current, err = bucketFiles(ctx, tbl); err != nil {
-			return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
-		}
-		res.Retired, retiredFiles = p.retiredFiles(lakeState.Offsets, current)
-		res.FilesDeleted = len(retiredFiles)
-		progress(Progress{Stage: "retired", Buckets: res.Retired, Files: len(retiredFiles)})
+	if len(retired) > 0 {
+		res.Retired, res.FilesDeleted = retired, len(retiredFiles)
+		progress(Progress{Stage: "retired", Buckets: retired, Files: len(retiredFiles)})
 	}
 	ranges := map[catalog.BucketID][2]uint64{}
 	for b, to := range res.To {
@@ -276,7 +282,6 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 
 	token := make([]byte, 8)
 	_, _ = rand.Read(token)
-	pk := len(p.spec.PrimaryKey) > 0
 	var (
 		files   []writtenFile
 		deleted []string

@@ -209,6 +209,12 @@ func (c *copySink) stage(ctx context.Context) error {
 			re.err.Where = fmt.Sprintf("COPY %s, line %d, column %s", c.table.name, c.lines[re.row], re.col)
 			return re.err
 		}
+		var ne *sqltypes.NotNullError
+		if errors.As(err, &ne) {
+			we := notNullWire(ne, c.s.sessionLocation())
+			we.Where = fmt.Sprintf("COPY %s, line %d", c.table.name, c.lines[ne.Index])
+			return we
+		}
 		return toWire(err)
 	}
 	c.staged = append(c.staged, rec)

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pganalyze/pg_query_go/v6/parser"
 
@@ -61,6 +62,12 @@ func toWire(err error) error {
 		}
 		return &pgwire.Error{Code: code, Message: msg, Detail: detail, Hint: hint, Position: int32(ee.Position), Err: err}
 	}
+	var ne *sqltypes.NotNullError
+	if errors.As(err, &ne) {
+		// Timestamptz values show in UTC here; paths that know the
+		// session's zone convert with it themselves (notNullWire).
+		return notNullWire(ne, time.UTC)
+	}
 	var te *sqltypes.Error
 	if errors.As(err, &te) {
 		return &pgwire.Error{Code: te.Code, Message: te.Message, Err: err}
@@ -86,6 +93,14 @@ func toWire(err error) error {
 		return &pgwire.Error{Code: pgwire.CodeUndefinedTable, Message: err.Error(), Err: err}
 	}
 	return &pgwire.Error{Code: pgwire.CodeInternalError, Message: err.Error(), Err: err}
+}
+
+// notNullWire is PostgreSQL's error for Conform's NOT NULL violation, with
+// the failing row in the detail and timestamptz values in loc.
+func notNullWire(ne *sqltypes.NotNullError, loc *time.Location) *pgwire.Error {
+	e := notNullViolation(ne.Table, ne.Column, ne.Columns, ne.Row, 0, loc)
+	e.Err = ne
+	return e
 }
 
 func unsupported(format string, args ...any) *pgwire.Error {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -371,6 +373,10 @@ func (s *session) evaluate(ctx context.Context, table *tableInfo, eval string, a
 		conformed, err := sqltypes.Conform(table.name, cols, rec, memory.DefaultAllocator)
 		if err != nil {
 			releaseAll(out)
+			var ne *sqltypes.NotNullError
+			if errors.As(err, &ne) {
+				return nil, 0, notNullWire(ne, s.sessionLocation())
+			}
 			return nil, 0, err
 		}
 		if seqs {
@@ -379,7 +385,7 @@ func (s *session) evaluate(ctx context.Context, table *tableInfo, eval string, a
 				return nil, 0, err
 			}
 		}
-		if err := checkNotNull(table, conformed); err != nil {
+		if err := checkNotNullIn(table, conformed, s.sessionLocation()); err != nil {
 			conformed.Release()
 			releaseAll(out)
 			return nil, 0, err
@@ -399,17 +405,95 @@ func (s *session) evaluate(ctx context.Context, table *tableInfo, eval string, a
 	return merged, rows, nil
 }
 
-// checkNotNull rejects a batch with a NULL in a NOT NULL column (23502).
+// checkNotNull rejects a batch with a NULL in a NOT NULL column (23502),
+// with the failing row in the detail (timestamptz values in UTC; see
+// checkNotNullIn).
 func checkNotNull(table *tableInfo, rec arrow.RecordBatch) error {
+	return checkNotNullIn(table, rec, time.UTC)
+}
+
+// checkNotNullIn is checkNotNull showing timestamptz values in loc, the
+// session's time zone.
+func checkNotNullIn(table *tableInfo, rec arrow.RecordBatch, loc *time.Location) error {
+	nulls := false
 	for i, c := range table.cols {
-		if c.NotNull && rec.Column(i).NullN() > 0 {
-			return &pgwire.Error{Code: pgwire.CodeNotNullViolation,
-				Message:    fmt.Sprintf("null value in column %q of relation %q violates not-null constraint", c.Name, table.name),
-				TableName:  table.name,
-				ColumnName: c.Name, SchemaName: "public"}
+		nulls = nulls || c.NotNull && rec.Column(i).NullN() > 0
+	}
+	if !nulls {
+		return nil
+	}
+	// PostgreSQL checks one row at a time, its columns in order.
+	for r := 0; r < int(rec.NumRows()); r++ {
+		for i, c := range table.cols {
+			if c.NotNull && rec.Column(i).IsNull(r) {
+				return notNullViolation(table.name, c.Name, table.cols, rec, r, loc)
+			}
 		}
 	}
-	return nil
+	panic(fmt.Sprintf("sqlfront: column with nulls but no null row in a batch of %d rows", rec.NumRows()))
+}
+
+// notNullViolation is PostgreSQL's 23502 error for row r of rec, a batch
+// of the table's columns cols (as stored, or as the engine computed them).
+func notNullViolation(table, column string, cols []sqltypes.Column, rec arrow.RecordBatch, r int, loc *time.Location) *pgwire.Error {
+	e := &pgwire.Error{Code: pgwire.CodeNotNullViolation,
+		Message:   fmt.Sprintf("null value in column %q of relation %q violates not-null constraint", column, table),
+		TableName: table, ColumnName: column, SchemaName: "public"}
+	if row, ok := failingRow(cols, rec, r, loc); ok {
+		e.Detail = "Failing row contains (" + row + ")."
+	}
+	return e
+}
+
+// failingRowValueLen is how many bytes of a value PostgreSQL shows in a
+// failing row before it cuts the value short with "...".
+const failingRowValueLen = 64
+
+// failingRow renders row r of rec as PostgreSQL's "Failing row contains"
+// detail does: each value's text output, null for NULL. False if a value
+// cannot be rendered.
+func failingRow(cols []sqltypes.Column, rec arrow.RecordBatch, r int, loc *time.Location) (string, bool) {
+	if rec == nil || int(rec.NumCols()) != len(cols) {
+		return "", false
+	}
+	oids := make([]uint32, len(cols))
+	vals := make([]any, len(cols))
+	for i, c := range cols {
+		oids[i] = c.Type.OID()
+		vals[i] = engine.GoValue(rec.Column(i), r, c.Type)
+	}
+	texts, err := pgwire.TextValues(oids, vals, loc)
+	if err != nil {
+		return "", false
+	}
+	for i, t := range texts {
+		switch {
+		case vals[i] == nil:
+			texts[i] = "null"
+		case cols[i].Type.Kind() == sqltypes.Char:
+			t = sqltypes.PadChar(t, int(cols[i].Type.Length()))
+		}
+		if len(t) > failingRowValueLen {
+			cut := failingRowValueLen
+			for cut > 0 && !utf8.RuneStart(t[cut]) {
+				cut--
+			}
+			t = t[:cut] + "..."
+		}
+		if vals[i] != nil {
+			texts[i] = t
+		}
+	}
+	return strings.Join(texts, ", "), true
+}
+
+// sessionLocation is the session's TimeZone as a location; UTC when Go
+// does not know the zone.
+func (s *session) sessionLocation() *time.Location {
+	if loc, err := time.LoadLocation(s.settings.values["timezone"]); err == nil {
+		return loc
+	}
+	return time.UTC
 }
 
 func releaseAll(batches []arrow.RecordBatch) {

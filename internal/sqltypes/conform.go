@@ -59,7 +59,8 @@ func PadChar(s string, n int) string {
 // SELECT CAST(… AS Type.DuckDBType()) …, or received from a client) into a
 // batch of exactly Schema(cols), checking each column on the way:
 //
-//   - NOT NULL columns must have no nulls (23502);
+//   - NOT NULL columns must have no nulls (23502, a *NotNullError with
+//     the first failing row);
 //   - varchar(n) and char(n) values go through CheckText (22001);
 //   - uuid accepts arrow.uuid, FixedSizeBinary(16), or String in the
 //     textual form DuckDB exports by default (22P02 if malformed);
@@ -90,21 +91,82 @@ func Conform(table string, cols []Column, rec arrow.RecordBatch, mem memory.Allo
 			a.Release()
 		}
 	}()
+	nulls := false
 	for i, c := range cols {
 		a, err := conformColumn(table, c, rec.Column(i), mem)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, a)
+		nulls = nulls || c.NotNull && a.NullN() > 0
 	}
-	return array.NewRecordBatch(Schema(cols), out, rec.NumRows()), nil
+	conformed := array.NewRecordBatch(Schema(cols), out, rec.NumRows())
+	if nulls {
+		defer conformed.Release()
+		return nil, notNullError(table, cols, conformed)
+	}
+	return conformed, nil
+}
+
+// NotNullError is Conform's error for a NULL in a NOT NULL column: the
+// 23502 *Error, with the row PostgreSQL shows in its detail ("Failing row
+// contains (…)").
+type NotNullError struct {
+	Err    *Error
+	Table  string
+	Column string // the NOT NULL column
+	// Index is the failing row's position in the batch. Row is that row,
+	// conformed (one row, of Schema(Columns); nil if it could not be
+	// copied), in Go memory: a holder need not release it.
+	Index   int
+	Row     arrow.RecordBatch
+	Columns []Column
+}
+
+func (e *NotNullError) Error() string { return e.Err.Message }
+func (e *NotNullError) Unwrap() error { return e.Err }
+
+// notNullError reports the first row of rec, conformed to cols, with a NULL
+// in a NOT NULL column, and the first such column of that row, as
+// PostgreSQL checks rows one at a time in column order.
+func notNullError(table string, cols []Column, rec arrow.RecordBatch) *NotNullError {
+	for r := 0; r < int(rec.NumRows()); r++ {
+		for i, c := range cols {
+			if c.NotNull && rec.Column(i).IsNull(r) {
+				return &NotNullError{
+					Err:   errorf(codeNotNullViolation, "null value in column %q of relation %q violates not-null constraint", c.Name, table),
+					Table: table, Column: c.Name, Index: r, Row: copyRow(rec, r), Columns: cols,
+				}
+			}
+		}
+	}
+	panic(fmt.Sprintf("sqltypes: notNullError called on a batch of %d rows without a NULL in a NOT NULL column", rec.NumRows()))
+}
+
+// copyRow copies row r of rec into a batch of its own in Go memory; nil if
+// a column cannot be copied.
+func copyRow(rec arrow.RecordBatch, r int) arrow.RecordBatch {
+	row := rec.NewSlice(int64(r), int64(r+1))
+	defer row.Release()
+	cols := make([]arrow.Array, 0, row.NumCols())
+	defer func() {
+		for _, a := range cols {
+			a.Release()
+		}
+	}()
+	for _, a := range row.Columns() {
+		c, err := array.Concatenate([]arrow.Array{a}, memory.DefaultAllocator)
+		if err != nil {
+			return nil
+		}
+		cols = append(cols, c)
+	}
+	return array.NewRecordBatch(row.Schema(), cols, 1)
 }
 
 // conformColumn returns a new reference to an array of c's Arrow type.
+// NOT NULL is checked by Conform, on the conformed batch.
 func conformColumn(table string, c Column, a arrow.Array, mem memory.Allocator) (arrow.Array, error) {
-	if c.NotNull && a.NullN() > 0 {
-		return nil, errorf(codeNotNullViolation, "null value in column %q of relation %q violates not-null constraint", c.Name, table)
-	}
 	target := c.Type.ArrowType()
 	src := a.DataType()
 	mismatch := func() error {

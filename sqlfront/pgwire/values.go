@@ -43,6 +43,24 @@ func newCodec(loc *time.Location) *codec {
 	return &codec{m: m, loc: loc}
 }
 
+// TextValues renders values as the engine gives them (engine.GoValue), one
+// per type OID, in PostgreSQL's text output, timestamptz in loc; a nil
+// value is "". It is for messages (an error's detail), not for results.
+func TextValues(oids []uint32, vals []any, loc *time.Location) ([]string, error) {
+	c := newCodec(loc)
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		b, null, err := c.encode(nil, oids[i], textFormat, v)
+		if err != nil {
+			return nil, err
+		}
+		if !null {
+			out[i] = string(b)
+		}
+	}
+	return out, nil
+}
+
 // encode appends the encoding of v, for a column of type oid in the given
 // format, to buf. null reports SQL NULL, in which case nothing is appended.
 func (c *codec) encode(buf []byte, oid uint32, format int16, v any) (out []byte, null bool, err error) {

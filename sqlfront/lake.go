@@ -31,9 +31,6 @@ import (
 type lakePin struct {
 	snapshot int64
 	offsets  map[catalog.BucketID]uint64
-	// all: the scan reads every bucket the snapshot holds (no pruning
-	// filter is needed on __bucket).
-	all bool
 }
 
 // pinLake returns the lake part of a scan of tbl's buckets ids, read from
@@ -49,12 +46,9 @@ func pinLake(tbl *catalog.Table, ids []catalog.BucketID) lakePin {
 	for _, id := range ids {
 		want[id] = true
 	}
-	p.all = true
 	for id, off := range ts.Offsets {
 		if want[id] {
 			p.offsets[id] = off
-		} else if off > 0 {
-			p.all = false
 		}
 	}
 	return p
@@ -250,10 +244,10 @@ func (f *Frontend) fillMirrorFromLake(ctx context.Context, t *tableInfo, nt *eng
 	if f.cfg.Lake == nil {
 		return nil, fmt.Errorf("table %q has tiered rows but this node has no lake reader", t.name)
 	}
-	req := tiering.ScanRequest{Table: t.id, Snapshot: pin.snapshot, Schema: t.schema, Columns: t.cols}
-	if !pin.all || len(fill) < len(pin.offsets) {
-		req.Buckets = fill
-	}
+	// Always the buckets: the pinned snapshot may hold rows of buckets the
+	// table no longer has (TRUNCATE, dropped partitions) until a round
+	// deletes them; nil would read every file.
+	req := tiering.ScanRequest{Table: t.id, Snapshot: pin.snapshot, Schema: t.schema, Columns: t.cols, Buckets: fill}
 	var batches []arrow.RecordBatch
 	defer func() {
 		for _, b := range batches {
@@ -301,14 +295,18 @@ func (t *tableSource) openLake(ctx context.Context, pin lakePin, ids []catalog.B
 	if lr == nil {
 		return nil, fmt.Errorf("table %q has tiered rows but this node has no lake reader", t.info.name)
 	}
-	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns), Columns: t.info.cols, Filter: filter}
-	if !pin.all {
-		req.Buckets = []catalog.BucketID{}
-		for _, id := range ids {
-			if pin.offsets[id] > 0 {
-				req.Buckets = append(req.Buckets, id)
-			}
+	// Always the buckets, never nil (every file of the snapshot): it may
+	// hold rows of buckets the table no longer has (TRUNCATE, dropped
+	// partitions) until a round deletes them.
+	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns), Columns: t.info.cols, Filter: filter,
+		Buckets: []catalog.BucketID{}}
+	for _, id := range ids {
+		if pin.offsets[id] > 0 {
+			req.Buckets = append(req.Buckets, id)
 		}
+	}
+	if len(req.Buckets) == 0 {
+		return nil, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &lakeStream{schema: req.Schema, ch: make(chan arrow.RecordBatch, 16), cancel: cancel, done: make(chan struct{}), refs: 1}

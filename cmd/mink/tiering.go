@@ -119,14 +119,19 @@ round is queued.`,
 						fmt.Fprintf(out, "  bucket %d: offsets [%d, %d): %d rows, %d files, %d bytes\n", p.Bucket, p.From, p.To, p.Rows, p.Files, p.Bytes)
 					case "committed":
 						fmt.Fprintf(out, "committed lake snapshot %d (sequence %d)\n", p.SnapshotID, p.Sequence)
+					case "retired":
+						fmt.Fprintf(out, "deleting the lake rows of %d buckets the table no longer has (TRUNCATE, dropped partitions): %d files\n", len(p.Buckets), p.Files)
 					case "recorded":
 						fmt.Fprintln(out, "recorded the tiered offsets in the metadata log")
 					}
 				case "done":
 					r := ev.Result
-					if r.Rows == 0 && !r.Repaired {
+					switch {
+					case r.Rows == 0 && len(r.RetiredBuckets) > 0:
+						fmt.Fprintf(out, "done: no rows to tier; %d files of %d retired buckets deleted from the lake\n", r.RetiredFiles, len(r.RetiredBuckets))
+					case r.Rows == 0 && !r.Repaired:
 						fmt.Fprintf(out, "nothing to tier: %s is up to date\n", ev.Table)
-					} else {
+					default:
 						fmt.Fprintf(out, "done: %d rows tiered", r.Rows)
 						if ev.LagRows > 0 {
 							fmt.Fprintf(out, " (%d rows committed since)", ev.LagRows)

@@ -322,7 +322,7 @@ func (s *session) filterValues(ctx context.Context, exprs []*pg.Node, typ sqltyp
 		if err != nil {
 			return nil, false
 		}
-		v, ok := filterGoValue(conformed.Column(0))
+		v, ok := tiering.PredicateValue(conformed.Column(0))
 		conformed.Release()
 		if !ok {
 			return nil, false
@@ -330,31 +330,4 @@ func (s *session) filterValues(ctx context.Context, exprs []*pg.Node, typ sqltyp
 		out[i] = v
 	}
 	return out, true
-}
-
-// filterGoValue is row 0 of a as a tiering.Predicate value.
-func filterGoValue(a arrow.Array) (any, bool) {
-	if a.Len() != 1 || a.IsNull(0) {
-		return nil, false
-	}
-	switch col := a.(type) {
-	case *array.Int16:
-		return int64(col.Value(0)), true
-	case *array.Int32:
-		return int64(col.Value(0)), true
-	case *array.Int64:
-		return col.Value(0), true
-	case *array.Boolean:
-		return col.Value(0), true
-	case *array.String:
-		return strings.Clone(col.Value(0)), true
-	case *array.Date32:
-		return col.Value(0), true
-	case *array.Timestamp:
-		if col.DataType().(*arrow.TimestampType).Unit != arrow.Microsecond {
-			return nil, false
-		}
-		return col.Value(0), true
-	}
-	return nil, false
 }

@@ -245,7 +245,7 @@ func missingMeets(c sqltypes.Column, p Predicate) (meets, known bool) {
 	if one.IsNull(0) {
 		return false, true
 	}
-	v, ok := predicateValue(one)
+	v, ok := PredicateValue(one)
 	if !ok {
 		return false, false
 	}
@@ -319,9 +319,13 @@ func cmpOrdered[T ~int64 | ~int32](a, b T) int {
 	return 0
 }
 
-// predicateValue is a[0] as the Go value a Predicate on its column holds
-// (see Predicate); false for the types Predicate does not use.
-func predicateValue(a arrow.Array) (any, bool) {
+// PredicateValue is the value of a, an array of one non-null value, as a
+// Predicate on its column holds it (see Predicate); false for a null, an
+// array of another length, or a type Predicate does not use.
+func PredicateValue(a arrow.Array) (any, bool) {
+	if a.Len() != 1 || a.IsNull(0) {
+		return nil, false
+	}
 	switch col := a.(type) {
 	case *array.Int16:
 		return int64(col.Value(0)), true
@@ -332,10 +336,13 @@ func predicateValue(a arrow.Array) (any, bool) {
 	case *array.Boolean:
 		return col.Value(0), true
 	case *array.String:
-		return col.Value(0), true
+		return strings.Clone(col.Value(0)), true
 	case *array.Date32:
 		return col.Value(0), true
 	case *array.Timestamp:
+		if col.DataType().(*arrow.TimestampType).Unit != arrow.Microsecond {
+			return nil, false
+		}
 		return col.Value(0), true
 	}
 	return nil, false

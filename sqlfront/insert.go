@@ -308,6 +308,20 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 					}
 				}
 				if ok {
+					switch k := typ.Kind(); {
+					case uncast && (k == sqltypes.Date || k == sqltypes.Timestamp || k == sqltypes.Timestamptz):
+						// '01/02/2024' in DateStyle's order (rewrite.go; a
+						// typed literal is rewritten there).
+						if iso, reordered := isoDateLiteral(lit, s.settings.values["datestyle"]); reordered {
+							lit = iso
+						}
+						// Cast to the column's type, as for numbers below, so
+						// that rows with a typed date mix with it.
+						var err error
+						if items[j], err = castTo(catString(lit), typ); err != nil {
+							return "", err
+						}
+					}
 					replaced, err := typedLiteral(lit, typ)
 					if err != nil {
 						return "", err

@@ -798,6 +798,15 @@ func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 	if c := tc.Arg.GetAConst(); c != nil && c.GetSval() != nil {
 		lit = c.GetSval().Sval
 	}
+	var reordered *pg.Node
+	switch t.Kind() {
+	case sqltypes.Date, sqltypes.Timestamp, sqltypes.Timestamptz:
+		if iso, ok := isoDateLiteral(lit, rw.s.settings.values["datestyle"]); ok {
+			lit = iso
+			tc.Arg = catString(iso)
+			reordered = &pg.Node{Node: &pg.Node_TypeCast{TypeCast: tc}}
+		}
+	}
 	switch t.Kind() {
 	case sqltypes.Array:
 		if c := tc.Arg.GetAConst(); c != nil && c.GetSval() != nil {
@@ -829,7 +838,37 @@ func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 			return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: tc}}
 		}
 	}
-	return nil
+	return reordered
+}
+
+// numericDateRE is a date written with numbers in DateStyle's order and a
+// four-digit year last ('01/02/2024', '1.2.2024 10:00'); the engine reads
+// only ISO order.
+var numericDateRE = regexp.MustCompile(`^\s*(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})(\s.*)?$`)
+
+// isoDateLiteral rewrites a date or timestamp literal of numericDateRE
+// into ISO order as PostgreSQL reads it under datestyle (the DateStyle
+// setting, "ISO, MDY" or "ISO, DMY"); false when lit is not such a date.
+// Under YMD, PostgreSQL rejects such a date, and so does the engine.
+func isoDateLiteral(lit, datestyle string) (string, bool) {
+	m := numericDateRE.FindStringSubmatch(lit)
+	if m == nil {
+		return "", false
+	}
+	month, day := m[1], m[2]
+	switch {
+	case strings.HasSuffix(datestyle, "DMY"):
+		month, day = day, month
+	case strings.HasSuffix(datestyle, "YMD"):
+		return "", false
+	}
+	pad := func(s string) string {
+		if len(s) == 1 {
+			return "0" + s
+		}
+		return s
+	}
+	return m[3] + "-" + pad(month) + "-" + pad(day) + m[4], true
 }
 
 // offsetNoSecondsRE finds a time of day without seconds followed by a UTC

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -746,7 +747,10 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
 				Args: []*pg.Node{text(a), catString("")}}}})
 		case 'I':
-			out = append(out, quoteIdentExpr(a))
+			// format's %I of NULL fails (quote_ident's is NULL).
+			null := catCall("error", catString(engine.Raised(codeNullValueNotAllowed, "null values cannot be formatted as an SQL identifier")))
+			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
+				Args: []*pg.Node{quoteIdentExpr(a), null}}}})
 		case 'L':
 			quoted := concatText(catString("'"), catCall("replace", text(a), catString("'"), catString("''")), catString("'"))
 			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
@@ -764,9 +768,6 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 func quoteIdentExpr(a *pg.Node) *pg.Node {
 	if c := a.GetAConst(); c != nil && c.GetSval() != nil {
 		return catString(quoteIdentIfNeeded(c.GetSval().Sval))
-	}
-	if c := a.GetAConst(); c != nil && c.Isnull {
-		return catString("")
 	}
 	x := catCast(a, "text")
 	quoted := concatText(catString(`"`), catCall("replace", x, catString(`"`), catString(`""`)), catString(`"`))

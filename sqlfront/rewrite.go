@@ -973,6 +973,12 @@ func conditionType(cond *pg.Node, sc *fromScope) string {
 		}
 		return ""
 	}
+	if fc := cond.GetFuncCall(); fc != nil {
+		if schema, name := funcName(fc); name == "count" && (schema == "" || schema == "pg_catalog") && fc.Over == nil {
+			return "bigint"
+		}
+		return ""
+	}
 	if cond.GetColumnRef() == nil && cond.GetTypeCast() == nil {
 		return ""
 	}

@@ -709,7 +709,9 @@ var trailingZone = regexp.MustCompile(`\s*(Z|UTC|[+-]\d{1,2}(:?\d{2}){0,2})$`)
 // time part gets an explicit sign when a preceding part is negative.
 func appendInterval(buf []byte, iv pgtype.Interval) []byte {
 	years, months := iv.Months/12, iv.Months%12
-	negSeen := false
+	// As PostgreSQL's EncodeInterval: a positive field right after a
+	// negative one has a plus sign ("-1 mons +37 days 22:00:00").
+	negBefore := false
 	first := true
 	unit := func(n int64, one, many string) {
 		if n == 0 {
@@ -719,9 +721,10 @@ func appendInterval(buf []byte, iv pgtype.Interval) []byte {
 			buf = append(buf, ' ')
 		}
 		first = false
-		if n < 0 {
-			negSeen = true
+		if negBefore && n > 0 {
+			buf = append(buf, '+')
 		}
+		negBefore = n < 0
 		buf = strconv.AppendInt(buf, n, 10)
 		buf = append(buf, ' ')
 		if n == 1 { // PostgreSQL: "-1 mons"
@@ -744,7 +747,7 @@ func appendInterval(buf []byte, iv pgtype.Interval) []byte {
 	case us < 0:
 		buf = append(buf, '-')
 		us = -us
-	case negSeen:
+	case negBefore:
 		buf = append(buf, '+')
 	}
 	h, rem := us/3_600_000_000, us%3_600_000_000

@@ -107,7 +107,15 @@ func hasPrefixFold(s, prefix string) bool {
 //     ignores the length);
 //   - '\x…'::bytea is hex (DuckDB reads \x as an escape of one byte);
 //   - a timestamptz literal of a time without seconds and an offset
-//     ('10:00+01') gets its seconds (DuckDB requires them).
+//     ('10:00+01') gets its seconds (DuckDB requires them);
+//   - a date literal with the year last ('01/02/2024') is put in ISO
+//     order as DateStyle reads it (DuckDB reads only ISO);
+//   - date_trunc of a date truncates it as a timestamptz; initcap and
+//     justify_* call the engine's macros (engineMacros); format's %I
+//     quotes keywords as quote_ident does.
+//
+// WHERE and HAVING conditions that are not boolean are rejected before,
+// by checkConditions.
 //
 // It works on the tree in place; changed says whether the statement must
 // be deparsed.

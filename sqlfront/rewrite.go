@@ -700,7 +700,8 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		rw.wrapped[fc] = true
 		rw.changed = true
 		return nil
-	case name == "date_trunc" && len(fc.Args) == 2 && sc.exprOrigin(fc.Args[1]).typ.Kind() == sqltypes.Date:
+	case name == "date_trunc" && len(fc.Args) == 2 && (sc.exprOrigin(fc.Args[1]).typ.Kind() == sqltypes.Date ||
+		fc.Args[1].GetSqlvalueFunction().GetOp() == pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE):
 		// PostgreSQL truncates a date as a timestamptz (in the session's
 		// time zone); the engine's date_trunc of a date is a timestamp.
 		fc.Args[1] = catCast(fc.Args[1], "timestamptz")

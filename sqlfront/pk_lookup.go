@@ -503,10 +503,14 @@ func storedKeyValues(cols []sqltypes.Column, vals, out []any) bool {
 		case sqltypes.Date:
 			if x, isTime := v.(time.Time); isTime {
 				out[j], ok = arrow.Date32FromTime(x), true
+			} else if sign := infinity(v); sign != 0 {
+				out[j], ok = arrow.Date32(sign*date32Infinity), true
 			}
 		case sqltypes.Timestamp, sqltypes.Timestamptz:
 			if x, isTime := v.(time.Time); isTime {
 				out[j], ok = arrow.Timestamp(x.UnixMicro()), true
+			} else if sign := infinity(v); sign != 0 {
+				out[j], ok = arrow.Timestamp(int64(sign)*timestampInfinity), true
 			}
 		case sqltypes.Time:
 			if x, isTime := v.(pgtype.Time); isTime {

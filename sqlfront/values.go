@@ -199,12 +199,18 @@ func appendValue(b array.Builder, t sqltypes.Type, v any) *pgwire.Error {
 	case *array.Date32Builder:
 		x, ok := v.(time.Time)
 		if !ok {
+			if appendInfinity(bb, v) {
+				return nil
+			}
 			return infiniteOr(t, v)
 		}
 		bb.Append(arrow.Date32FromTime(x))
 	case *array.TimestampBuilder:
 		x, ok := v.(time.Time)
 		if !ok {
+			if appendInfinity(bb, v) {
+				return nil
+			}
 			return infiniteOr(t, v)
 		}
 		bb.Append(arrow.Timestamp(x.UnixMicro()))
@@ -290,8 +296,8 @@ const (
 )
 
 // appendInfinity appends v to a date or timestamp builder if it is
-// ±infinity, and reports whether it did. (appendValue rejects infinity: a
-// point lookup's key values must convert as storedKeyValues converts them.)
+// ±infinity, and reports whether it did. (A point lookup's key values
+// convert the same way in storedKeyValues.)
 func appendInfinity(b array.Builder, v any) bool {
 	sign := infinity(v)
 	if sign == 0 {

@@ -941,8 +941,32 @@ func strftimeFormat(template string) (string, bool) {
 func (s *session) checkConditions(node *pg.Node) error {
 	var err error
 	walk(node, func(m protoreflect.Message) {
+		if err != nil {
+			return
+		}
+		// UPDATE and DELETE: the target table and FROM/USING are in scope.
+		var where *pg.Node
+		var from []*pg.Node
+		var target *pg.RangeVar
+		switch st := m.Interface().(type) {
+		case *pg.UpdateStmt:
+			where, from, target = st.WhereClause, st.FromClause, st.Relation
+		case *pg.DeleteStmt:
+			where, from, target = st.WhereClause, st.UsingClause, st.Relation
+		}
+		if where != nil {
+			scope := &fromScope{}
+			s.addFromItem(scope, &pg.Node{Node: &pg.Node_RangeVar{RangeVar: target}}, nil)
+			for _, item := range from {
+				s.addFromItem(scope, item, nil)
+			}
+			if typ := conditionType(where, scope); typ != "" {
+				err = errorf(pgwire.CodeDatatypeMismatch, "argument of WHERE must be type boolean, not type %s", typ)
+			}
+			return
+		}
 		sel, ok := m.Interface().(*pg.SelectStmt)
-		if !ok || err != nil || (sel.WhereClause == nil && sel.HavingClause == nil) {
+		if !ok || (sel.WhereClause == nil && sel.HavingClause == nil) {
 			return
 		}
 		ctes := map[string]bool{}

@@ -132,8 +132,14 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 	case *pg.Node_CopyStmt:
 		return s.planCopy(ctx, n.CopyStmt)
 	case *pg.Node_UpdateStmt:
+		if err := s.checkConditions(node); err != nil {
+			return nil, err
+		}
 		return s.planUpdate(ctx, n.UpdateStmt, paramOIDs)
 	case *pg.Node_DeleteStmt:
+		if err := s.checkConditions(node); err != nil {
+			return nil, err
+		}
 		return s.planDelete(ctx, n.DeleteStmt, paramOIDs)
 	case *pg.Node_AlterTableStmt:
 		return s.planAlterTable(ctx, n.AlterTableStmt)

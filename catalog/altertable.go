@@ -44,3 +44,21 @@ func applyTruncateTable(v *View, r TruncateTable) Outcome {
 	t.Buckets = v.createBuckets(t.ID, 0, t.Spec.Buckets)
 	return Outcome{Buckets: slices.Clone(t.Buckets)}
 }
+
+func applySetColumnDefault(v *View, r SetColumnDefault) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "set default of table %d: no such table", r.Table)
+	}
+	i := slices.IndexFunc(t.Spec.Columns, func(c Column) bool { return c.Name == r.Column })
+	if i < 0 {
+		return reject(ErrNotFound, "set default of %q.%q: no such column", t.Spec.Name, r.Column)
+	}
+	if t.Spec.Columns[i].Sequence != "" {
+		return reject(ErrInvalid, "set default of %q.%q: the column takes its values from a sequence", t.Spec.Name, r.Column)
+	}
+	// A new slice: views handed out earlier share the old one.
+	t.Spec.Columns = slices.Clone(t.Spec.Columns)
+	t.Spec.Columns[i].Default = r.Default
+	return Outcome{}
+}

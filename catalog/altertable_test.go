@@ -94,3 +94,34 @@ func TestTruncateTable(t *testing.T) {
 		t.Fatalf("truncate of an unknown table: %v", o.Err)
 	}
 }
+
+// TestSetColumnDefault: the default is set and dropped; an unknown column
+// or table, or a column with a sequence, is rejected; a view cloned
+// before keeps the old default.
+func TestSetColumnDefault(t *testing.T) {
+	v := NewView()
+	o := applyChecked(t, v, CreateTable{Spec: TableSpec{Name: "t", Columns: []Column{{Name: "id", Type: "bigint", Sequence: SequenceSerial}, {Name: "n", Type: "integer", Default: "1"}}, Buckets: 1}})
+	table := o.Table
+	before := v.Clone()
+	if o := applyChecked(t, v, SetColumnDefault{Table: table, Column: "n", Default: "42"}); o.Err != nil || v.Tables[table].Spec.Columns[1].Default != "42" {
+		t.Fatalf("set default: %v, %+v", o.Err, v.Tables[table].Spec.Columns)
+	}
+	if before.Tables[table].Spec.Columns[1].Default != "1" {
+		t.Fatal("a view cloned before SetColumnDefault changed")
+	}
+	if o := applyChecked(t, v, SetColumnDefault{Table: table, Column: "n"}); o.Err != nil || v.Tables[table].Spec.Columns[1].Default != "" {
+		t.Fatalf("drop default: %v, %+v", o.Err, v.Tables[table].Spec.Columns)
+	}
+	for _, r := range []struct {
+		rec  SetColumnDefault
+		want error
+	}{
+		{SetColumnDefault{Table: table, Column: "nosuch", Default: "1"}, ErrNotFound},
+		{SetColumnDefault{Table: table + 50, Column: "n", Default: "1"}, ErrNotFound},
+		{SetColumnDefault{Table: table, Column: "id", Default: "1"}, ErrInvalid},
+	} {
+		if o := applyChecked(t, v, r.rec); !errors.Is(o.Err, r.want) {
+			t.Errorf("%+v: %v, want %v", r.rec, o.Err, r.want)
+		}
+	}
+}

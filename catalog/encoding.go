@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindTruncateTable
+	maxKnownKind           = KindSetColumnDefault
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -55,6 +55,7 @@ var kindNames = map[Kind]string{
 	KindAllocateSequence:     "AllocateSequence",
 	KindAddColumn:            "AddColumn",
 	KindTruncateTable:        "TruncateTable",
+	KindSetColumnDefault:     "SetColumnDefault",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -138,6 +139,8 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[AddColumn](kind, body)
 	case KindTruncateTable:
 		return decodeRecordBody[TruncateTable](kind, body)
+	case KindSetColumnDefault:
+		return decodeRecordBody[SetColumnDefault](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)

@@ -193,6 +193,7 @@ func sampleRecords() []Record {
 		TrimStream{Stream: 14, Start: 10, CoordinatorEpoch: 5},
 		AllocateSequence{Table: 12, Column: "id", Count: 100},
 		TruncateTable{Table: 12},
+		SetColumnDefault{Table: 12, Column: "n", Default: "42"},
 		AddColumn{Table: 12, Column: Column{Name: "note", Type: "text", NotNull: true, Default: "'x'", Sequence: "x", Added: true, Missing: &missing}},
 	}
 }

@@ -39,6 +39,7 @@ const (
 	KindAllocateSequence     Kind = 16
 	KindAddColumn            Kind = 17
 	KindTruncateTable        Kind = 18
+	KindSetColumnDefault     Kind = 19
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -329,6 +330,18 @@ type TruncateTable struct {
 	Table TableID `json:"table"`
 }
 
+// SetColumnDefault sets the DEFAULT of Table's column Column (ALTER TABLE
+// … ALTER COLUMN … SET DEFAULT) to Default, the SQL expression as
+// Column.Default holds it, or drops it when Default is "". Only later
+// writes use it: stored rows and an added column's missing value do not
+// change. Rejected with ErrNotFound for an unknown table or column and
+// ErrInvalid for a column with a sequence.
+type SetColumnDefault struct {
+	Table   TableID `json:"table"`
+	Column  string  `json:"column"`
+	Default string  `json:"default,omitempty"`
+}
+
 // MaxSequenceAllocation bounds AllocateSequence.Count.
 const MaxSequenceAllocation = 1 << 20
 
@@ -366,3 +379,4 @@ func (TrimStream) Kind() Kind           { return KindTrimStream }
 func (AllocateSequence) Kind() Kind     { return KindAllocateSequence }
 func (AddColumn) Kind() Kind            { return KindAddColumn }
 func (TruncateTable) Kind() Kind        { return KindTruncateTable }
+func (SetColumnDefault) Kind() Kind     { return KindSetColumnDefault }

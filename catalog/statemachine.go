@@ -128,6 +128,8 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyAddColumn(v, r)
 	case TruncateTable:
 		return applyTruncateTable(v, r)
+	case SetColumnDefault:
+		return applySetColumnDefault(v, r)
 	}
 	panic(fmt.Sprintf("catalog: recordValue accepted record type %T that Apply does not handle", rec))
 }
@@ -152,7 +154,7 @@ func recordValue(rec Record) (Record, error) {
 	case RegisterNode, RegisterCoordinator, CreateTable, DropTable, CreatePartition,
 		DropPartition, LeadBucket, OpenStream, CloseStream, CommitStreamObjects,
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
-		AllocateSequence, AddColumn, TruncateTable:
+		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)

@@ -865,6 +865,16 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 			r.Count = 0
 		}
 		rec = r
+	case KindSetColumnDefault:
+		id, _ := pickTable()
+		r := SetColumnDefault{Table: id, Column: "v", Default: fmt.Sprintf("'%d'", rng.IntN(10))}
+		if rng.IntN(3) == 0 {
+			r.Default = ""
+		}
+		if !likely() {
+			r.Column = "nosuch"
+		}
+		rec = r
 	case KindTruncateTable:
 		id, _ := pickTable()
 		rec = TruncateTable{Table: id}

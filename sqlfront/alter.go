@@ -20,11 +20,14 @@ import (
 // DEFAULT evaluated once by the ALTER (as PostgreSQL stores attmissingval
 // for a non-volatile default), or NULL.
 
-// addColumn is one ADD COLUMN of an ALTER TABLE.
+// addColumn is one ADD COLUMN of an ALTER TABLE, or (setDefault) one
+// ALTER COLUMN … SET/DROP DEFAULT of column col.Name to def.
 type addColumn struct {
 	col         catalog.Column
 	def         string // the SQL default expression, "" for none
 	ifNotExists bool
+	setDefault  bool
+	defExpr     *pg.Node // SET DEFAULT's expression; nil: DROP DEFAULT
 }
 
 func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*stmt, error) {
@@ -38,13 +41,17 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 	var adds []addColumn
 	for _, c := range at.Cmds {
 		cmd := c.GetAlterTableCmd()
+		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_ColumnDefault {
+			adds = append(adds, addColumn{col: catalog.Column{Name: cmd.Name}, setDefault: true, defExpr: cmd.Def})
+			continue
+		}
 		if cmd == nil || cmd.Subtype != pg.AlterTableType_AT_AddColumn {
 			what := "this form of ALTER TABLE"
 			if cmd != nil && alterForms[cmd.Subtype] != "" {
 				what = "ALTER TABLE … " + alterForms[cmd.Subtype]
 			}
 			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: what + " is not supported by mink",
-				Hint: "ALTER TABLE supports ADD COLUMN: a table's columns can be added, not dropped, retyped or renamed."}
+				Hint: "ALTER TABLE supports ADD COLUMN and ALTER COLUMN … SET/DROP DEFAULT: a table's columns can be added, not dropped, retyped or renamed."}
 		}
 		cd := cmd.Def.GetColumnDef()
 		if cd == nil {
@@ -77,7 +84,11 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 		}
 		var notices []*pgwire.Error
 		for _, a := range adds {
-			n, err := s.addColumn(ctx, t, a)
+			add := s.addColumn
+			if a.setDefault {
+				add = s.setColumnDefault
+			}
+			n, err := add(ctx, t, a)
 			if err != nil {
 				return nil, err
 			}
@@ -96,7 +107,6 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 var alterForms = map[pg.AlterTableType]string{
 	pg.AlterTableType_AT_DropColumn:        "DROP COLUMN",
 	pg.AlterTableType_AT_AlterColumnType:   "ALTER COLUMN … TYPE",
-	pg.AlterTableType_AT_ColumnDefault:     "ALTER COLUMN … SET/DROP DEFAULT",
 	pg.AlterTableType_AT_SetNotNull:        "ALTER COLUMN … SET NOT NULL",
 	pg.AlterTableType_AT_DropNotNull:       "ALTER COLUMN … DROP NOT NULL",
 	pg.AlterTableType_AT_AddConstraint:     "ADD CONSTRAINT",
@@ -159,6 +169,32 @@ func (s *session) addColumn(ctx context.Context, t *tableInfo, a addColumn) (*pg
 		return nil, errorf(pgwire.CodeDuplicateColumn, "column %q of relation %q already exists", col.Name, t.name)
 	case errors.Is(err, catalog.ErrInvalid):
 		return notice(pgwire.CodeDuplicateColumn, "column %q of relation %q already exists, skipping", col.Name, t.name), nil
+	}
+	return nil, err
+}
+
+// setColumnDefault sets or drops the DEFAULT of column a.col.Name of t.
+func (s *session) setColumnDefault(ctx context.Context, t *tableInfo, a addColumn) (*pgwire.Error, error) {
+	i, ok := t.colIdx[a.col.Name]
+	if !ok {
+		return nil, errorf(pgwire.CodeUndefinedColumn, "column %q of relation %q does not exist", a.col.Name, t.name)
+	}
+	if t.spec.Columns[i].Sequence != "" {
+		return nil, unsupported("the DEFAULT of column %q cannot be changed: it takes its values from a sequence (serial or identity)", a.col.Name)
+	}
+	def := ""
+	if a.defExpr != nil {
+		var err error
+		if def, err = constantExpr(a.defExpr, t.cols[i].Type); err != nil {
+			return nil, err
+		}
+		if err := s.conn.Exec(ctx, "SELECT CAST("+def+" AS "+t.cols[i].Type.DuckDBType()+")"); err != nil {
+			return nil, wrapf(toWire(err), "default of column %q", a.col.Name)
+		}
+	}
+	_, err := s.f.cfg.Meta.Propose(ctx, catalog.SetColumnDefault{Table: t.id, Column: a.col.Name, Default: def})
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, undefinedTable(t.name)
 	}
 	return nil, err
 }

@@ -37,6 +37,10 @@ func applyTruncateTable(v *View, r TruncateTable) Outcome {
 	}
 	t.Partitions = nil
 	t.Tiering.Offsets = nil
+	if r.RestartSequences {
+		t.Sequences = nil
+		t.SequenceEpoch++
+	}
 	if t.Spec.PartitionBy != "" {
 		t.Buckets = nil
 		return Outcome{}

@@ -191,8 +191,8 @@ func sampleRecords() []Record {
 				At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
 			With: StreamObject{Key: "streams/14/5-12.7c", Start: 5, End: 12, Size: 1020, At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
 		TrimStream{Stream: 14, Start: 10, CoordinatorEpoch: 5},
-		AllocateSequence{Table: 12, Column: "id", Count: 100},
-		TruncateTable{Table: 12},
+		AllocateSequence{Table: 12, Column: "id", Count: 100, Epoch: 2},
+		TruncateTable{Table: 12, RestartSequences: true},
 		SetColumnDefault{Table: 12, Column: "n", Default: "42"},
 		AddColumn{Table: 12, Column: Column{Name: "note", Type: "text", NotNull: true, Default: "'x'", Sequence: "x", Added: true, Missing: &missing}},
 	}

@@ -301,10 +301,15 @@ type CommitKVSnapshot struct {
 // a cache). Rejected with ErrSequenceExhausted when fewer than Count values
 // are left below the column type's maximum, and with ErrNotFound or
 // ErrInvalid for an unknown table or a column without a sequence.
+//
+// Epoch must be the table's SequenceEpoch (ErrStaleEpoch otherwise): a
+// node that cached values before TRUNCATE … RESTART IDENTITY learns of the
+// restart instead of allocating after it as if it had not happened.
 type AllocateSequence struct {
 	Table  TableID `json:"table"`
 	Column string  `json:"column"`
 	Count  uint64  `json:"count"`
+	Epoch  uint64  `json:"epoch,omitempty"`
 }
 
 // AddColumn appends Column to Table's columns (ALTER TABLE … ADD COLUMN);
@@ -326,8 +331,13 @@ type AddColumn struct {
 // read no lake rows until the next tiering round, which first deletes the
 // lake rows of buckets the table no longer has. Rejected with ErrNotFound
 // for an unknown table.
+//
+// With RestartSequences (TRUNCATE … RESTART IDENTITY) the table's
+// sequences start again at 1: Sequences is emptied and SequenceEpoch
+// grows by one.
 type TruncateTable struct {
-	Table TableID `json:"table"`
+	Table            TableID `json:"table"`
+	RestartSequences bool    `json:"restart_sequences,omitempty"`
 }
 
 // SetColumnDefault sets the DEFAULT of Table's column Column (ALTER TABLE

@@ -14,6 +14,9 @@ func applyAllocateSequence(v *View, r AllocateSequence) Outcome {
 	if col == nil || col.Sequence == "" {
 		return reject(ErrInvalid, "allocate sequence of %q.%q: no such column with a sequence", t.Spec.Name, r.Column)
 	}
+	if r.Epoch != t.SequenceEpoch {
+		return reject(ErrStaleEpoch, "allocate sequence of %q.%q in epoch %d: the table's sequences were restarted (epoch %d)", t.Spec.Name, r.Column, r.Epoch, t.SequenceEpoch)
+	}
 	if r.Count == 0 || r.Count > MaxSequenceAllocation {
 		return reject(ErrInvalid, "allocate sequence of %q.%q: count %d, want 1..%d", t.Spec.Name, r.Column, r.Count, MaxSequenceAllocation)
 	}

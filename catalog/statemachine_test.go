@@ -855,6 +855,12 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 	case KindAllocateSequence:
 		id, t := pickTable()
 		r := AllocateSequence{Table: id, Column: "id", Count: uint64(1 + rng.IntN(20000))}
+		if t != nil {
+			r.Epoch = t.SequenceEpoch
+			if !likely() {
+				r.Epoch++
+			}
+		}
 		if rng.IntN(2) == 0 {
 			r.Column = "s" // smallint: exhausted after a few
 		}
@@ -877,7 +883,7 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		rec = r
 	case KindTruncateTable:
 		id, _ := pickTable()
-		rec = TruncateTable{Table: id}
+		rec = TruncateTable{Table: id, RestartSequences: rng.IntN(2) == 0}
 	case KindAddColumn:
 		id, t := pickTable()
 		r := AddColumn{Table: id, Column: Column{Name: fmt.Sprintf("c%d", rng.IntN(4)), Type: "integer"}}

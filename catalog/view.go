@@ -52,6 +52,10 @@ type Table struct {
 	// Sequences holds, for each column with a sequence, the last value
 	// AllocateSequence handed out; absent: 0 (the first value is 1).
 	Sequences map[string]int64 `json:"sequences,omitempty"`
+	// SequenceEpoch counts the restarts of the table's sequences
+	// (TruncateTable with RestartSequences); AllocateSequence names the
+	// epoch it allocates in.
+	SequenceEpoch uint64 `json:"sequence_epoch,omitempty"`
 }
 
 // Partition is one LIST partition of a table.

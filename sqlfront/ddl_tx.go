@@ -30,6 +30,7 @@ type droppedTable struct {
 	id       catalog.TableID
 	name     string
 	truncate bool
+	restart  bool // TRUNCATE … RESTART IDENTITY
 }
 
 // droppedInTx reports whether the open block dropped the table called name.
@@ -78,7 +79,7 @@ func (s *session) commitDDL(ctx context.Context, dropped []droppedTable) error {
 			if slices.ContainsFunc(dropped, func(o droppedTable) bool { return o.id == d.id && !o.truncate }) {
 				continue // dropped anyway
 			}
-			if err := s.truncateNow(ctx, d.id, d.name); err != nil {
+			if err := s.truncateNow(ctx, d.id, d.name, d.restart); err != nil {
 				return err
 			}
 			continue

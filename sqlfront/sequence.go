@@ -32,8 +32,13 @@ type seqKey struct {
 	column string
 }
 
-// seqRange is the cached part of a range: next..last.
-type seqRange struct{ next, last int64 }
+// seqRange is the cached part of a range: next..last, allocated in the
+// table's sequence epoch epoch (TRUNCATE … RESTART IDENTITY starts a new
+// one, which makes the range stale).
+type seqRange struct {
+	next, last int64
+	epoch      uint64
+}
 
 type sequences struct {
 	mu     sync.Mutex
@@ -47,6 +52,10 @@ func (f *Frontend) nextValues(ctx context.Context, table *tableInfo, col string,
 	for len(out) < n {
 		f.seqs.mu.Lock()
 		r := f.seqs.ranges[key]
+		if r != nil && r.epoch != table.seqEpoch {
+			delete(f.seqs.ranges, key)
+			r = nil
+		}
 		for r != nil && r.next <= r.last && len(out) < n {
 			out = append(out, r.next)
 			r.next++
@@ -56,11 +65,23 @@ func (f *Frontend) nextValues(ctx context.Context, table *tableInfo, col string,
 			break
 		}
 		want := uint64(max(n-len(out), sequenceCache))
-		o, err := f.cfg.Meta.Propose(ctx, catalog.AllocateSequence{Table: table.id, Column: col, Count: want})
+		o, err := f.cfg.Meta.Propose(ctx, catalog.AllocateSequence{Table: table.id, Column: col, Count: want, Epoch: table.seqEpoch})
 		if errors.Is(err, catalog.ErrSequenceExhausted) && want > uint64(n-len(out)) {
 			// Near the end: take exactly what is needed.
-			o, err = f.cfg.Meta.Propose(ctx, catalog.AllocateSequence{Table: table.id, Column: col, Count: uint64(n - len(out))})
+			o, err = f.cfg.Meta.Propose(ctx, catalog.AllocateSequence{Table: table.id, Column: col, Count: uint64(n - len(out)), Epoch: table.seqEpoch})
 			want = uint64(n - len(out))
+		}
+		if errors.Is(err, catalog.ErrStaleEpoch) {
+			// The sequences were restarted (TRUNCATE … RESTART IDENTITY)
+			// since the statement read the table: take the values of the
+			// new epoch.
+			fresh, lerr := f.lookupTableByName(table.name)
+			if lerr != nil || fresh.id != table.id || fresh.seqEpoch == table.seqEpoch {
+				return nil, fmt.Errorf("allocate values of sequence %q: %w", sequenceName(table, col), err)
+			}
+			table = fresh
+			out = out[:0]
+			continue
 		}
 		switch {
 		case errors.Is(err, catalog.ErrSequenceExhausted):
@@ -75,7 +96,7 @@ func (f *Frontend) nextValues(ctx context.Context, table *tableInfo, col string,
 		if f.seqs.ranges == nil {
 			f.seqs.ranges = map[seqKey]*seqRange{}
 		}
-		f.seqs.ranges[key] = &seqRange{next: o.SequenceStart, last: o.SequenceStart + int64(want) - 1}
+		f.seqs.ranges[key] = &seqRange{next: o.SequenceStart, last: o.SequenceStart + int64(want) - 1, epoch: table.seqEpoch}
 		f.seqs.mu.Unlock()
 	}
 	return out, nil

@@ -27,12 +27,14 @@ type tableInfo struct {
 	schema  *arrow.Schema
 	colIdx  map[string]int
 	keyCols []int // bucket key column indexes; nil: round-robin
+	// seqEpoch is the table's catalog.Table.SequenceEpoch.
+	seqEpoch uint64
 	partCol int   // partition column index, -1 if unpartitioned
 }
 
 // newTableInfo derives a tableInfo from a table of the view.
 func newTableInfo(t *catalog.Table) (*tableInfo, error) {
-	ti := &tableInfo{id: t.ID, name: t.Spec.Name, spec: t.Spec, colIdx: map[string]int{}, partCol: -1}
+	ti := &tableInfo{id: t.ID, name: t.Spec.Name, spec: t.Spec, colIdx: map[string]int{}, partCol: -1, seqEpoch: t.SequenceEpoch}
 	for i, c := range t.Spec.Columns {
 		typ, err := sqltypes.Parse(c.Type)
 		if err != nil {

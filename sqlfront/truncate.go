@@ -13,6 +13,7 @@ import (
 // TRUNCATE empties tables (catalog.TruncateTable): a table's buckets are
 // replaced by new, empty ones, so the statement costs the same for any
 // number of rows, and writes that reach the table after it are kept.
+// RESTART IDENTITY starts the table's sequences again at 1.
 //
 // In a transaction block it takes effect at COMMIT, like DROP TABLE
 // (ddl_tx.go): the block's earlier writes to the table are discarded, and
@@ -20,10 +21,6 @@ import (
 // ROLLBACK, or ROLLBACK TO a savepoint before it, keeps the rows.
 
 func (s *session) planTruncate(ts *pg.TruncateStmt) (*stmt, error) {
-	if ts.RestartSeqs {
-		return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "TRUNCATE … RESTART IDENTITY is not supported",
-			Hint: "TRUNCATE keeps the sequences of serial and identity columns (CONTINUE IDENTITY)."}
-	}
 	var names []string
 	for _, r := range ts.Relations {
 		name, err := relName(r.GetRangeVar())
@@ -50,12 +47,12 @@ func (s *session) planTruncate(ts *pg.TruncateStmt) (*stmt, error) {
 		}
 		if inBlock {
 			for _, t := range tables {
-				s.tx.dropped = append(s.tx.dropped, droppedTable{id: t.id, name: t.name, truncate: true})
+				s.tx.dropped = append(s.tx.dropped, droppedTable{id: t.id, name: t.name, truncate: true, restart: ts.RestartSeqs})
 			}
 			return nil, nil
 		}
 		for _, t := range tables {
-			if err := s.truncateNow(ctx, t.id, t.name); err != nil {
+			if err := s.truncateNow(ctx, t.id, t.name, ts.RestartSeqs); err != nil {
 				return nil, err
 			}
 		}
@@ -65,8 +62,8 @@ func (s *session) planTruncate(ts *pg.TruncateStmt) (*stmt, error) {
 
 // truncateNow empties a table at once and waits for its new buckets'
 // leaders, so that a write right after it does not wait.
-func (s *session) truncateNow(ctx context.Context, id catalog.TableID, name string) error {
-	out, err := s.f.cfg.Meta.Propose(ctx, catalog.TruncateTable{Table: id})
+func (s *session) truncateNow(ctx context.Context, id catalog.TableID, name string, restart bool) error {
+	out, err := s.f.cfg.Meta.Propose(ctx, catalog.TruncateTable{Table: id, RestartSequences: restart})
 	if errors.Is(err, catalog.ErrNotFound) {
 		return undefinedTable(name)
 	}

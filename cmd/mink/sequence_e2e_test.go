@@ -138,4 +138,22 @@ func TestSerialAcrossNodesAndKill(t *testing.T) {
 	}
 	keys := slices.Sorted(maps.Keys(stored))
 	t.Logf("%d ids from %d to %d", len(keys), keys[0], keys[len(keys)-1])
+
+	// TRUNCATE … RESTART IDENTITY on the first node: both nodes, each with
+	// values cached from before, hand out the new sequence's values
+	// (unique, starting at 1), not their cached ones.
+	mustExec(t, c, "TRUNCATE serial_e2e RESTART IDENTITY")
+	ids = map[int64]string{}
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			write(n, fmt.Sprintf("restarted-node%d", i+1), 4, pgx.QueryExecModeCacheStatement)
+		}()
+	}
+	wg.Wait()
+	restarted := slices.Sorted(maps.Keys(ids))
+	if len(restarted) != 40 || restarted[0] != 1 || restarted[39] > 2*128 {
+		t.Fatalf("after RESTART IDENTITY the nodes handed out ids %v; want 40 from 1, within two cached ranges", restarted)
+	}
 }

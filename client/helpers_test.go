@@ -3,8 +3,6 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"path/filepath"
 	"sort"
@@ -17,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkdb/mink/client"
-	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/internal/minktest"
 	"github.com/minkdb/mink/server"
 )
@@ -140,22 +137,7 @@ func freePort(t *testing.T) int {
 // local-directory object store, and waits until all are live.
 func startCluster(t *testing.T, n int) []*minktest.Node {
 	t.Helper()
-	var etcd *embedetcd.Etcd
-	var err error
-	for attempt := 0; ; attempt++ {
-		port := freePort(t)
-		etcd, err = embedetcd.Start(context.Background(), embedetcd.Config{
-			Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", port),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-		if err == nil || attempt == 5 {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
+	etcd := minktest.StartEtcd(t)
 	store := "file://" + filepath.Join(t.TempDir(), "objects")
 	var nodes []*minktest.Node
 	for i := 1; i <= n; i++ {

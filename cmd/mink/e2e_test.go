@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/internal/minktest"
 	"github.com/minkdb/mink/internal/s3test"
 	"github.com/minkdb/mink/server"
 )
@@ -573,15 +573,7 @@ func TestPasswordAuth(t *testing.T) {
 // a test to share; it stops when the test ends.
 func startTestEtcd(t *testing.T) *embedetcd.Etcd {
 	t.Helper()
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t, true)),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
-	return etcd
+	return minktest.StartEtcd(t)
 }
 
 // TestNodeStartRetriesBusyPort: the harness itself. A node whose listen

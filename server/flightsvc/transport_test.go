@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,7 +16,6 @@ import (
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/internal/minktest"
 	"github.com/minkdb/mink/server"
 	"github.com/minkdb/mink/server/flightsvc"
@@ -29,19 +25,7 @@ import (
 // and waits until both see each other live.
 func startPair(t *testing.T) (*minktest.Node, *minktest.Node) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-		Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", port), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
+	etcd := minktest.StartEtcd(t)
 	store := "file://" + filepath.Join(t.TempDir(), "objects")
 	var nodes []*minktest.Node
 	for id := uint32(1); id <= 2; id++ {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -53,26 +52,6 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// freePortPair returns a free loopback port whose successor is free too.
-func freePortPair(t testing.TB) int {
-	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
-		ln.Close()
-		if err == nil {
-			ln2.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port pair")
-	return 0
-}
-
 // sharedEndpoints returns the endpoints of the shared embedded etcd.
 func sharedEndpoints(t testing.TB) []string {
 	t.Helper()
@@ -81,13 +60,11 @@ func sharedEndpoints(t testing.TB) []string {
 		if shared.err != nil {
 			return
 		}
-		port := freePortPair(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		shared.etcd, shared.err = embedetcd.Start(ctx, embedetcd.Config{
-			Dir:        filepath.Join(shared.dir, "etcd"),
-			ClientAddr: fmt.Sprintf("127.0.0.1:%d", port),
-			Logger:     quietLogger(),
+		shared.etcd, shared.err = embedetcd.StartOnFreePorts(ctx, embedetcd.Config{
+			Dir:    filepath.Join(shared.dir, "etcd"),
+			Logger: quietLogger(),
 		})
 	})
 	if shared.err != nil {

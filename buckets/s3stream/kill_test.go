@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -95,7 +94,7 @@ func TestKillAppender(t *testing.T) {
 	for _, backend := range []string{"dir", "s3"} {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
-			etcd, err := embedetcd.Start(ctx, embedetcd.Config{Dir: t.TempDir(), ClientAddr: freeAddrPair(t), Logger: quietLogger()})
+			etcd, err := embedetcd.StartOnFreePorts(ctx, embedetcd.Config{Dir: t.TempDir(), Logger: quietLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,26 +217,4 @@ func checkExactlyOnce(t *testing.T, store objstore.Store, meta Metadata, acked m
 			t.Fatalf("acknowledged record %d lost (%d acked, %d in stream)", id, len(acked), len(got))
 		}
 	}
-}
-
-// freeAddrPair returns a loopback address whose port and port+1 are free
-// (the embedded etcd's peer port sits beside its client port).
-func freeAddrPair(t *testing.T) string {
-	t.Helper()
-	for i := 0; i < 50; i++ {
-		a, err := listenLoopback(0)
-		if err != nil {
-			continue
-		}
-		p := a.Addr().(*net.TCPAddr).Port
-		a.Close()
-		b, err := listenLoopback(p + 1)
-		if err != nil {
-			continue
-		}
-		b.Close()
-		return fmt.Sprintf("127.0.0.1:%d", p)
-	}
-	t.Fatal("no free port pair")
-	return ""
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,3 +240,39 @@ func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 }
 
 func (c *slogCore) Sync() error { return nil }
+
+// StartOnFreePorts is Start with cfg.ClientAddr a free loopback port whose
+// next port (the peer port) is free too, for tests that run several etcds
+// at once. A port another process takes between the check and the listen
+// is tried again on other ports, up to five times.
+func StartOnFreePorts(ctx context.Context, cfg Config) (*Etcd, error) {
+	for attempt := 1; ; attempt++ {
+		addr, err := freePortPair()
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientAddr = addr
+		e, err := Start(ctx, cfg)
+		if err == nil || attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			return e, err
+		}
+	}
+}
+
+// freePortPair returns 127.0.0.1:p with ports p and p+1 free just now.
+func freePortPair() (string, error) {
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
+		ln.Close()
+		if err == nil {
+			ln2.Close()
+			return fmt.Sprintf("127.0.0.1:%d", port), nil
+		}
+	}
+	return "", errors.New("embedded etcd: no free pair of loopback ports")
+}

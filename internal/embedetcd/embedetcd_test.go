@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,23 +18,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func freePortPair(t *testing.T) int {
+// testPortPair is the client port of a free pair.
+func testPortPair(t *testing.T) int {
 	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
-		ln.Close()
-		if err == nil {
-			ln2.Close()
-			return port
-		}
+	addr, err := freePortPair()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port pair")
-	return 0
+	_, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 func TestStartRestartClose(t *testing.T) {
@@ -43,7 +37,7 @@ func TestStartRestartClose(t *testing.T) {
 	var logs bytes.Buffer
 	cfg := Config{
 		Dir:        dir,
-		ClientAddr: fmt.Sprintf("127.0.0.1:%d", freePortPair(t)),
+		ClientAddr: fmt.Sprintf("127.0.0.1:%d", testPortPair(t)),
 		Name:       "test",
 		Logger:     slog.New(slog.NewTextHandler(&logs, nil)),
 	}

@@ -127,25 +127,16 @@ func freeAddr(pair bool) (string, error) {
 	return "", fmt.Errorf("no free port")
 }
 
-// StartEtcd starts an embedded etcd on free loopback ports (its peer port
-// is the client port plus one) and stops it when the test ends. A port
-// another process takes first is tried again on others.
+// StartEtcd starts an embedded etcd on free loopback ports
+// (embedetcd.StartOnFreePorts) and stops it when the test ends.
 func StartEtcd(t testing.TB) *embedetcd.Etcd {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		addr, err := freeAddr(true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{
-			Dir: t.TempDir(), ClientAddr: addr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-		if err == nil {
-			t.Cleanup(func() { etcd.Close() })
-			return etcd
-		}
-		if attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
-			t.Fatal(err)
-		}
+	etcd, err := embedetcd.StartOnFreePorts(context.Background(), embedetcd.Config{
+		Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { etcd.Close() })
+	return etcd
 }

@@ -31,10 +31,7 @@ func applyTruncateTable(v *View, r TruncateTable) Outcome {
 	if t == nil {
 		return reject(ErrNotFound, "truncate table %d: no such table", r.Table)
 	}
-	for _, id := range v.BucketsOf(t.ID) {
-		delete(v.Buckets, id)
-		v.retireStream(StreamID(id))
-	}
+	v.retireBuckets(t)
 	t.Partitions = nil
 	t.Tiering.Offsets = nil
 	if r.RestartSequences {

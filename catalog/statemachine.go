@@ -426,12 +426,18 @@ func applyDropTable(v *View, r DropTable) Outcome {
 	if t == nil {
 		return reject(ErrNotFound, "drop table %d: no such table", r.Table)
 	}
+	v.retireBuckets(t)
+	delete(v.Tables, t.ID)
+	return Outcome{}
+}
+
+// retireBuckets removes every bucket of t (of its partitions too) from the
+// view and retires their streams.
+func (v *View) retireBuckets(t *Table) {
 	for _, id := range v.BucketsOf(t.ID) {
 		delete(v.Buckets, id)
 		v.retireStream(StreamID(id))
 	}
-	delete(v.Tables, t.ID)
-	return Outcome{}
 }
 
 // retireStream retires the stream of a dropped bucket: a closed stream leaves

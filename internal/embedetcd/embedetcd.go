@@ -247,7 +247,7 @@ func (c *slogCore) Sync() error { return nil }
 // is tried again on other ports, up to five times.
 func StartOnFreePorts(ctx context.Context, cfg Config) (*Etcd, error) {
 	for attempt := 1; ; attempt++ {
-		addr, err := freePortPair()
+		addr, err := FreeAddrPair()
 		if err != nil {
 			return nil, err
 		}
@@ -259,8 +259,9 @@ func StartOnFreePorts(ctx context.Context, cfg Config) (*Etcd, error) {
 	}
 }
 
-// freePortPair returns 127.0.0.1:p with ports p and p+1 free just now.
-func freePortPair() (string, error) {
+// FreeAddrPair returns 127.0.0.1:p with ports p and p+1 free just now: a
+// client address for an embedded etcd (its peer port is the next one).
+func FreeAddrPair() (string, error) {
 	for range 100 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // testPortPair is the client port of a free pair.
 func testPortPair(t *testing.T) int {
 	t.Helper()
-	addr, err := freePortPair()
+	addr, err := FreeAddrPair()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,24 +107,15 @@ func startNode(opts Options, tempDir func() string) (*Node, error) {
 // freeAddr returns a free loopback address; with pair, the next port is
 // free too (the embedded etcd's peer port).
 func freeAddr(pair bool) (string, error) {
-	for i := 0; i < 100; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		if !pair {
-			ln.Close()
-			return ln.Addr().String(), nil
-		}
-		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
-		ln.Close()
-		if err == nil {
-			ln2.Close()
-			return fmt.Sprintf("127.0.0.1:%d", port), nil
-		}
+	if pair {
+		return embedetcd.FreeAddrPair()
 	}
-	return "", fmt.Errorf("no free port")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // StartEtcd starts an embedded etcd on free loopback ports

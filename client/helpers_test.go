@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -121,16 +120,6 @@ func checkOnce(t *testing.T, got map[int64]int, from, to int64) {
 		}
 		t.Fatalf("rows not present exactly once: %v", bad)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // startCluster starts n in-process nodes sharing one embedded etcd and one

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -181,10 +180,6 @@ func (f *faultyMeta) setBefore(hook func(rec catalog.Record) error) {
 }
 
 var errCrash = fmt.Errorf("simulated crash")
-
-func listenLoopback(port int) (net.Listener, error) {
-	return net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-}
 
 // failoverBy returns FailoverOptions for node by at its current epoch in meta.
 func failoverBy(meta Metadata, by catalog.NodeID) FailoverOptions {

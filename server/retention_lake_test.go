@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -60,20 +58,8 @@ func lakeRows(t *testing.T, lake *tiering.Lake, id catalog.TableID) map[string]i
 // drops the partition and records the lake snapshot; tiering goes on.
 func TestExpirePartitionAfterCrash(t *testing.T) {
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	propose := func(r catalog.Record) catalog.Outcome {
-		t.Helper()
-		out, err := cat.Propose(ctx, r)
-		if err != nil {
-			t.Fatalf("%T: %v", r, err)
-		}
-		return out
-	}
+	logger := quietLogger()
+	cat, propose := memCatalog(t)
 	propose(catalog.RegisterNode{Node: 1})
 	epoch := propose(catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1}).Epoch
 	id := propose(catalog.CreateTable{Spec: catalog.TableSpec{Name: "t", Buckets: 1, PartitionBy: "p",
@@ -150,23 +136,8 @@ func TestExpirePartitionAfterCrash(t *testing.T) {
 // deletes the table's whole lake.
 func TestLakeMaintenance(t *testing.T) {
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	propose := func(r catalog.Record) catalog.Outcome {
-		t.Helper()
-		out, err := cat.Propose(ctx, r)
-		if err == nil {
-			err = out.Err
-		}
-		if err != nil {
-			t.Fatalf("%T: %v", r, err)
-		}
-		return out
-	}
+	logger := quietLogger()
+	cat, propose := memCatalog(t)
 	propose(catalog.RegisterNode{Node: 1})
 	epoch := propose(catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1}).Epoch
 	id := propose(catalog.CreateTable{Spec: catalog.TableSpec{Name: "t", Buckets: 1, PartitionBy: "p",

@@ -174,11 +174,7 @@ func TestPlanRetiredCloses(t *testing.T) {
 // loop stops. The current holder's pass trims.
 func TestRetainOnceStaleEpoch(t *testing.T) {
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
+	cat, _ := memCatalog(t)
 	old := t0.Add(-time.Hour)
 	for _, r := range []catalog.Record{
 		catalog.RegisterNode{Node: 1}, catalog.RegisterNode{Node: 2},
@@ -302,11 +298,7 @@ func TestPlanTrimsPrimaryKey(t *testing.T) {
 // plan passed is harmless; a deposed holder trims nothing.
 func TestRetainOncePrimaryKey(t *testing.T) {
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
+	cat, _ := memCatalog(t)
 	old := t0.Add(-time.Hour)
 	for _, r := range []catalog.Record{
 		catalog.RegisterNode{Node: 1}, catalog.RegisterNode{Node: 2},

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -24,23 +22,8 @@ import (
 // that reach the lake alone.
 func TestTieringWorkerClearsTruncatedLake(t *testing.T) {
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	propose := func(r catalog.Record) catalog.Outcome {
-		t.Helper()
-		out, err := cat.Propose(ctx, r)
-		if err == nil {
-			err = out.Err
-		}
-		if err != nil {
-			t.Fatalf("%T: %v", r, err)
-		}
-		return out
-	}
+	logger := quietLogger()
+	cat, propose := memCatalog(t)
 	propose(catalog.RegisterNode{Node: 1})
 	epoch := propose(catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1}).Epoch
 	out := propose(catalog.CreateTable{Spec: catalog.TableSpec{Name: "t", Buckets: 2,

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -505,22 +504,7 @@ func TestAddColumnRoundFailsAtEveryWrite(t *testing.T) {
 		for _, lost := range []bool{false, true} {
 			t.Run(fmt.Sprintf("write%d-%s-lost=%v", i, path.Base(key), lost), func(t *testing.T) {
 				e, id, model := setup(t)
-				var n atomic.Int32
-				if lost {
-					e.store.SetHooks(objstore.Hooks{After: func(_ context.Context, op objstore.Op, _ string, err error) error {
-						if err == nil && op == objstore.OpPut && int(n.Add(1)) == i+1 {
-							return objstore.ErrResponseLost
-						}
-						return err
-					}})
-				} else {
-					e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, _ string) error {
-						if op == objstore.OpPut && int(n.Add(1)) == i+1 {
-							return objstore.ErrInjected
-						}
-						return nil
-					}})
-				}
+				e.failPut(i, lost)
 				tr := e.tierer()
 				if _, err := tr.Round(e.ctx, id, e.epoch); err == nil {
 					t.Fatalf("round succeeded with write %d (%s) failing", i, key)

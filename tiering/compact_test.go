@@ -306,32 +306,7 @@ func TestCompactFailsAtEveryWrite(t *testing.T) {
 		for _, lost := range []bool{false, true} {
 			t.Run(fmt.Sprintf("write%d-%s-lost=%v", i, path.Base(puts[i]), lost), func(t *testing.T) {
 				e, id, model := compactEnv(t)
-				n := 0
-				var mu sync.Mutex
-				fire := func(op objstore.Op) bool {
-					if op != objstore.OpPut {
-						return false
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					n++
-					return n == i+1
-				}
-				if lost {
-					e.store.SetHooks(objstore.Hooks{After: func(_ context.Context, op objstore.Op, key string, err error) error {
-						if err == nil && fire(op) {
-							return objstore.ErrResponseLost
-						}
-						return err
-					}})
-				} else {
-					e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, key string) error {
-						if fire(op) {
-							return objstore.ErrInjected
-						}
-						return nil
-					}})
-				}
+				e.failPut(i, lost)
 				tr := e.tierer()
 				if _, err := tr.Compact(e.ctx, id, e.epoch, testCompactPolicy); err == nil {
 					t.Fatalf("compaction succeeded with write %d failing", i)
@@ -457,32 +432,7 @@ func TestLakeHistoryRandom(t *testing.T) {
 	failNext := func() {
 		// Fail one of the next few writes, before or after it lands.
 		k, lost := 1+rng.IntN(4), rng.IntN(2) == 0
-		var mu sync.Mutex
-		n := 0
-		fire := func(op objstore.Op) bool {
-			if op != objstore.OpPut {
-				return false
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			n++
-			return n == k
-		}
-		if lost {
-			e.store.SetHooks(objstore.Hooks{After: func(_ context.Context, op objstore.Op, _ string, err error) error {
-				if err == nil && fire(op) {
-					return objstore.ErrResponseLost
-				}
-				return err
-			}})
-		} else {
-			e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, _ string) error {
-				if fire(op) {
-					return objstore.ErrInjected
-				}
-				return nil
-			}})
-		}
+		e.failPut(k-1, lost)
 	}
 	for step := range 120 {
 		faulty := rng.IntN(5) == 0

@@ -67,32 +67,7 @@ func TestRoundFailsAtEveryWrite(t *testing.T) {
 			name := fmt.Sprintf("write%d-%s-lost=%v", i, kind, lost)
 			t.Run(name, func(t *testing.T) {
 				e, id, model := faultEnv(t)
-				n := 0
-				var mu sync.Mutex
-				fire := func(op objstore.Op) bool {
-					if op != objstore.OpPut {
-						return false
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					n++
-					return n == i+1
-				}
-				if lost {
-					e.store.SetHooks(objstore.Hooks{After: func(_ context.Context, op objstore.Op, key string, err error) error {
-						if err == nil && fire(op) {
-							return objstore.ErrResponseLost
-						}
-						return err
-					}})
-				} else {
-					e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, key string) error {
-						if fire(op) {
-							return objstore.ErrInjected
-						}
-						return nil
-					}})
-				}
+				e.failPut(i, lost)
 				tr := e.tierer()
 				if _, err := tr.Round(e.ctx, id, e.epoch); err == nil {
 					t.Fatalf("round succeeded with write %d (%s) failing", i, key)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,3 +292,26 @@ func sortedKeys[M ~map[K]V, K interface{ ~uint64 }, V any](m M) []K {
 }
 
 var _ = time.Second
+
+// failPut makes the store's put number i (from 0) fail: before it is
+// written (ErrInjected), or, lost, after it was written (ErrResponseLost:
+// the writer cannot tell it was). e.store.SetHooks(objstore.Hooks{}) ends
+// it.
+func (e *env) failPut(i int, lost bool) {
+	var n atomic.Int32
+	if lost {
+		e.store.SetHooks(objstore.Hooks{After: func(_ context.Context, op objstore.Op, _ string, err error) error {
+			if err == nil && op == objstore.OpPut && int(n.Add(1)) == i+1 {
+				return objstore.ErrResponseLost
+			}
+			return err
+		}})
+		return
+	}
+	e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, _ string) error {
+		if op == objstore.OpPut && int(n.Add(1)) == i+1 {
+			return objstore.ErrInjected
+		}
+		return nil
+	}})
+}

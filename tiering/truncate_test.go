@@ -334,31 +334,7 @@ func TestTruncateRoundFailsAtEveryWrite(t *testing.T) {
 				base := key[strings.LastIndexByte(key, '/')+1:]
 				t.Run(fmt.Sprintf("new-rows=%v/write%d-%s-lost=%v", newRows, i, base[:min(len(base), 12)], lost), func(t *testing.T) {
 					e, id, model, truncated := truncateEnv(t, false, newRows)
-					n := 0
-					fire := func(op objstore.Op) bool {
-						if op != objstore.OpPut {
-							return false
-						}
-						mu.Lock()
-						defer mu.Unlock()
-						n++
-						return n == i+1
-					}
-					if lost {
-						e.store.SetHooks(objstore.Hooks{After: func(_ context.Context, op objstore.Op, _ string, err error) error {
-							if err == nil && fire(op) {
-								return objstore.ErrResponseLost
-							}
-							return err
-						}})
-					} else {
-						e.store.SetHooks(objstore.Hooks{Before: func(_ context.Context, op objstore.Op, _ string) error {
-							if fire(op) {
-								return objstore.ErrInjected
-							}
-							return nil
-						}})
-					}
+					e.failPut(i, lost)
 					tr := e.tierer()
 					if _, err := tr.Round(e.ctx, id, e.epoch); err == nil {
 						t.Fatalf("round succeeded with write %d (%s) failing", i, key)

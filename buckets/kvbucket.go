@@ -37,6 +37,10 @@ type KVBucket struct {
 	// stored with fewer columns read with the added columns' missing
 	// values.
 	codec atomic.Pointer[kv.Codec]
+	// checked is closed once the catalog view changes after the codec was
+	// last checked against it: until then Codec need not read the view
+	// (it is on every point lookup's path).
+	checked atomic.Pointer[<-chan struct{}]
 	// codecMu serializes codec rebuilds and guards badColumns, the column
 	// count of the last catalog spec whose codec could not be built (so
 	// that it is logged once).
@@ -144,6 +148,17 @@ func (b *KVBucket) Codec() *kv.Codec { return b.refreshCodec() }
 // view if the table has columns the codec lacks.
 func (b *KVBucket) refreshCodec() *kv.Codec {
 	c := b.codec.Load()
+	if p := b.checked.Load(); p != nil {
+		select {
+		case <-*p:
+		default:
+			return c // the view has not changed since the last check
+		}
+	}
+	// Taken before the view is read, so that a change in between makes
+	// the next call check again.
+	changed := b.m.cfg.Meta.Changed()
+	defer b.checked.Store(&changed)
 	ncols := 0
 	b.m.cfg.Meta.Read(func(v *catalog.View) {
 		if vb, ok := v.Buckets[b.id]; ok {

@@ -102,7 +102,7 @@ func startProcCluster(ctx context.Context, bin, dir string, n int, leaseTTL, tic
 		}
 		nd.args = []string{"server", "--node-id", fmt.Sprint(i), "--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", i)),
 			"--etcd-endpoints", strings.Join(c.etcd.Endpoints(), ","), "--object-store", store,
-			"--pg-addr", nd.pg, "--flight-addr", nd.flight, "--admin-addr", nd.admin,
+			"--pg-addr", nd.pg, "--flight-addr", nd.flight, "--admin-addr", nd.admin, "--kafka-addr", "",
 			"--lease-ttl", leaseTTL.String(), "--coordinator-tick", tick.String(), "--log-format", "json"}
 		c.nodes = append(c.nodes, nd)
 		if err := nd.start(bin); err != nil {

@@ -54,6 +54,9 @@ type Addrs struct {
 	PG     string `json:"pg,omitempty"`
 	Flight string `json:"flight,omitempty"`
 	Admin  string `json:"admin,omitempty"`
+	// Kafka is the advertised Kafka listener; empty when the node runs
+	// none.
+	Kafka string `json:"kafka,omitempty"`
 }
 
 // RegisterNode gives Node the node epoch ExpectEpoch+1. It is rejected unless

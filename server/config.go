@@ -37,6 +37,11 @@ type Config struct {
 	PGAddr        string
 	FlightAddr    string
 	AdminAddr     string
+	// KafkaAddr is the Kafka protocol listener (server/kafka); empty: none.
+	KafkaAddr string
+	// KafkaAutoCreateTopics creates a topic (a Kafka-shaped log table) on
+	// the first produce or metadata request that names it.
+	KafkaAutoCreateTopics bool
 	AdvertiseHost string
 
 	// PGPasswordFile, when set, enables SCRAM-SHA-256 authentication: one
@@ -101,6 +106,7 @@ func DefaultConfig() Config {
 		PGAddr:                "127.0.0.1:5433",
 		FlightAddr:            "127.0.0.1:8815",
 		AdminAddr:             "127.0.0.1:9480",
+		KafkaAddr:             "127.0.0.1:9092",
 		LeaseTTL:              30 * time.Second,
 		CoordinatorTick:       5 * time.Second,
 		GCInterval:            time.Minute,
@@ -125,9 +131,11 @@ func (c *Config) Validate() error {
 	if c.Cluster == "" {
 		return fmt.Errorf("cluster name must not be empty")
 	}
-	for name, addr := range map[string]string{
-		"--pg-addr": c.PGAddr, "--flight-addr": c.FlightAddr, "--admin-addr": c.AdminAddr,
-	} {
+	addrs := map[string]string{"--pg-addr": c.PGAddr, "--flight-addr": c.FlightAddr, "--admin-addr": c.AdminAddr}
+	if c.KafkaAddr != "" {
+		addrs["--kafka-addr"] = c.KafkaAddr
+	}
+	for name, addr := range addrs {
 		if _, _, err := splitHostPort(addr); err != nil {
 			return fmt.Errorf("%s %q: %v", name, addr, err)
 		}
@@ -194,4 +202,13 @@ func (c *Config) advertised(addr string) string {
 		return addr
 	}
 	return net.JoinHostPort(c.AdvertiseHost, port)
+}
+
+// advertisedKafka is the Kafka address clients are told to dial, "" when
+// the node runs no Kafka listener.
+func (c *Config) advertisedKafka() string {
+	if c.KafkaAddr == "" {
+		return ""
+	}
+	return c.advertised(c.KafkaAddr)
 }

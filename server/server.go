@@ -203,6 +203,7 @@ func (s *Server) addrs() catalog.Addrs {
 		PG:     s.cfg.advertised(s.cfg.PGAddr),
 		Flight: s.cfg.advertised(s.cfg.FlightAddr),
 		Admin:  s.cfg.advertised(s.cfg.AdminAddr),
+		Kafka:  s.cfg.advertisedKafka(),
 	}
 }
 

@@ -118,6 +118,7 @@ func newNode(t *testing.T, o nodeOpts) *node {
 		"--pg-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t, false)),
 		"--flight-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t, false)),
 		"--admin-addr", admin,
+		"--kafka-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t, false)),
 	}
 	if o.etcd != "" {
 		args = append(args, "--etcd-endpoints", o.etcd)

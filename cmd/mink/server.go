@@ -58,6 +58,8 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.PGAddr, "pg-addr", cfg.PGAddr, "PostgreSQL wire protocol listen address")
 	f.StringVar(&cfg.FlightAddr, "flight-addr", cfg.FlightAddr, "Arrow Flight listen address")
 	f.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "admin HTTP listen address (/healthz, /metrics, admin API)")
+	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address (empty: no Kafka listener)")
+	f.BoolVar(&cfg.KafkaAutoCreateTopics, "kafka-auto-create-topics", cfg.KafkaAutoCreateTopics, "create a topic (a Kafka-shaped log table) on its first produce or metadata request")
 	f.StringVar(&cfg.PGPasswordFile, "pg-password-file", "", "enable SCRAM-SHA-256 with users from this file (user:password per line)")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "TLS certificate (PEM) for the Postgres listener")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "TLS private key (PEM) for the Postgres listener")

@@ -78,6 +78,9 @@ func startNode(opts Options, tempDir func() string) (*Node, error) {
 	if cfg.AdminAddr, err = freeAddr(false); err != nil {
 		return nil, err
 	}
+	if cfg.KafkaAddr, err = freeAddr(false); err != nil {
+		return nil, err
+	}
 	if cfg.EmbeddedEtcdAddr, err = freeAddr(true); err != nil {
 		return nil, err
 	}

@@ -23,6 +23,14 @@ import (
 // pkOnly is the -pk-only flag: the pk workloads to run.
 var pkOnly = flag.String("pk-only", "", `pk: run only the workloads whose name starts with this (e.g. "point lookup")`)
 
+// The kafka workload's flags.
+var (
+	kafkaMinkBin = flag.String("mink-bin", "", "kafka: the mink binary to run (default: build cmd/mink)")
+	kafkaS3      = flag.Bool("kafka-s3", false, "kafka: also measure a mink node on versitygw (S3 over loopback)")
+	kafkaRecords = flag.Int("kafka-records", 0, "kafka: records per run (default 200000)")
+	kafkaRuns    = flag.Int("kafka-runs", 0, "kafka: runs of every configuration (default 2)")
+)
+
 type workload func(ctx context.Context, dir string, quick bool) error
 
 var workloads = map[string]workload{
@@ -123,6 +131,14 @@ var workloads = map[string]workload{
 			cfg.Rows, cfg.ChunkRows, cfg.Runs = 200_000, 50_000, 3
 		}
 		return bench.RunLakeQuery(ctx, os.Stdout, cfg)
+	},
+	"kafka": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.KafkaConfig{Dir: dir, MinkBin: *kafkaMinkBin, MinkS3: *kafkaS3, Records: *kafkaRecords,
+			Runs: *kafkaRuns, ClientLog: os.Stderr}
+		if quick {
+			cfg.Records, cfg.Runs = 20_000, 1
+		}
+		return bench.RunKafka(ctx, os.Stdout, cfg)
 	},
 	"query": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.QueryConfig{Dir: dir}

@@ -1,0 +1,440 @@
+//! The client: connections, the cluster view, and the one retry loop every
+//! call that goes to a bucket's leader runs.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::Action;
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::time::Instant;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::cluster::ClusterView;
+use crate::error::{Class, Error, Result, StatusError};
+use crate::table::Table;
+use crate::wire;
+
+/// The largest gRPC message the client sends or accepts (the server's
+/// limit).
+pub(crate) const MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+/// A Flight connection to one node.
+pub(crate) type Conn = FlightServiceClient<Channel>;
+
+/// How a [`Client`] behaves. `Config::default()` is what most callers want.
+///
+/// ```
+/// use std::time::Duration;
+/// let config = mink_client::Config {
+///     retry_timeout: Duration::from_secs(10),
+///     ..Default::default()
+/// };
+/// assert_eq!(config.max_redirects, 5);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How long one call keeps retrying unavailable buckets and
+    /// unreachable nodes before it gives up with
+    /// [`Error::RetriesExhausted`]. Default 30 s. [`Client::with_retry_timeout`]
+    /// changes it for some calls.
+    pub retry_timeout: Duration,
+    /// How many NotLeader redirects one attempt follows at once before it
+    /// backs off (the cluster's views are changing). Default 5.
+    pub max_redirects: u32,
+    /// How many buckets a scan reads at once. Default 8.
+    pub scan_parallelism: usize,
+    /// The timeout of establishing a connection to a node. Default 5 s.
+    pub connect_timeout: Duration,
+    /// Writers send batches of at most about this many bytes per Flight
+    /// message (larger batches are sliced). Default 32 MiB.
+    pub max_message_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            retry_timeout: Duration::from_secs(30),
+            max_redirects: 5,
+            scan_parallelism: 8,
+            connect_timeout: Duration::from_secs(5),
+            max_message_bytes: 32 << 20,
+        }
+    }
+}
+
+/// A client of a mink cluster over Arrow Flight. Cloning is cheap: clones
+/// share the connections and the cluster view. Safe to use from many tasks
+/// at once.
+///
+/// ```no_run
+/// # async fn f() -> mink_client::Result<()> {
+/// use mink_client::{Client, Config};
+/// let client = Client::connect(["127.0.0.1:8815"], Config::default()).await?;
+/// let table = client.table("clicks").await?;
+/// println!("{:?}", table.schema());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) retry_timeout: Duration,
+}
+
+pub(crate) struct Inner {
+    pub config: Config,
+    /// The current snapshot, replaced whole on every change.
+    view: RwLock<Arc<ClusterView>>,
+    /// One lazily connected channel per node address.
+    conns: Mutex<HashMap<String, Conn>>,
+    /// The next bucket of a batch of a table without a bucket key.
+    pub round_robin: AtomicU64,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("view", &self.view()).finish()
+    }
+}
+
+impl Client {
+    /// Connects to the cluster reachable at `addrs` (`host:port` or
+    /// `grpc+tcp://host:port`, any nodes of the cluster): asks the first
+    /// that answers for the cluster's members, which become further
+    /// addresses to ask for metadata.
+    pub async fn connect<I, S>(addrs: I, config: Config) -> Result<Client>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let seeds = addrs
+            .into_iter()
+            .map(|a| wire::parse_location(a.as_ref()).map_err(Error::InvalidArgument))
+            .collect::<Result<Vec<_>>>()?;
+        if seeds.is_empty() {
+            return Err(Error::InvalidArgument("no address to connect to".into()));
+        }
+        let client = Client {
+            retry_timeout: config.retry_timeout,
+            inner: Arc::new(Inner {
+                config,
+                view: RwLock::new(Arc::new(ClusterView::new(seeds))),
+                conns: Mutex::new(HashMap::new()),
+                round_robin: AtomicU64::new(0),
+            }),
+        };
+        let st: wire::ClusterStatus = client
+            .any_node_action(wire::ACTION_CLUSTER_STATUS, None::<&()>, "")
+            .await?;
+        for n in st.nodes {
+            if let Ok(addr) = wire::parse_location(&n.location) {
+                client.update(|v| v.with_node(&addr));
+            }
+        }
+        Ok(client)
+    }
+
+    /// This client with another retry budget per call (sharing everything
+    /// else).
+    pub fn with_retry_timeout(&self, timeout: Duration) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            retry_timeout: timeout,
+        }
+    }
+
+    /// The current snapshot of the client's cluster view.
+    pub fn view(&self) -> Arc<ClusterView> {
+        match self.inner.view.read() {
+            Ok(v) => v.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the view with `f` of the current one.
+    pub(crate) fn update(&self, f: impl FnOnce(&ClusterView) -> ClusterView) {
+        let mut guard = match self.inner.view.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let next = f(&guard);
+        *guard = Arc::new(next);
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The connection to `addr`, created lazily (it connects on first use
+    /// and reconnects after failures by itself).
+    pub(crate) fn conn(&self, addr: &str) -> Result<Conn> {
+        let mut conns = match self.inner.conns.lock() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(c) = conns.get(addr) {
+            return Ok(c.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| Error::InvalidArgument(format!("address {addr:?}: {e}")))?
+            .connect_timeout(self.config().connect_timeout)
+            .tcp_nodelay(true)
+            .initial_stream_window_size(16 << 20)
+            .initial_connection_window_size(64 << 20)
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(10));
+        let conn = FlightServiceClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        conns.insert(addr.to_string(), conn.clone());
+        Ok(conn)
+    }
+
+    /// The table's routing information, described afresh from any node
+    /// (and cached, with its buckets' leaders).
+    pub async fn table(&self, name: &str) -> Result<Arc<Table>> {
+        self.describe(name).await
+    }
+
+    /// The cached table, or a fresh description.
+    pub(crate) async fn cached_table(&self, name: &str) -> Result<Arc<Table>> {
+        if let Some(t) = self.view().tables.get(name) {
+            return Ok(t.clone());
+        }
+        self.describe(name).await
+    }
+
+    pub(crate) async fn describe(&self, name: &str) -> Result<Arc<Table>> {
+        let info: wire::TableInfo = self
+            .any_node_action(wire::ACTION_DESCRIBE_TABLE, Some(&wire::DescribeTable { table: name }), name)
+            .await?;
+        self.learn(info)
+    }
+
+    pub(crate) async fn create_partition(&self, name: &str, value: &str) -> Result<Arc<Table>> {
+        let info: wire::TableInfo = self
+            .any_node_action(
+                wire::ACTION_CREATE_PARTITION,
+                Some(&wire::CreatePartition { table: name, value }),
+                name,
+            )
+            .await?;
+        self.learn(info)
+    }
+
+    fn learn(&self, info: wire::TableInfo) -> Result<Arc<Table>> {
+        let table = Table::from_info(info)?;
+        let name = table.name().to_string();
+        self.update(|v| v.with_table(table));
+        self.view()
+            .tables
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| Error::Protocol(format!("table {name:?} vanished from the view")))
+    }
+
+    /// Runs an action at the known nodes in turn until one answers with
+    /// anything but "unreachable", retrying the round with backoff until
+    /// the deadline. Actions run here change nothing but metadata that is
+    /// idempotent (create-partition), so they are retried freely.
+    pub(crate) async fn any_node_action<B: Serialize, T: DeserializeOwned>(
+        &self,
+        action: &str,
+        body: Option<&B>,
+        table: &str,
+    ) -> Result<T> {
+        let body = match body {
+            Some(b) => serde_json::to_vec(b).map_err(|e| Error::InvalidArgument(e.to_string()))?,
+            None => Vec::new(),
+        };
+        let mut retry = Backoff::new(self.retry_timeout);
+        loop {
+            let nodes = self.view().nodes.clone();
+            let mut last = None;
+            for addr in nodes {
+                match do_action(&mut self.conn(&addr)?, action, body.clone()).await {
+                    Ok(b) => {
+                        return serde_json::from_slice(&b)
+                            .map_err(|e| Error::Protocol(format!("action {action} result: {e}")))
+                    }
+                    Err(ActionError::Status(st))
+                        if matches!(st.class(), Class::Unreachable | Class::BucketUnavailable) =>
+                    {
+                        last = Some(st.into_error(table));
+                    }
+                    Err(ActionError::Status(st)) => return Err(st.into_error(table)),
+                }
+            }
+            let last = last.unwrap_or_else(|| Error::Unavailable {
+                bucket: None,
+                message: "no node to ask".into(),
+            });
+            retry.wait(last).await?;
+        }
+    }
+
+    /// A retry loop for one bucket of a table.
+    pub(crate) fn retrier<'a>(&'a self, table: &'a str, bucket: u64) -> Retrier<'a> {
+        Retrier {
+            client: self,
+            table,
+            bucket,
+            backoff: Backoff::new(self.retry_timeout),
+            hops: 0,
+            addr: None,
+        }
+    }
+}
+
+/// The failure of one action call.
+pub(crate) enum ActionError {
+    Status(StatusError),
+}
+
+/// Runs one action and returns its result bodies, concatenated.
+pub(crate) async fn do_action(conn: &mut Conn, action: &str, body: Vec<u8>) -> Result<Vec<u8>, ActionError> {
+    let req = Action {
+        r#type: action.to_string(),
+        body: body.into(),
+    };
+    let mut stream = conn
+        .do_action(req)
+        .await
+        .map_err(|st| ActionError::Status(StatusError::from_status(&st)))?
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(r) = stream.next().await {
+        let r = r.map_err(|st| ActionError::Status(StatusError::from_status(&st)))?;
+        out.extend_from_slice(&r.body);
+    }
+    Ok(out)
+}
+
+/// Paces the retries of one call: exponential backoff from 10 ms to 1 s,
+/// until the deadline.
+pub(crate) struct Backoff {
+    deadline: Instant,
+    delay: Duration,
+    attempts: u32,
+}
+
+impl Backoff {
+    pub fn new(timeout: Duration) -> Self {
+        Backoff {
+            deadline: Instant::now() + timeout,
+            delay: Duration::from_millis(10),
+            attempts: 0,
+        }
+    }
+
+    /// Sleeps before the next attempt, or gives up with `last` when the
+    /// deadline would pass first.
+    pub async fn wait(&mut self, last: Error) -> Result<()> {
+        self.attempts += 1;
+        if Instant::now() + self.delay > self.deadline {
+            return Err(Error::RetriesExhausted {
+                attempts: self.attempts,
+                last: Box::new(last),
+            });
+        }
+        tokio::time::sleep(self.delay).await;
+        self.delay = (self.delay * 2).min(Duration::from_secs(1));
+        Ok(())
+    }
+}
+
+/// What a failed attempt at a bucket's leader means for the next one.
+pub(crate) enum Failure {
+    /// The status says what to do (redirect, unavailable, unreachable)
+    /// and the attempt may be repeated.
+    Retry(StatusError),
+    /// Not to be retried.
+    Fatal(Error),
+}
+
+/// The retry loop of a call at a bucket's leader: NotLeader updates the
+/// cached leader and retries there at once (up to `max_redirects` hops);
+/// BUCKET_UNAVAILABLE retries at the same node after a backoff; an
+/// unreachable node has every entry it led dropped and the table is
+/// described again from any node. Callers loop:
+///
+/// ```text
+/// let mut r = client.retrier(table, bucket);
+/// loop {
+///     let (addr, conn) = r.leader().await?;
+///     match attempt(conn).await {
+///         Ok(v) => return Ok(v),
+///         Err(f) => r.failed(f).await?,
+///     }
+/// }
+/// ```
+pub(crate) struct Retrier<'a> {
+    client: &'a Client,
+    table: &'a str,
+    bucket: u64,
+    backoff: Backoff,
+    hops: u32,
+    addr: Option<String>,
+}
+
+impl Retrier<'_> {
+    /// The leader to try next, describing the table when the cache has
+    /// none, and backing off while the bucket has no leader.
+    pub async fn leader(&mut self) -> Result<(String, Conn)> {
+        loop {
+            if let Some(addr) = self.client.view().leader(self.bucket) {
+                let addr = addr.to_string();
+                self.addr = Some(addr.clone());
+                return Ok((addr.clone(), self.client.conn(&addr)?));
+            }
+            self.client.describe(self.table).await?;
+            if self.client.view().leader(self.bucket).is_none() {
+                self.backoff
+                    .wait(Error::Unavailable {
+                        bucket: Some(self.bucket),
+                        message: format!("bucket {} of table {:?} has no leader yet", self.bucket, self.table),
+                    })
+                    .await?;
+            }
+        }
+    }
+
+    /// Decides after a failed attempt: `Ok` to try again, or the error to
+    /// return.
+    pub async fn failed(&mut self, failure: Failure) -> Result<()> {
+        let st = match failure {
+            Failure::Fatal(e) => return Err(e),
+            Failure::Retry(st) => st,
+        };
+        let addr = self.addr.clone().unwrap_or_default();
+        let bucket = self.bucket;
+        match st.class() {
+            Class::Redirect { to } => {
+                if self.hops < self.client.config().max_redirects {
+                    self.hops += 1;
+                    self.client.update(|v| v.with_redirect(bucket, &to));
+                    return Ok(());
+                }
+                self.client.update(|v| v.without_leader(bucket, &addr));
+            }
+            Class::BucketUnavailable => {}
+            Class::Unreachable => {
+                self.client.update(|v| v.without_node(&addr));
+            }
+            Class::OutcomeUnknown | Class::Final => {
+                let err = st.into_error(self.table);
+                if matches!(err, Error::NoSuchTable(_)) {
+                    let t = self.table;
+                    self.client.update(|v| v.without_table(t));
+                }
+                return Err(err);
+            }
+        }
+        self.hops = 0;
+        self.backoff.wait(st.into_error(self.table)).await
+    }
+}

@@ -1,0 +1,241 @@
+//! The client's one error type.
+
+use std::fmt;
+
+use tonic::Code;
+
+use crate::wire::{self, ErrorInfo};
+
+/// A result with the client's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a call of the client.
+///
+/// The variants a caller acts on are the ones of the server's error table
+/// (`docs/flight.md`, "Errors"): [`Error::NotLeader`] and
+/// [`Error::Unavailable`] are retried by the client itself until the call's
+/// deadline and only surface inside [`Error::RetriesExhausted`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another node leads the bucket; `to` is its address (`host:port`).
+    #[error("bucket {bucket}: not the leader here, the leader is at {to}: {message}")]
+    NotLeader {
+        /// The bucket.
+        bucket: u64,
+        /// The leader's Flight address, `host:port`.
+        to: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The bucket is opening, has no leader yet, or the node cannot be
+    /// reached. Worth retrying after a pause.
+    #[error("unavailable{}: {message}", fmt_bucket(*bucket))]
+    Unavailable {
+        /// The bucket, when the server named one.
+        bucket: Option<u64>,
+        /// The server's or the transport's message.
+        message: String,
+    },
+    /// A precondition failed that is not a redirect: the request acted for
+    /// an epoch the cluster has moved past.
+    #[error("fenced: {0}")]
+    Fenced(String),
+    /// A write found another row than it expected (a duplicate key of an
+    /// insert, or a conditional write's conflict); nothing was written.
+    #[error("conflict in bucket {bucket}: {message}")]
+    Conflict {
+        /// The bucket.
+        bucket: u64,
+        /// The server's message.
+        message: String,
+    },
+    /// The rows or keys do not fit the table (a missing or mistyped column,
+    /// a null key, a value that breaks a constraint). `sqlstate` is the
+    /// PostgreSQL SQLSTATE the server named, if any.
+    #[error("schema: {message}{}", fmt_sqlstate(sqlstate))]
+    Schema {
+        /// What does not fit.
+        message: String,
+        /// The SQLSTATE, for example `23502` (a null in a NOT NULL column).
+        sqlstate: Option<String>,
+    },
+    /// The table does not exist (or was dropped).
+    #[error("no such table {0:?}")]
+    NoSuchTable(String),
+    /// The call does not apply to this kind of table (an append to a
+    /// primary-key table, a lookup in a log table).
+    #[error("wrong kind of table: {0}")]
+    WrongKind(String),
+    /// A write failed in a way that does not say whether the rows were
+    /// stored (the connection broke during the call, or the server's storage
+    /// could not tell). Check before writing them again.
+    #[error("write outcome unknown: {0}")]
+    OutcomeUnknown(String),
+    /// Some rows of a flush were not acknowledged; the error lists them.
+    #[error("{0}")]
+    Write(Box<crate::WriteError>),
+    /// Retrying gave up at the call's deadline; `last` is the last failure.
+    #[error("gave up retrying after {attempts} attempts: {last}")]
+    RetriesExhausted {
+        /// How many attempts were made.
+        attempts: u32,
+        /// The last failure.
+        last: Box<Error>,
+    },
+    /// gRPC could not carry the call (a bad address, a broken connection).
+    #[error("transport: {0}")]
+    Transport(String),
+    /// The server answered with a status the client does not act on.
+    #[error("server: {code:?}: {message}")]
+    Server {
+        /// The gRPC code.
+        code: Code,
+        /// The server's message.
+        message: String,
+    },
+    /// An answer the client could not understand.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// Arrow could not build, encode or decode a batch.
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    /// The caller gave the client something it cannot use.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The client was closed.
+    #[error("client closed")]
+    Closed,
+}
+
+fn fmt_bucket(bucket: Option<u64>) -> String {
+    bucket.map(|b| format!(" (bucket {b})")).unwrap_or_default()
+}
+
+fn fmt_sqlstate(sqlstate: &Option<String>) -> String {
+    sqlstate
+        .as_ref()
+        .map(|s| format!(" (SQLSTATE {s})"))
+        .unwrap_or_default()
+}
+
+impl Error {
+    /// The error without [`Error::RetriesExhausted`] around it.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::RetriesExhausted { last, .. } => last.root(),
+            e => e,
+        }
+    }
+}
+
+/// How a failed call is retried, decided from its status alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// NotLeader: retry at `to` (`host:port`).
+    Redirect { to: String },
+    /// BUCKET_UNAVAILABLE: the node answered; retry there after a pause.
+    BucketUnavailable,
+    /// UNAVAILABLE without mink details: gRPC could not reach the node, or
+    /// the connection broke.
+    Unreachable,
+    /// OUTCOME_UNKNOWN.
+    OutcomeUnknown,
+    /// Anything else: not retried.
+    Final,
+}
+
+/// A status with its mink error details, if any.
+pub(crate) struct StatusError {
+    pub code: Code,
+    pub message: String,
+    pub info: Option<ErrorInfo>,
+}
+
+impl StatusError {
+    pub fn from_status(st: &tonic::Status) -> Self {
+        StatusError {
+            code: st.code(),
+            message: st.message().to_string(),
+            info: wire::error_info(st.details()),
+        }
+    }
+
+    fn reason(&self) -> &str {
+        self.info.as_ref().map(|i| i.reason.as_str()).unwrap_or("")
+    }
+
+    fn meta(&self, key: &str) -> Option<&str> {
+        self.info
+            .as_ref()
+            .and_then(|i| i.metadata.get(key))
+            .map(String::as_str)
+    }
+
+    fn bucket(&self) -> Option<u64> {
+        self.meta("bucket").and_then(|b| b.parse().ok())
+    }
+
+    /// How the client retries this status.
+    pub fn class(&self) -> Class {
+        match (self.code, self.reason()) {
+            (Code::FailedPrecondition, wire::REASON_NOT_LEADER) => {
+                match self.meta("to").map(wire::parse_location) {
+                    Some(Ok(to)) => Class::Redirect { to },
+                    _ => Class::Final,
+                }
+            }
+            (Code::Unavailable, wire::REASON_UNAVAILABLE) => Class::BucketUnavailable,
+            (Code::Unavailable, _) => Class::Unreachable,
+            (Code::Unknown, wire::REASON_OUTCOME_UNKNOWN) => Class::OutcomeUnknown,
+            _ => Class::Final,
+        }
+    }
+
+    /// The typed error of this status; `table` names the table for
+    /// NotFound.
+    pub fn into_error(self, table: &str) -> Error {
+        let bucket = self.bucket();
+        match (self.code, self.reason()) {
+            (Code::FailedPrecondition, wire::REASON_NOT_LEADER) => Error::NotLeader {
+                bucket: bucket.unwrap_or(0),
+                to: self
+                    .meta("to")
+                    .and_then(|t| wire::parse_location(t).ok())
+                    .unwrap_or_default(),
+                message: self.message,
+            },
+            (Code::FailedPrecondition, _) => Error::Fenced(self.message),
+            (Code::Unavailable, _) => Error::Unavailable {
+                bucket,
+                message: self.message,
+            },
+            (Code::Unknown, wire::REASON_OUTCOME_UNKNOWN) => Error::OutcomeUnknown(self.message),
+            (Code::NotFound, _) => Error::NoSuchTable(table.to_string()),
+            (Code::AlreadyExists, _) | (Code::Aborted, wire::REASON_CONFLICT) => Error::Conflict {
+                bucket: bucket.unwrap_or(0),
+                message: self.message,
+            },
+            (Code::InvalidArgument, _) => Error::Schema {
+                sqlstate: self.meta("sqlstate").map(str::to_string),
+                message: self.message,
+            },
+            (code, _) => Error::Server {
+                code,
+                message: self.message,
+            },
+        }
+    }
+}
+
+impl fmt::Display for StatusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message)
+    }
+}
+
+impl From<tonic::Status> for Error {
+    fn from(st: tonic::Status) -> Self {
+        StatusError::from_status(&st).into_error("")
+    }
+}

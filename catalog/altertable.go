@@ -34,6 +34,9 @@ func applyTruncateTable(v *View, r TruncateTable) Outcome {
 	v.retireBuckets(t)
 	t.Partitions = nil
 	t.Tiering.Offsets = nil
+	// The new buckets' streams start at offset 0 again: committed offsets
+	// would point past their end.
+	v.dropTopicOffsets(t.Spec.Name, 0)
 	if r.RestartSequences {
 		t.Sequences = nil
 		t.SequenceEpoch++

@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindSetColumnDefault
+	maxKnownKind           = KindDeleteGroupOffsets
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -56,6 +56,8 @@ var kindNames = map[Kind]string{
 	KindAddColumn:            "AddColumn",
 	KindTruncateTable:        "TruncateTable",
 	KindSetColumnDefault:     "SetColumnDefault",
+	KindCommitGroupOffsets:   "CommitGroupOffsets",
+	KindDeleteGroupOffsets:   "DeleteGroupOffsets",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -141,6 +143,10 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[TruncateTable](kind, body)
 	case KindSetColumnDefault:
 		return decodeRecordBody[SetColumnDefault](kind, body)
+	case KindCommitGroupOffsets:
+		return decodeRecordBody[CommitGroupOffsets](kind, body)
+	case KindDeleteGroupOffsets:
+		return decodeRecordBody[DeleteGroupOffsets](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)
@@ -174,6 +180,7 @@ type viewBody struct {
 	Buckets     []*Bucket   `json:"buckets,omitempty"`
 	Streams     []*Stream   `json:"streams,omitempty"`
 	WALTrims    []walTrim   `json:"wal_trims,omitempty"`
+	Groups      []*Group    `json:"groups,omitempty"`
 }
 
 type walTrim struct {
@@ -200,6 +207,9 @@ func EncodeView(v *View) ([]byte, error) {
 	}
 	for _, w := range slices.SortedFunc(maps.Keys(v.WALTrims), compareWALID) {
 		body.WALTrims = append(body.WALTrims, walTrim{Node: w.Node, Epoch: w.Epoch, TrimSeq: v.WALTrims[w]})
+	}
+	for _, name := range slices.Sorted(maps.Keys(v.Groups)) {
+		body.Groups = append(body.Groups, v.Groups[name])
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
@@ -248,6 +258,9 @@ func DecodeView(data []byte) (*View, error) {
 			return nil, fmt.Errorf("%s: two trim points for the WAL of node %d epoch %d: %w", viewDecodeError, w.Node, w.Epoch, ErrInvalid)
 		}
 		v.WALTrims[id] = w.TrimSeq
+	}
+	if err := fillMap(v.Groups, "group", body.Groups, func(g *Group) string { return g.Name }); err != nil {
+		return nil, err
 	}
 	normalizeDecodedView(v)
 	if err := v.checkInvariants(); err != nil {

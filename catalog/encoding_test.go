@@ -163,7 +163,7 @@ func parseHexHeaderLine(line string, headerLen int) ([]byte, error) {
 func sampleRecords() []Record {
 	missing := "x"
 	return []Record{
-		RegisterNode{Node: 3, ExpectEpoch: 7, Addrs: Addrs{PG: "10.0.0.3:5433", Flight: "10.0.0.3:8815", Admin: "10.0.0.3:9480"}},
+		RegisterNode{Node: 3, ExpectEpoch: 7, Addrs: Addrs{PG: "10.0.0.3:5433", Flight: "10.0.0.3:8815", Admin: "10.0.0.3:9480", Kafka: "10.0.0.3:9092"}},
 		RegisterCoordinator{Node: 3, NodeEpoch: 8, ExpectEpoch: 4},
 		CreateTable{Spec: TableSpec{
 			Name: "orders",
@@ -195,6 +195,11 @@ func sampleRecords() []Record {
 		TruncateTable{Table: 12, RestartSequences: true},
 		SetColumnDefault{Table: 12, Column: "n", Default: "42"},
 		AddColumn{Table: 12, Column: Column{Name: "note", Type: "text", NotNull: true, Default: "'x'", Sequence: "x", Added: true, Missing: &missing}},
+		CommitGroupOffsets{Group: "billing", CoordinatorEpoch: 5, Offsets: []GroupOffset{
+			{Topic: "events", Partition: 0, Offset: 0, LeaderEpoch: -1},
+			{Topic: "évents", Partition: 2147483647, Offset: 9223372036854775807, LeaderEpoch: 4, Metadata: "m\x00<&>"}}},
+		DeleteGroupOffsets{Group: "billing", CoordinatorEpoch: 5, All: true, Partitions: []GroupPartition{
+			{Topic: "events", Partition: 0}, {Topic: "events", Partition: 3}}},
 	}
 }
 
@@ -353,6 +358,7 @@ func fuzzFixture(t testing.TB) *View {
 		"commit-kv-snapshot bucket=3 leader-epoch=1 id=1 offset=5",
 		"commit-wal-trim node=1 node-epoch=1 seq=2",
 		"commit-tiering-round table=1 coord=1 offsets=(3:4) lake=1 seq=1",
+		"commit-group-offsets group=g coord=1 offsets=(u/0=3, u/1=4~1:m)",
 	} {
 		rec, err := parseRecord(line)
 		if err != nil {

@@ -40,6 +40,8 @@ const (
 	KindAddColumn            Kind = 17
 	KindTruncateTable        Kind = 18
 	KindSetColumnDefault     Kind = 19
+	KindCommitGroupOffsets   Kind = 20
+	KindDeleteGroupOffsets   Kind = 21
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -355,6 +357,63 @@ type SetColumnDefault struct {
 	Default string  `json:"default,omitempty"`
 }
 
+// CommitGroupOffsets records the committed offsets of a Kafka consumer group
+// (OffsetCommit). A topic is a log table, by name; a partition is the index
+// of a bucket in View.TopicBuckets. Each offset replaces the group's offset of
+// its partition; the group's other offsets stay.
+//
+// It is proposed by the group coordinator, the coordinator lease holder, and
+// carries its CoordinatorEpoch: a deposed coordinator's late commit is
+// rejected (ErrStaleEpoch) and cannot overwrite what its successor's members
+// committed. Rejected with ErrInvalid for an empty group, no offsets, a
+// negative partition or offset, metadata longer than MaxGroupOffsetMetadata,
+// or a partition named twice; with ErrNotFound when a topic is not a log
+// table or a partition is not below its partition count (the table was
+// dropped or truncated after the coordinator checked). All or nothing: a
+// rejected record commits none of its offsets.
+type CommitGroupOffsets struct {
+	Group            string        `json:"group"`
+	CoordinatorEpoch uint64        `json:"coordinator_epoch"`
+	Offsets          []GroupOffset `json:"offsets"`
+}
+
+// GroupOffset is one committed offset of a CommitGroupOffsets.
+type GroupOffset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Offset is the next offset the group will consume (Kafka's committed
+	// offset).
+	Offset int64 `json:"offset"`
+	// LeaderEpoch is the client's leader epoch of the partition at Offset,
+	// -1 when unknown; stored and returned, not checked.
+	LeaderEpoch int32 `json:"leader_epoch"`
+	// Metadata is the client's commit metadata ("" for none or null).
+	Metadata string `json:"metadata,omitempty"`
+}
+
+// MaxGroupOffsetMetadata bounds GroupOffset.Metadata, in bytes, as Kafka's
+// offset.metadata.max.bytes does by default.
+const MaxGroupOffsetMetadata = 4096
+
+// DeleteGroupOffsets deletes committed offsets of Group: with All, every
+// offset of the group (DeleteGroups), else those of Partitions
+// (OffsetDelete). Offsets that are not committed are skipped, so a resend
+// after a lost response is accepted. Carries CoordinatorEpoch like
+// CommitGroupOffsets (ErrStaleEpoch). Rejected with ErrInvalid for an empty
+// group, All together with Partitions, or neither.
+type DeleteGroupOffsets struct {
+	Group            string           `json:"group"`
+	CoordinatorEpoch uint64           `json:"coordinator_epoch"`
+	All              bool             `json:"all,omitempty"`
+	Partitions       []GroupPartition `json:"partitions,omitempty"`
+}
+
+// GroupPartition names one partition of a topic.
+type GroupPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
 // MaxSequenceAllocation bounds AllocateSequence.Count.
 const MaxSequenceAllocation = 1 << 20
 
@@ -393,3 +452,5 @@ func (AllocateSequence) Kind() Kind     { return KindAllocateSequence }
 func (AddColumn) Kind() Kind            { return KindAddColumn }
 func (TruncateTable) Kind() Kind        { return KindTruncateTable }
 func (SetColumnDefault) Kind() Kind     { return KindSetColumnDefault }
+func (CommitGroupOffsets) Kind() Kind   { return KindCommitGroupOffsets }
+func (DeleteGroupOffsets) Kind() Kind   { return KindDeleteGroupOffsets }

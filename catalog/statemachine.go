@@ -54,6 +54,7 @@ func NewView() *View {
 		Buckets:  map[BucketID]*Bucket{},
 		Streams:  map[StreamID]*Stream{},
 		WALTrims: map[WALID]uint64{},
+		Groups:   map[string]*Group{},
 		NextID:   1,
 	}
 }
@@ -71,7 +72,7 @@ func NewView() *View {
 // rec may be a record value or a pointer to one. Apply is not safe to call
 // concurrently with any other use of v.
 func Apply(v *View, index uint64, rec Record) Outcome {
-	if v == nil || v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil {
+	if v == nil || v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil {
 		panic(fmt.Sprintf("catalog: Apply(index %d) to a view not made by NewView, DecodeView or Clone: %+v", index, v))
 	}
 	if index != v.Index+1 {
@@ -130,6 +131,10 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyTruncateTable(v, r)
 	case SetColumnDefault:
 		return applySetColumnDefault(v, r)
+	case CommitGroupOffsets:
+		return applyCommitGroupOffsets(v, r)
+	case DeleteGroupOffsets:
+		return applyDeleteGroupOffsets(v, r)
 	}
 	panic(fmt.Sprintf("catalog: recordValue accepted record type %T that Apply does not handle", rec))
 }
@@ -154,7 +159,7 @@ func recordValue(rec Record) (Record, error) {
 	case RegisterNode, RegisterCoordinator, CreateTable, DropTable, CreatePartition,
 		DropPartition, LeadBucket, OpenStream, CloseStream, CommitStreamObjects,
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
-		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault:
+		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, CommitGroupOffsets, DeleteGroupOffsets:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)
@@ -428,6 +433,8 @@ func applyDropTable(v *View, r DropTable) Outcome {
 	}
 	v.retireBuckets(t)
 	delete(v.Tables, t.ID)
+	// A new table of the same name is a new topic: no group has consumed it.
+	v.dropTopicOffsets(t.Spec.Name, 0)
 	return Outcome{}
 }
 
@@ -489,6 +496,9 @@ func applyDropPartition(v *View, r DropPartition) Outcome {
 		delete(t.Tiering.Offsets, id)
 		v.retireStream(StreamID(id))
 	}
+	// The topic partitions from the dropped one on are renumbered (see
+	// TopicBuckets): offsets committed for them would name other buckets.
+	v.dropTopicOffsets(t.Spec.Name, firstPartitionOf(t, p.ID))
 	delete(t.Partitions, p.ID)
 	// Empty maps are nil in a view (see View), so views compare equal
 	// after an encoding round trip.
@@ -962,7 +972,11 @@ func (v *View) Clone() *View {
 		Buckets:     make(map[BucketID]*Bucket, len(v.Buckets)),
 		Streams:     make(map[StreamID]*Stream, len(v.Streams)),
 		WALTrims:    maps.Clone(v.WALTrims),
+		Groups:      make(map[string]*Group, len(v.Groups)),
 		NextID:      v.NextID,
+	}
+	for name, g := range v.Groups {
+		c.Groups[name] = g.clone()
 	}
 	if c.WALTrims == nil {
 		c.WALTrims = map[WALID]uint64{}
@@ -1017,7 +1031,7 @@ func (t *Table) clone() *Table {
 // view that Apply maintains. DecodeView runs it on every decoded snapshot;
 // tests run it after every record.
 func (v *View) checkInvariants() error {
-	if v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil {
+	if v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil {
 		return fmt.Errorf("a map of the view is nil")
 	}
 	if v.NextID == 0 {
@@ -1182,7 +1196,7 @@ func (v *View) checkInvariants() error {
 			return fmt.Errorf("WAL trim of node %d epoch %d to %d: no such node epoch, or trim point 0", w.Node, w.Epoch, v.WALTrims[w])
 		}
 	}
-	return nil
+	return v.checkGroupInvariants()
 }
 
 func compareWALID(a, b WALID) int {

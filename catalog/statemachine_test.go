@@ -234,6 +234,11 @@ func formatBucketIDs(ids []BucketID) string {
 //	commit-kv-snapshot bucket=2 leader-epoch=1 id=1 offset=10 [manifest=m]
 //	commit-tiering-round table=1 coord=1 offsets=(2:10, 3:20) lake=7 seq=1 [at=RFC3339]
 //	trim-stream stream=2 start=10 coord=1
+//	truncate-table table=1 [restart=true]
+//	commit-group-offsets group=g coord=1 offsets=(events/0=5, events/1=7~2:meta)
+//	delete-group-offsets group=g coord=1 [all=true] [partitions=(events/0, events/1)]
+//
+// A group offset without ~ has leader epoch -1; :text sets its metadata.
 //
 // An object without key@ gets the key "s<stream>/e<epoch>/<start>-<end>";
 // a suffix ~M sets its time At to 2025-01-01T00:00Z plus M minutes (given in
@@ -357,6 +362,28 @@ func parseRecord(line string) (Record, error) {
 			r.Offsets[BucketID(mustUint(a, b))] = mustUint(a, off)
 		}
 		rec = r
+	case "truncate-table":
+		rec = TruncateTable{Table: TableID(a.uint("table")), RestartSequences: a.str("restart") == "true"}
+	case "commit-group-offsets":
+		r := CommitGroupOffsets{Group: a.str("group"), CoordinatorEpoch: a.uint("coord")}
+		for _, o := range a.list("offsets") {
+			p, rest, _ := strings.Cut(o, "=")
+			rest, meta, _ := strings.Cut(rest, ":")
+			off, epoch, hasEpoch := strings.Cut(rest, "~")
+			gp := parseGroupPartition(a, p)
+			g := GroupOffset{Topic: gp.Topic, Partition: gp.Partition, Offset: mustInt(a, off), LeaderEpoch: -1, Metadata: meta}
+			if hasEpoch {
+				g.LeaderEpoch = int32(mustInt(a, epoch))
+			}
+			r.Offsets = append(r.Offsets, g)
+		}
+		rec = r
+	case "delete-group-offsets":
+		r := DeleteGroupOffsets{Group: a.str("group"), CoordinatorEpoch: a.uint("coord"), All: a.str("all") == "true"}
+		for _, p := range a.list("partitions") {
+			r.Partitions = append(r.Partitions, parseGroupPartition(a, p))
+		}
+		rec = r
 	default:
 		return nil, fmt.Errorf("unknown record %q", cmd)
 	}
@@ -369,6 +396,20 @@ func parseRecord(line string) (Record, error) {
 		}
 	}
 	return rec, nil
+}
+
+// parseGroupPartition parses topic/partition.
+func parseGroupPartition(a *recordArgs, s string) GroupPartition {
+	topic, p, _ := strings.Cut(s, "/")
+	return GroupPartition{Topic: topic, Partition: int32(mustInt(a, p))}
+}
+
+func mustInt(a *recordArgs, s string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil && a.err == nil {
+		a.err = err
+	}
+	return n
 }
 
 type recordArgs struct {
@@ -460,7 +501,7 @@ func dumpView(v *View) string {
 	for _, id := range slices.Sorted(maps.Keys(v.Nodes)) {
 		n := v.Nodes[id]
 		fmt.Fprintf(&b, "node %d epoch=%d", n.ID, n.Epoch)
-		for _, a := range []struct{ name, addr string }{{"pg", n.Addrs.PG}, {"flight", n.Addrs.Flight}, {"admin", n.Addrs.Admin}} {
+		for _, a := range []struct{ name, addr string }{{"pg", n.Addrs.PG}, {"flight", n.Addrs.Flight}, {"admin", n.Addrs.Admin}, {"kafka", n.Addrs.Kafka}} {
 			if a.addr != "" {
 				fmt.Fprintf(&b, " %s=%s", a.name, a.addr)
 			}
@@ -563,6 +604,23 @@ func dumpView(v *View) string {
 	for _, w := range slices.SortedFunc(maps.Keys(v.WALTrims), compareWALID) {
 		fmt.Fprintf(&b, "wal node=%d node-epoch=%d trim=%d\n", w.Node, w.Epoch, v.WALTrims[w])
 	}
+	for _, name := range slices.Sorted(maps.Keys(v.Groups)) {
+		fmt.Fprintf(&b, "group %q", name)
+		g := v.Groups[name]
+		for _, topic := range slices.Sorted(maps.Keys(g.Offsets)) {
+			for _, p := range slices.Sorted(maps.Keys(g.Offsets[topic])) {
+				o := g.Offsets[topic][p]
+				fmt.Fprintf(&b, " %s/%d=%d", topic, p, o.Offset)
+				if o.LeaderEpoch != -1 {
+					fmt.Fprintf(&b, "~%d", o.LeaderEpoch)
+				}
+				if o.Metadata != "" {
+					fmt.Fprintf(&b, ":%s", o.Metadata)
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
 	return b.String()
 }
 
@@ -586,7 +644,7 @@ func TestStateMachineDeterminism(t *testing.T) {
 	seed := testSeed(t)
 	accepted := map[Kind]int{}
 	rejected := map[Kind]int{}
-	runs, steps := 25, 300
+	runs, steps := 25, 400
 	if testing.Short() {
 		runs = 5
 	}
@@ -905,6 +963,53 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 			}
 		}
 		rec = r
+	case KindCommitGroupOffsets:
+		r := CommitGroupOffsets{Group: fmt.Sprintf("g%d", rng.IntN(3)), CoordinatorEpoch: coordEpoch()}
+		for range 1 + rng.IntN(3) {
+			o := GroupOffset{Topic: fmt.Sprintf("t%d", rng.IntN(6)), Partition: int32(rng.IntN(5)),
+				Offset: rng.Int64N(100), LeaderEpoch: int32(rng.IntN(3)) - 1}
+			var topics []*Table
+			for _, id := range slices.Sorted(maps.Keys(v.Tables)) {
+				if t := v.Tables[id]; len(t.Spec.PrimaryKey) == 0 && topicPartitions(t) > 0 {
+					topics = append(topics, t)
+				}
+			}
+			if len(topics) > 0 && likely() {
+				t := topics[rng.IntN(len(topics))]
+				o.Topic = t.Spec.Name
+				if n := topicPartitions(t); n > 0 && likely() {
+					o.Partition = int32(rng.IntN(n))
+				}
+			}
+			switch rng.IntN(20) {
+			case 0:
+				o.Offset = -1
+			case 1:
+				o.Metadata = strings.Repeat("m", MaxGroupOffsetMetadata+1)
+			case 2:
+				o.Metadata = "meta"
+			}
+			r.Offsets = append(r.Offsets, o)
+		}
+		if rng.IntN(20) == 0 {
+			r.Group = ""
+		}
+		rec = r
+	case KindDeleteGroupOffsets:
+		r := DeleteGroupOffsets{Group: fmt.Sprintf("g%d", rng.IntN(3)), CoordinatorEpoch: coordEpoch(), All: rng.IntN(4) == 0}
+		if g := v.Groups[r.Group]; g != nil && (!r.All || rng.IntN(10) == 0) {
+			for _, topic := range slices.Sorted(maps.Keys(g.Offsets)) {
+				for _, p := range slices.Sorted(maps.Keys(g.Offsets[topic])) {
+					if rng.IntN(2) == 0 {
+						r.Partitions = append(r.Partitions, GroupPartition{Topic: topic, Partition: p})
+					}
+				}
+			}
+		}
+		if !r.All && rng.IntN(4) == 0 {
+			r.Partitions = append(r.Partitions, GroupPartition{Topic: "t9", Partition: 1})
+		}
+		rec = r
 	case KindCompactStreamObjects:
 		id, s := pickStream()
 		r := CompactStreamObjects{Stream: id, Epoch: uint64(rng.IntN(4))}
@@ -943,6 +1048,7 @@ func TestStateMachineCloneIsDeep(t *testing.T) {
 	// Apply random records until every kind of nested storage is in use.
 	rich := func() bool {
 		var partitions, tiering, snapshots, objects bool
+		groups := len(v.Groups) > 0
 		for _, t := range v.Tables {
 			partitions = partitions || len(t.Partitions) > 0
 			tiering = tiering || len(t.Tiering.Offsets) > 0
@@ -953,7 +1059,7 @@ func TestStateMachineCloneIsDeep(t *testing.T) {
 		for _, s := range v.Streams {
 			objects = objects || len(s.Objects) > 0
 		}
-		return partitions && tiering && snapshots && objects && len(v.WALTrims) > 0
+		return partitions && tiering && snapshots && objects && groups && len(v.WALTrims) > 0
 	}
 	for v.Index < 300 || !rich() {
 		if v.Index > 100_000 {
@@ -1057,7 +1163,7 @@ func mutateAll(rv reflect.Value) {
 		rv.SetString(rv.String() + "!")
 	case reflect.Bool:
 		rv.SetBool(!rv.Bool())
-	case reflect.Int, reflect.Int64:
+	case reflect.Int, reflect.Int32, reflect.Int64:
 		rv.SetInt(rv.Int() + 1)
 	case reflect.Uint32, reflect.Uint64:
 		rv.SetUint(rv.Uint() + 1)

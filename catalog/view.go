@@ -1,6 +1,10 @@
 package catalog
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // View is the state computed by applying the metadata log, in order, from the
 // empty view. Every node computes the same View for the same log prefix.
@@ -23,6 +27,12 @@ type View struct {
 	Streams map[StreamID]*Stream `json:"streams"`
 	// WALTrims is the trim point of each node epoch's WAL.
 	WALTrims map[WALID]uint64 `json:"wal_trims"`
+
+	// Groups holds the committed offsets of Kafka consumer groups, by group
+	// id. A group with no committed offset is not in the map. Group
+	// membership is not in the view: the group coordinator keeps it in
+	// memory.
+	Groups map[string]*Group `json:"groups"`
 
 	// NextID is the next id handed out for a table, partition or bucket. Ids
 	// are never reused, even after a drop.
@@ -121,4 +131,65 @@ type TieringState struct {
 	LakeSnapshotID int64               `json:"lake_snapshot_id,omitempty"`
 	LakeSequence   uint64              `json:"lake_sequence,omitempty"`
 	At             time.Time           `json:"at,omitzero"`
+}
+
+// Group is the committed offsets of one Kafka consumer group
+// (CommitGroupOffsets). Offsets is by topic (a log table's name), then by
+// partition (an index into View.TopicBuckets); neither map is ever empty,
+// and every offset names an existing log table and a partition below its
+// partition count: DropTable and TruncateTable remove the offsets of their
+// table, and DropPartition those of the partitions whose numbers it shifts.
+type Group struct {
+	Name    string                               `json:"name"`
+	Offsets map[string]map[int32]CommittedOffset `json:"offsets"`
+}
+
+// CommittedOffset is one committed offset of a group, as GroupOffset carried
+// it.
+type CommittedOffset struct {
+	Offset      int64  `json:"offset"`
+	LeaderEpoch int32  `json:"leader_epoch"`
+	Metadata    string `json:"metadata,omitempty"`
+}
+
+// TopicBuckets returns the buckets of t in Kafka partition order: partition
+// i of the topic named t.Spec.Name is bucket i of the result. That is
+// t.Buckets for an unpartitioned table, and for a partitioned one the
+// buckets of each partition in bucket index order, partitions in creation
+// (id) order. Dropping a partition therefore renumbers the partitions after
+// it (DropPartition removes their committed offsets). The slice is the
+// caller's.
+func (v *View) TopicBuckets(t *Table) []BucketID {
+	if t.Spec.PartitionBy == "" {
+		return slices.Clone(t.Buckets)
+	}
+	var ids []BucketID
+	for _, pid := range slices.Sorted(maps.Keys(t.Partitions)) {
+		ids = append(ids, t.Partitions[pid].Buckets...)
+	}
+	return ids
+}
+
+// topicPartitions returns the partition count of the topic t (its number of
+// buckets, see TopicBuckets) without building the list.
+func topicPartitions(t *Table) int {
+	if t.Spec.PartitionBy == "" {
+		return len(t.Buckets)
+	}
+	n := 0
+	for _, p := range t.Partitions {
+		n += len(p.Buckets)
+	}
+	return n
+}
+
+// Topic returns the log table named name, which Kafka clients see as a
+// topic, and its partition count; false when there is none (no table, or a
+// primary-key table).
+func (v *View) Topic(name string) (*Table, int, bool) {
+	t, ok := v.TableByName(name)
+	if !ok || len(t.Spec.PrimaryKey) != 0 {
+		return nil, 0, false
+	}
+	return t, topicPartitions(t), true
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -19,7 +22,32 @@ import (
 type Batch struct {
 	Offset uint64
 	Record arrow.RecordBatch
+	// AppendTime is when the leader appended the batch (millisecond
+	// precision); zero for batches written before it was recorded.
+	AppendTime time.Time
+	// Producer is the Kafka idempotent producer that wrote the batch, if
+	// any (docs/format/s3stream.md, "Log bucket entries").
+	Producer ProducerMark
 }
+
+// ProducerMark names the idempotent Kafka producer batch an entry holds:
+// the producer id and epoch and the sequence number of its first record.
+// The zero mark (ID 0) means none; Kafka producer ids are never 0 here.
+type ProducerMark struct {
+	ID       int64
+	Epoch    int16
+	Sequence int32
+}
+
+// The Arrow schema metadata keys under which an entry carries its append
+// time and producer mark. Decoding removes them, so readers see the
+// table's schema.
+const (
+	metaAppendTime       = "mink.append_time_ms"
+	metaProducerID       = "mink.producer_id"
+	metaProducerEpoch    = "mink.producer_epoch"
+	metaProducerSequence = "mink.producer_sequence"
+)
 
 // Release releases every batch's record.
 func ReleaseBatches(batches []Batch) {
@@ -52,7 +80,7 @@ func (b *LogBucket) Append(ctx context.Context, rec arrow.RecordBatch) (uint64, 
 	if rec.NumRows() == 0 {
 		return b.stream.End(), nil
 	}
-	payload, err := encodeBatch(rec)
+	payload, err := encodeBatch(rec, ProducerMark{})
 	if err != nil {
 		return 0, fmt.Errorf("bucket %d: %w", b.id, err)
 	}
@@ -63,15 +91,41 @@ func (b *LogBucket) Append(ctx context.Context, rec arrow.RecordBatch) (uint64, 
 // on the result. Batches queued by one goroutine keep their order. nil for
 // an empty record.
 func (b *LogBucket) AppendAsync(ctx context.Context, rec arrow.RecordBatch) (*s3stream.PendingAppend, error) {
+	return b.AppendProduced(ctx, rec, ProducerMark{})
+}
+
+// AppendProduced is AppendAsync of a batch written by an idempotent Kafka
+// producer: the entry keeps mark, so that a later leader can rebuild the
+// producer's sequence state from the stream.
+func (b *LogBucket) AppendProduced(ctx context.Context, rec arrow.RecordBatch, mark ProducerMark) (*s3stream.PendingAppend, error) {
 	if rec.NumRows() == 0 {
 		return nil, nil
 	}
-	payload, err := encodeBatch(rec)
+	payload, err := encodeBatch(rec, mark)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %d: %w", b.id, err)
 	}
 	return b.stream.AppendAsync(ctx, payload, uint32(rec.NumRows()))
 }
+
+// Start is the first offset still in the stream (offsets below it were
+// trimmed by retention), as of the node's metadata view.
+func (b *LogBucket) Start() uint64 {
+	if b.m == nil {
+		return 0
+	}
+	var start uint64
+	b.m.cfg.Meta.Read(func(v *catalog.View) {
+		if st, ok := v.Streams[catalog.StreamID(b.id)]; ok {
+			start = st.Start
+		}
+	})
+	return start
+}
+
+// Changed is closed when the bucket's acknowledged end or state changes
+// next (long-polling readers wait on it, then look again).
+func (b *LogBucket) Changed() <-chan struct{} { return b.stream.Changed() }
 
 // Read returns the batches overlapping row offsets [from, to), up to the
 // acknowledged end. The first batch may start before from.
@@ -91,9 +145,17 @@ func (b *LogBucket) Read(ctx context.Context, from, to uint64) ([]Batch, error) 
 	return out, nil
 }
 
-func encodeBatch(rec arrow.RecordBatch) ([]byte, error) {
+func encodeBatch(rec arrow.RecordBatch, mark ProducerMark) ([]byte, error) {
+	keys := []string{metaAppendTime}
+	vals := []string{strconv.FormatInt(time.Now().UnixMilli(), 10)}
+	if mark.ID != 0 {
+		keys = append(keys, metaProducerID, metaProducerEpoch, metaProducerSequence)
+		vals = append(vals, strconv.FormatInt(mark.ID, 10), strconv.Itoa(int(mark.Epoch)), strconv.Itoa(int(mark.Sequence)))
+	}
+	md := arrow.NewMetadata(keys, vals)
+	schema := arrow.NewSchema(rec.Schema().Fields(), &md)
 	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()), ipc.WithAllocator(memory.DefaultAllocator))
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator))
 	if err := w.Write(rec); err != nil {
 		return nil, fmt.Errorf("encode batch: %w", err)
 	}
@@ -103,37 +165,64 @@ func encodeBatch(rec arrow.RecordBatch) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func decodeBatch(payload []byte) (arrow.RecordBatch, error) {
+// decodeBatch decodes an entry's payload into a batch (Offset unset),
+// its record of the table's schema without the entry's metadata.
+func decodeBatch(payload []byte) (Batch, error) {
 	r, err := ipc.NewReader(bytes.NewReader(payload), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
-		return nil, fmt.Errorf("decode batch: %w", err)
+		return Batch{}, fmt.Errorf("decode batch: %w", err)
 	}
 	defer r.Release()
 	if !r.Next() {
 		if err := r.Err(); err != nil {
-			return nil, fmt.Errorf("decode batch: %w", err)
+			return Batch{}, fmt.Errorf("decode batch: %w", err)
 		}
-		return nil, fmt.Errorf("decode batch: no record in entry")
+		return Batch{}, fmt.Errorf("decode batch: no record in entry")
 	}
 	rec := r.RecordBatch()
-	rec.Retain()
-	return rec, nil
+	md := rec.Schema().Metadata()
+	if md.Len() == 0 {
+		rec.Retain()
+		return Batch{Record: rec}, nil
+	}
+	var b Batch
+	if ms, err := strconv.ParseInt(metaValue(md, metaAppendTime), 10, 64); err == nil {
+		b.AppendTime = time.UnixMilli(ms).UTC()
+	}
+	if id, err := strconv.ParseInt(metaValue(md, metaProducerID), 10, 64); err == nil && id != 0 {
+		epoch, err1 := strconv.ParseInt(metaValue(md, metaProducerEpoch), 10, 16)
+		seq, err2 := strconv.ParseInt(metaValue(md, metaProducerSequence), 10, 32)
+		if err1 != nil || err2 != nil {
+			return Batch{}, fmt.Errorf("decode batch: producer %d with a bad epoch or sequence: %w", id, s3stream.ErrCorrupt)
+		}
+		b.Producer = ProducerMark{ID: id, Epoch: int16(epoch), Sequence: int32(seq)}
+	}
+	b.Record = array.NewRecordBatch(arrow.NewSchema(rec.Schema().Fields(), nil), rec.Columns(), rec.NumRows())
+	return b, nil
+}
+
+func metaValue(md arrow.Metadata, key string) string {
+	if i := md.FindKey(key); i >= 0 {
+		return md.Values()[i]
+	}
+	return ""
 }
 
 func decodeEntries(entries []s3stream.Entry) ([]Batch, error) {
 	out := make([]Batch, 0, len(entries))
 	for _, e := range entries {
-		rec, err := decodeBatch(e.Payload)
+		b, err := decodeBatch(e.Payload)
 		if err != nil {
 			ReleaseBatches(out)
 			return nil, fmt.Errorf("offset %d: %w", e.Offset, err)
 		}
-		if uint64(rec.NumRows()) != uint64(e.Count) {
-			rec.Release()
+		if uint64(b.Record.NumRows()) != uint64(e.Count) {
+			b.Record.Release()
 			ReleaseBatches(out)
-			return nil, fmt.Errorf("offset %d: entry says %d rows, batch has %d: %w", e.Offset, e.Count, rec.NumRows(), s3stream.ErrCorrupt)
+			return nil, fmt.Errorf("offset %d: entry says %d rows, batch has %d: %w", e.Offset, e.Count, b.Record.NumRows(), s3stream.ErrCorrupt)
 		}
-		out = append(out, Batch{Offset: e.Offset, Record: rec})
+		b.Offset = e.Offset
+		out = append(out, b)
 	}
 	return out, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/server/flightsvc"
+	"github.com/minkdb/mink/server/kafka"
 	"github.com/minkdb/mink/sqlfront"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
@@ -51,6 +52,7 @@ type Server struct {
 	pg       *pgwire.Server
 	pgLn     net.Listener
 	flight   *flightsvc.Service
+	kafka    *kafka.Server // nil without --kafka-addr
 	metrics  *metrics
 	tiering  *tieringWorker // runs on the coordinator lease holder
 	// lakeReader is the SQL front end's reader of tiered rows (set by
@@ -186,6 +188,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 		return nil, err
 	}
 	if err := s.startFlight(); err != nil {
+		session.Close()
+		return nil, err
+	}
+	if err := s.startKafka(); err != nil {
 		session.Close()
 		return nil, err
 	}
@@ -436,6 +442,31 @@ func (s *Server) startFlight() error {
 	return nil
 }
 
+// startKafka starts the Kafka protocol listener (server/kafka), unless
+// --kafka-addr is empty.
+func (s *Server) startKafka() error {
+	if s.cfg.KafkaAddr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.KafkaAddr)
+	if err != nil {
+		return fmt.Errorf("listen for Kafka on %s: %w", s.cfg.KafkaAddr, err)
+	}
+	s.kafka = kafka.New(kafka.Config{
+		Node: catalog.NodeID(s.cfg.NodeID), Cluster: s.cfg.Cluster, Meta: s.cat, Buckets: s.Buckets,
+		NodeEpoch: s.NodeEpoch, Live: s.live.IsLive, AutoCreateTopics: s.cfg.KafkaAutoCreateTopics, Logger: s.logger,
+	})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.kafka.Serve(ln); err != nil {
+			s.logger.Error("Kafka listener stopped", "err", err)
+		}
+	}()
+	s.logger.Info("Kafka listening", "addr", ln.Addr().String())
+	return nil
+}
+
 // readPasswordFile reads "user:password" lines.
 func readPasswordFile(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
@@ -544,6 +575,9 @@ func (s *Server) Close() error {
 		}
 		if s.flight != nil {
 			s.flight.Close(5 * time.Second)
+		}
+		if s.kafka != nil {
+			s.kafka.Close()
 		}
 		if s.engine != nil {
 			s.engine.Close()

@@ -74,6 +74,14 @@ func (s *Stream) CommittedEnd() uint64 {
 	return s.mu.committedEnd
 }
 
+// Changed is closed at the next acknowledgement or state change of the
+// stream; a reader waiting for new entries waits on it and looks again.
+func (s *Stream) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.changed
+}
+
 // Err is the reason the stream stopped accepting appends, or nil.
 func (s *Stream) Err() error {
 	s.mu.Lock()

@@ -1,0 +1,325 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+)
+
+// fetchChunkRows is how many rows a fetch reads from a bucket at a time
+// while it fills a partition's byte budget.
+const fetchChunkRows = 4096
+
+// servedPartition is a partition this node serves now, for a fetch or a
+// list-offsets request.
+type servedPartition struct {
+	lb          *buckets.LogBucket
+	sh          *shape
+	leaderEpoch int32
+}
+
+// servePartition finds the bucket of partition of topic name and checks
+// that this node serves it, and that the client's idea of the leader epoch
+// (-1: none) is current (KIP-320).
+func (s *Server) servePartition(m *buckets.Manager, name string, partition, currentLeaderEpoch int32) (servedPartition, *kerr.Error) {
+	var tp *topic
+	var sh *shape
+	var err error
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		if tp, err = lookupTopic(v, name); err == nil {
+			sh, err = newShape(tp.table)
+		}
+	})
+	if err != nil || partition < 0 || int(partition) >= len(tp.buckets) {
+		return servedPartition{}, kerr.UnknownTopicOrPartition
+	}
+	if m == nil {
+		return servedPartition{}, kerr.LeaderNotAvailable
+	}
+	lb, err := m.Bucket(tp.buckets[partition])
+	if err != nil {
+		return servedPartition{}, bucketError(err).code
+	}
+	epoch := int32(lb.Epoch())
+	switch {
+	case currentLeaderEpoch >= 0 && currentLeaderEpoch < epoch:
+		return servedPartition{}, kerr.FencedLeaderEpoch
+	case currentLeaderEpoch > epoch:
+		return servedPartition{}, kerr.UnknownLeaderEpoch
+	}
+	return servedPartition{lb: lb, sh: sh, leaderEpoch: epoch}, nil
+}
+
+// fetch answers a Fetch, waiting up to MaxWaitMillis for MinBytes. Fetch
+// sessions (KIP-227) are not kept: every fetch is a full one, and the
+// response's session id 0 tells the client so.
+func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Response {
+	deadline := time.Now().Add(min(max(time.Duration(req.MaxWaitMillis)*time.Millisecond, 0), 30*time.Second))
+	for {
+		resp, size, changed := s.fetchOnce(ctx, req)
+		if size >= int(req.MinBytes) || len(changed) == 0 || !time.Now().Before(deadline) {
+			return resp
+		}
+		if !waitAny(ctx, changed, time.Until(deadline)) {
+			return resp
+		}
+	}
+}
+
+// waitAny waits until one of chans is closed (true), or timeout passes or
+// ctx ends (false).
+func waitAny(ctx context.Context, chans []<-chan struct{}, timeout time.Duration) bool {
+	woken := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, c := range chans {
+		go func() {
+			select {
+			case <-c:
+				select {
+				case woken <- struct{}{}:
+				default:
+				}
+			case <-stop:
+			}
+		}()
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-woken:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// fetchOnce reads what is there now. It returns the response, its record
+// bytes and the change channels of the partitions that had nothing new.
+func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.Version >= 7 && req.SessionID != 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, 0, nil
+	}
+	m := s.cfg.Buckets()
+	maxBytes := int(req.MaxBytes)
+	if req.Version < 3 || maxBytes <= 0 {
+		maxBytes = 1 << 30
+	}
+	total := 0
+	var changed []<-chan struct{}
+	for _, t := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.PreferredReadReplica = -1
+			sp, kerrCode := s.servePartition(m, t.Topic, p.Partition, p.CurrentLeaderEpoch)
+			if kerrCode != nil {
+				rp.ErrorCode = kerrCode.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			// Take the change channel before reading the end, so that an
+			// append after the read wakes the wait.
+			ch := sp.lb.Changed()
+			hw, start := sp.lb.End(), sp.lb.Start()
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = int64(hw), int64(hw), int64(start)
+			offset := p.FetchOffset
+			switch {
+			case offset < int64(start) || offset > int64(hw):
+				rp.ErrorCode = kerr.OffsetOutOfRange.Code
+			case offset == int64(hw):
+				changed = append(changed, ch)
+			default:
+				budget := int(p.PartitionMaxBytes)
+				if budget <= 0 {
+					budget = 1 << 20
+				}
+				// KIP-74: the first batch is sent even if larger than the
+				// limits, so that a consumer always makes progress.
+				budget = min(budget, maxBytes-total)
+				records, err := s.readRecords(ctx, sp, uint64(offset), hw, budget, total == 0)
+				if err != nil {
+					s.cfg.Logger.Warn("kafka: fetch read failed", "topic", t.Topic, "partition", p.Partition, "offset", offset, "err", err)
+					rp.ErrorCode = kerr.KafkaStorageError.Code
+				}
+				rp.RecordBatches = records
+				total += len(records)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, total, changed
+}
+
+// readRecords reads rows from offset up to hw as record batches, one per
+// stored batch (the first cut to start at offset), until budget bytes are
+// used; first makes it return at least one batch.
+func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw uint64, budget int, first bool) ([]byte, error) {
+	var out []byte
+	for offset < hw && (len(out) < budget) {
+		to := min(hw, offset+fetchChunkRows)
+		batches, err := sp.lb.Read(ctx, offset, to)
+		if err != nil {
+			return out, err
+		}
+		full, before := false, offset
+		for _, b := range batches {
+			if full {
+				continue
+			}
+			n := uint64(b.Record.NumRows())
+			if b.Offset+n <= offset {
+				continue
+			}
+			rec, err := sqltypes.Widen(b.Record, sp.sh.cols, nil)
+			if err != nil {
+				buckets.ReleaseBatches(batches)
+				return out, err
+			}
+			from := int(offset - b.Offset)
+			if b.Offset > offset {
+				from = 0 // a gap cannot happen: offsets are dense
+			}
+			end := int(min(n, to-b.Offset))
+			records := sp.sh.recordsOf(rec, from, end, b.AppendTime)
+			rec.Release()
+			before := len(out)
+			out = appendBatch(out, int64(b.Offset)+int64(from), -1, records)
+			if len(out) > budget && !(first && before == 0) {
+				out = out[:before]
+				full = true
+				continue
+			}
+			offset = b.Offset + uint64(end)
+		}
+		buckets.ReleaseBatches(batches)
+		if full || offset == before {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	m := s.cfg.Buckets()
+	for _, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.Offset, rp.Timestamp, rp.LeaderEpoch = -1, -1, -1
+			sp, code := s.servePartition(m, t.Topic, p.Partition, p.CurrentLeaderEpoch)
+			if code != nil {
+				rp.ErrorCode = code.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			rp.LeaderEpoch = sp.leaderEpoch
+			hw, start := sp.lb.End(), sp.lb.Start()
+			switch p.Timestamp {
+			case -1: // latest
+				rp.Offset = int64(hw)
+			case -2: // earliest
+				rp.Offset = int64(start)
+			default:
+				offset, ts, err := s.offsetForTime(sp, start, hw, p.Timestamp)
+				if err != nil {
+					rp.ErrorCode = kerr.KafkaStorageError.Code
+				}
+				rp.Offset, rp.Timestamp = offset, ts
+			}
+			if req.Version == 0 && rp.Offset >= 0 {
+				rp.OldStyleOffsets = []int64{rp.Offset}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// offsetForTime finds the first offset whose record timestamp is at least
+// ts (milliseconds), reading the bucket from start: -1 if there is none.
+// ts -3 asks for the record with the largest timestamp (KIP-734).
+func (s *Server) offsetForTime(sp servedPartition, start, hw uint64, ts int64) (int64, int64, error) {
+	bestOffset, bestTS := int64(-1), int64(-1)
+	for offset := start; offset < hw; {
+		to := min(hw, offset+fetchChunkRows)
+		batches, err := sp.lb.Read(s.ctx, offset, to)
+		if err != nil {
+			return -1, -1, err
+		}
+		for _, b := range batches {
+			rec, err := sqltypes.Widen(b.Record, sp.sh.cols, nil)
+			if err != nil {
+				buckets.ReleaseBatches(batches)
+				return -1, -1, err
+			}
+			n := int(rec.NumRows())
+			from := 0
+			if b.Offset < offset {
+				from = int(offset - b.Offset)
+			}
+			for i, r := range sp.sh.recordsOf(rec, from, n, b.AppendTime) {
+				o := int64(b.Offset) + int64(from+i)
+				if ts == -3 {
+					if r.timestamp > bestTS {
+						bestOffset, bestTS = o, r.timestamp
+					}
+				} else if r.timestamp >= ts {
+					rec.Release()
+					buckets.ReleaseBatches(batches)
+					return o, r.timestamp, nil
+				}
+			}
+			rec.Release()
+			offset = b.Offset + uint64(n)
+		}
+		buckets.ReleaseBatches(batches)
+		if len(batches) == 0 {
+			break
+		}
+	}
+	return bestOffset, bestTS, nil
+}
+
+// offsetForLeaderEpoch answers KIP-320's truncation check. mink never
+// truncates an acknowledged record, so the end of any epoch a client saw
+// is at or after its position: the answer is the current epoch and end.
+func (s *Server) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	m := s.cfg.Buckets()
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.LeaderEpoch, rp.EndOffset = -1, -1
+			sp, code := s.servePartition(m, t.Topic, p.Partition, p.CurrentLeaderEpoch)
+			if code != nil {
+				rp.ErrorCode = code.Code
+			} else {
+				rp.LeaderEpoch, rp.EndOffset = sp.leaderEpoch, int64(sp.lb.End())
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -1,0 +1,408 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+)
+
+// topic is a log table as Kafka sees it, read from one view.
+type topic struct {
+	table *catalog.Table
+	// buckets are the topic's partitions: bucket i is partition i.
+	buckets []catalog.BucketID
+	// partitionOf is the LIST partition value of each bucket of a
+	// partitioned table ("" otherwise).
+	partitionOf []string
+}
+
+// topicBuckets lists a table's buckets in partition order: the buckets of
+// an unpartitioned table in index order, or those of each partition in
+// creation (id) order.
+func topicBuckets(t *catalog.Table) ([]catalog.BucketID, []string) {
+	if len(t.Partitions) == 0 {
+		return t.Buckets, make([]string, len(t.Buckets))
+	}
+	parts := make([]*catalog.Partition, 0, len(t.Partitions))
+	for _, p := range t.Partitions {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].ID < parts[j].ID })
+	var ids []catalog.BucketID
+	var values []string
+	for _, p := range parts {
+		for _, id := range p.Buckets {
+			ids = append(ids, id)
+			values = append(values, p.Value)
+		}
+	}
+	return ids, values
+}
+
+// errNotATopic: the table exists but is a primary-key table.
+var errNotATopic = errors.New("is a primary-key table, not a topic")
+
+// lookupTopic finds the log table named name in v.
+func lookupTopic(v *catalog.View, name string) (*topic, error) {
+	t, ok := v.TableByName(name)
+	if !ok {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	if len(t.Spec.PrimaryKey) > 0 {
+		return nil, fmt.Errorf("table %q %w", name, errNotATopic)
+	}
+	ids, values := topicBuckets(t)
+	return &topic{table: t, buckets: ids, partitionOf: values}, nil
+}
+
+// partitionLeader is the node serving bucket id now: its leader, if that
+// node is live, advertises a Kafka listener and holds the bucket's stream
+// open at the leader epoch. ok is false otherwise (LEADER_NOT_AVAILABLE).
+func (s *Server) partitionLeader(v *catalog.View, id catalog.BucketID) (leader catalog.NodeID, epoch uint64, ok bool) {
+	b, found := v.Buckets[id]
+	if !found || b.Leader == 0 {
+		return 0, 0, false
+	}
+	n, found := v.Nodes[b.Leader]
+	if !found || n.Addrs.Kafka == "" || !s.cfg.Live(b.Leader) {
+		return b.Leader, b.LeaderEpoch, false
+	}
+	st, found := v.Streams[catalog.StreamID(id)]
+	if !found || !st.Open || st.Node != b.Leader || st.Epoch != b.LeaderEpoch {
+		return b.Leader, b.LeaderEpoch, false
+	}
+	return b.Leader, b.LeaderEpoch, true
+}
+
+// broker is a node as Metadata lists it.
+func broker(n *catalog.Node) (kmsg.MetadataResponseBroker, bool) {
+	host, portText, err := net.SplitHostPort(n.Addrs.Kafka)
+	if err != nil {
+		return kmsg.MetadataResponseBroker{}, false
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return kmsg.MetadataResponseBroker{}, false
+	}
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = int32(n.ID), host, int32(port)
+	return b, true
+}
+
+func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	var names []string
+	all := req.Topics == nil
+	for _, t := range req.Topics {
+		if t.Topic != nil {
+			names = append(names, *t.Topic)
+		}
+	}
+	// Version 0 asks for every topic with an empty list.
+	if req.Version == 0 && len(req.Topics) == 0 {
+		all = true
+	}
+	if s.cfg.AutoCreateTopics && req.AllowAutoTopicCreation && !all {
+		var missing []string
+		s.cfg.Meta.Read(func(v *catalog.View) {
+			for _, name := range names {
+				if _, ok := v.TableByName(name); !ok {
+					missing = append(missing, name)
+				}
+			}
+		})
+		for _, name := range missing {
+			if err := s.createTopic(ctx, name, s.cfg.DefaultPartitions); err != nil && !errors.Is(err, catalog.ErrExists) {
+				s.cfg.Logger.Warn("kafka: auto-create topic failed", "topic", name, "err", err)
+			}
+		}
+	}
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		resp.ClusterID = &s.cfg.Cluster
+		resp.ControllerID = int32(v.Coordinator.Node)
+		if v.Coordinator.Node == 0 {
+			resp.ControllerID = -1
+		}
+		ids := make([]catalog.NodeID, 0, len(v.Nodes))
+		for id := range v.Nodes {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for _, id := range ids {
+			if !s.cfg.Live(id) {
+				continue
+			}
+			if b, ok := broker(v.Nodes[id]); ok {
+				resp.Brokers = append(resp.Brokers, b)
+			}
+		}
+		if all {
+			for _, t := range v.Tables {
+				if len(t.Spec.PrimaryKey) == 0 {
+					names = append(names, t.Spec.Name)
+				}
+			}
+			sort.Strings(names)
+		}
+		for _, name := range names {
+			resp.Topics = append(resp.Topics, s.topicMetadata(v, name))
+		}
+	})
+	return resp
+}
+
+func (s *Server) topicMetadata(v *catalog.View, name string) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = &name
+	tp, err := lookupTopic(v, name)
+	if err != nil {
+		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return mt
+	}
+	for i, id := range tp.buckets {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition = int32(i)
+		leader, epoch, ok := s.partitionLeader(v, id)
+		if ok {
+			p.Leader = int32(leader)
+			p.LeaderEpoch = int32(epoch)
+			p.Replicas = []int32{int32(leader)}
+			p.ISR = []int32{int32(leader)}
+		} else {
+			p.ErrorCode = kerr.LeaderNotAvailable.Code
+			p.Leader = -1
+			p.LeaderEpoch = -1
+		}
+		mt.Partitions = append(mt.Partitions, p)
+	}
+	return mt
+}
+
+func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		resp.ClusterID = s.cfg.Cluster
+		resp.ControllerID = int32(v.Coordinator.Node)
+		ids := make([]catalog.NodeID, 0, len(v.Nodes))
+		for id := range v.Nodes {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for _, id := range ids {
+			if !s.cfg.Live(id) {
+				continue
+			}
+			if b, ok := broker(v.Nodes[id]); ok {
+				db := kmsg.NewDescribeClusterResponseBroker()
+				db.NodeID, db.Host, db.Port = b.NodeID, b.Host, b.Port
+				resp.Brokers = append(resp.Brokers, db)
+			}
+		}
+	})
+	return resp
+}
+
+// kafkaShape is the table a topic created through Kafka gets.
+var kafkaShape = []catalog.Column{
+	{Name: "key", Type: "bytea"},
+	{Name: "value", Type: "bytea"},
+	{Name: "headers", Type: "jsonb"},
+	{Name: "ts", Type: "timestamptz"},
+}
+
+// createTopic creates the Kafka-shaped log table name with partitions
+// buckets.
+func (s *Server) createTopic(ctx context.Context, name string, partitions int) error {
+	if err := validTopicName(name); err != nil {
+		return err
+	}
+	spec := catalog.TableSpec{Name: name, Columns: append([]catalog.Column(nil), kafkaShape...), Buckets: partitions}
+	_, err := s.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec})
+	return err
+}
+
+// waitLeaders waits up to timeout for every partition of topic name to
+// have a serving leader, so that a client producing right after creating
+// the topic does not start with LEADER_NOT_AVAILABLE.
+func (s *Server) waitLeaders(ctx context.Context, name string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ready := false
+		s.cfg.Meta.Read(func(v *catalog.View) {
+			tp, err := lookupTopic(v, name)
+			if err != nil {
+				return
+			}
+			ready = true
+			for _, id := range tp.buckets {
+				if _, _, ok := s.partitionLeader(v, id); !ok {
+					ready = false
+				}
+			}
+		})
+		if ready {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// timeoutOf is a request's timeout, bounded to [0, 30 s].
+func timeoutOf(millis int32) time.Duration {
+	return min(max(time.Duration(millis)*time.Millisecond, 0), 30*time.Second)
+}
+
+// validTopicName applies Kafka's topic name rules, which are also safe
+// table names.
+func validTopicName(name string) error {
+	if name == "" || name == "." || name == ".." {
+		return kerr.InvalidTopicException
+	}
+	if len(name) > 249 {
+		return kerr.InvalidTopicException
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return kerr.InvalidTopicException
+		}
+	}
+	return nil
+}
+
+// maxPartitions bounds CreateTopics' partition count, as SQL's buckets
+// option does.
+const maxPartitions = 1024
+
+func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		n := int(t.NumPartitions)
+		if n == -1 {
+			n = s.cfg.DefaultPartitions
+		}
+		msg := func(err *kerr.Error, text string) {
+			rt.ErrorCode = err.Code
+			rt.ErrorMessage = &text
+		}
+		switch {
+		case validTopicName(t.Topic) != nil:
+			msg(kerr.InvalidTopicException, fmt.Sprintf("topic name %q: use 1 to 249 of [a-zA-Z0-9._-]", t.Topic))
+		case n < 1 || n > maxPartitions:
+			msg(kerr.InvalidPartitions, fmt.Sprintf("%d partitions: a topic has 1 to %d", n, maxPartitions))
+		case t.ReplicationFactor != -1 && t.ReplicationFactor != 1:
+			// Durability comes from the object store, not from replicas.
+			msg(kerr.InvalidReplicationFactor, fmt.Sprintf("replication factor %d: mink topics are stored once in the object store; use 1 or -1", t.ReplicationFactor))
+		case len(t.ReplicaAssignment) > 0:
+			msg(kerr.InvalidReplicaAssignment, "mink assigns partitions to nodes itself")
+		case req.ValidateOnly:
+			var exists bool
+			s.cfg.Meta.Read(func(v *catalog.View) { _, exists = v.TableByName(t.Topic) })
+			if exists {
+				msg(kerr.TopicAlreadyExists, fmt.Sprintf("topic %q already exists", t.Topic))
+			}
+		default:
+			err := s.createTopic(ctx, t.Topic, n)
+			if err == nil {
+				s.waitLeaders(ctx, t.Topic, timeoutOf(req.TimeoutMillis))
+			} else {
+				if errors.Is(err, catalog.ErrExists) {
+					msg(kerr.TopicAlreadyExists, fmt.Sprintf("topic %q already exists", t.Topic))
+				} else {
+					msg(kerr.UnknownServerError, err.Error())
+				}
+			}
+		}
+		rt.NumPartitions = int32(n)
+		rt.ReplicationFactor = 1
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	names := req.TopicNames
+	for _, t := range req.Topics {
+		if t.Topic != nil {
+			names = append(names, *t.Topic)
+		}
+	}
+	for _, name := range names {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic = &name
+		var id catalog.TableID
+		var err error
+		s.cfg.Meta.Read(func(v *catalog.View) {
+			var tp *topic
+			if tp, err = lookupTopic(v, name); err == nil {
+				id = tp.table.ID
+			}
+		})
+		if err == nil {
+			_, err = s.cfg.Meta.Propose(ctx, catalog.DropTable{Table: id})
+		}
+		if err != nil {
+			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+				rt.ErrorCode = kerr.UnknownServerError.Code
+			}
+			text := err.Error()
+			rt.ErrorMessage = &text
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// describeConfigs answers for topics with the few configs clients look
+// at; brokers get an empty list.
+func (s *Server) describeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, r := range req.Resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		if r.ResourceType == kmsg.ConfigResourceTypeTopic {
+			var err error
+			s.cfg.Meta.Read(func(v *catalog.View) { _, err = lookupTopic(v, r.ResourceName) })
+			if err != nil {
+				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				for _, kv := range [][2]string{{"cleanup.policy", "delete"}, {"message.timestamp.type", "CreateTime"}, {"compression.type", "producer"}} {
+					c := kmsg.NewDescribeConfigsResponseResourceConfig()
+					c.Name = kv[0]
+					val := kv[1]
+					c.Value = &val
+					c.ReadOnly = true
+					rr.Configs = append(rr.Configs, c)
+				}
+			}
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
+}
+
+// columns parses a table's columns.
+func columns(t *catalog.Table) ([]sqltypes.Column, error) {
+	cols := make([]sqltypes.Column, len(t.Spec.Columns))
+	for i, c := range t.Spec.Columns {
+		typ, err := sqltypes.Parse(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("table %q column %q: %w", t.Spec.Name, c.Name, err)
+		}
+		cols[i] = sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull, Missing: c.Missing}
+	}
+	return cols, nil
+}

@@ -29,6 +29,7 @@ var (
 	kafkaS3      = flag.Bool("kafka-s3", false, "kafka: also measure a mink node on versitygw (S3 over loopback)")
 	kafkaRecords = flag.Int("kafka-records", 0, "kafka: records per run (default 200000)")
 	kafkaRuns    = flag.Int("kafka-runs", 0, "kafka: runs of every configuration (default 2)")
+	kafkaNoMink  = flag.Bool("kafka-skip-mink", false, "kafka: measure Apache Kafka only")
 )
 
 type workload func(ctx context.Context, dir string, quick bool) error
@@ -134,7 +135,7 @@ var workloads = map[string]workload{
 	},
 	"kafka": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.KafkaConfig{Dir: dir, MinkBin: *kafkaMinkBin, MinkS3: *kafkaS3, Records: *kafkaRecords,
-			Runs: *kafkaRuns, ClientLog: os.Stderr}
+			Runs: *kafkaRuns, SkipMink: *kafkaNoMink, ClientLog: os.Stderr}
 		if quick {
 			cfg.Records, cfg.Runs = 20_000, 1
 		}

@@ -124,6 +124,8 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 			rp.Partition = p.Partition
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			rp.PreferredReadReplica = -1
+			// Empty, not null: librdkafka refuses a null record set.
+			rp.RecordBatches = []byte{}
 			sp, kerrCode := s.servePartition(m, t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			if kerrCode != nil {
 				rp.ErrorCode = kerrCode.Code
@@ -154,7 +156,9 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 					s.cfg.Logger.Warn("kafka: fetch read failed", "topic", t.Topic, "partition", p.Partition, "offset", offset, "err", err)
 					rp.ErrorCode = kerr.KafkaStorageError.Code
 				}
-				rp.RecordBatches = records
+				if records != nil {
+					rp.RecordBatches = records
+				}
 				total += len(records)
 			}
 			rt.Partitions = append(rt.Partitions, rp)

@@ -1,0 +1,168 @@
+#![allow(dead_code)]
+//! What the examples share: flags and generated rows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::builder::*;
+use arrow_array::types::IntervalMonthDayNanoType;
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{ArrowError, DataType, Field, IntervalUnit, Schema, TimeUnit};
+
+/// `--name value` flags and bare `--switch`es.
+pub struct Flags(HashMap<String, Option<String>>);
+
+impl Flags {
+    pub fn parse(usage: &str) -> Flags {
+        let mut m = HashMap::new();
+        let mut args = std::env::args().skip(1).peekable();
+        while let Some(a) = args.next() {
+            let Some(name) = a.strip_prefix("--") else {
+                fail(usage, &format!("unexpected argument {a:?}"));
+            };
+            let value = match args.peek() {
+                Some(v) if !v.starts_with("--") => args.next(),
+                _ => None,
+            };
+            m.insert(name.to_string(), value);
+        }
+        Flags(m)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).and_then(|v| v.as_deref())
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    pub fn required(&self, name: &str, usage: &str) -> String {
+        match self.get(name) {
+            Some(v) => v.to_string(),
+            None => fail(usage, &format!("--{name} is required")),
+        }
+    }
+
+    pub fn number(&self, name: &str, default: u64, usage: &str) -> u64 {
+        match self.get(name) {
+            None => default,
+            Some(v) => v
+                .replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| fail(usage, &format!("--{name} {v:?} is not a number"))),
+        }
+    }
+}
+
+pub fn fail(usage: &str, msg: &str) -> ! {
+    eprintln!("{msg}\nusage: {usage}");
+    std::process::exit(2)
+}
+
+/// `N` of the SQL types `character varying(N)` and `character(N)`.
+fn char_limit(sql_type: Option<&String>) -> Option<usize> {
+    let t = sql_type?;
+    if !(t.starts_with("character") || t.starts_with("varchar") || t.starts_with("char")) {
+        return None;
+    }
+    let open = t.find('(')?;
+    t[open + 1..t.len() - 1].parse().ok()
+}
+
+/// A batch of `schema` whose column `id` holds `ids` and whose other
+/// columns hold values generated from them, of their types. The partition
+/// column (if any) takes 3 distinct values.
+pub fn generate(schema: &Schema, ids: &[i64], partition_by: Option<&str>) -> Result<RecordBatch, ArrowError> {
+    let cols = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let card = (Some(f.name().as_str()) == partition_by).then_some(3);
+            if f.name() == "id" {
+                gen_ids(f.data_type(), ids)
+            } else {
+                gen_column(f, ids, card)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(Arc::new(schema.clone()), cols)
+}
+
+fn gen_ids(dt: &DataType, ids: &[i64]) -> Result<ArrayRef, ArrowError> {
+    Ok(match dt {
+        DataType::Int16 => Arc::new(arrow_array::Int16Array::from_iter_values(ids.iter().map(|&i| i as i16))),
+        DataType::Int32 => Arc::new(arrow_array::Int32Array::from_iter_values(ids.iter().map(|&i| i as i32))),
+        DataType::Int64 => Arc::new(arrow_array::Int64Array::from_iter_values(ids.iter().copied())),
+        DataType::Utf8 => Arc::new(arrow_array::StringArray::from_iter_values(ids.iter().map(|i| i.to_string()))),
+        dt => return Err(ArrowError::InvalidArgumentError(format!("an id column of type {dt}"))),
+    })
+}
+
+fn gen_column(field: &Field, ids: &[i64], card: Option<i64>) -> Result<ArrayRef, ArrowError> {
+    let v = |i: i64| card.map_or(i, |c| i.rem_euclid(c));
+    let ext = field.metadata().get("ARROW:extension:name").map(String::as_str);
+    let limit = char_limit(field.metadata().get("mink.sql_type"));
+    let n = ids.len();
+    Ok(match field.data_type() {
+        DataType::Boolean => Arc::new(arrow_array::BooleanArray::from_iter(ids.iter().map(|&i| Some(v(i) % 2 == 0)))),
+        DataType::Int16 => Arc::new(arrow_array::Int16Array::from_iter_values(ids.iter().map(|&i| (v(i) % 30000) as i16))),
+        DataType::Int32 => Arc::new(arrow_array::Int32Array::from_iter_values(ids.iter().map(|&i| v(i) as i32))),
+        DataType::Int64 => Arc::new(arrow_array::Int64Array::from_iter_values(ids.iter().map(|&i| v(i) * 7))),
+        DataType::Float32 => Arc::new(arrow_array::Float32Array::from_iter_values(ids.iter().map(|&i| v(i) as f32 * 0.5))),
+        DataType::Float64 => Arc::new(arrow_array::Float64Array::from_iter_values(ids.iter().map(|&i| v(i) as f64 * 0.25))),
+        DataType::Decimal128(p, s) => {
+            let digits = (*p as i32 - *s as i32).clamp(1, 18) as u32;
+            let m = 10i128.pow(digits);
+            let scale = 10i128.pow(*s as u32);
+            let vals = ids.iter().map(|&i| (v(i) as i128 % m) * scale);
+            Arc::new(arrow_array::Decimal128Array::from_iter_values(vals).with_precision_and_scale(*p, *s)?)
+        }
+        DataType::Utf8 if ext == Some("arrow.json") => {
+            Arc::new(arrow_array::StringArray::from_iter_values(ids.iter().map(|&i| format!("{{\"i\": {}}}", v(i)))))
+        }
+        DataType::Utf8 => Arc::new(arrow_array::StringArray::from_iter_values(ids.iter().map(|&i| {
+            let s = format!("v{}", v(i));
+            match limit {
+                Some(l) => s.chars().take(l.max(1)).collect(),
+                None => s,
+            }
+        }))),
+        DataType::Binary => Arc::new(arrow_array::BinaryArray::from_iter_values(ids.iter().map(|&i| v(i).to_le_bytes()))),
+        DataType::Date32 => Arc::new(arrow_array::Date32Array::from_iter_values(ids.iter().map(|&i| 19000 + (v(i) % 1000) as i32))),
+        DataType::Time64(TimeUnit::Microsecond) => Arc::new(arrow_array::Time64MicrosecondArray::from_iter_values(
+            ids.iter().map(|&i| (v(i) % 86_400) * 1_000_000),
+        )),
+        DataType::Timestamp(TimeUnit::Microsecond, tz) => Arc::new(
+            arrow_array::TimestampMicrosecondArray::from_iter_values(
+                ids.iter().map(|&i| 1_700_000_000_000_000 + v(i) * 1_000_000),
+            )
+            .with_timezone_opt(tz.clone()),
+        ),
+        DataType::Interval(IntervalUnit::MonthDayNano) => Arc::new(
+            arrow_array::IntervalMonthDayNanoArray::from_iter_values(
+                ids.iter().map(|&i| IntervalMonthDayNanoType::make_value(0, (v(i) % 30) as i32, 0)),
+            ),
+        ),
+        DataType::FixedSizeBinary(w) => {
+            let mut b = FixedSizeBinaryBuilder::with_capacity(n, *w);
+            for &i in ids {
+                let mut u = vec![0u8; *w as usize];
+                let bytes = v(i).to_be_bytes();
+                let k = bytes.len().min(u.len());
+                let len = u.len();
+                u[len - k..].copy_from_slice(&bytes[bytes.len() - k..]);
+                b.append_value(&u)?;
+            }
+            Arc::new(b.finish())
+        }
+        DataType::List(item) => {
+            let inner: Vec<i64> = ids.iter().flat_map(|&i| [v(i), v(i) + 1]).collect();
+            let values = gen_column(item, &inner, None)?;
+            let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(2, n));
+            Arc::new(arrow_array::ListArray::try_new(item.clone(), offsets, values, None)?)
+        }
+        dt => return Err(ArrowError::InvalidArgumentError(format!("no generated values of type {dt}"))),
+    })
+}

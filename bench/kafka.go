@@ -581,7 +581,11 @@ func checkKafkaTopicConfigs(ctx context.Context, cl *kgo.Client, topic string, w
 }
 
 // waitKafkaTopic waits until Metadata shows topic with n partitions, each
-// with a leader.
+// with a leader, and every leader answers ListOffsets for its partition.
+// The second matters: a KRaft broker lists a new partition's leader a
+// moment before its replica leads, and a produce in that window gets
+// NOT_LEADER_FOR_PARTITION, after which franz-go waits out its 5 s
+// metadata minimum age; that wait would be measured as throughput.
 func waitKafkaTopic(ctx context.Context, addr, topic string, n int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -599,6 +603,9 @@ func waitKafkaTopic(ctx context.Context, addr, topic string, n int) error {
 		if err == nil {
 			last = kafkaTopicReady(resp, topic, n)
 			if last == nil {
+				last = kafkaPartitionsLead(ctx, cl, topic, n)
+			}
+			if last == nil {
 				return nil
 			}
 		}
@@ -608,6 +615,38 @@ func waitKafkaTopic(ctx context.Context, addr, topic string, n int) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// kafkaPartitionsLead sends ListOffsets (latest) for every partition of
+// topic; cl routes each to its leader.
+func kafkaPartitionsLead(ctx context.Context, cl *kgo.Client, topic string, n int) error {
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for p := range n {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = int32(p)
+		rp.Timestamp = -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("ListOffsets: %w", err)
+	}
+	answered := 0
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("ListOffsets: partition %d: %w", p.Partition, err)
+			}
+			answered++
+		}
+	}
+	if answered != n {
+		return fmt.Errorf("ListOffsets: %d of %d partitions answered", answered, n)
+	}
+	return nil
 }
 
 func kafkaTopicReady(resp *kmsg.MetadataResponse, topic string, n int) error {

@@ -43,6 +43,8 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) func() k
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
+		// Capacity for every partition: partWait keeps pointers into it.
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(t.Partitions))
 		var tp *topic
 		var sh *shape
 		var lookupErr error

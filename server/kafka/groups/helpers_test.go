@@ -69,8 +69,8 @@ func (n *node) setOverride(f func() (catalog.NodeID, string, bool)) {
 	n.override.Store(&f)
 }
 
-// openNode opens node id's catalog on log and its Coordinator; both are
-// closed when the test ends.
+// openNode opens node id's catalog on log and its Coordinator (on the real
+// clock when clock is nil); both are closed when the test ends.
 func openNode(t *testing.T, log *catalog.MemLog, id catalog.NodeID, clock *fakeClock) *node {
 	t.Helper()
 	cat, err := catalog.Open(context.Background(), log, catalog.Options{Logger: quietLogger()})
@@ -78,7 +78,11 @@ func openNode(t *testing.T, log *catalog.MemLog, id catalog.NodeID, clock *fakeC
 		t.Fatal(err)
 	}
 	n := &node{t: t, id: id, cat: cat, clock: clock}
-	n.coord = New(Config{Node: id, Meta: cat, Coordinator: n.coordinator, Logger: quietLogger(), Now: clock.Now})
+	cfg := Config{Node: id, Meta: cat, Coordinator: n.coordinator, Logger: quietLogger()}
+	if clock != nil {
+		cfg.Now = clock.Now
+	}
+	n.coord = New(cfg)
 	t.Cleanup(func() {
 		n.coord.Close()
 		cat.Close()

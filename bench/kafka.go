@@ -543,10 +543,21 @@ func createKafkaTopic(ctx context.Context, addr, topic string, n int, configs ma
 		}
 		return fmt.Errorf("CreateTopics: %w%s", err, msg)
 	}
-	if len(configs) > 0 {
-		return checkKafkaTopicConfigs(ctx, cl, topic, configs)
+	if len(configs) == 0 {
+		return nil
 	}
-	return nil
+	// The broker may not know the topic it just created for a moment.
+	for {
+		err := checkKafkaTopicConfigs(ctx, cl, topic, configs)
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // checkKafkaTopicConfigs reads the topic's configs back (DescribeConfigs),

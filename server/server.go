@@ -24,6 +24,7 @@ import (
 	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/server/flightsvc"
 	"github.com/minkdb/mink/server/kafka"
+	"github.com/minkdb/mink/server/kafka/groups"
 	"github.com/minkdb/mink/sqlfront"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
@@ -53,6 +54,7 @@ type Server struct {
 	pgLn     net.Listener
 	flight   *flightsvc.Service
 	kafka    *kafka.Server // nil without --kafka-addr
+	groups   *groups.Coordinator
 	metrics  *metrics
 	tiering  *tieringWorker // runs on the coordinator lease holder
 	// lakeReader is the SQL front end's reader of tiered rows (set by
@@ -452,9 +454,24 @@ func (s *Server) startKafka() error {
 	if err != nil {
 		return fmt.Errorf("listen for Kafka on %s: %w", s.cfg.KafkaAddr, err)
 	}
+	// The groups are coordinated by the coordinator lease holder, so that
+	// every node names the same one.
+	s.groups = groups.New(groups.Config{
+		Node: catalog.NodeID(s.cfg.NodeID), Meta: s.cat, Logger: s.logger,
+		Coordinator: func() (node catalog.NodeID, addr string, ok bool) {
+			s.cat.Read(func(v *catalog.View) {
+				node = v.Coordinator.Node
+				if n, found := v.Nodes[node]; found {
+					addr = n.Addrs.Kafka
+				}
+			})
+			return node, addr, node != 0 && addr != "" && s.live.IsLive(node)
+		},
+	})
 	s.kafka = kafka.New(kafka.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), Cluster: s.cfg.Cluster, Meta: s.cat, Buckets: s.Buckets,
 		NodeEpoch: s.NodeEpoch, Live: s.live.IsLive, AutoCreateTopics: s.cfg.KafkaAutoCreateTopics, Logger: s.logger,
+		Groups: s.groups, GroupKeys: groups.Versions(),
 	})
 	s.wg.Add(1)
 	go func() {
@@ -578,6 +595,9 @@ func (s *Server) Close() error {
 		}
 		if s.kafka != nil {
 			s.kafka.Close()
+		}
+		if s.groups != nil {
+			s.groups.Close()
 		}
 		if s.engine != nil {
 			s.engine.Close()

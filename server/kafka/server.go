@@ -15,6 +15,7 @@ import (
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/server/kafka/groups"
 )
 
 // Metadata is what the listener needs from the metadata log;
@@ -172,6 +173,7 @@ type request struct {
 	key, version int16
 	correlation  int32
 	clientID     string
+	clientHost   string // the connection's remote host
 	body         kmsg.Request
 }
 
@@ -197,12 +199,15 @@ func (s *Server) serveConn(c net.Conn) {
 		defer close(writerDone)
 		s.writeReplies(c, replies)
 	}()
+	ctx, cancel := context.WithCancel(s.ctx)
 	defer func() {
+		cancel()
 		close(replies)
 		<-writerDone
 		c.Close()
 	}()
 	log := s.cfg.Logger.With("remote", c.RemoteAddr().String())
+	remoteHost, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	var size [4]byte
 	for {
 		if _, err := io.ReadFull(c, size[:]); err != nil {
@@ -218,6 +223,7 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		req, err := parseRequest(frame, s.supported)
+		req.clientHost = remoteHost
 		if err != nil {
 			var unsupported *unsupportedVersionError
 			if errors.As(err, &unsupported) && req.key == int16(kmsg.ApiVersions) {
@@ -229,7 +235,7 @@ func (s *Server) serveConn(c net.Conn) {
 			log.Warn("kafka: closing connection: bad request", "err", err)
 			return
 		}
-		r, err := s.handle(s.ctx, req)
+		r, err := s.handle(ctx, req)
 		if err != nil {
 			log.Warn("kafka: closing connection", "api", kmsg.NameForKey(req.key), "version", req.version, "err", err)
 			return
@@ -383,7 +389,7 @@ func (s *Server) handle(ctx context.Context, req request) (reply, error) {
 		if s.cfg.Groups == nil || !s.groupKey(req.key) {
 			return r, fmt.Errorf("%s is not served", kmsg.NameForKey(req.key))
 		}
-		if resp, err = s.cfg.Groups.Handle(ctx, req.body); err != nil {
+		if resp, err = s.cfg.Groups.Handle(groups.ContextWithClient(ctx, req.clientID, req.clientHost), req.body); err != nil {
 			return r, err
 		}
 	}

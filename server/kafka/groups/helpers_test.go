@@ -208,6 +208,9 @@ func codeName(code int16) string {
 	if code == 0 {
 		return "NONE"
 	}
+	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+		return e.Message
+	}
 	return kerr.ErrorForCode(code).Error()
 }
 

@@ -18,11 +18,27 @@ import (
 
 func (c *Coordinator) joinGroup(ctx context.Context, req *kmsg.JoinGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	wait := c.startJoin(clientOf(ctx), req, resp)
+	if wait == nil {
+		return resp, nil
+	}
+	select {
+	case <-wait.done:
+		return wait.resp, nil
+	case <-ctx.Done():
+		// The member stays in the join phase; its client will rejoin.
+		return nil, ctx.Err()
+	}
+}
+
+// startJoin answers req in resp, or returns the wait for the end of the
+// join phase.
+func (c *Coordinator) startJoin(client clientInfo, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) *joinWait {
 	resp.Generation = -1
 	resp.MemberID = req.MemberID
-	fail := func(code int16) (kmsg.Response, error) {
+	fail := func(code int16) *joinWait {
 		resp.ErrorCode = code
-		return resp, nil
+		return nil
 	}
 	rebalanceTimeout := time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
 	if req.Version == 0 {
@@ -32,16 +48,14 @@ func (c *Coordinator) joinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 	sessionTimeout := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
 
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	_, code := c.ownLocked()
 	switch {
 	case code != 0:
-		c.mu.Unlock()
 		return fail(code)
 	case req.Group == "":
-		c.mu.Unlock()
 		return fail(kerr.InvalidGroupID.Code)
 	case sessionTimeout < minSessionTimeout || sessionTimeout > maxSessionTimeout:
-		c.mu.Unlock()
 		return fail(kerr.InvalidSessionTimeout.Code)
 	}
 	now := c.now()
@@ -50,72 +64,55 @@ func (c *Coordinator) joinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		if req.MemberID != "" {
 			// A member of a group this coordinator does not know (it moved
 			// here, or the group expired): join anew.
-			c.mu.Unlock()
 			return fail(kerr.UnknownMemberID.Code)
 		}
 		g = newGroup(req.Group)
 	}
 	if !g.acceptsProtocols(req.MemberID, req.ProtocolType, req.Protocols) {
-		c.mu.Unlock()
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
 	c.mu.groups[req.Group] = g
 	defer c.wake()
 
 	protocols := slices.Clone(req.Protocols)
-	var wait *joinWait
-	switch m, pending := g.members[req.MemberID], g.pending[req.MemberID]; {
+	m, pending := g.members[req.MemberID], g.pending[req.MemberID]
+	switch {
+	case req.MemberID == "" && req.Version >= 4:
+		// KIP-394: the member must come back with this id, so that a
+		// client that retries a lost response does not join twice.
+		id := newMemberID(client.id)
+		g.pending[id] = now.Add(sessionTimeout)
+		resp.MemberID = id
+		return fail(kerr.MemberIDRequired.Code)
 	case req.MemberID == "" || !pending.IsZero():
 		id := req.MemberID
 		if id == "" {
-			id = newMemberID(clientOf(ctx).id)
+			id = newMemberID(client.id)
 		}
-		if req.MemberID == "" && req.Version >= 4 {
-			// KIP-394: the member must come back with this id, so that a
-			// client that retries a lost response does not join twice.
-			g.pending[id] = now.Add(sessionTimeout)
-			c.mu.Unlock()
-			resp.MemberID = id
-			return fail(kerr.MemberIDRequired.Code)
-		}
-		ci := clientOf(ctx)
-		m = &member{id: id, instanceID: req.InstanceID, clientID: ci.id, clientHost: ci.host,
+		m = &member{id: id, instanceID: req.InstanceID, clientID: client.id, clientHost: client.host,
 			sessionTimeout: sessionTimeout, rebalanceTimeout: rebalanceTimeout, protocols: protocols}
-		wait = newJoinWait(resp)
+		wait := newJoinWait(resp)
 		c.logger.Debug("member joins group", "group", g.name, "member", id, "generation", g.generation)
 		g.addMember(now, m, req.ProtocolType, wait)
+		return wait
 	case m == nil:
-		c.mu.Unlock()
 		return fail(kerr.UnknownMemberID.Code)
-	default:
-		m.sessionTimeout, m.rebalanceTimeout = sessionTimeout, rebalanceTimeout
-		if len(g.members) == 1 {
-			g.protocolType = req.ProtocolType
-		}
-		if g.state == stateCompletingRebalance && m.sameProtocols(protocols) ||
-			g.state == stateStable && m.id != g.leader && m.sameProtocols(protocols) {
-			// Nothing changed: the member gets the generation it is in
-			// (its JoinGroup response was lost).
-			g.fillJoin(m, resp)
-			m.sessionDeadline = now.Add(m.sessionTimeout)
-			c.mu.Unlock()
-			return resp, nil
-		}
-		wait = newJoinWait(resp)
-		g.rejoin(now, m, protocols, wait)
 	}
-	c.mu.Unlock()
-	return c.awaitJoin(ctx, wait)
-}
-
-func (c *Coordinator) awaitJoin(ctx context.Context, wait *joinWait) (kmsg.Response, error) {
-	select {
-	case <-wait.done:
-		return wait.resp, nil
-	case <-ctx.Done():
-		// The member stays in the join phase; its client will rejoin.
-		return nil, ctx.Err()
+	m.sessionTimeout, m.rebalanceTimeout = sessionTimeout, rebalanceTimeout
+	if len(g.members) == 1 {
+		g.protocolType = req.ProtocolType
 	}
+	if g.state == stateCompletingRebalance && m.sameProtocols(protocols) ||
+		g.state == stateStable && m.id != g.leader && m.sameProtocols(protocols) {
+		// Nothing changed: the member gets the generation it is in (its
+		// JoinGroup response was lost).
+		g.fillJoin(m, resp)
+		m.sessionDeadline = now.Add(m.sessionTimeout)
+		return nil
+	}
+	wait := newJoinWait(resp)
+	g.rejoin(now, m, protocols, wait)
+	return wait
 }
 
 // newMemberID returns a member id as Kafka makes them: the client id, a

@@ -62,6 +62,18 @@ func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 
 	var offsets []catalog.GroupOffset
 	c.cfg.Meta.Read(func(v *catalog.View) {
+		partitions := map[string]int{} // by topic; -1: not a topic
+		topicHas := func(topic string, partition int32) bool {
+			n, ok := partitions[topic]
+			if !ok {
+				n = -1
+				if _, count, isTopic := v.Topic(topic); isTopic {
+					n = count
+				}
+				partitions[topic] = n
+			}
+			return partition >= 0 && int(partition) < n
+		}
 		for _, gp := range slices.SortedFunc(maps.Keys(latest), compareGroupPartition) {
 			p := latest[gp]
 			meta := ""
@@ -69,7 +81,7 @@ func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 				meta = *p.Metadata
 			}
 			switch {
-			case !topicHas(v, gp.Topic, gp.Partition):
+			case !topicHas(gp.Topic, gp.Partition):
 				codes[gp] = kerr.UnknownTopicOrPartition.Code
 			case len(meta) > catalog.MaxGroupOffsetMetadata:
 				codes[gp] = kerr.OffsetMetadataTooLarge.Code

@@ -35,7 +35,7 @@ run: build
 test-deps: deps
 	./scripts/install-test-deps.sh
 
-test: test-deps build
+test: test-deps build test-rust
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m $(PURE_PKGS)
 ifneq ($(strip $(CGO_PKGS)),)
@@ -55,9 +55,11 @@ soak: test-deps build
 bench: test-deps build
 	$(GO) run ./bench/cmd/minkbench all
 
-lint: deps
+lint: deps lint-rust
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 clean:
 	rm -rf bin
+
+include clients/rust/rust.mk

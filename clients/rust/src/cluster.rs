@@ -80,6 +80,11 @@ impl ClusterView {
             match leader {
                 Some(addr) => {
                     v.leaders.insert(*bucket, addr.clone());
+                    // Every leader is also a node to ask for metadata when
+                    // the seeds are down.
+                    if !v.nodes.iter().any(|n| n == addr) {
+                        v.nodes.push(addr.clone());
+                    }
                 }
                 None => {
                     v.leaders.remove(bucket);
@@ -141,6 +146,7 @@ mod tests {
         assert_eq!(v.leader(2), Some("b:1"));
         assert_eq!(v.leader(3), None, "a bucket without a leader has no entry");
         assert!(v.tables.contains_key("t"));
+        assert_eq!(v.nodes, vec!["a:1".to_string(), "b:1".to_string()], "leaders become metadata nodes");
     }
 
     #[test]

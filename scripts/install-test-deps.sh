@@ -51,3 +51,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 	if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then apt-get update -qq; fi
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The Rust client (clients/rust): cargo, with rustfmt and clippy for
+# `make lint`.
+if command -v rustup >/dev/null 2>&1; then
+	cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt >/dev/null
+	cargo clippy --version >/dev/null 2>&1 || rustup component add clippy >/dev/null
+elif ! command -v cargo >/dev/null 2>&1; then
+	echo "install-test-deps: cargo is missing: install Rust (https://rustup.rs) for clients/rust" >&2
+	exit 1
+fi

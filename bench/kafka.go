@@ -203,20 +203,17 @@ func MeasureKafka(ctx context.Context, cfg KafkaConfig) (_ *KafkaReport, err err
 	var targets []kafkaTarget
 	if !cfg.SkipKafka {
 		k, err := StartKafka(ctx, dir)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNoKafka):
+			// Said in the report, as a missing PostgreSQL peer is.
+			rep.Skipped = append(rep.Skipped, fmt.Sprintf("Apache Kafka: %v", err))
+		case err != nil:
 			return nil, err
+		default:
+			defer k.Stop()
+			rep.KafkaVersion = k.Version
+			targets = append(targets, kafkaPeerTargets(k)...)
 		}
-		defer k.Stop()
-		rep.KafkaVersion = k.Version
-		targets = append(targets,
-			kafkaTarget{system: KafkaSystemDefault, name: "Apache Kafka " + k.Version + " (page cache)", addr: k.Addr, peer: true,
-				createTopic: func(ctx context.Context, topic string, n int) (string, error) {
-					return "", createKafkaTopic(ctx, k.Addr, topic, n, nil)
-				}},
-			kafkaTarget{system: KafkaSystemFsync, name: "Apache Kafka " + k.Version + " (flush.messages=1)", addr: k.Addr, peer: true,
-				createTopic: func(ctx context.Context, topic string, n int) (string, error) {
-					return "", createKafkaTopic(ctx, k.Addr, topic, n, map[string]string{"flush.messages": "1"})
-				}})
 	}
 	if !cfg.SkipMink {
 		bin := cfg.MinkBin
@@ -267,6 +264,22 @@ func MeasureKafka(ctx context.Context, cfg KafkaConfig) (_ *KafkaReport, err err
 		}
 	}
 	return rep, nil
+}
+
+// kafkaPeerTargets are the two ways the benchmark runs Apache Kafka: one
+// broker, topics with its default durability and topics with
+// flush.messages=1.
+func kafkaPeerTargets(k *Kafka) []kafkaTarget {
+	return []kafkaTarget{
+		{system: KafkaSystemDefault, name: "Apache Kafka " + k.Version + " (page cache)", addr: k.Addr, peer: true,
+			createTopic: func(ctx context.Context, topic string, n int) (string, error) {
+				return "", createKafkaTopic(ctx, k.Addr, topic, n, nil)
+			}},
+		{system: KafkaSystemFsync, name: "Apache Kafka " + k.Version + " (flush.messages=1)", addr: k.Addr, peer: true,
+			createTopic: func(ctx context.Context, topic string, n int) (string, error) {
+				return "", createKafkaTopic(ctx, k.Addr, topic, n, map[string]string{"flush.messages": "1"})
+			}},
+	}
 }
 
 // kafkaValues are the record values: count of them, each size bytes of

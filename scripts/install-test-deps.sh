@@ -61,3 +61,30 @@ elif ! command -v cargo >/dev/null 2>&1; then
 	echo "install-test-deps: cargo is missing: install Rust (https://rustup.rs) for clients/rust" >&2
 	exit 1
 fi
+
+# confluent-kafka (PyPI; its wheel bundles librdkafka) in a virtualenv and
+# kafkajs (npm) for cmd/mink/kafka_clients_e2e_test.go, both outside the
+# clone so that every clone shares them. The test finds them at the same
+# paths (os.UserCacheDir). The versions are pinned here and in
+# test/clients/package.json.
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/mink"
+confluent_kafka_version=2.16.1
+venv="$cache/venv"
+if ! "$venv/bin/python" -c "import confluent_kafka, sys; sys.exit(confluent_kafka.__version__ != '$confluent_kafka_version')" >/dev/null 2>&1; then
+	if ! dpkg -s python3-venv >/dev/null 2>&1; then
+		if ! apt-cache show python3-venv >/dev/null 2>&1; then apt-get update -qq; fi
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+	fi
+	[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+	"$venv/bin/python" -m pip install -q --disable-pip-version-check "confluent-kafka==$confluent_kafka_version"
+fi
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	echo "install-test-deps: node and npm are missing: install Node.js 20 for test/clients/kafka_kafkajs.js" >&2
+	exit 1
+fi
+node_dir="$cache/node"
+if ! cmp -s test/clients/package.json "$node_dir/package.json" || [ ! -f "$node_dir/node_modules/kafkajs/package.json" ]; then
+	mkdir -p "$node_dir"
+	cp test/clients/package.json "$node_dir/package.json"
+	(cd "$node_dir" && npm install --silent --no-audit --no-fund --no-package-lock >/dev/null)
+fi

@@ -17,7 +17,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/mink/cargo-target
 # the end-to-end tests run against real `mink server` processes (those run
 # with cmd/mink in `make test`).
 test-rust:
-	cd $(RUST_DIR) && $(CARGO) test --release -j$(CARGO_JOBS) --lib --doc
+	cd $(RUST_DIR) && $(CARGO) test --release -j$(CARGO_JOBS)
 	cd $(RUST_DIR) && $(CARGO) build --release -j$(CARGO_JOBS) --examples
 
 lint-rust:

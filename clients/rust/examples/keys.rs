@@ -31,7 +31,14 @@ async fn main() {
     }
 }
 
-async fn run(server: &str, table: &str, from: i64, to: i64, flags: &common::Flags, timeout: Duration) -> Result<(), Error> {
+async fn run(
+    server: &str,
+    table: &str,
+    from: i64,
+    to: i64,
+    flags: &common::Flags,
+    timeout: Duration,
+) -> Result<(), Error> {
     let config = Config {
         retry_timeout: timeout,
         ..Default::default()
@@ -66,13 +73,21 @@ async fn run(server: &str, table: &str, from: i64, to: i64, flags: &common::Flag
             let id_col = got.schema().index_of("id")?;
             let got_ids: Vec<i64> = (0..got.num_rows())
                 .map(|i| match got.column(id_col).data_type() {
-                    arrow_schema::DataType::Int32 => got.column(id_col).as_primitive::<arrow_array::types::Int32Type>().value(i) as i64,
-                    _ => got.column(id_col).as_primitive::<arrow_array::types::Int64Type>().value(i),
+                    arrow_schema::DataType::Int32 => got
+                        .column(id_col)
+                        .as_primitive::<arrow_array::types::Int32Type>()
+                        .value(i) as i64,
+                    _ => got
+                        .column(id_col)
+                        .as_primitive::<arrow_array::types::Int64Type>()
+                        .value(i),
                 })
                 .collect();
             let want = common::generate(&t.schema(), &got_ids, t.partition_by())?;
             if want != got {
-                return Err(Error::InvalidArgument(format!("looked-up rows differ from the generated ones (ids {from}..={to})")));
+                return Err(Error::InvalidArgument(format!(
+                    "looked-up rows differ from the generated ones (ids {from}..={to})"
+                )));
             }
         }
     }

@@ -34,7 +34,10 @@ async fn main() {
 
     let acked = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
-    let result = run(&server, &table, from, rows, batch_rows, flush_rows, writers, timeout, upsert, &acked).await;
+    let result = run(
+        &server, &table, from, rows, batch_rows, flush_rows, writers, timeout, upsert, &acked,
+    )
+    .await;
     let n = acked.load(Ordering::Relaxed);
     eprintln!("{n} rows in {:.3}s", start.elapsed().as_secs_f64());
     println!("acknowledged {n}");

@@ -27,8 +27,13 @@ async fn main() {
     let table = flags.required("table", USAGE);
     let opts = ScanOptions {
         changelog: flags.has("changelog"),
-        bucket: flags.get("bucket").map(|b| b.parse().unwrap_or_else(|_| common::fail(USAGE, "bad --bucket"))),
-        columns: flags.get("columns").map(|c| c.split(',').map(str::to_string).collect()),
+        bucket: flags.get("bucket").map(|b| {
+            b.parse()
+                .unwrap_or_else(|_| common::fail(USAGE, "bad --bucket"))
+        }),
+        columns: flags
+            .get("columns")
+            .map(|c| c.split(',').map(str::to_string).collect()),
         ..Default::default()
     };
     let timeout = Duration::from_secs(flags.number("timeout-secs", 30, USAGE));
@@ -45,7 +50,13 @@ async fn main() {
     }
 }
 
-async fn run(server: &str, table: &str, opts: ScanOptions, distinct: bool, timeout: Duration) -> Result<u64, Error> {
+async fn run(
+    server: &str,
+    table: &str,
+    opts: ScanOptions,
+    distinct: bool,
+    timeout: Duration,
+) -> Result<u64, Error> {
     let config = Config {
         retry_timeout: timeout,
         ..Default::default()

@@ -50,12 +50,25 @@ async fn main() {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let words: Vec<&str> = line.split_whitespace().collect();
-        let num = |i: usize| words.get(i).and_then(|w| w.parse::<i64>().ok()).unwrap_or(0);
+        let num = |i: usize| {
+            words
+                .get(i)
+                .and_then(|w| w.parse::<i64>().ok())
+                .unwrap_or(0)
+        };
         let answer = match words.first().copied() {
-            Some(cmd @ ("append" | "upsert")) => write(&client, &table, cmd == "upsert", num(1), num(2)).await,
-            Some("lookup") => lookup(&client, &table, num(1), num(2)).await.unwrap_or_else(|e| format!("error {e}")),
-            Some("delete") => delete(&client, &table, num(1), num(2)).await.unwrap_or_else(|e| format!("error {e}")),
-            Some("scan") => scan(&client, &table).await.unwrap_or_else(|e| format!("error {e}")),
+            Some(cmd @ ("append" | "upsert")) => {
+                write(&client, &table, cmd == "upsert", num(1), num(2)).await
+            }
+            Some("lookup") => lookup(&client, &table, num(1), num(2))
+                .await
+                .unwrap_or_else(|e| format!("error {e}")),
+            Some("delete") => delete(&client, &table, num(1), num(2))
+                .await
+                .unwrap_or_else(|e| format!("error {e}")),
+            Some("scan") => scan(&client, &table)
+                .await
+                .unwrap_or_else(|e| format!("error {e}")),
             Some("leader") => leader(&client, &table, num(1) as usize),
             _ => format!("error unknown command {line:?}"),
         };
@@ -73,12 +86,20 @@ fn ranges(ids: &mut [i64]) -> String {
     let mut prev = ids[0];
     for &id in &ids[1..] {
         if id != prev + 1 {
-            out.push(if start == prev { start.to_string() } else { format!("{start}-{prev}") });
+            out.push(if start == prev {
+                start.to_string()
+            } else {
+                format!("{start}-{prev}")
+            });
             start = id;
         }
         prev = id;
     }
-    out.push(if start == prev { start.to_string() } else { format!("{start}-{prev}") });
+    out.push(if start == prev {
+        start.to_string()
+    } else {
+        format!("{start}-{prev}")
+    });
     out.join(",")
 }
 
@@ -116,7 +137,10 @@ async fn write(client: &Client, table: &str, upsert: bool, lo: i64, hi: i64) -> 
                 ranges(&mut unacked)
             )
         }
-        Err(e) => format!("acknowledged 0 unacked {} error {e}", ranges(&mut (lo..=hi).collect::<Vec<_>>())),
+        Err(e) => format!(
+            "acknowledged 0 unacked {} error {e}",
+            ranges(&mut (lo..=hi).collect::<Vec<_>>())
+        ),
     }
 }
 
@@ -131,10 +155,16 @@ async fn lookup(client: &Client, table: &str, lo: i64, hi: i64) -> Result<String
         .collect::<Result<Vec<_>, _>>()?;
     let got = client.lookup(table, &rows.project(&key_idx)?).await?;
     let id_col = got.schema().index_of("id")?;
-    let got_ids: Vec<i64> = got.column(id_col).as_primitive::<Int64Type>().values().to_vec();
+    let got_ids: Vec<i64> = got
+        .column(id_col)
+        .as_primitive::<Int64Type>()
+        .values()
+        .to_vec();
     let want = common::generate(&t.schema(), &got_ids, t.partition_by())?;
     if want != got {
-        return Err(Error::InvalidArgument("looked-up rows differ from the rows written".into()));
+        return Err(Error::InvalidArgument(
+            "looked-up rows differ from the rows written".into(),
+        ));
     }
     Ok(format!("found {}", got.num_rows()))
 }
@@ -148,7 +178,10 @@ async fn delete(client: &Client, table: &str, lo: i64, hi: i64) -> Result<String
         .iter()
         .map(|k| rows.schema().index_of(k))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(format!("deleted {}", client.delete(table, &rows.project(&key_idx)?).await?))
+    Ok(format!(
+        "deleted {}",
+        client.delete(table, &rows.project(&key_idx)?).await?
+    ))
 }
 
 async fn scan(client: &Client, table: &str) -> Result<String, Error> {
@@ -157,7 +190,13 @@ async fn scan(client: &Client, table: &str) -> Result<String, Error> {
     while let Some(b) = s.try_next().await? {
         rows += b.num_rows();
         let c = b.schema().index_of("id")?;
-        ids.extend(b.column(c).as_primitive::<Int64Type>().values().iter().copied());
+        ids.extend(
+            b.column(c)
+                .as_primitive::<Int64Type>()
+                .values()
+                .iter()
+                .copied(),
+        );
     }
     Ok(format!("rows {rows} distinct {}", ids.len()))
 }

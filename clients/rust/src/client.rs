@@ -97,7 +97,9 @@ pub(crate) struct Inner {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("view", &self.view()).finish()
+        f.debug_struct("Client")
+            .field("view", &self.view())
+            .finish()
     }
 }
 
@@ -210,7 +212,11 @@ impl Client {
 
     pub(crate) async fn describe(&self, name: &str) -> Result<Arc<Table>> {
         let info: wire::TableInfo = self
-            .any_node_action(wire::ACTION_DESCRIBE_TABLE, Some(&wire::DescribeTable { table: name }), name)
+            .any_node_action(
+                wire::ACTION_DESCRIBE_TABLE,
+                Some(&wire::DescribeTable { table: name }),
+                name,
+            )
             .await?;
         self.learn(info)
     }
@@ -296,7 +302,11 @@ pub(crate) enum ActionError {
 }
 
 /// Runs one action and returns its result bodies, concatenated.
-pub(crate) async fn do_action(conn: &mut Conn, action: &str, body: Vec<u8>) -> Result<Vec<u8>, ActionError> {
+pub(crate) async fn do_action(
+    conn: &mut Conn,
+    action: &str,
+    body: Vec<u8>,
+) -> Result<Vec<u8>, ActionError> {
     let req = Action {
         r#type: action.to_string(),
         body: body.into(),
@@ -396,7 +406,10 @@ impl Retrier<'_> {
                 self.backoff
                     .wait(Error::Unavailable {
                         bucket: Some(self.bucket),
-                        message: format!("bucket {} of table {:?} has no leader yet", self.bucket, self.table),
+                        message: format!(
+                            "bucket {} of table {:?} has no leader yet",
+                            self.bucket, self.table
+                        ),
                     })
                     .await?;
             }

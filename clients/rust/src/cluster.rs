@@ -141,12 +141,20 @@ mod tests {
 
     #[test]
     fn describe_fills_the_cache() {
-        let v = ClusterView::new(vec!["a:1".into()]).with_table(table(&[(1, "a:1"), (2, "b:1"), (3, "")]));
+        let v = ClusterView::new(vec!["a:1".into()]).with_table(table(&[
+            (1, "a:1"),
+            (2, "b:1"),
+            (3, ""),
+        ]));
         assert_eq!(v.leader(1), Some("a:1"));
         assert_eq!(v.leader(2), Some("b:1"));
         assert_eq!(v.leader(3), None, "a bucket without a leader has no entry");
         assert!(v.tables.contains_key("t"));
-        assert_eq!(v.nodes, vec!["a:1".to_string(), "b:1".to_string()], "leaders become metadata nodes");
+        assert_eq!(
+            v.nodes,
+            vec!["a:1".to_string(), "b:1".to_string()],
+            "leaders become metadata nodes"
+        );
     }
 
     #[test]
@@ -155,7 +163,10 @@ mod tests {
         let v1 = v0.with_redirect(1, "c:1");
         assert_eq!(v1.leader(1), Some("c:1"));
         assert_eq!(v1.leader(2), Some("a:1"), "other buckets keep their leader");
-        assert!(v1.nodes.contains(&"c:1".to_string()), "the new leader is a metadata node");
+        assert!(
+            v1.nodes.contains(&"c:1".to_string()),
+            "the new leader is a metadata node"
+        );
         // The old snapshot is unchanged: readers holding it see one view.
         assert_eq!(v0.leader(1), Some("a:1"));
     }

@@ -111,7 +111,11 @@ pub(crate) fn append_key(dst: &mut Vec<u8>, arr: &dyn Array, i: usize) -> Result
         DataType::Binary => bytes_key(dst, arr.as_binary::<i32>().value(i)),
         DataType::LargeBinary => bytes_key(dst, arr.as_binary::<i64>().value(i)),
         DataType::FixedSizeBinary(_) => dst.extend_from_slice(arr.as_fixed_size_binary().value(i)),
-        dt => return Err(schema_err(format!("a {dt} column cannot be a primary-key column"))),
+        dt => {
+            return Err(schema_err(format!(
+                "a {dt} column cannot be a primary-key column"
+            )))
+        }
     }
     Ok(())
 }
@@ -179,9 +183,13 @@ fn decode_value(dt: &DataType, b: &mut dyn ArrayBuilder, src: &mut &[u8]) -> Res
         DataType::Date64 => prim!(Date64Builder, 8, i64::from_le_bytes),
         DataType::Time32(TimeUnit::Second) => prim!(Time32SecondBuilder, 4, i32::from_le_bytes),
         DataType::Time32(_) => prim!(Time32MillisecondBuilder, 4, i32::from_le_bytes),
-        DataType::Time64(TimeUnit::Nanosecond) => prim!(Time64NanosecondBuilder, 8, i64::from_le_bytes),
+        DataType::Time64(TimeUnit::Nanosecond) => {
+            prim!(Time64NanosecondBuilder, 8, i64::from_le_bytes)
+        }
         DataType::Time64(_) => prim!(Time64MicrosecondBuilder, 8, i64::from_le_bytes),
-        DataType::Timestamp(TimeUnit::Second, _) => prim!(TimestampSecondBuilder, 8, i64::from_le_bytes),
+        DataType::Timestamp(TimeUnit::Second, _) => {
+            prim!(TimestampSecondBuilder, 8, i64::from_le_bytes)
+        }
         DataType::Timestamp(TimeUnit::Millisecond, _) => {
             prim!(TimestampMillisecondBuilder, 8, i64::from_le_bytes)
         }
@@ -208,10 +216,12 @@ fn decode_value(dt: &DataType, b: &mut dyn ArrayBuilder, src: &mut &[u8]) -> Res
             let v = take(src, n, "bytes")?;
             match dt {
                 DataType::Utf8 => cast::<StringBuilder>(b, dt)?.append_value(
-                    std::str::from_utf8(v).map_err(|e| Error::Protocol(format!("bad row: text: {e}")))?,
+                    std::str::from_utf8(v)
+                        .map_err(|e| Error::Protocol(format!("bad row: text: {e}")))?,
                 ),
                 DataType::LargeUtf8 => cast::<LargeStringBuilder>(b, dt)?.append_value(
-                    std::str::from_utf8(v).map_err(|e| Error::Protocol(format!("bad row: text: {e}")))?,
+                    std::str::from_utf8(v)
+                        .map_err(|e| Error::Protocol(format!("bad row: text: {e}")))?,
                 ),
                 DataType::Binary => cast::<BinaryBuilder>(b, dt)?.append_value(v),
                 _ => cast::<LargeBinaryBuilder>(b, dt)?.append_value(v),
@@ -238,7 +248,11 @@ fn decode_value(dt: &DataType, b: &mut dyn ArrayBuilder, src: &mut &[u8]) -> Res
             }
             lb.append(true);
         }
-        dt => return Err(Error::Protocol(format!("rows of type {dt} cannot be decoded"))),
+        dt => {
+            return Err(Error::Protocol(format!(
+                "rows of type {dt} cannot be decoded"
+            )))
+        }
     }
     Ok(())
 }
@@ -252,12 +266,34 @@ fn append_null(dt: &DataType, b: &mut dyn ArrayBuilder) -> Result<()> {
         }};
     }
     nulls!(
-        BooleanBuilder, Int8Builder, Int16Builder, Int32Builder, Int64Builder, UInt8Builder, UInt16Builder,
-        UInt32Builder, UInt64Builder, Float32Builder, Float64Builder, Date32Builder, Date64Builder,
-        Time32SecondBuilder, Time32MillisecondBuilder, Time64MicrosecondBuilder, Time64NanosecondBuilder,
-        TimestampSecondBuilder, TimestampMillisecondBuilder, TimestampMicrosecondBuilder,
-        TimestampNanosecondBuilder, Decimal128Builder, IntervalMonthDayNanoBuilder, StringBuilder,
-        LargeStringBuilder, BinaryBuilder, LargeBinaryBuilder, FixedSizeBinaryBuilder,
+        BooleanBuilder,
+        Int8Builder,
+        Int16Builder,
+        Int32Builder,
+        Int64Builder,
+        UInt8Builder,
+        UInt16Builder,
+        UInt32Builder,
+        UInt64Builder,
+        Float32Builder,
+        Float64Builder,
+        Date32Builder,
+        Date64Builder,
+        Time32SecondBuilder,
+        Time32MillisecondBuilder,
+        Time64MicrosecondBuilder,
+        Time64NanosecondBuilder,
+        TimestampSecondBuilder,
+        TimestampMillisecondBuilder,
+        TimestampMicrosecondBuilder,
+        TimestampNanosecondBuilder,
+        Decimal128Builder,
+        IntervalMonthDayNanoBuilder,
+        StringBuilder,
+        LargeStringBuilder,
+        BinaryBuilder,
+        LargeBinaryBuilder,
+        FixedSizeBinaryBuilder,
         ListBuilder<Box<dyn ArrayBuilder>>
     );
     Err(Error::Protocol(format!("no builder for {dt}")))
@@ -275,7 +311,11 @@ pub(crate) struct RowDecoder {
 impl RowDecoder {
     pub fn new(table: &Table) -> Result<Self> {
         let cols = table.columns();
-        let created = cols.iter().rposition(|c| !c.added).map(|i| i + 1).unwrap_or(0);
+        let created = cols
+            .iter()
+            .rposition(|c| !c.added)
+            .map(|i| i + 1)
+            .unwrap_or(0);
         let schema = table.schema();
         let missing = cols
             .iter()
@@ -304,8 +344,10 @@ impl RowDecoder {
 
     pub fn decode(&self, rows: &[&[u8]]) -> Result<RecordBatch> {
         let fields = self.schema.fields();
-        let mut builders: Vec<Box<dyn ArrayBuilder>> =
-            fields.iter().map(|f| make_builder(f.data_type(), rows.len())).collect();
+        let mut builders: Vec<Box<dyn ArrayBuilder>> = fields
+            .iter()
+            .map(|f| make_builder(f.data_type(), rows.len()))
+            .collect();
         for row in rows {
             let mut src = *row;
             let format = take(&mut src, 1, "row format")?[0];
@@ -332,7 +374,10 @@ impl RowDecoder {
                 }
             }
             if !src.is_empty() {
-                return Err(Error::Protocol(format!("bad row: {} trailing bytes", src.len())));
+                return Err(Error::Protocol(format!(
+                    "bad row: {} trailing bytes",
+                    src.len()
+                )));
             }
             for n in ncols..fields.len() {
                 match &self.missing[n] {
@@ -344,7 +389,11 @@ impl RowDecoder {
                         // Re-decode the one-value array through the row
                         // path: encode it as a format-1 value.
                         encode_value(&mut enc, arr.as_ref(), 0)?;
-                        decode_value(fields[n].data_type(), builders[n].as_mut(), &mut enc.as_slice())?;
+                        decode_value(
+                            fields[n].data_type(),
+                            builders[n].as_mut(),
+                            &mut enc.as_slice(),
+                        )?;
                     }
                 }
             }
@@ -359,11 +408,21 @@ impl RowDecoder {
 fn encode_value(dst: &mut Vec<u8>, arr: &dyn Array, i: usize) -> Result<()> {
     match arr.data_type() {
         DataType::Boolean => dst.push(arr.as_boolean().value(i) as u8),
-        DataType::Int16 => dst.extend_from_slice(&arr.as_primitive::<Int16Type>().value(i).to_le_bytes()),
-        DataType::Int32 => dst.extend_from_slice(&arr.as_primitive::<Int32Type>().value(i).to_le_bytes()),
-        DataType::Int64 => dst.extend_from_slice(&arr.as_primitive::<Int64Type>().value(i).to_le_bytes()),
-        DataType::Float32 => dst.extend_from_slice(&arr.as_primitive::<Float32Type>().value(i).to_le_bytes()),
-        DataType::Float64 => dst.extend_from_slice(&arr.as_primitive::<Float64Type>().value(i).to_le_bytes()),
+        DataType::Int16 => {
+            dst.extend_from_slice(&arr.as_primitive::<Int16Type>().value(i).to_le_bytes())
+        }
+        DataType::Int32 => {
+            dst.extend_from_slice(&arr.as_primitive::<Int32Type>().value(i).to_le_bytes())
+        }
+        DataType::Int64 => {
+            dst.extend_from_slice(&arr.as_primitive::<Int64Type>().value(i).to_le_bytes())
+        }
+        DataType::Float32 => {
+            dst.extend_from_slice(&arr.as_primitive::<Float32Type>().value(i).to_le_bytes())
+        }
+        DataType::Float64 => {
+            dst.extend_from_slice(&arr.as_primitive::<Float64Type>().value(i).to_le_bytes())
+        }
         DataType::Utf8 => {
             let s = arr.as_string::<i32>().value(i);
             routing::append_uvarint(dst, s.len() as u64);
@@ -384,11 +443,21 @@ fn missing_value(dt: &DataType, text: &str) -> Result<ArrayRef> {
             "false" | "f" => false,
             _ => return Err(bad()),
         }])),
-        DataType::Int16 => Arc::new(arrow_array::Int16Array::from(vec![text.parse::<i16>().map_err(|_| bad())?])),
-        DataType::Int32 => Arc::new(arrow_array::Int32Array::from(vec![text.parse::<i32>().map_err(|_| bad())?])),
-        DataType::Int64 => Arc::new(arrow_array::Int64Array::from(vec![text.parse::<i64>().map_err(|_| bad())?])),
-        DataType::Float32 => Arc::new(arrow_array::Float32Array::from(vec![text.parse::<f32>().map_err(|_| bad())?])),
-        DataType::Float64 => Arc::new(arrow_array::Float64Array::from(vec![text.parse::<f64>().map_err(|_| bad())?])),
+        DataType::Int16 => Arc::new(arrow_array::Int16Array::from(vec![text
+            .parse::<i16>()
+            .map_err(|_| bad())?])),
+        DataType::Int32 => Arc::new(arrow_array::Int32Array::from(vec![text
+            .parse::<i32>()
+            .map_err(|_| bad())?])),
+        DataType::Int64 => Arc::new(arrow_array::Int64Array::from(vec![text
+            .parse::<i64>()
+            .map_err(|_| bad())?])),
+        DataType::Float32 => Arc::new(arrow_array::Float32Array::from(vec![text
+            .parse::<f32>()
+            .map_err(|_| bad())?])),
+        DataType::Float64 => Arc::new(arrow_array::Float64Array::from(vec![text
+            .parse::<f64>()
+            .map_err(|_| bad())?])),
         DataType::Utf8 => Arc::new(arrow_array::StringArray::from(vec![text])),
         _ => return Err(bad()),
     })
@@ -396,7 +465,11 @@ fn missing_value(dt: &DataType, text: &str) -> Result<ArrayRef> {
 
 /// Where each key of a batch of keys goes: its bucket id and encoded key;
 /// `None` for a key of a partition that does not exist.
-async fn route_keys(client: &Client, table: &mut Arc<Table>, keys: &RecordBatch) -> Result<Vec<Option<(u64, Vec<u8>)>>> {
+async fn route_keys(
+    client: &Client,
+    table: &mut Arc<Table>,
+    keys: &RecordBatch,
+) -> Result<Vec<Option<(u64, Vec<u8>)>>> {
     let schema = keys.schema();
     let col = |name: &str| {
         schema
@@ -412,10 +485,14 @@ async fn route_keys(client: &Client, table: &mut Arc<Table>, keys: &RecordBatch)
         let want = table
             .column_index(name)
             .map(|c| table.schema().field(c).data_type().clone())
-            .ok_or_else(|| Error::Protocol(format!("primary-key column {name:?} is not a column")))?;
+            .ok_or_else(|| {
+                Error::Protocol(format!("primary-key column {name:?} is not a column"))
+            })?;
         let got = keys.column(j).data_type();
         if got != &want {
-            return Err(schema_err(format!("key column {name:?} is {got}, want {want}")));
+            return Err(schema_err(format!(
+                "key column {name:?} is {got}, want {want}"
+            )));
         }
     }
     let bucket_cols = table
@@ -425,7 +502,10 @@ async fn route_keys(client: &Client, table: &mut Arc<Table>, keys: &RecordBatch)
         .collect::<Result<Vec<_>>>()?;
     let count = table.bucket_count();
     if count == 0 {
-        return Err(Error::Protocol(format!("table {:?} has no buckets", table.name())));
+        return Err(Error::Protocol(format!(
+            "table {:?} has no buckets",
+            table.name()
+        )));
     }
     let index = routing::buckets(keys, &bucket_cols, count)?;
     let part_col = table.partition_by().map(col).transpose()?;
@@ -446,9 +526,12 @@ async fn route_keys(client: &Client, table: &mut Arc<Table>, keys: &RecordBatch)
             out.push(None);
             continue;
         };
-        let id = *ids
-            .get(bucket_index)
-            .ok_or_else(|| Error::Protocol(format!("a partition of {} buckets, want {count}", ids.len())))?;
+        let id = *ids.get(bucket_index).ok_or_else(|| {
+            Error::Protocol(format!(
+                "a partition of {} buckets, want {count}",
+                ids.len()
+            ))
+        })?;
         let mut key = Vec::with_capacity(16);
         for &j in &pk {
             append_key(&mut key, keys.column(j).as_ref(), i)?;
@@ -493,7 +576,9 @@ impl Client {
     pub async fn lookup(&self, table: &str, keys: &RecordBatch) -> Result<RecordBatch> {
         let mut t = self.cached_table(table).await?;
         if !t.is_primary_key_table() {
-            return Err(Error::WrongKind(format!("table {table:?} has no primary key")));
+            return Err(Error::WrongKind(format!(
+                "table {table:?} has no primary key"
+            )));
         }
         let routed = route_keys(self, &mut t, keys).await?;
         let groups = by_bucket(routed);
@@ -519,7 +604,12 @@ impl Client {
         }
     }
 
-    async fn lookup_bucket(&self, table: &str, bucket: u64, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>> {
+    async fn lookup_bucket(
+        &self,
+        table: &str,
+        bucket: u64,
+        keys: Vec<Vec<u8>>,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
         let n = keys.len();
         let body = serde_json::to_vec(&wire::LookupRequest { bucket, keys })
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
@@ -541,7 +631,9 @@ impl Client {
                 // A lookup changes nothing: any failure to reach the leader
                 // is retried.
                 Err(ActionError::Status(mut st)) => {
-                    if st.info.is_none() && matches!(st.code, tonic::Code::Unknown | tonic::Code::Cancelled) {
+                    if st.info.is_none()
+                        && matches!(st.code, tonic::Code::Unknown | tonic::Code::Cancelled)
+                    {
                         st.code = tonic::Code::Unavailable;
                     }
                     r.failed(Failure::Retry(st)).await?
@@ -560,16 +652,23 @@ impl Client {
     pub async fn delete(&self, table: &str, keys: &RecordBatch) -> Result<u64> {
         let mut t = self.cached_table(table).await?;
         if !t.is_primary_key_table() {
-            return Err(Error::WrongKind(format!("table {table:?} has no primary key")));
+            return Err(Error::WrongKind(format!(
+                "table {table:?} has no primary key"
+            )));
         }
         let routed = route_keys(self, &mut t, keys).await?;
-        let deletes = by_bucket(routed).into_iter().map(|(bucket, (_, keys))| async move {
-            let req = wire::KvWriteRequest {
-                bucket,
-                writes: keys.into_iter().map(|key| wire::KvWrite { op: OP_DELETE, key }).collect(),
-            };
-            self.kv_write(table, bucket, req).await
-        });
+        let deletes = by_bucket(routed)
+            .into_iter()
+            .map(|(bucket, (_, keys))| async move {
+                let req = wire::KvWriteRequest {
+                    bucket,
+                    writes: keys
+                        .into_iter()
+                        .map(|key| wire::KvWrite { op: OP_DELETE, key })
+                        .collect(),
+                };
+                self.kv_write(table, bucket, req).await
+            });
         let mut deleted = 0;
         let mut first_err = None;
         for r in futures::future::join_all(deletes).await {
@@ -598,9 +697,15 @@ impl Client {
                     return Ok(res.records.len() as u64);
                 }
                 Err(ActionError::Status(st)) => match st.class() {
-                    Class::Redirect { .. } | Class::BucketUnavailable => r.failed(Failure::Retry(st)).await?,
-                    Class::Unreachable if not_connected(&st) => r.failed(Failure::Retry(st)).await?,
-                    Class::Unreachable | Class::OutcomeUnknown => return Err(Error::OutcomeUnknown(st.to_string())),
+                    Class::Redirect { .. } | Class::BucketUnavailable => {
+                        r.failed(Failure::Retry(st)).await?
+                    }
+                    Class::Unreachable if not_connected(&st) => {
+                        r.failed(Failure::Retry(st)).await?
+                    }
+                    Class::Unreachable | Class::OutcomeUnknown => {
+                        return Err(Error::OutcomeUnknown(st.to_string()))
+                    }
                     Class::Final => return Err(st.into_error(table)),
                 },
             }
@@ -612,7 +717,9 @@ impl Client {
 /// the request was never written).
 fn not_connected(st: &StatusError) -> bool {
     let m = st.message.to_ascii_lowercase();
-    m.contains("tcp connect error") || m.contains("connection refused") || m.contains("connect timeout")
+    m.contains("tcp connect error")
+        || m.contains("connection refused")
+        || m.contains("connect timeout")
 }
 
 #[cfg(test)]
@@ -650,7 +757,9 @@ mod tests {
         let vs: Vec<Vector> = serde_json::from_str(include_str!("../testdata/kv.json")).unwrap();
         assert!(!vs.is_empty());
         for v in vs {
-            let ipc = base64::engine::general_purpose::STANDARD.decode(&v.batch).unwrap();
+            let ipc = base64::engine::general_purpose::STANDARD
+                .decode(&v.batch)
+                .unwrap();
             let batch = StreamReader::try_new(std::io::Cursor::new(ipc), None)
                 .unwrap()
                 .next()
@@ -667,7 +776,12 @@ mod tests {
                 for &c in &v.primary_key {
                     append_key(&mut key, batch.column(c).as_ref(), i).unwrap();
                 }
-                assert_eq!(key, unhex(want), "key of row {i} of {:?}", v.columns[0].name);
+                assert_eq!(
+                    key,
+                    unhex(want),
+                    "key of row {i} of {:?}",
+                    v.columns[0].name
+                );
             }
             let rows: Vec<Vec<u8>> = v.rows.iter().map(|r| unhex(r)).collect();
             let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
@@ -692,7 +806,14 @@ mod tests {
             crate::schema::field("b", "text", false).unwrap(),
         ]));
         let d = RowDecoder::for_schema(schema);
-        for bad in [&b""[..], b"\x03", b"\x01", b"\x01\x00\x01", b"\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09", b"\x02\x09\x00\x00"] {
+        for bad in [
+            &b""[..],
+            b"\x03",
+            b"\x01",
+            b"\x01\x00\x01",
+            b"\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09",
+            b"\x02\x09\x00\x00",
+        ] {
             assert!(d.decode(&[bad]).is_err(), "{bad:?}");
         }
         let null_key: ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![None::<i64>]));

@@ -49,7 +49,7 @@ enum KeyColumn<'a> {
 }
 
 fn micros(unit: &TimeUnit) -> impl Fn(i64) -> i64 {
-    let unit = unit.clone();
+    let unit = *unit;
     move |v| match unit {
         TimeUnit::Second => v.wrapping_mul(1_000_000),
         TimeUnit::Millisecond => v.wrapping_mul(1_000),
@@ -171,7 +171,9 @@ impl<'a> KeyColumn<'a> {
 
 fn timestamp_values(a: &dyn Array) -> &[i64] {
     match a.data_type() {
-        DataType::Timestamp(TimeUnit::Second, _) => a.as_primitive::<TimestampSecondType>().values(),
+        DataType::Timestamp(TimeUnit::Second, _) => {
+            a.as_primitive::<TimestampSecondType>().values()
+        }
         DataType::Timestamp(TimeUnit::Millisecond, _) => {
             a.as_primitive::<TimestampMillisecondType>().values()
         }
@@ -203,7 +205,10 @@ impl<'a> RowKeys<'a> {
             .iter()
             .map(|&c| {
                 KeyColumn::new(batch.column(c)).map_err(|e| {
-                    Error::InvalidArgument(format!("column {:?}: {e}", batch.schema().field(c).name()))
+                    Error::InvalidArgument(format!(
+                        "column {:?}: {e}",
+                        batch.schema().field(c).name()
+                    ))
                 })
             })
             .collect::<Result<_>>()?;
@@ -404,7 +409,12 @@ mod tests {
                 keys.append(&mut got, i);
                 assert_eq!(&hex(&got), want, "column {} row {i}", ck.column);
             }
-            assert_eq!(buckets(&batch, &[col], 7).unwrap(), ck.buckets_7, "column {}", ck.column);
+            assert_eq!(
+                buckets(&batch, &[col], 7).unwrap(),
+                ck.buckets_7,
+                "column {}",
+                ck.column
+            );
         }
     }
 
@@ -417,7 +427,12 @@ mod tests {
                 .iter()
                 .map(|n| batch.schema().index_of(n).unwrap())
                 .collect();
-            assert_eq!(buckets(&batch, &cols, c.buckets).unwrap(), c.of, "{:?}", c.columns);
+            assert_eq!(
+                buckets(&batch, &cols, c.buckets).unwrap(),
+                c.of,
+                "{:?}",
+                c.columns
+            );
             let parts = split(&batch, &cols, c.buckets).unwrap();
             let mut seen = vec![None; batch.num_rows()];
             for p in &parts {
@@ -453,7 +468,10 @@ mod tests {
     fn unsupported_key_types_are_errors() {
         let arr: ArrayRef = std::sync::Arc::new(arrow_array::UInt64Array::from(vec![1u64]));
         let batch = RecordBatch::try_from_iter([("u", arr)]).unwrap();
-        assert!(matches!(buckets(&batch, &[0], 3), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            buckets(&batch, &[0], 3),
+            Err(Error::InvalidArgument(_))
+        ));
         assert!(partition_value(batch.column(0).as_ref(), 0).is_err());
     }
 }

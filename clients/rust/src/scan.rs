@@ -85,7 +85,9 @@ impl Client {
         let t = self.describe(table).await?;
         let pk = t.is_primary_key_table();
         if opts.changelog && !pk {
-            return Err(Error::WrongKind(format!("table {table:?} has no primary key, so no changelog")));
+            return Err(Error::WrongKind(format!(
+                "table {table:?} has no primary key, so no changelog"
+            )));
         }
         let full = if opts.changelog {
             let mut fields = vec![Arc::new(Field::new("_change_type", DataType::Utf8, false))];
@@ -113,14 +115,18 @@ impl Client {
             let ids: Vec<u64> = match (opts.bucket, &opts.partitions) {
                 (Some(b), _) => {
                     if !t.bucket_ids().contains(&b) {
-                        return Err(Error::InvalidArgument(format!("table {table:?} has no bucket {b}")));
+                        return Err(Error::InvalidArgument(format!(
+                            "table {table:?} has no bucket {b}"
+                        )));
                     }
                     vec![b]
                 }
                 (None, None) => t.bucket_ids(),
                 (None, Some(ps)) => {
                     if t.partition_by().is_none() {
-                        return Err(Error::InvalidArgument(format!("table {table:?} is not partitioned")));
+                        return Err(Error::InvalidArgument(format!(
+                            "table {table:?} is not partitioned"
+                        )));
                     }
                     t.partitions()
                         .iter()
@@ -150,7 +156,9 @@ impl Client {
             let tx = tx.clone();
             let sem = sem.clone();
             tasks.spawn(async move {
-                let Ok(_permit) = sem.acquire().await else { return };
+                let Ok(_permit) = sem.acquire().await else {
+                    return;
+                };
                 if let Err(e) = read_bucket(&client, &table, ticket, resumable, &tx).await {
                     let _ = tx.send(Err(e)).await;
                 }
@@ -236,8 +244,12 @@ async fn read_bucket(
             while let Some(msg) = dec.next().await {
                 let msg = match msg {
                     Ok(m) => m,
-                    Err(FlightError::Tonic(st)) => return Err(ReadError::Status(StatusError::from_status(&st))),
-                    Err(e) => return Err(ReadError::Fatal(Error::Protocol(format!("decode: {e}")))),
+                    Err(FlightError::Tonic(st)) => {
+                        return Err(ReadError::Status(StatusError::from_status(&st)))
+                    }
+                    Err(e) => {
+                        return Err(ReadError::Fatal(Error::Protocol(format!("decode: {e}"))))
+                    }
                 };
                 let DecodedPayload::RecordBatch(batch) = msg.payload else {
                     continue;
@@ -245,8 +257,9 @@ async fn read_bucket(
                 let meta: wire::BatchMeta = if msg.inner.app_metadata.is_empty() {
                     wire::BatchMeta::default()
                 } else {
-                    serde_json::from_slice(&msg.inner.app_metadata)
-                        .map_err(|e| ReadError::Fatal(Error::Protocol(format!("batch metadata: {e}"))))?
+                    serde_json::from_slice(&msg.inner.app_metadata).map_err(|e| {
+                        ReadError::Fatal(Error::Protocol(format!("batch metadata: {e}")))
+                    })?
                 };
                 let n = batch.num_rows() as u64;
                 if tx.send(Ok(batch)).await.is_err() {

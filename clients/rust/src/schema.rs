@@ -43,9 +43,11 @@ fn scalar(name: &str) -> Option<(DataType, Option<&'static str>)> {
             [p, s] => DataType::Decimal128(*p, *s as i8),
             _ => return None,
         },
-        ("text" | "character varying" | "varchar" | "char varying" | "character" | "char" | "bpchar", _) => {
-            DataType::Utf8
-        }
+        (
+            "text" | "character varying" | "varchar" | "char varying" | "character" | "char"
+            | "bpchar",
+            _,
+        ) => DataType::Utf8,
         ("bytea", None) => DataType::Binary,
         ("date", None) => DataType::Date32,
         ("time" | "time without time zone", None) => DataType::Time64(TimeUnit::Microsecond),
@@ -81,15 +83,17 @@ pub fn arrow_type(sql_type: &str) -> Result<DataType> {
 
 fn parse(sql_type: &str) -> Result<(DataType, Option<&'static str>)> {
     let lower = sql_type.trim().to_ascii_lowercase();
-    let lower = lower.strip_prefix("pg_catalog.").unwrap_or(&lower).to_string();
+    let lower = lower
+        .strip_prefix("pg_catalog.")
+        .unwrap_or(&lower)
+        .to_string();
     let elem = if let Some(e) = lower.strip_suffix("[]") {
         Some(e.trim_end().to_string())
     } else {
         lower.strip_prefix('_').map(|e| match e {
-            "int2" | "int4" | "int8" | "float4" | "float8" | "bool" | "varchar" | "bpchar" | "text" | "numeric"
-            | "bytea" | "date" | "time" | "timestamp" | "timestamptz" | "interval" | "uuid" | "json" | "jsonb" => {
-                e.to_string()
-            }
+            "int2" | "int4" | "int8" | "float4" | "float8" | "bool" | "varchar" | "bpchar"
+            | "text" | "numeric" | "bytea" | "date" | "time" | "timestamp" | "timestamptz"
+            | "interval" | "uuid" | "json" | "jsonb" => e.to_string(),
             _ => String::new(),
         })
     };
@@ -129,10 +133,13 @@ mod tests {
 
     #[test]
     fn every_sql_type_maps_as_the_server_maps_it() {
-        let vs: Vec<Vector> = serde_json::from_str(include_str!("../testdata/schemas.json")).unwrap();
+        let vs: Vec<Vector> =
+            serde_json::from_str(include_str!("../testdata/schemas.json")).unwrap();
         assert!(vs.len() > 40);
         for v in vs {
-            let ipc = base64::engine::general_purpose::STANDARD.decode(&v.schema).unwrap();
+            let ipc = base64::engine::general_purpose::STANDARD
+                .decode(&v.schema)
+                .unwrap();
             let want = arrow_ipc::convert::try_schema_from_ipc_buffer(&ipc).unwrap();
             let want = want.field(0);
             // The canonical name (what describe-table says) gives exactly
@@ -140,13 +147,26 @@ mod tests {
             let got = field("c", &v.name, false).unwrap();
             assert_eq!(&got, want, "{} ({})", v.name, v.sql_type);
             // Every other spelling gives the same Arrow type.
-            assert_eq!(&arrow_type(&v.sql_type).unwrap(), want.data_type(), "{}", v.sql_type);
+            assert_eq!(
+                &arrow_type(&v.sql_type).unwrap(),
+                want.data_type(),
+                "{}",
+                v.sql_type
+            );
         }
     }
 
     #[test]
     fn unknown_types_are_errors_not_panics() {
-        for bad in ["", "frobnicate", "numeric(x)", "numeric(1,2,3)", "int[", "float(99)", "_nope"] {
+        for bad in [
+            "",
+            "frobnicate",
+            "numeric(x)",
+            "numeric(1,2,3)",
+            "int[",
+            "float(99)",
+            "_nope",
+        ] {
             assert!(arrow_type(bad).is_err(), "{bad:?}");
         }
     }

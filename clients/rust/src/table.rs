@@ -139,7 +139,10 @@ impl Table {
         if self.partition_by().is_none() {
             return self.buckets.clone();
         }
-        self.partitions.iter().flat_map(|(_, b)| b.iter().copied()).collect()
+        self.partitions
+            .iter()
+            .flat_map(|(_, b)| b.iter().copied())
+            .collect()
     }
 
     /// The partitions (canonical text) and their bucket ids, in creation

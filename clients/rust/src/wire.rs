@@ -336,7 +336,10 @@ mod tests {
     fn tickets_round_trip_as_go_writes_them() {
         // What Go's flightwire.Ticket{Bucket: 12, To: &4096}.Encode() writes.
         let t = Ticket::parse(br#"{"v":1,"bucket":12,"to":4096}"#).unwrap();
-        assert_eq!((t.bucket, t.from, t.to, t.changelog), (12, 0, Some(4096), false));
+        assert_eq!(
+            (t.bucket, t.from, t.to, t.changelog),
+            (12, 0, Some(4096), false)
+        );
         let mut t2 = t.clone();
         t2.from = 7;
         assert_eq!(t2.encode(), br#"{"v":1,"bucket":12,"from":7,"to":4096}"#);

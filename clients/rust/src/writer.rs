@@ -55,7 +55,10 @@ pub struct WriteError {
 impl WriteError {
     /// How many rows were not acknowledged.
     pub fn unacknowledged_rows(&self) -> u64 {
-        self.unacknowledged.iter().map(|u| u.rows.len() as u64).sum()
+        self.unacknowledged
+            .iter()
+            .map(|u| u.rows.len() as u64)
+            .sum()
     }
 }
 
@@ -213,7 +216,10 @@ impl Writer {
         for (bucket, part) in parts {
             for (batch, rows) in slice(part.batch, part.rows, max) {
                 self.pending_rows += batch.num_rows();
-                self.pending.entry(bucket).or_default().push(Pending { batch, seq, rows });
+                self.pending
+                    .entry(bucket)
+                    .or_default()
+                    .push(Pending { batch, seq, rows });
             }
         }
         Ok(seq)
@@ -264,7 +270,11 @@ impl Writer {
 
 /// Slices a part into batches of about `max` bytes at most, keeping each
 /// slice's original row indices.
-fn slice(batch: RecordBatch, rows: Option<UInt32Array>, max: usize) -> Vec<(RecordBatch, Option<UInt32Array>)> {
+fn slice(
+    batch: RecordBatch,
+    rows: Option<UInt32Array>,
+    max: usize,
+) -> Vec<(RecordBatch, Option<UInt32Array>)> {
     let bytes = batch.get_array_memory_size();
     let n = batch.num_rows();
     if bytes <= max || n <= 1 {
@@ -278,7 +288,9 @@ fn slice(batch: RecordBatch, rows: Option<UInt32Array>, max: usize) -> Vec<(Reco
             let len = per.min(n - off);
             let idx = match &rows {
                 Some(r) => Some(r.slice(off, len)),
-                None => Some(UInt32Array::from_iter_values(off as u32..(off + len) as u32)),
+                None => Some(UInt32Array::from_iter_values(
+                    off as u32..(off + len) as u32,
+                )),
             };
             (batch.slice(off, len), idx)
         })
@@ -294,12 +306,10 @@ async fn route(
 ) -> Result<Vec<(u64, routing::Part)>> {
     let schema = batch.schema();
     let index_of = |name: &str| {
-        schema
-            .index_of(name)
-            .map_err(|_| Error::Schema {
-                message: format!("the batch has no column {name:?}"),
-                sqlstate: None,
-            })
+        schema.index_of(name).map_err(|_| Error::Schema {
+            message: format!("the batch has no column {name:?}"),
+            sqlstate: None,
+        })
     };
     let key_cols = table
         .bucket_key()
@@ -307,7 +317,10 @@ async fn route(
         .map(|k| index_of(k))
         .collect::<Result<Vec<_>>>()?;
     let name = table.name().to_string();
-    let to_buckets = |ids: &[u64], b: RecordBatch, rows: Option<UInt32Array>| -> Result<Vec<(u64, routing::Part)>> {
+    let to_buckets = |ids: &[u64],
+                      b: RecordBatch,
+                      rows: Option<UInt32Array>|
+     -> Result<Vec<(u64, routing::Part)>> {
         if ids.is_empty() {
             return Err(Error::Protocol(format!("table {name:?} has no buckets")));
         }
@@ -369,7 +382,11 @@ async fn route(
 
 /// The original row indices of rows `inner` of a part whose rows were
 /// `outer` of the batch.
-fn compose(outer: &Option<UInt32Array>, inner: Option<UInt32Array>, n: usize) -> Option<UInt32Array> {
+fn compose(
+    outer: &Option<UInt32Array>,
+    inner: Option<UInt32Array>,
+    n: usize,
+) -> Option<UInt32Array> {
     match (outer, inner) {
         (None, inner) => inner,
         (Some(o), None) => {
@@ -387,7 +404,12 @@ struct BucketResult {
 
 /// Writes `batches` to one bucket at its leader, following redirects and
 /// retrying while nothing unacknowledged can have been stored.
-async fn send_bucket(client: &Client, table: &str, bucket: u64, mut batches: Vec<Pending>) -> BucketResult {
+async fn send_bucket(
+    client: &Client,
+    table: &str,
+    bucket: u64,
+    mut batches: Vec<Pending>,
+) -> BucketResult {
     let mut acknowledged = 0u64;
     let mut r = client.retrier(table, bucket);
     loop {
@@ -404,7 +426,12 @@ async fn send_bucket(client: &Client, table: &str, bucket: u64, mut batches: Vec
         let acked: Vec<Pending> = batches.drain(..acks.min(batches.len())).collect();
         acknowledged += acked.iter().map(|p| p.batch.num_rows() as u64).sum::<u64>();
         match result {
-            Ok(()) if batches.is_empty() => return BucketResult { acknowledged, failed: None },
+            Ok(()) if batches.is_empty() => {
+                return BucketResult {
+                    acknowledged,
+                    failed: None,
+                }
+            }
             Ok(()) => {
                 let e = Error::Protocol(format!(
                     "bucket {bucket}: the server ended the write with {} batches not acknowledged",
@@ -446,14 +473,24 @@ enum PutError {
 
 /// One bucket-addressed DoPut of `batches`: the number of batches
 /// acknowledged, and how the call ended.
-async fn put(mut conn: Conn, table: &str, bucket: u64, batches: &[Pending]) -> (usize, Result<(), PutError>) {
+async fn put(
+    mut conn: Conn,
+    table: &str,
+    bucket: u64,
+    batches: &[Pending],
+) -> (usize, Result<(), PutError>) {
     let mut acks = 0;
     if batches.is_empty() {
         return (0, Ok(()));
     }
     // Encode every batch as one message (they are sliced to size), so that
     // acknowledgements count batches.
-    let input = futures::stream::iter(batches.iter().map(|p| Ok(p.batch.clone())).collect::<Vec<_>>());
+    let input = futures::stream::iter(
+        batches
+            .iter()
+            .map(|p| Ok(p.batch.clone()))
+            .collect::<Vec<_>>(),
+    );
     let data: Vec<FlightData> = match FlightDataEncoderBuilder::new()
         .with_max_flight_data_size(usize::MAX)
         .with_flight_descriptor(Some(wire::bucket_descriptor(table, bucket)))
@@ -462,7 +499,14 @@ async fn put(mut conn: Conn, table: &str, bucket: u64, batches: &[Pending]) -> (
         .await
     {
         Ok(d) => d,
-        Err(e) => return (0, Err(PutError::Failed(Failure::Fatal(Error::Arrow(flight_to_arrow(e)))))),
+        Err(e) => {
+            return (
+                0,
+                Err(PutError::Failed(Failure::Fatal(Error::Arrow(
+                    flight_to_arrow(e),
+                )))),
+            )
+        }
     };
     // The server has seen nothing of the call until gRPC pulls the first
     // message from the request stream (it does so once the connection is
@@ -472,13 +516,17 @@ async fn put(mut conn: Conn, table: &str, bucket: u64, batches: &[Pending]) -> (
     let body = futures::stream::iter(data).inspect(move |_| flag.store(true, Ordering::Release));
     let unknown_or_retry = |st: StatusError, sent: bool| -> PutError {
         match st.class() {
-            Class::Redirect { .. } | Class::BucketUnavailable => PutError::Failed(Failure::Retry(st)),
+            Class::Redirect { .. } | Class::BucketUnavailable => {
+                PutError::Failed(Failure::Retry(st))
+            }
             Class::Unreachable if !sent => PutError::Failed(Failure::Retry(st)),
             Class::Unreachable | Class::OutcomeUnknown => {
                 PutError::Unknown(Error::OutcomeUnknown(st.to_string()))
             }
             Class::Final => match st.code {
-                tonic::Code::Cancelled | tonic::Code::DeadlineExceeded | tonic::Code::Unknown if sent => {
+                tonic::Code::Cancelled | tonic::Code::DeadlineExceeded | tonic::Code::Unknown
+                    if sent =>
+                {
                     PutError::Unknown(Error::OutcomeUnknown(st.to_string()))
                 }
                 // Any status but OUTCOME_UNKNOWN means none of the
@@ -501,7 +549,9 @@ async fn put(mut conn: Conn, table: &str, bucket: u64, batches: &[Pending]) -> (
                 match (ack, batches.get(acks)) {
                     (Ok(ack), Some(p)) if ack.rows == p.batch.num_rows() as i64 => acks += 1,
                     (ack, _) => {
-                        let e = Error::Protocol(format!("bucket {bucket}: unexpected acknowledgement {ack:?} of batch {acks}"));
+                        let e = Error::Protocol(format!(
+                            "bucket {bucket}: unexpected acknowledgement {ack:?} of batch {acks}"
+                        ));
                         return (acks, Err(PutError::Unknown(e)));
                     }
                 }
@@ -550,8 +600,14 @@ mod tests {
     fn compose_maps_back_to_the_batch() {
         let outer = Some(UInt32Array::from(vec![3, 5, 9]));
         let inner = Some(UInt32Array::from(vec![0, 2]));
-        assert_eq!(compose(&outer, inner, 2).unwrap().values().to_vec(), vec![3, 9]);
-        assert_eq!(compose(&outer, None, 3).unwrap().values().to_vec(), vec![3, 5, 9]);
+        assert_eq!(
+            compose(&outer, inner, 2).unwrap().values().to_vec(),
+            vec![3, 9]
+        );
+        assert_eq!(
+            compose(&outer, None, 3).unwrap().values().to_vec(),
+            vec![3, 5, 9]
+        );
         assert!(compose(&None, None, 3).is_none());
     }
 }

@@ -74,7 +74,11 @@ fn char_limit(sql_type: Option<&String>) -> Option<usize> {
 /// A batch of `schema` whose column `id` holds `ids` and whose other
 /// columns hold values generated from them, of their types. The partition
 /// column (if any) takes 3 distinct values.
-pub fn generate(schema: &Schema, ids: &[i64], partition_by: Option<&str>) -> Result<RecordBatch, ArrowError> {
+pub fn generate(
+    schema: &Schema,
+    ids: &[i64],
+    partition_by: Option<&str>,
+) -> Result<RecordBatch, ArrowError> {
     let cols = schema
         .fields()
         .iter()
@@ -92,59 +96,101 @@ pub fn generate(schema: &Schema, ids: &[i64], partition_by: Option<&str>) -> Res
 
 fn gen_ids(dt: &DataType, ids: &[i64]) -> Result<ArrayRef, ArrowError> {
     Ok(match dt {
-        DataType::Int16 => Arc::new(arrow_array::Int16Array::from_iter_values(ids.iter().map(|&i| i as i16))),
-        DataType::Int32 => Arc::new(arrow_array::Int32Array::from_iter_values(ids.iter().map(|&i| i as i32))),
-        DataType::Int64 => Arc::new(arrow_array::Int64Array::from_iter_values(ids.iter().copied())),
-        DataType::Utf8 => Arc::new(arrow_array::StringArray::from_iter_values(ids.iter().map(|i| i.to_string()))),
-        dt => return Err(ArrowError::InvalidArgumentError(format!("an id column of type {dt}"))),
+        DataType::Int16 => Arc::new(arrow_array::Int16Array::from_iter_values(
+            ids.iter().map(|&i| i as i16),
+        )),
+        DataType::Int32 => Arc::new(arrow_array::Int32Array::from_iter_values(
+            ids.iter().map(|&i| i as i32),
+        )),
+        DataType::Int64 => Arc::new(arrow_array::Int64Array::from_iter_values(
+            ids.iter().copied(),
+        )),
+        DataType::Utf8 => Arc::new(arrow_array::StringArray::from_iter_values(
+            ids.iter().map(|i| i.to_string()),
+        )),
+        dt => {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "an id column of type {dt}"
+            )))
+        }
     })
 }
 
 fn gen_column(field: &Field, ids: &[i64], card: Option<i64>) -> Result<ArrayRef, ArrowError> {
     let v = |i: i64| card.map_or(i, |c| i.rem_euclid(c));
-    let ext = field.metadata().get("ARROW:extension:name").map(String::as_str);
+    let ext = field
+        .metadata()
+        .get("ARROW:extension:name")
+        .map(String::as_str);
     let limit = char_limit(field.metadata().get("mink.sql_type"));
     let n = ids.len();
     Ok(match field.data_type() {
-        DataType::Boolean => Arc::new(arrow_array::BooleanArray::from_iter(ids.iter().map(|&i| Some(v(i) % 2 == 0)))),
-        DataType::Int16 => Arc::new(arrow_array::Int16Array::from_iter_values(ids.iter().map(|&i| (v(i) % 30000) as i16))),
-        DataType::Int32 => Arc::new(arrow_array::Int32Array::from_iter_values(ids.iter().map(|&i| v(i) as i32))),
-        DataType::Int64 => Arc::new(arrow_array::Int64Array::from_iter_values(ids.iter().map(|&i| v(i) * 7))),
-        DataType::Float32 => Arc::new(arrow_array::Float32Array::from_iter_values(ids.iter().map(|&i| v(i) as f32 * 0.5))),
-        DataType::Float64 => Arc::new(arrow_array::Float64Array::from_iter_values(ids.iter().map(|&i| v(i) as f64 * 0.25))),
+        DataType::Boolean => Arc::new(arrow_array::BooleanArray::from_iter(
+            ids.iter().map(|&i| Some(v(i) % 2 == 0)),
+        )),
+        DataType::Int16 => Arc::new(arrow_array::Int16Array::from_iter_values(
+            ids.iter().map(|&i| (v(i) % 30000) as i16),
+        )),
+        DataType::Int32 => Arc::new(arrow_array::Int32Array::from_iter_values(
+            ids.iter().map(|&i| v(i) as i32),
+        )),
+        DataType::Int64 => Arc::new(arrow_array::Int64Array::from_iter_values(
+            ids.iter().map(|&i| v(i) * 7),
+        )),
+        DataType::Float32 => Arc::new(arrow_array::Float32Array::from_iter_values(
+            ids.iter().map(|&i| v(i) as f32 * 0.5),
+        )),
+        DataType::Float64 => Arc::new(arrow_array::Float64Array::from_iter_values(
+            ids.iter().map(|&i| v(i) as f64 * 0.25),
+        )),
         DataType::Decimal128(p, s) => {
             let digits = (*p as i32 - *s as i32).clamp(1, 18) as u32;
             let m = 10i128.pow(digits);
             let scale = 10i128.pow(*s as u32);
             let vals = ids.iter().map(|&i| (v(i) as i128 % m) * scale);
-            Arc::new(arrow_array::Decimal128Array::from_iter_values(vals).with_precision_and_scale(*p, *s)?)
+            Arc::new(
+                arrow_array::Decimal128Array::from_iter_values(vals)
+                    .with_precision_and_scale(*p, *s)?,
+            )
         }
         DataType::Utf8 if ext == Some("arrow.json") => {
-            Arc::new(arrow_array::StringArray::from_iter_values(ids.iter().map(|&i| format!("{{\"i\": {}}}", v(i)))))
+            Arc::new(arrow_array::StringArray::from_iter_values(
+                ids.iter().map(|&i| format!("{{\"i\": {}}}", v(i))),
+            ))
         }
-        DataType::Utf8 => Arc::new(arrow_array::StringArray::from_iter_values(ids.iter().map(|&i| {
-            let s = format!("v{}", v(i));
-            match limit {
-                Some(l) => s.chars().take(l.max(1)).collect(),
-                None => s,
-            }
-        }))),
-        DataType::Binary => Arc::new(arrow_array::BinaryArray::from_iter_values(ids.iter().map(|&i| v(i).to_le_bytes()))),
-        DataType::Date32 => Arc::new(arrow_array::Date32Array::from_iter_values(ids.iter().map(|&i| 19000 + (v(i) % 1000) as i32))),
-        DataType::Time64(TimeUnit::Microsecond) => Arc::new(arrow_array::Time64MicrosecondArray::from_iter_values(
-            ids.iter().map(|&i| (v(i) % 86_400) * 1_000_000),
+        DataType::Utf8 => Arc::new(arrow_array::StringArray::from_iter_values(ids.iter().map(
+            |&i| {
+                let s = format!("v{}", v(i));
+                match limit {
+                    Some(l) => s.chars().take(l.max(1)).collect(),
+                    None => s,
+                }
+            },
+        ))),
+        DataType::Binary => Arc::new(arrow_array::BinaryArray::from_iter_values(
+            ids.iter().map(|&i| v(i).to_le_bytes()),
         )),
+        DataType::Date32 => Arc::new(arrow_array::Date32Array::from_iter_values(
+            ids.iter().map(|&i| 19000 + (v(i) % 1000) as i32),
+        )),
+        DataType::Time64(TimeUnit::Microsecond) => {
+            Arc::new(arrow_array::Time64MicrosecondArray::from_iter_values(
+                ids.iter().map(|&i| (v(i) % 86_400) * 1_000_000),
+            ))
+        }
         DataType::Timestamp(TimeUnit::Microsecond, tz) => Arc::new(
             arrow_array::TimestampMicrosecondArray::from_iter_values(
-                ids.iter().map(|&i| 1_700_000_000_000_000 + v(i) * 1_000_000),
+                ids.iter()
+                    .map(|&i| 1_700_000_000_000_000 + v(i) * 1_000_000),
             )
             .with_timezone_opt(tz.clone()),
         ),
-        DataType::Interval(IntervalUnit::MonthDayNano) => Arc::new(
-            arrow_array::IntervalMonthDayNanoArray::from_iter_values(
-                ids.iter().map(|&i| IntervalMonthDayNanoType::make_value(0, (v(i) % 30) as i32, 0)),
-            ),
-        ),
+        DataType::Interval(IntervalUnit::MonthDayNano) => {
+            Arc::new(arrow_array::IntervalMonthDayNanoArray::from_iter_values(
+                ids.iter()
+                    .map(|&i| IntervalMonthDayNanoType::make_value(0, (v(i) % 30) as i32, 0)),
+            ))
+        }
         DataType::FixedSizeBinary(w) => {
             let mut b = FixedSizeBinaryBuilder::with_capacity(n, *w);
             for &i in ids {
@@ -161,8 +207,17 @@ fn gen_column(field: &Field, ids: &[i64], card: Option<i64>) -> Result<ArrayRef,
             let inner: Vec<i64> = ids.iter().flat_map(|&i| [v(i), v(i) + 1]).collect();
             let values = gen_column(item, &inner, None)?;
             let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(2, n));
-            Arc::new(arrow_array::ListArray::try_new(item.clone(), offsets, values, None)?)
+            Arc::new(arrow_array::ListArray::try_new(
+                item.clone(),
+                offsets,
+                values,
+                None,
+            )?)
         }
-        dt => return Err(ArrowError::InvalidArgumentError(format!("no generated values of type {dt}"))),
+        dt => {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "no generated values of type {dt}"
+            )))
+        }
     })
 }

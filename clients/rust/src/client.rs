@@ -424,30 +424,178 @@ impl Retrier<'_> {
             Failure::Retry(st) => st,
         };
         let addr = self.addr.clone().unwrap_or_default();
-        let bucket = self.bucket;
-        match st.class() {
-            Class::Redirect { to } => {
-                if self.hops < self.client.config().max_redirects {
-                    self.hops += 1;
-                    self.client.update(|v| v.with_redirect(bucket, &to));
-                    return Ok(());
-                }
-                self.client.update(|v| v.without_leader(bucket, &addr));
+        let max = self.client.config().max_redirects;
+        let mut next = Next::Fail;
+        let (bucket, hops, class) = (self.bucket, self.hops, st.class());
+        self.client.update(|v| {
+            let (view, n) = after_failure(v, bucket, &addr, &class, hops, max);
+            next = n;
+            view.unwrap_or_else(|| v.clone())
+        });
+        match next {
+            Next::Now => {
+                self.hops += 1;
+                Ok(())
             }
-            Class::BucketUnavailable => {}
-            Class::Unreachable => {
-                self.client.update(|v| v.without_node(&addr));
+            Next::Backoff => {
+                self.hops = 0;
+                self.backoff.wait(st.into_error(self.table)).await
             }
-            Class::OutcomeUnknown | Class::Final => {
+            Next::Fail => {
                 let err = st.into_error(self.table);
                 if matches!(err, Error::NoSuchTable(_)) {
                     let t = self.table;
                     self.client.update(|v| v.without_table(t));
                 }
-                return Err(err);
+                Err(err)
             }
         }
-        self.hops = 0;
-        self.backoff.wait(st.into_error(self.table)).await
+    }
+}
+
+/// What a call does after a failed attempt at a bucket's leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Try again at once (at the leader the redirect named).
+    Now,
+    /// Back off, then try again.
+    Backoff,
+    /// Give up with the failure's error.
+    Fail,
+}
+
+/// The decision after an attempt at `addr`, the cached leader of `bucket`,
+/// failed with `class`, after `hops` redirects in a row: the new view (if
+/// it changes) and what to do next. Pure.
+///
+/// - NotLeader: the one entry is updated and the call retries there at
+///   once, up to `max_redirects` hops in a row; after that the entry is
+///   dropped (the views disagree) and the call backs off.
+/// - BUCKET_UNAVAILABLE: nothing changes; back off and retry at the same
+///   node.
+/// - The node cannot be reached: every entry it led is dropped, so that
+///   the next attempt describes the table again from any node.
+/// - Anything else: give up.
+pub(crate) fn after_failure(
+    view: &ClusterView,
+    bucket: u64,
+    addr: &str,
+    class: &Class,
+    hops: u32,
+    max_redirects: u32,
+) -> (Option<ClusterView>, Next) {
+    match class {
+        Class::Redirect { to } if hops < max_redirects => {
+            (Some(view.with_redirect(bucket, to)), Next::Now)
+        }
+        Class::Redirect { .. } => (Some(view.without_leader(bucket, addr)), Next::Backoff),
+        Class::BucketUnavailable => (None, Next::Backoff),
+        Class::Unreachable => (Some(view.without_node(addr)), Next::Backoff),
+        Class::OutcomeUnknown | Class::Final => (None, Next::Fail),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> ClusterView {
+        ClusterView::new(vec!["a:1".into()])
+            .with_redirect(1, "a:1")
+            .with_redirect(2, "a:1")
+            .with_redirect(3, "b:1")
+    }
+
+    #[test]
+    fn redirect_updates_one_entry_and_retries_at_once() {
+        let (v, next) = after_failure(
+            &view(),
+            1,
+            "a:1",
+            &Class::Redirect { to: "c:1".into() },
+            0,
+            5,
+        );
+        let v = v.unwrap();
+        assert_eq!(next, Next::Now);
+        assert_eq!(v.leader(1), Some("c:1"));
+        assert_eq!(v.leader(2), Some("a:1"));
+        assert_eq!(v.leader(3), Some("b:1"));
+    }
+
+    #[test]
+    fn too_many_redirects_back_off_and_forget() {
+        let (v, next) = after_failure(
+            &view(),
+            1,
+            "a:1",
+            &Class::Redirect { to: "c:1".into() },
+            5,
+            5,
+        );
+        assert_eq!(next, Next::Backoff);
+        assert_eq!(
+            v.unwrap().leader(1),
+            None,
+            "the next attempt describes the table"
+        );
+    }
+
+    #[test]
+    fn unavailable_backs_off_at_the_same_leader() {
+        let (v, next) = after_failure(&view(), 1, "a:1", &Class::BucketUnavailable, 0, 5);
+        assert_eq!(next, Next::Backoff);
+        assert!(v.is_none(), "the cache keeps the leader");
+    }
+
+    #[test]
+    fn dead_node_drops_every_entry_it_led() {
+        let (v, next) = after_failure(&view(), 1, "a:1", &Class::Unreachable, 0, 5);
+        let v = v.unwrap();
+        assert_eq!(next, Next::Backoff);
+        assert_eq!(
+            (v.leader(1), v.leader(2), v.leader(3)),
+            (None, None, Some("b:1"))
+        );
+    }
+
+    #[test]
+    fn other_failures_give_up() {
+        for class in [Class::Final, Class::OutcomeUnknown] {
+            let (v, next) = after_failure(&view(), 1, "a:1", &class, 0, 5);
+            assert_eq!(next, Next::Fail);
+            assert!(v.is_none());
+        }
+    }
+
+    #[tokio::test]
+    async fn backoff_gives_up_at_the_deadline() {
+        let mut b = Backoff::new(Duration::from_millis(50));
+        let start = Instant::now();
+        let mut waits = 0;
+        let err = loop {
+            match b
+                .wait(Error::Unavailable {
+                    bucket: Some(1),
+                    message: "opening".into(),
+                })
+                .await
+            {
+                Ok(()) => waits += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(waits >= 2, "retried {waits} times");
+        assert!(
+            start.elapsed() < Duration::from_millis(200),
+            "{:?}",
+            start.elapsed()
+        );
+        match err {
+            Error::RetriesExhausted { last, .. } => {
+                assert!(matches!(*last, Error::Unavailable { .. }))
+            }
+            e => panic!("{e:?}"),
+        }
     }
 }

@@ -122,6 +122,10 @@ func (sh *shape) rowsOf(b *producedBatch, partition string, now time.Time) (arro
 	}
 	out, err := sqltypes.Conform(sh.name, sh.cols, rec, mem)
 	if err != nil {
+		var nn *sqltypes.NotNullError
+		if errors.As(err, &nn) {
+			return nil, batchErrorf(kerr.InvalidRecord, "record %d: %v", nn.Index, err)
+		}
 		return nil, batchErrorf(kerr.InvalidRecord, "%v", err)
 	}
 	return out, nil
@@ -392,6 +396,9 @@ func appendJSONValue(b array.Builder, t sqltypes.Type, raw json.RawMessage) erro
 	case sqltypes.Text, sqltypes.Varchar, sqltypes.Char:
 		s, err := str()
 		if err != nil {
+			return err
+		}
+		if s, err = t.CheckText(s); err != nil {
 			return err
 		}
 		b.(*array.StringBuilder).Append(s)

@@ -775,6 +775,8 @@ func WriteKafkaReport(w io.Writer, rep *KafkaReport) {
 	}
 	if rep.KafkaVersion == "" {
 		fmt.Fprintf(w, "Apache Kafka peer not measured.\n\n")
+	} else {
+		writeKafkaSummary(w, rep)
 	}
 	for _, f := range failures {
 		fmt.Fprintf(w, "- %s\n", f)
@@ -782,4 +784,57 @@ func WriteKafkaReport(w io.Writer, rep *KafkaReport) {
 	if len(failures) > 0 {
 		fmt.Fprintln(w)
 	}
+}
+
+// writeKafkaSummary lists, for each mink system and topic size, its
+// ratios to the peer run by run: the goal of issue 13 is a produce
+// throughput of at least 1.0× the fsync'd Kafka's.
+func writeKafkaSummary(w io.Writer, rep *KafkaReport) {
+	type key struct {
+		system          string
+		partitions, run int
+	}
+	results := map[key]KafkaResult{}
+	var systems []string
+	for _, r := range rep.Results {
+		results[key{r.System, r.Partitions, r.Run}] = r
+		if !slices.Contains(systems, r.System) && r.System != KafkaSystemDefault && r.System != KafkaSystemFsync {
+			systems = append(systems, r.System)
+		}
+	}
+	if len(systems) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "| system | partitions | produce vs Kafka fsync, by run | produce vs Kafka default | consume vs Kafka fsync | consume vs Kafka default |")
+	fmt.Fprintln(w, "|---|---:|---|---|---|---|")
+	for _, system := range systems {
+		for _, p := range rep.Config.Partitions {
+			var cells [4][]string
+			for run := 1; run <= rep.Config.Runs; run++ {
+				r, ok := results[key{system, p, run}]
+				fsync, okF := results[key{KafkaSystemFsync, p, run}]
+				def, okD := results[key{KafkaSystemDefault, p, run}]
+				cell := func(a, b float64, ok bool) string {
+					if !ok || r.Err != "" || b == 0 {
+						return "-"
+					}
+					return fmt.Sprintf("%.2f", a/b)
+				}
+				cells[0] = append(cells[0], cell(r.ProduceRecordsPerSec(), fsync.ProduceRecordsPerSec(), ok && okF))
+				cells[1] = append(cells[1], cell(r.ProduceRecordsPerSec(), def.ProduceRecordsPerSec(), ok && okD))
+				cells[2] = append(cells[2], cell(r.ConsumeRecordsPerSec(), fsync.ConsumeRecordsPerSec(), ok && okF))
+				cells[3] = append(cells[3], cell(r.ConsumeRecordsPerSec(), def.ConsumeRecordsPerSec(), ok && okD))
+			}
+			name := system
+			for _, r := range rep.Results {
+				if r.System == system {
+					name = r.Name
+					break
+				}
+			}
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", name, p,
+				strings.Join(cells[0], ", "), strings.Join(cells[1], ", "), strings.Join(cells[2], ", "), strings.Join(cells[3], ", "))
+		}
+	}
+	fmt.Fprintln(w)
 }

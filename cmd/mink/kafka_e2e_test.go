@@ -738,3 +738,89 @@ print('first', len(first), 'rest', len(rest), 'overlap', len(set(first) & set(re
 	}
 	n.stop()
 }
+
+// A topic is a log table for tiering and retention too: once its records
+// are tiered and older than log_retention, the stream is trimmed; a fetch
+// below the retained start is OFFSET_OUT_OF_RANGE, ListOffsets earliest is
+// the new start, a consumer from the start resets there, and SQL still
+// reads every row (from the lake).
+func TestKafkaRetention(t *testing.T) {
+	n := startTieringNode(t, t.TempDir(), "1h") // rounds only when asked
+	ctx := context.Background()
+	conn, err := n.pg(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE ret (key bytea, value bytea, headers jsonb, ts timestamptz) WITH (buckets = 1, log_retention = '1s')`); err != nil {
+		t.Fatal(err)
+	}
+	seeds := []string{n.kafkaAddr()}
+	cl := kafkaClient(t, seeds)
+	produce := func(from, to int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, &kgo.Record{Topic: "ret", Value: []byte(fmt.Sprint(i))})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 100)
+	waitFor(t, 30*time.Second, "100 rows committed", func() bool {
+		return tableTiering(t, tieringStatus(t, n), "ret").End == 100
+	})
+	time.Sleep(1500 * time.Millisecond) // older than log_retention
+	out, errOut, code := runMink(t, 60*time.Second, "tiering", "run", "--table", "ret", "--wait", "--server", n.admin)
+	if code != 0 {
+		t.Fatalf("mink tiering run: exit %d: %s\n%s", code, errOut, out)
+	}
+	waitFor(t, 30*time.Second, "the stream trimmed to its tiered offset", func() bool {
+		b := tableBuckets(t, n, "ret")[0]
+		return b.Start == 100 && b.End == 100
+	})
+	produce(100, 110)
+
+	freq := kmsg.NewPtrFetchRequest()
+	freq.ReplicaID, freq.MaxBytes, freq.SessionEpoch = -1, 1<<20, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "ret"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 0, 50, 1<<20, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	freq.Topics = append(freq.Topics, ft)
+	fresp, err := freq.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fresp.Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset != 100 || p.HighWatermark != 110 {
+		t.Fatalf("fetch at 50 after the trim: %v, log start %d, high watermark %d; want OFFSET_OUT_OF_RANGE, 100, 110",
+			kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset, p.HighWatermark)
+	}
+	lreq := kmsg.NewPtrListOffsetsRequest()
+	lreq.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "ret"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Timestamp = -2
+	lt.Partitions = append(lt.Partitions, lp)
+	lreq.Topics = append(lreq.Topics, lt)
+	lresp, err := lreq.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lresp.Topics[0].Partitions[0].Offset; got != 100 {
+		t.Fatalf("earliest offset after the trim: %d, want 100", got)
+	}
+	recs := consumeAll(t, seeds, "ret", 1, 10, 30*time.Second)
+	if len(recs) != 10 || recs[0].Offset != 100 || string(recs[0].Value) != "100" || recs[9].Offset != 109 {
+		t.Fatalf("a consumer from the start got %d records, first at %d (%q)", len(recs), recs[0].Offset, recs[0].Value)
+	}
+	var rows int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM ret").Scan(&rows); err != nil || rows != 110 {
+		t.Fatalf("SELECT count(*) FROM ret: %d, %v; want all 110 (the trimmed ones from the lake)", rows, err)
+	}
+	n.stop()
+}

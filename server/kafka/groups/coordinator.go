@@ -51,6 +51,9 @@ type Coordinator struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 
+	// mu guards every group and the epoch they belong to. It is never held
+	// across a proposal; it is held while reading the metadata view (lock
+	// order: mu, then the view's read lock).
 	mu struct {
 		sync.Mutex
 		// epoch is the coordinator epoch under which groups were built;

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
@@ -24,8 +25,10 @@ const (
 	bucketColumn = "_bucket"
 )
 
-// registerChangelog registers the changelog view of a primary-key table
-// and returns a release that also calls release.
+// registerChangelog registers the changelog view of a table and returns a
+// release that also calls release. A primary-key table's changelog is its
+// KV changelog; a log table's is its rows, every one an insert (+I), at
+// the offsets Kafka consumers see.
 func (r *tableRegistry) registerChangelog(ctx context.Context, info *tableInfo, release func()) (func(), error) {
 	cols := []sqltypes.Column{
 		{Name: kv.ChangeTypeColumn, Type: mustType("text"), NotNull: true},
@@ -68,6 +71,23 @@ func (c *changelogSource) Open(ctx context.Context, columns []int) (array.Record
 	var out []arrow.RecordBatch
 	defer func() { releaseAll(out) }()
 	for _, id := range ids {
+		if !c.info.isPK() {
+			rows, err := f.readBucket(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("read the changelog of %q: %w", c.info.name, err)
+			}
+			for i, b := range rows {
+				rec, err := c.logChanges(b.Record, b.Offset, id)
+				b.Record.Release()
+				if err != nil {
+					buckets.ReleaseBatches(rows[i+1:])
+					return nil, fmt.Errorf("read the changelog of %q: %w", c.info.name, err)
+				}
+				out = append(out, project(rec, columns))
+				rec.Release()
+			}
+			continue
+		}
 		b, err := f.kvBucket(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("read the changelog of %q: %w", c.info.name, err)
@@ -90,6 +110,28 @@ func (c *changelogSource) Open(ctx context.Context, columns []int) (array.Record
 		}
 	}
 	return array.NewRecordReader(projectSchema(c.schema, columns), out)
+}
+
+// logChanges turns a stored batch of a log table into a batch of the
+// view's schema: every row an insert.
+func (c *changelogSource) logChanges(rec arrow.RecordBatch, first uint64, bucket catalog.BucketID) (arrow.RecordBatch, error) {
+	wide, err := sqltypes.Widen(rec, c.info.cols, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer wide.Release()
+	tb := array.NewStringBuilder(memory.DefaultAllocator)
+	defer tb.Release()
+	for i := 0; i < int(wide.NumRows()); i++ {
+		tb.Append("+I")
+	}
+	types := tb.NewArray()
+	defer types.Release()
+	cols := append([]arrow.Array{types}, wide.Columns()...)
+	fields := append([]arrow.Field{{Name: kv.ChangeTypeColumn, Type: arrow.BinaryTypes.String}}, wide.Schema().Fields()...)
+	changes := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, wide.NumRows())
+	defer changes.Release()
+	return c.withOffsets(changes, first, bucket)
 }
 
 // withOffsets turns a changelog batch (_change_type, columns) into a batch

@@ -145,10 +145,8 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("register table %q: %w", info.name, err)
 		}
-		if info.isPK() {
-			if release, err = r.registerChangelog(ctx, info, release); err != nil {
-				return err
-			}
+		if release, err = r.registerChangelog(ctx, info, release); err != nil {
+			return err
 		}
 		r.views[t.ID] = &registeredTable{info: info, release: release}
 	}

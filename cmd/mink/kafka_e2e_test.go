@@ -246,6 +246,42 @@ func TestKafkaProduceConsume(t *testing.T) {
 		t.Fatalf("row of zstd-7: value %q headers %s", value, headers)
 	}
 
+	// "events$changelog" shows each row at the bucket and offset Kafka
+	// consumers see it at.
+	bucketOf := map[int32]int64{}
+	for _, b := range tableBuckets(t, n, "events") {
+		bucketOf[int32(b.Index)] = int64(b.Bucket)
+	}
+	changes, err := conn.Query(ctx, `SELECT _change_type, _bucket, _offset, value FROM "events$changelog"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type at struct{ bucket, offset int64 }
+	logged := map[at][]byte{}
+	for changes.Next() {
+		var kind string
+		var where at
+		var v []byte
+		if err := changes.Scan(&kind, &where.bucket, &where.offset, &v); err != nil {
+			t.Fatal(err)
+		}
+		if kind != "+I" {
+			t.Fatalf("a log table's changelog has a %q change", kind)
+		}
+		logged[where] = v
+	}
+	if err := changes.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) != len(got) {
+		t.Fatalf("events$changelog has %d rows, the topic %d records", len(logged), len(got))
+	}
+	for _, r := range got {
+		if v, ok := logged[at{bucketOf[r.Partition], r.Offset}]; !ok || !bytes.Equal(v, r.Value) {
+			t.Fatalf("record at %d/%d (%q): the changelog has %q there", r.Partition, r.Offset, r.Key, v)
+		}
+	}
+
 	// Rows INSERTed by SQL into a table of columns are consumed as JSON
 	// records, and JSON records produced are rows.
 	if _, err := conn.Exec(ctx, `CREATE TABLE orders (id bigint NOT NULL, item text, qty int, price numeric(8,2), at timestamptz, tags text[]) WITH (buckets = 2)`); err != nil {

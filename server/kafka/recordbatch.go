@@ -255,7 +255,7 @@ func appendBatch(dst []byte, base int64, leaderEpoch int32, records []fetchedRec
 		b.FirstTimestamp = min(b.FirstTimestamp, r.timestamp)
 		b.MaxTimestamp = max(b.MaxTimestamp, r.timestamp)
 	}
-	var body []byte
+	var body, scratch []byte
 	for i, r := range records {
 		rec := kmsg.Record{
 			TimestampDelta64: r.timestamp - b.FirstTimestamp,
@@ -264,8 +264,11 @@ func appendBatch(dst []byte, base int64, leaderEpoch int32, records []fetchedRec
 			Value:            r.value,
 			Headers:          r.headers,
 		}
-		rec.Length = int32(len(rec.AppendTo(nil)) - 1) // a placeholder length of 0 takes one byte
-		body = rec.AppendTo(body)
+		// Encoded with length 0 (one varint byte), then that byte is
+		// replaced by the real length.
+		scratch = rec.AppendTo(scratch[:0])
+		body = binary.AppendVarint(body, int64(len(scratch)-1))
+		body = append(body, scratch[1:]...)
 	}
 	b.Records = body
 	b.Length = int32(batchHeaderLen - 12 + len(body))

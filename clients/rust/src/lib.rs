@@ -50,6 +50,8 @@ pub mod routing;
 mod scan;
 pub mod schema;
 mod table;
+#[cfg(test)]
+mod testserver;
 mod wire;
 mod writer;
 

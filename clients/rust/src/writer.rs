@@ -575,7 +575,173 @@ pub(crate) fn flight_to_arrow(e: arrow_flight::error::FlightError) -> arrow_sche
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testserver::{self, Node, Put};
+    use crate::Config;
     use arrow_array::{ArrayRef, Int64Array};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    fn ids(n: i64) -> RecordBatch {
+        let a: ArrayRef = Arc::new(Int64Array::from_iter_values(0..n));
+        RecordBatch::try_from_iter([("id", a)]).unwrap()
+    }
+
+    async fn node() -> (Arc<Mutex<Node>>, String) {
+        let n = Arc::new(Mutex::new(Node::default()));
+        let addr = testserver::start(n.clone()).await.to_string();
+        (n, addr)
+    }
+
+    async fn client(seed: &str, timeout_ms: u64) -> Client {
+        let config = Config {
+            retry_timeout: Duration::from_millis(timeout_ms),
+            ..Default::default()
+        };
+        Client::connect([seed], config).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn redirect_then_unavailable_then_written_once() {
+        let (a, a_addr) = node().await;
+        let (b, b_addr) = node().await;
+        a.lock()
+            .unwrap()
+            .describes
+            .push_back(testserver::describe(&a_addr));
+        a.lock()
+            .unwrap()
+            .puts
+            .push_back(Put::NotLeader(b_addr.clone()));
+        b.lock()
+            .unwrap()
+            .puts
+            .extend([Put::Unavailable, Put::Unavailable]);
+        let c = client(&a_addr, 5_000).await;
+        let mut w = c.append_writer("t").await.unwrap();
+        w.append(ids(10)).await.unwrap();
+        w.append(ids(5)).await.unwrap();
+        assert_eq!(w.flush().await.unwrap().rows, 15);
+        assert_eq!(a.lock().unwrap().received_batches, 0);
+        assert_eq!(
+            b.lock().unwrap().acked_rows,
+            vec![10, 5],
+            "every row exactly once"
+        );
+        assert_eq!(b.lock().unwrap().do_puts, 3);
+        assert_eq!(
+            c.view().leader(1),
+            Some(b_addr.as_str()),
+            "the redirect updated the cache"
+        );
+    }
+
+    #[tokio::test]
+    async fn dead_leader_is_dropped_and_the_table_described_again() {
+        let (a, a_addr) = node().await;
+        let (b, b_addr) = node().await;
+        let dead = testserver::dead_addr().to_string();
+        a.lock()
+            .unwrap()
+            .describes
+            .extend([testserver::describe(&dead), testserver::describe(&b_addr)]);
+        let c = client(&a_addr, 10_000).await;
+        let mut w = c.append_writer("t").await.unwrap();
+        assert_eq!(c.view().leader(1), Some(dead.as_str()));
+        w.append(ids(7)).await.unwrap();
+        assert_eq!(w.flush().await.unwrap().rows, 7);
+        assert_eq!(b.lock().unwrap().acked_rows, vec![7]);
+        assert_eq!(c.view().leader(1), Some(b_addr.as_str()));
+    }
+
+    #[tokio::test]
+    async fn unknown_outcome_is_reported_and_not_resent() {
+        let (b, b_addr) = node().await;
+        b.lock()
+            .unwrap()
+            .describes
+            .push_back(testserver::describe(&b_addr));
+        b.lock().unwrap().puts.push_back(Put::AckThenUnknown(1));
+        let c = client(&b_addr, 5_000).await;
+        let mut w = c.append_writer("t").await.unwrap();
+        for n in [10, 20, 30] {
+            w.append(ids(n)).await.unwrap();
+        }
+        let Err(Error::Write(e)) = w.flush().await else {
+            panic!("want a write error")
+        };
+        assert_eq!(e.acknowledged, 10);
+        assert_eq!(e.unacknowledged_rows(), 50);
+        let seqs: Vec<u64> = e.unacknowledged.iter().map(|u| u.batch).collect();
+        assert_eq!(seqs, vec![1, 2]);
+        assert!(e
+            .unacknowledged
+            .iter()
+            .all(|u| u.outcome == Outcome::Unknown));
+        assert_eq!(e.unacknowledged[0].rows, (0..20).collect::<Vec<u32>>());
+        assert_eq!(
+            b.lock().unwrap().do_puts,
+            1,
+            "an unknown outcome is never resent"
+        );
+        assert_eq!(b.lock().unwrap().acked_rows, vec![10]);
+    }
+
+    #[tokio::test]
+    async fn rows_that_do_not_fit_are_not_written_nor_retried() {
+        let (b, b_addr) = node().await;
+        b.lock()
+            .unwrap()
+            .describes
+            .push_back(testserver::describe(&b_addr));
+        b.lock().unwrap().puts.push_back(Put::Invalid("23502"));
+        let c = client(&b_addr, 5_000).await;
+        let mut w = c.append_writer("t").await.unwrap();
+        w.append(ids(3)).await.unwrap();
+        let Err(Error::Write(e)) = w.flush().await else {
+            panic!("want a write error")
+        };
+        assert_eq!(e.acknowledged, 0);
+        assert_eq!(e.unacknowledged[0].outcome, Outcome::NotWritten);
+        match &e.causes[0].1 {
+            Error::Schema { sqlstate, .. } => assert_eq!(sqlstate.as_deref(), Some("23502")),
+            other => panic!("cause {other:?}"),
+        }
+        assert_eq!(b.lock().unwrap().do_puts, 1);
+    }
+
+    #[tokio::test]
+    async fn unavailable_is_retried_until_the_deadline() {
+        let (b, b_addr) = node().await;
+        b.lock()
+            .unwrap()
+            .describes
+            .push_back(testserver::describe(&b_addr));
+        b.lock()
+            .unwrap()
+            .puts
+            .extend(std::iter::repeat_n(Put::Unavailable, 1000));
+        let c = client(&b_addr, 300).await;
+        let mut w = c.append_writer("t").await.unwrap();
+        w.append(ids(3)).await.unwrap();
+        let start = std::time::Instant::now();
+        let Err(Error::Write(e)) = w.flush().await else {
+            panic!("want a write error")
+        };
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(e.unacknowledged[0].outcome, Outcome::NotWritten);
+        assert!(
+            matches!(e.causes[0].1, Error::RetriesExhausted { .. }),
+            "{:?}",
+            e.causes[0].1
+        );
+        assert!(matches!(e.causes[0].1.root(), Error::Unavailable { .. }));
+        assert!(b.lock().unwrap().do_puts > 2, "retried");
+        assert!(b.lock().unwrap().acked_rows.is_empty());
+    }
 
     #[test]
     fn slices_keep_original_rows() {

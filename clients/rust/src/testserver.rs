@@ -1,0 +1,279 @@
+//! A scripted Flight server for the client's tests: each node answers
+//! DoPut, DoAction and DoGet from a script, so that the retry loop can be
+//! driven through redirects, unavailable buckets, dead nodes and unknown
+//! outcomes over real gRPC on loopback.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt, TryStreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::wire::{self, ErrorInfo};
+
+/// What a node does with the next DoPut.
+#[derive(Debug, Clone)]
+pub enum Put {
+    /// Acknowledge every batch.
+    Accept,
+    /// Reject with NotLeader, redirecting to this address.
+    NotLeader(String),
+    /// Reject with BUCKET_UNAVAILABLE.
+    Unavailable,
+    /// Acknowledge this many batches, then fail with OUTCOME_UNKNOWN.
+    AckThenUnknown(usize),
+    /// Fail with INVALID_ARGUMENT and this SQLSTATE.
+    Invalid(&'static str),
+}
+
+/// The state of one scripted node.
+#[derive(Default)]
+pub struct Node {
+    /// DoPut answers, in order; when empty, Accept.
+    pub puts: VecDeque<Put>,
+    /// describe-table answers (JSON), in order; the last one repeats.
+    pub describes: VecDeque<String>,
+    /// Rows of every batch this node acknowledged.
+    pub acked_rows: Vec<usize>,
+    /// Batches it received, acknowledged or not.
+    pub received_batches: usize,
+    /// DoPut calls it answered.
+    pub do_puts: usize,
+}
+
+pub type Shared = Arc<Mutex<Node>>;
+
+fn status(code: tonic::Code, reason: &str, md: &[(&str, &str)]) -> Status {
+    let info = ErrorInfo {
+        reason: reason.to_string(),
+        domain: "mink".into(),
+        metadata: md
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    let details = wire::encode_error_info(code as i32, info);
+    Status::with_details(code, format!("scripted {reason}"), details.into())
+}
+
+struct Service {
+    node: Shared,
+}
+
+type Stream2<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl FlightService for Service {
+    type HandshakeStream = Stream2<HandshakeResponse>;
+    type ListFlightsStream = Stream2<FlightInfo>;
+    type DoGetStream = Stream2<FlightData>;
+    type DoPutStream = Stream2<PutResult>;
+    type DoActionStream = Stream2<arrow_flight::Result>;
+    type ListActionsStream = Stream2<ActionType>;
+    type DoExchangeStream = Stream2<FlightData>;
+
+    async fn handshake(
+        &self,
+        _: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        Err(Status::unimplemented("handshake"))
+    }
+    async fn list_flights(
+        &self,
+        _: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        Err(Status::unimplemented("list_flights"))
+    }
+    async fn get_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        Err(Status::unimplemented("get_flight_info"))
+    }
+    async fn poll_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented("poll_flight_info"))
+    }
+    async fn get_schema(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        Err(Status::unimplemented("get_schema"))
+    }
+    async fn do_get(&self, _: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        Err(Status::unimplemented("do_get"))
+    }
+    async fn do_exchange(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        Err(Status::unimplemented("do_exchange"))
+    }
+    async fn list_actions(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        Err(Status::unimplemented("list_actions"))
+    }
+
+    async fn do_action(
+        &self,
+        req: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        let action = req.into_inner();
+        let body = match action.r#type.as_str() {
+            "cluster-status" => r#"{"nodes": []}"#.to_string(),
+            "describe-table" => {
+                let mut n = self.node.lock().unwrap();
+                let d = if n.describes.len() > 1 {
+                    n.describes.pop_front()
+                } else {
+                    n.describes.front().cloned()
+                };
+                d.ok_or_else(|| Status::not_found("no table"))?
+            }
+            t => return Err(Status::unimplemented(t.to_string())),
+        };
+        let out =
+            futures::stream::once(async move { Ok(arrow_flight::Result { body: body.into() }) });
+        Ok(Response::new(Box::pin(out)))
+    }
+
+    async fn do_put(
+        &self,
+        req: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        let script = {
+            let mut n = self.node.lock().unwrap();
+            n.do_puts += 1;
+            n.puts.pop_front().unwrap_or(Put::Accept)
+        };
+        match &script {
+            Put::NotLeader(to) => {
+                let to = format!("grpc+tcp://{to}");
+                return Err(status(
+                    tonic::Code::FailedPrecondition,
+                    wire::REASON_NOT_LEADER,
+                    &[("bucket", "1"), ("to", &to), ("leader", "2")],
+                ));
+            }
+            Put::Unavailable => {
+                return Err(status(
+                    tonic::Code::Unavailable,
+                    wire::REASON_UNAVAILABLE,
+                    &[("bucket", "1")],
+                ))
+            }
+            Put::Invalid(sqlstate) => {
+                return Err(status(
+                    tonic::Code::InvalidArgument,
+                    &format!("SQLSTATE_{sqlstate}"),
+                    &[("sqlstate", sqlstate)],
+                ))
+            }
+            Put::Accept | Put::AckThenUnknown(_) => {}
+        }
+        let node = self.node.clone();
+        let mut batches = FlightDataDecoder::new(req.into_inner().map_err(FlightError::from));
+        let out: BoxStream<'static, Result<PutResult, Status>> =
+            Box::pin(async_stream(move |tx| async move {
+                let mut acked = 0;
+                let mut offset = 0;
+                while let Some(msg) = batches.next().await {
+                    let msg = match msg {
+                        Ok(m) => m,
+                        Err(e) => {
+                            let _ = tx.send(Err(Status::internal(e.to_string()))).await;
+                            return;
+                        }
+                    };
+                    let DecodedPayload::RecordBatch(b) = msg.payload else {
+                        continue;
+                    };
+                    node.lock().unwrap().received_batches += 1;
+                    if let Put::AckThenUnknown(n) = script {
+                        if acked == n {
+                            let st = status(
+                                tonic::Code::Unknown,
+                                wire::REASON_OUTCOME_UNKNOWN,
+                                &[("bucket", "1")],
+                            );
+                            let _ = tx.send(Err(st)).await;
+                            return;
+                        }
+                    }
+                    node.lock().unwrap().acked_rows.push(b.num_rows());
+                    let ack = format!(
+                        r#"{{"bucket": 1, "offset": {offset}, "rows": {}}}"#,
+                        b.num_rows()
+                    );
+                    offset += b.num_rows();
+                    acked += 1;
+                    let _ = tx
+                        .send(Ok(PutResult {
+                            app_metadata: ack.into_bytes().into(),
+                        }))
+                        .await;
+                }
+            }));
+        Ok(Response::new(out))
+    }
+}
+
+/// A stream fed by a task through a channel.
+fn async_stream<T, F, Fut>(f: F) -> impl Stream<Item = T>
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(f(tx));
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Starts a scripted node on a loopback port.
+pub async fn start(node: Shared) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(FlightServiceServer::new(Service { node }))
+            .serve_with_incoming(incoming)
+            .await
+    });
+    addr
+}
+
+/// A free loopback address with nothing listening.
+pub fn dead_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// describe-table's answer for table `t` (id bigint) with one bucket (id 1)
+/// led at `leader` ("" for none).
+pub fn describe(leader: &str) -> String {
+    let loc = if leader.is_empty() {
+        String::new()
+    } else {
+        format!("grpc+tcp://{leader}")
+    };
+    format!(
+        r#"{{"name": "t", "columns": [{{"name": "id", "type": "bigint"}}], "bucket_count": 1,
+            "buckets": [{{"id": 1, "leader": 1, "location": "{loc}"}}]}}"#
+    )
+}

@@ -62,6 +62,9 @@ type Coordinator struct {
 		epoch  uint64
 		groups map[string]*group
 		closed bool
+		// newMemberID makes member ids: newMemberID, or a deterministic
+		// one in tests.
+		newMemberID func(clientID string) string
 	}
 }
 
@@ -82,6 +85,7 @@ func New(cfg Config) *Coordinator {
 		c.now = time.Now
 	}
 	c.mu.groups = map[string]*group{}
+	c.mu.newMemberID = newMemberID
 	c.wg.Add(1)
 	go c.timerLoop()
 	return c

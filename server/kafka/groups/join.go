@@ -80,14 +80,14 @@ func (c *Coordinator) startJoin(client clientInfo, req *kmsg.JoinGroupRequest, r
 	case req.MemberID == "" && req.Version >= 4:
 		// KIP-394: the member must come back with this id, so that a
 		// client that retries a lost response does not join twice.
-		id := newMemberID(client.id)
+		id := c.mu.newMemberID(client.id)
 		g.pending[id] = now.Add(sessionTimeout)
 		resp.MemberID = id
 		return fail(kerr.MemberIDRequired.Code)
 	case req.MemberID == "" || !pending.IsZero():
 		id := req.MemberID
 		if id == "" {
-			id = newMemberID(client.id)
+			id = c.mu.newMemberID(client.id)
 		}
 		m = &member{id: id, instanceID: req.InstanceID, clientID: client.id, clientHost: client.host,
 			sessionTimeout: sessionTimeout, rebalanceTimeout: rebalanceTimeout, protocols: protocols}

@@ -44,6 +44,13 @@ func TestGroupRandomized(t *testing.T) {
 	for run := range 20 {
 		rng := rand.New(rand.NewPCG(seed, uint64(run)))
 		n := newCluster(t)
+		ids := 0
+		n.coord.mu.Lock()
+		n.coord.mu.newMemberID = func(clientID string) string {
+			ids++
+			return fmt.Sprintf("%s-%03d", clientID, rng.IntN(1000)) + fmt.Sprint("-", ids)
+		}
+		n.coord.mu.Unlock()
 		leaders := map[int32]string{}             // generation → leader
 		assigned := map[int32]map[string]string{} // generation → member → assignment
 		protocolOf := map[int32]string{}          // generation → protocol

@@ -282,3 +282,101 @@ func readFrame(r *rawConn) ([]byte, error) {
 	_, err := io.ReadFull(r.c, frame)
 	return frame, err
 }
+
+// Committed group offsets live in the metadata log: after the group
+// coordinator (the coordinator lease holder) is killed, a new member of
+// the group, coordinated by the next lease holder, resumes exactly at the
+// committed offsets.
+func TestKafkaGroupOffsetsSurviveCoordinatorKill(t *testing.T) {
+	c := newTestCluster(t, clusterOpts{})
+	c.startAll()
+	const parts = 3
+	admin := kafkaClient(t, c.kafkaSeeds())
+	createTopic(t, admin, "gf", parts)
+	c.waitServed(c.nodes[0], "gf", 60*time.Second)
+	ctx := context.Background()
+	var recs []*kgo.Record
+	for i := 0; i < 300; i++ {
+		recs = append(recs, &kgo.Record{Topic: "gf", Partition: int32(i % parts), Value: []byte(strconv.Itoa(i))})
+	}
+	if err := admin.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	member := func(seeds []string) *kgo.Client {
+		return kafkaClient(t, seeds, kgo.ConsumerGroup("gf-group"), kgo.ConsumeTopics("gf"), kgo.DisableAutoCommit(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond))
+	}
+	first := member(c.kafkaSeeds())
+	pollCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	committed := map[int32]int64{} // next offset per partition
+	read := 0
+	for read < 150 {
+		fs := first.PollRecords(pollCtx, 150-read)
+		if pollCtx.Err() != nil {
+			t.Fatalf("the first member read %d records", read)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			read++
+			committed[r.Partition] = r.Offset + 1
+		})
+	}
+	if err := first.CommitUncommittedOffsets(pollCtx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	first.Close()
+	st, ok := c.status()
+	if !ok || st.Coordinator.Node == 0 {
+		t.Fatalf("no coordinator: %+v", st)
+	}
+	victim := c.nodes[st.Coordinator.Node-1]
+	victim.kill()
+	waitFor(t, 60*time.Second, "a new coordinator and gf served by live nodes", func() bool {
+		st, ok := c.status()
+		if !ok || st.Coordinator.Node == 0 || c.nodes[st.Coordinator.Node-1] == victim {
+			return false
+		}
+		bs, err := c.buckets(c.nodes[st.Coordinator.Node-1], "gf")
+		if err != nil {
+			return false
+		}
+		for _, b := range bs {
+			if c.nodes[b.Leader-1] == victim || !b.Open {
+				return false
+			}
+		}
+		return true
+	})
+	second := member(c.kafkaSeeds(victim))
+	firstSeen := map[int32]int64{}
+	rest := 0
+	pollCtx2, cancel2 := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel2()
+	for rest < 300-read {
+		fs := second.PollFetches(pollCtx2)
+		if pollCtx2.Err() != nil {
+			t.Fatalf("the second member read %d of the %d records after the commit", rest, 300-read)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			rest++
+			if _, ok := firstSeen[r.Partition]; !ok {
+				firstSeen[r.Partition] = r.Offset
+			}
+		})
+	}
+	for p := int32(0); p < parts; p++ {
+		start, ok := firstSeen[p]
+		if committed[p] == 300/parts && !ok {
+			continue // read to its end before the kill
+		}
+		if start != committed[p] {
+			t.Fatalf("partition %d: the second member started at %d, the commit was %d (committed %v, started %v)", p, firstSeen[p], committed[p], committed, firstSeen)
+		}
+	}
+	second.Close()
+	for _, n := range c.nodes {
+		if n != victim {
+			n.stop()
+		}
+	}
+}

@@ -1,7 +1,7 @@
 // Package groups is the group coordinator of mink's Kafka listener: the
 // classic consumer-group protocol (FindCoordinator, JoinGroup, SyncGroup,
 // Heartbeat, LeaveGroup, DescribeGroups, ListGroups) and committed offsets
-// (OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups). docs/kafka-groups.md
+// (OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups). docs/kafka.md ("Consumer groups")
 // describes the behaviour clients see.
 //
 // One node coordinates every group: the holder of the coordinator lease

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,31 @@ func KafkaInstalled() error {
 		return fmt.Errorf("%w: no java on PATH", ErrNoKafka)
 	}
 	return nil
+}
+
+// InstallKafka runs scripts/install-kafka.sh when the broker is not
+// installed (a no-op otherwise) and returns its output. The script is
+// found beside this source file, else under the working directory.
+func InstallKafka(ctx context.Context) ([]byte, error) {
+	if KafkaInstalled() == nil {
+		return nil, nil
+	}
+	script := filepath.Join("scripts", "install-kafka.sh")
+	if _, file, _, ok := runtime.Caller(0); ok {
+		if p := filepath.Join(filepath.Dir(file), "..", "scripts", "install-kafka.sh"); fileExists(p) {
+			script = p
+		}
+	}
+	out, err := exec.CommandContext(ctx, "bash", script).CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", script, err)
+	}
+	return out, KafkaInstalled()
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Kafka is an Apache Kafka broker started for a benchmark run: one JVM in

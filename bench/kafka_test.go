@@ -2,30 +2,17 @@ package bench
 
 import (
 	"bytes"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
 
-// installKafka runs scripts/install-kafka.sh (idempotent: a no-op when the
-// broker's jars are there; about 10 s from Maven Central when not), so
-// that the Kafka tests never skip: without the peer they fail.
+// installKafka installs the broker if needed (about 10 s from Maven
+// Central), so that the Kafka test never skips: without the peer it fails.
 func installKafka(t *testing.T) {
 	t.Helper()
-	if KafkaInstalled() == nil {
-		return
-	}
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "scripts", "install-kafka.sh")
-	out, err := exec.CommandContext(t.Context(), "bash", script).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, out)
-	}
-	if err := KafkaInstalled(); err != nil {
-		t.Fatalf("after %s: %v\n%s", script, err, out)
+	if out, err := InstallKafka(t.Context()); err != nil {
+		t.Fatalf("install the Kafka peer: %v\n%s", err, out)
 	}
 }
 

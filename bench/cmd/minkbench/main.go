@@ -134,6 +134,10 @@ var workloads = map[string]workload{
 		return bench.RunLakeQuery(ctx, os.Stdout, cfg)
 	},
 	"kafka": func(ctx context.Context, dir string, quick bool) error {
+		// The peer is assembled from Maven Central on first use.
+		if out, err := bench.InstallKafka(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "minkbench: kafka: %v\n%s", err, out)
+		}
 		cfg := bench.KafkaConfig{Dir: dir, MinkBin: *kafkaMinkBin, MinkS3: *kafkaS3, Records: *kafkaRecords,
 			Runs: *kafkaRuns, SkipMink: *kafkaNoMink, ClientLog: os.Stderr}
 		if quick {

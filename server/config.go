@@ -34,15 +34,15 @@ type Config struct {
 	S3Endpoint  string
 	S3Region    string
 
-	PGAddr        string
-	FlightAddr    string
-	AdminAddr     string
+	PGAddr     string
+	FlightAddr string
+	AdminAddr  string
 	// KafkaAddr is the Kafka protocol listener (server/kafka); empty: none.
 	KafkaAddr string
 	// KafkaAutoCreateTopics creates a topic (a Kafka-shaped log table) on
 	// the first produce or metadata request that names it.
 	KafkaAutoCreateTopics bool
-	AdvertiseHost string
+	AdvertiseHost         string
 
 	// PGPasswordFile, when set, enables SCRAM-SHA-256 authentication: one
 	// "user:password" per line ('#' starts a comment). Without it every user

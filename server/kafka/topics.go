@@ -26,27 +26,18 @@ type topic struct {
 	partitionOf []string
 }
 
-// topicBuckets lists a table's buckets in partition order: the buckets of
-// an unpartitioned table in index order, or those of each partition in
-// creation (id) order.
-func topicBuckets(t *catalog.Table) ([]catalog.BucketID, []string) {
-	if len(t.Partitions) == 0 {
-		return t.Buckets, make([]string, len(t.Buckets))
-	}
-	parts := make([]*catalog.Partition, 0, len(t.Partitions))
-	for _, p := range t.Partitions {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i].ID < parts[j].ID })
-	var ids []catalog.BucketID
-	var values []string
-	for _, p := range parts {
-		for _, id := range p.Buckets {
-			ids = append(ids, id)
-			values = append(values, p.Value)
+// partitionValues is the LIST partition value of each of a topic's
+// buckets ("" for an unpartitioned table).
+func partitionValues(v *catalog.View, t *catalog.Table, ids []catalog.BucketID) []string {
+	values := make([]string, len(ids))
+	for i, id := range ids {
+		if b, ok := v.Buckets[id]; ok && b.Partition != 0 {
+			if p, ok := t.Partitions[b.Partition]; ok {
+				values[i] = p.Value
+			}
 		}
 	}
-	return ids, values
+	return values
 }
 
 // errNotATopic: the table exists but is a primary-key table.
@@ -61,8 +52,8 @@ func lookupTopic(v *catalog.View, name string) (*topic, error) {
 	if len(t.Spec.PrimaryKey) > 0 {
 		return nil, fmt.Errorf("table %q %w", name, errNotATopic)
 	}
-	ids, values := topicBuckets(t)
-	return &topic{table: t, buckets: ids, partitionOf: values}, nil
+	ids := v.TopicBuckets(t)
+	return &topic{table: t, buckets: ids, partitionOf: partitionValues(v, t, ids)}, nil
 }
 
 // partitionLeader is the node serving bucket id now: its leader, if that

@@ -296,3 +296,98 @@ enum ReadError {
     Status(StatusError),
     Fatal(Error),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testserver::{self, Get, Node};
+    use crate::Config;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use std::sync::Mutex;
+
+    #[tokio::test]
+    async fn a_moved_bucket_resumes_after_the_rows_returned() {
+        let a = Arc::new(Mutex::new(Node::default()));
+        let b = Arc::new(Mutex::new(Node::default()));
+        let a_addr = testserver::start(a.clone()).await.to_string();
+        let b_addr = testserver::start(b.clone()).await.to_string();
+        a.lock()
+            .unwrap()
+            .describes
+            .push_back(testserver::describe(&a_addr));
+        // A serves offsets 0..20, then the bucket moves to B, which serves
+        // the rest.
+        a.lock().unwrap().gets.push_back(Get {
+            rows: vec![10, 10],
+            redirect: Some(b_addr.clone()),
+        });
+        b.lock().unwrap().gets.push_back(Get {
+            rows: vec![5],
+            redirect: None,
+        });
+        let c = Client::connect([a_addr.as_str()], Config::default())
+            .await
+            .unwrap();
+        let opts = ScanOptions {
+            bucket: Some(1),
+            ..Default::default()
+        };
+        let batches: Vec<RecordBatch> = c
+            .scan("t", opts)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let ids: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+            .collect();
+        assert_eq!(
+            ids,
+            (0..25).collect::<Vec<i64>>(),
+            "every row once, in offset order"
+        );
+        let resumed = &b.lock().unwrap().tickets;
+        assert_eq!(resumed.len(), 1);
+        assert_eq!(
+            resumed[0].from, 20,
+            "B was asked for the rows after those returned"
+        );
+        assert_eq!(c.view().leader(1), Some(b_addr.as_str()));
+    }
+
+    #[tokio::test]
+    async fn errors_end_the_stream_with_an_error() {
+        let a = Arc::new(Mutex::new(Node::default()));
+        let a_addr = testserver::start(a.clone()).await.to_string();
+        a.lock()
+            .unwrap()
+            .describes
+            .push_back(testserver::describe(&a_addr));
+        // No DoGet scripted: the node answers NotFound.
+        let c = Client::connect([a_addr.as_str()], Config::default())
+            .await
+            .unwrap();
+        let opts = ScanOptions {
+            bucket: Some(1),
+            ..Default::default()
+        };
+        let got: Result<Vec<RecordBatch>> = c.scan("t", opts).await.unwrap().try_collect().await;
+        assert!(matches!(got, Err(Error::NoSuchTable(_))), "{got:?}");
+        let opts = ScanOptions {
+            bucket: Some(99),
+            ..Default::default()
+        };
+        assert!(matches!(
+            c.scan("t", opts).await,
+            Err(Error::InvalidArgument(_))
+        ));
+        let opts = ScanOptions {
+            changelog: true,
+            ..Default::default()
+        };
+        assert!(matches!(c.scan("t", opts).await, Err(Error::WrongKind(_))));
+    }
+}

@@ -36,6 +36,15 @@ pub enum Put {
     Invalid(&'static str),
 }
 
+/// What a node does with the next DoGet: serve `rows` batches (one message
+/// each, from the ticket's `from` on), then end, or fail with NotLeader to
+/// `redirect`.
+#[derive(Debug, Clone)]
+pub struct Get {
+    pub rows: Vec<usize>,
+    pub redirect: Option<String>,
+}
+
 /// The state of one scripted node.
 #[derive(Default)]
 pub struct Node {
@@ -49,6 +58,10 @@ pub struct Node {
     pub received_batches: usize,
     /// DoPut calls it answered.
     pub do_puts: usize,
+    /// DoGet answers, in order; when empty, NotFound.
+    pub gets: VecDeque<Get>,
+    /// The tickets of the DoGets it answered.
+    pub tickets: Vec<wire::Ticket>,
 }
 
 pub type Shared = Arc<Mutex<Node>>;
@@ -112,8 +125,54 @@ impl FlightService for Service {
     ) -> Result<Response<SchemaResult>, Status> {
         Err(Status::unimplemented("get_schema"))
     }
-    async fn do_get(&self, _: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
-        Err(Status::unimplemented("do_get"))
+    async fn do_get(&self, req: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        let ticket =
+            wire::Ticket::parse(&req.into_inner().ticket).map_err(Status::invalid_argument)?;
+        let script = {
+            let mut n = self.node.lock().unwrap();
+            n.tickets.push(ticket.clone());
+            n.gets.pop_front()
+        };
+        let Some(script) = script else {
+            return Err(Status::not_found("no ticket scripted"));
+        };
+        let schema = arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "id",
+            arrow_schema::DataType::Int64,
+            true,
+        )]);
+        let mut offset = ticket.from as usize;
+        let mut batches = Vec::new();
+        for n in &script.rows {
+            let ids = arrow_array::Int64Array::from_iter_values(offset as i64..(offset + n) as i64);
+            let b =
+                arrow_array::RecordBatch::try_new(Arc::new(schema.clone()), vec![Arc::new(ids)])
+                    .unwrap();
+            batches.push((offset, b));
+            offset += n;
+        }
+        let mut msgs: Vec<Result<FlightData, Status>> = Vec::new();
+        let data =
+            arrow_flight::utils::batches_to_flight_data(&schema, batches.iter().map(|(_, b)| b))
+                .unwrap();
+        let mut data = data.into_iter();
+        if let Some(schema_msg) = data.next() {
+            msgs.push(Ok(schema_msg));
+        }
+        for (msg, (off, _)) in data.zip(&batches) {
+            let mut msg = msg;
+            msg.app_metadata = format!(r#"{{"offset": {off}}}"#).into_bytes().into();
+            msgs.push(Ok(msg));
+        }
+        if let Some(to) = script.redirect {
+            let to = format!("grpc+tcp://{to}");
+            msgs.push(Err(status(
+                tonic::Code::FailedPrecondition,
+                wire::REASON_NOT_LEADER,
+                &[("bucket", "1"), ("to", &to), ("leader", "2")],
+            )));
+        }
+        Ok(Response::new(Box::pin(futures::stream::iter(msgs))))
     }
     async fn do_exchange(
         &self,

@@ -128,14 +128,14 @@ func newClusterStatusCmd() *cobra.Command {
 
 func printClusterStatus(w io.Writer, st server.ClusterStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tEPOCH\tLIVE\tBUCKETS\tPG\tFLIGHT\tADMIN")
+	fmt.Fprintln(tw, "NODE\tEPOCH\tLIVE\tBUCKETS\tPG\tFLIGHT\tKAFKA\tADMIN")
 	for _, n := range st.Nodes {
 		live := "no"
 		if n.Live {
 			live = "yes"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s\n", n.ID, n.Epoch, live, n.BucketsLed,
-			dash(n.Addrs.PG), dash(n.Addrs.Flight), dash(n.Addrs.Admin))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", n.ID, n.Epoch, live, n.BucketsLed,
+			dash(n.Addrs.PG), dash(n.Addrs.Flight), dash(n.Addrs.Kafka), dash(n.Addrs.Admin))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

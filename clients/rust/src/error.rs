@@ -83,7 +83,8 @@ pub enum Error {
         /// The last failure.
         last: Box<Error>,
     },
-    /// gRPC could not carry the call (a bad address, a broken connection).
+    /// gRPC could not carry the call: the node could not be reached, or the
+    /// connection broke.
     #[error("transport: {0}")]
     Transport(String),
     /// The server answered with a status the client does not act on.
@@ -206,6 +207,15 @@ impl StatusError {
                 message: self.message,
             },
             (Code::FailedPrecondition, _) => Error::Fenced(self.message),
+            (Code::Unavailable, wire::REASON_UNAVAILABLE) => Error::Unavailable {
+                bucket,
+                message: self.message,
+            },
+            // gRPC's own statuses, without mink's details: the node could
+            // not be reached, or the connection broke.
+            (Code::Unavailable | Code::Unknown, "") if self.info.is_none() => {
+                Error::Transport(self.message)
+            }
             (Code::Unavailable, _) => Error::Unavailable {
                 bucket,
                 message: self.message,
@@ -237,5 +247,105 @@ impl fmt::Display for StatusError {
 impl From<tonic::Status> for Error {
     fn from(st: tonic::Status) -> Self {
         StatusError::from_status(&st).into_error("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn st(code: Code, reason: &str, md: &[(&str, &str)]) -> StatusError {
+        StatusError {
+            code,
+            message: "m".into(),
+            info: (!reason.is_empty()).then(|| ErrorInfo {
+                reason: reason.into(),
+                domain: "mink".into(),
+                metadata: md
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<HashMap<_, _>>(),
+            }),
+        }
+    }
+
+    #[test]
+    fn statuses_map_to_typed_errors_and_retry_classes() {
+        let nl = st(
+            Code::FailedPrecondition,
+            "NOT_LEADER",
+            &[("bucket", "3"), ("to", "grpc+tcp://h:9")],
+        );
+        assert_eq!(nl.class(), Class::Redirect { to: "h:9".into() });
+        assert!(
+            matches!(nl.into_error("t"), Error::NotLeader { bucket: 3, ref to, .. } if to == "h:9")
+        );
+        // A redirect without a usable location is not followed.
+        assert_eq!(
+            st(
+                Code::FailedPrecondition,
+                "NOT_LEADER",
+                &[("to", "http://x")]
+            )
+            .class(),
+            Class::Final
+        );
+        assert!(matches!(
+            st(Code::FailedPrecondition, "", &[]).into_error("t"),
+            Error::Fenced(_)
+        ));
+        let un = st(Code::Unavailable, "BUCKET_UNAVAILABLE", &[("bucket", "4")]);
+        assert_eq!(un.class(), Class::BucketUnavailable);
+        assert!(matches!(
+            un.into_error("t"),
+            Error::Unavailable {
+                bucket: Some(4),
+                ..
+            }
+        ));
+        let gone = st(Code::Unavailable, "", &[]);
+        assert_eq!(gone.class(), Class::Unreachable);
+        assert!(matches!(gone.into_error("t"), Error::Transport(_)));
+        let unknown = st(Code::Unknown, "OUTCOME_UNKNOWN", &[]);
+        assert_eq!(unknown.class(), Class::OutcomeUnknown);
+        assert!(matches!(unknown.into_error("t"), Error::OutcomeUnknown(_)));
+        assert!(
+            matches!(st(Code::NotFound, "NO_SUCH_TABLE", &[]).into_error("t"), Error::NoSuchTable(ref n) if n == "t")
+        );
+        assert!(matches!(
+            st(Code::AlreadyExists, "DUPLICATE_KEY", &[("bucket", "2")]).into_error("t"),
+            Error::Conflict { bucket: 2, .. }
+        ));
+        assert!(matches!(
+            st(Code::Aborted, "WRITE_CONFLICT", &[]).into_error("t"),
+            Error::Conflict { .. }
+        ));
+        let bad = st(
+            Code::InvalidArgument,
+            "SQLSTATE_22001",
+            &[("sqlstate", "22001")],
+        );
+        assert_eq!(bad.class(), Class::Final);
+        assert!(
+            matches!(bad.into_error("t"), Error::Schema { sqlstate: Some(ref s), .. } if s == "22001")
+        );
+        assert!(matches!(
+            st(Code::Internal, "", &[]).into_error("t"),
+            Error::Server {
+                code: Code::Internal,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn client_types_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<crate::Client>();
+        check::<crate::Writer>();
+        check::<crate::Error>();
+        fn check_send<T: Send>() {}
+        check_send::<crate::ScanStream>();
     }
 }

@@ -85,6 +85,7 @@ type clientLine struct {
 	Value      *string     `json:"value"` // hex; nil for a null value
 	Headers    [][]*string `json:"headers"`
 	Timestamp  int64       `json:"timestamp"`
+	Low, High  int64       // watermarks
 }
 
 // clientRecord is record i as the client programs produce it (their doc
@@ -271,6 +272,17 @@ func testKafkaClient(t *testing.T, topic string, partitionOf func(int) int32, co
 	for p := int32(0); p < kafkaClientPartitions; p++ {
 		if want, ok := perPart[p]; ok && committed[p] != want {
 			t.Fatalf("group %s: committed offsets %v, want %v (the end of each partition)", group, committed, perPart)
+		}
+	}
+
+	// The partitions' watermarks: from 0 to the end.
+	watermarks := map[int32][2]int64{}
+	for _, l := range phases["watermarks"] {
+		watermarks[l.Partition] = [2]int64{l.Low, l.High}
+	}
+	for p := int32(0); p < kafkaClientPartitions; p++ {
+		if w := watermarks[p]; len(watermarks) != kafkaClientPartitions || w != [2]int64{0, perPart[p]} {
+			t.Fatalf("watermarks %v, want [0 end] for each partition, ends %v", watermarks, perPart)
 		}
 	}
 

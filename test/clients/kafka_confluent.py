@@ -20,6 +20,8 @@ on stdout for the test to check (logs go to stderr):
              polls a while longer to show nothing else comes, commits and
              prints, after its commit, the group's committed offsets
   committed  one line per partition: the offset committed for GROUP
+  watermarks one line per partition: its low and high watermark offsets
+             (ListOffsets earliest and latest)
   done
 
 Record i (0 <= i < N+M) has key "key-i" (record 1: a null key), value
@@ -154,6 +156,9 @@ def consume(bootstrap, topic, group, phase, want, partitions):
             if tp.error is not None:
                 fail(f"committed offset of partition {tp.partition}: {tp.error}")
             emit("committed", partition=tp.partition, offset=tp.offset)
+        for p in range(partitions):
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE, cached=False)
+            emit("watermarks", partition=p, low=low, high=high)
     c.close()
 
 

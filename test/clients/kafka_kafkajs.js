@@ -23,6 +23,9 @@
 //              and commits
 //   committed  one line per partition: the group's committed offset, as
 //              the admin client fetches it
+//   watermarks one line per partition: its low and high watermark offsets
+//              (ListOffsets earliest and latest), as the admin client
+//              fetches them
 //   done
 //
 // Record i (0 <= i < N+M) has key "key-i" (record 1: a null key), value
@@ -158,6 +161,9 @@ async function consume (admin, phase, want) {
   if (phase === 'consume2') {
     const committed = await admin.fetchOffsets({ groupId: group, topics: [topic] })
     for (const p of committed[0].partitions) emit('committed', { partition: p.partition, offset: Number(p.offset) })
+    for (const p of await admin.fetchTopicOffsets(topic)) {
+      emit('watermarks', { partition: p.partition, low: Number(p.low), high: Number(p.high) })
+    }
   }
 }
 

@@ -33,7 +33,7 @@ func (s *Server) servePartition(m *buckets.Manager, name string, partition, curr
 	var err error
 	s.cfg.Meta.Read(func(v *catalog.View) {
 		if tp, err = lookupTopic(v, name); err == nil {
-			sh, err = newShape(tp.table)
+			sh, err = s.shapes.of(tp.table)
 		}
 	})
 	if err != nil || partition < 0 || int(partition) >= len(tp.buckets) {

@@ -50,7 +50,7 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) func() k
 		var lookupErr error
 		s.cfg.Meta.Read(func(v *catalog.View) {
 			if tp, lookupErr = lookupTopic(v, t.Topic); lookupErr == nil {
-				sh, lookupErr = newShape(tp.table)
+				sh, lookupErr = s.shapes.of(tp.table)
 			}
 		})
 		if errors.Is(lookupErr, kerr.UnknownTopicOrPartition) && s.cfg.AutoCreateTopics {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -175,9 +176,17 @@ func (bp *bucketProducers) loadLocked(ctx context.Context, lb *buckets.LogBucket
 	return nil
 }
 
+// maxProducersPerBucket bounds the producers a bucket keeps state for;
+// beyond it the tenth whose last batch is oldest are forgotten (treated as
+// new if they come back, as Kafka treats expired producers).
+const maxProducersPerBucket = 10000
+
 func (bp *bucketProducers) recordLocked(id int64, epoch int16, b seqBatch) {
 	st := bp.producers[id]
 	if st == nil || st.epoch != epoch {
+		if st == nil && len(bp.producers) >= maxProducersPerBucket {
+			bp.evictLocked()
+		}
 		st = &producerState{epoch: epoch}
 		bp.producers[id] = st
 	}
@@ -220,4 +229,21 @@ func (bp *bucketProducers) checkLocked(id int64, epoch int16, first int32, n int
 		return seqCheck{err: kerr.OutOfOrderSequenceNumber}
 	}
 	return seqCheck{}
+}
+
+// evictLocked forgets the tenth of the producers whose last batch is
+// oldest. REQUIRES: bp.mu held.
+func (bp *bucketProducers) evictLocked() {
+	type last struct {
+		id     int64
+		offset uint64
+	}
+	all := make([]last, 0, len(bp.producers))
+	for id, st := range bp.producers {
+		all = append(all, last{id, st.batches[len(st.batches)-1].offset})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].offset < all[j].offset })
+	for _, l := range all[:len(all)/10+1] {
+		delete(bp.producers, l.id)
+	}
 }

@@ -272,3 +272,16 @@ func TestSequenceChecks(t *testing.T) {
 		t.Fatalf("the oldest batch of the window: %+v", c)
 	}
 }
+
+func TestProducerStateBounded(t *testing.T) {
+	bp := &bucketProducers{producers: map[int64]*producerState{}, loaded: true}
+	for id := int64(1); id <= maxProducersPerBucket+5; id++ {
+		bp.recordLocked(id, 0, seqBatch{first: 0, last: 0, offset: uint64(id)})
+	}
+	if n := len(bp.producers); n > maxProducersPerBucket {
+		t.Fatalf("%d producers kept, bound %d", n, maxProducersPerBucket)
+	}
+	if bp.producers[1] != nil || bp.producers[maxProducersPerBucket+5] == nil {
+		t.Fatal("the oldest producer was kept or the newest forgotten")
+	}
+}

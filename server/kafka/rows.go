@@ -10,6 +10,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -41,6 +42,42 @@ type shape struct {
 	tsCol int
 	// partCol is the LIST partition column (-1: unpartitioned).
 	partCol int
+}
+
+// shapes caches each table's shape: a view's *catalog.Table is never
+// mutated, so a shape is reused for as long as the view holds the same
+// table value (until the table's next change).
+type shapes struct {
+	mu    sync.Mutex
+	cache map[catalog.TableID]shapeEntry
+}
+
+type shapeEntry struct {
+	table *catalog.Table
+	shape *shape
+}
+
+func (c *shapes) of(t *catalog.Table) (*shape, error) {
+	c.mu.Lock()
+	e, ok := c.cache[t.ID]
+	c.mu.Unlock()
+	if ok && e.table == t {
+		return e.shape, nil
+	}
+	sh, err := newShape(t)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.cache == nil {
+		c.cache = map[catalog.TableID]shapeEntry{}
+	}
+	if len(c.cache) > 10000 {
+		clear(c.cache) // dropped tables' entries
+	}
+	c.cache[t.ID] = shapeEntry{table: t, shape: sh}
+	c.mu.Unlock()
+	return sh, nil
 }
 
 func newShape(t *catalog.Table) (*shape, error) {

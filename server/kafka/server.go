@@ -70,6 +70,7 @@ type Server struct {
 	cfg       Config
 	producers *producerIDs
 	states    *producerStates
+	shapes    shapes
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup

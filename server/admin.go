@@ -183,6 +183,7 @@ func newMetrics(s *Server) *metrics {
 		}, func() float64 { return float64(s.cat.AppliedIndex()) }),
 		tieringCollector{s},
 		lakeReadCollector{s},
+		kafkaCollector{s},
 	)
 	return &metrics{registry: reg}
 }

@@ -53,10 +53,12 @@ type Server struct {
 	pg       *pgwire.Server
 	pgLn     net.Listener
 	flight   *flightsvc.Service
-	kafka    *kafka.Server // nil without --kafka-addr
-	groups   *groups.Coordinator
-	metrics  *metrics
-	tiering  *tieringWorker // runs on the coordinator lease holder
+	// kafka is the Kafka listener, nil without --kafka-addr (set by
+	// startKafka; read by the metrics, which may be scraped before).
+	kafka   atomic.Pointer[kafka.Server]
+	groups  *groups.Coordinator
+	metrics *metrics
+	tiering *tieringWorker // runs on the coordinator lease holder
 	// lakeReader is the SQL front end's reader of tiered rows (set by
 	// startSQL; read by the metrics).
 	lakeReader atomic.Pointer[tiering.LakeReader]
@@ -468,15 +470,16 @@ func (s *Server) startKafka() error {
 			return node, addr, node != 0 && addr != "" && s.live.IsLive(node)
 		},
 	})
-	s.kafka = kafka.New(kafka.Config{
+	k := kafka.New(kafka.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), Cluster: s.cfg.Cluster, Meta: s.cat, Buckets: s.Buckets,
 		NodeEpoch: s.NodeEpoch, Live: s.live.IsLive, AutoCreateTopics: s.cfg.KafkaAutoCreateTopics, Logger: s.logger,
 		Groups: s.groups, GroupKeys: groups.Versions(),
 	})
+	s.kafka.Store(k)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.kafka.Serve(ln); err != nil {
+		if err := k.Serve(ln); err != nil {
 			s.logger.Error("Kafka listener stopped", "err", err)
 		}
 	}()
@@ -593,8 +596,8 @@ func (s *Server) Close() error {
 		if s.flight != nil {
 			s.flight.Close(5 * time.Second)
 		}
-		if s.kafka != nil {
-			s.kafka.Close()
+		if k := s.kafka.Load(); k != nil {
+			k.Close()
 		}
 		if s.groups != nil {
 			s.groups.Close()

@@ -13,8 +13,10 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -588,6 +590,12 @@ func TestKafkaBadInput(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM good").Scan(&rows); err != nil || rows != produced {
 		t.Fatalf("good has %d rows (%v), want the %d produced", rows, err, produced)
 	}
+	// The operator sees the closed connections and the refused partitions.
+	metrics := scrapeMetrics(t, n.admin)
+	if metrics["mink_kafka_bad_requests_total"] < 5 || metrics["mink_kafka_produce_errors_total"] < 4 ||
+		metrics["mink_kafka_produced_records_total"] != float64(produced) {
+		t.Fatalf("metrics after the bad input: %v", metrics)
+	}
 	n.stop()
 }
 
@@ -859,4 +867,29 @@ func TestKafkaRetention(t *testing.T) {
 		t.Fatalf("SELECT count(*) FROM ret: %d, %v; want all 110 (the trimmed ones from the lake)", rows, err)
 	}
 	n.stop()
+}
+
+// scrapeMetrics reads the node's /metrics: unlabelled series by name.
+func scrapeMetrics(t *testing.T, admin string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || strings.HasPrefix(line, "#") || strings.Contains(f[0], "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+			out[f[0]] = v
+		}
+	}
+	return out
 }

@@ -207,6 +207,7 @@ func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw
 				full = true
 				continue
 			}
+			s.counters.fetchedRecords.Add(uint64(len(records)))
 			offset = b.Offset + uint64(end)
 		}
 		buckets.ReleaseBatches(batches)

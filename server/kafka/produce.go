@@ -29,6 +29,8 @@ type partWait struct {
 	// err, if set, failed a batch after the queued ones: the partition
 	// fails with it once they are settled.
 	err *batchError
+	// records is the number of records of the partition's batches.
+	records int
 }
 
 // produce checks and queues every partition's batches for append and
@@ -102,6 +104,13 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) func() k
 		for _, w := range waits {
 			s.finishPartition(ctx, m, w)
 		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					s.counters.produceErrors.Add(1)
+				}
+			}
+		}
 		return resp
 	}
 }
@@ -137,6 +146,9 @@ func (s *Server) producePartition(ctx context.Context, m *buckets.Manager, tp *t
 		recs = append(recs, rec)
 	}
 	w := &partWait{id: id}
+	for _, b := range batches {
+		w.records += len(b.records)
+	}
 	idempotent := batches[0].header.ProducerID >= 0
 	for _, b := range batches[1:] {
 		if (b.header.ProducerID >= 0) != idempotent || b.header.ProducerID != batches[0].header.ProducerID {
@@ -231,6 +243,9 @@ func (s *Server) finishPartition(ctx context.Context, m *buckets.Manager, w *par
 		if i == 0 {
 			rp.BaseOffset = int64(offset)
 		}
+	}
+	if w.err == nil {
+		s.counters.producedRecords.Add(uint64(w.records))
 	}
 	if w.err != nil {
 		rp.ErrorCode, rp.BaseOffset = w.err.code.Code, -1

@@ -71,6 +71,7 @@ type Server struct {
 	producers *producerIDs
 	states    *producerStates
 	shapes    shapes
+	counters  counters
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -194,6 +195,8 @@ type reply struct {
 // unsupported version closes the connection (after answering ApiVersions,
 // which a client may send at any version).
 func (s *Server) serveConn(c net.Conn) {
+	s.counters.connections.Add(1)
+	defer s.counters.connections.Add(-1)
 	replies := make(chan reply, s.cfg.MaxInFlight)
 	writerDone := make(chan struct{})
 	go func() {
@@ -217,6 +220,7 @@ func (s *Server) serveConn(c net.Conn) {
 		n := int(int32(binary.BigEndian.Uint32(size[:])))
 		if n < 8 || n > s.cfg.MaxRequestBytes {
 			log.Warn("kafka: closing connection: bad request size", "bytes", n, "max", s.cfg.MaxRequestBytes)
+			s.counters.badRequests.Add(1)
 			return
 		}
 		frame := make([]byte, n)
@@ -234,11 +238,13 @@ func (s *Server) serveConn(c net.Conn) {
 				continue
 			}
 			log.Warn("kafka: closing connection: bad request", "err", err)
+			s.counters.badRequests.Add(1)
 			return
 		}
 		r, err := s.handle(ctx, req)
 		if err != nil {
 			log.Warn("kafka: closing connection", "api", kmsg.NameForKey(req.key), "version", req.version, "err", err)
+			s.counters.badRequests.Add(1)
 			return
 		}
 		select {
@@ -353,6 +359,9 @@ func skipTags(b []byte) ([]byte, error) {
 // handle answers one request. An error closes the connection.
 func (s *Server) handle(ctx context.Context, req request) (reply, error) {
 	r := reply{correlation: req.correlation, key: req.key, version: req.version}
+	if req.key >= 0 && req.key < maxAPIKey {
+		s.counters.requests[req.key].Add(1)
+	}
 	var resp kmsg.Response
 	var err error
 	switch body := req.body.(type) {

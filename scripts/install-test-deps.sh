@@ -52,16 +52,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The Rust client (clients/rust): cargo, with rustfmt and clippy for
-# `make lint`.
-if command -v rustup >/dev/null 2>&1; then
-	cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt >/dev/null
-	cargo clippy --version >/dev/null 2>&1 || rustup component add clippy >/dev/null
-elif ! command -v cargo >/dev/null 2>&1; then
-	echo "install-test-deps: cargo is missing: install Rust (https://rustup.rs) for clients/rust" >&2
-	exit 1
-fi
-
 # confluent-kafka (PyPI; its wheel bundles librdkafka) in a virtualenv and
 # kafkajs (npm) for cmd/mink/kafka_clients_e2e_test.go, both outside the
 # clone so that every clone shares them. The test finds them at the same

@@ -29,8 +29,12 @@ type RustClientConfig struct {
 	// Dir holds mink's data (a fresh subdirectory, removed afterwards).
 	// Default: the temp dir.
 	Dir string
-	// Rows each client appends. Default 4 M.
+	// Rows each client appends per append run. Default 2 M.
 	Rows int
+	// AppendRuns is how often each client appends Rows rows, the clients
+	// taking turns (Go first in even runs, Rust first in odd ones); the
+	// median is reported. Default 3.
+	AppendRuns int
 	// BatchRows is the rows per AppendTable call (Go) and per append and
 	// flush (Rust). Default 256 K.
 	BatchRows int
@@ -46,7 +50,10 @@ type RustClientConfig struct {
 
 func (c *RustClientConfig) fill() error {
 	if c.Rows == 0 {
-		c.Rows = 4_000_000
+		c.Rows = 2_000_000
+	}
+	if c.AppendRuns == 0 {
+		c.AppendRuns = 3
 	}
 	if c.BatchRows == 0 {
 		c.BatchRows = 256 << 10
@@ -60,7 +67,7 @@ func (c *RustClientConfig) fill() error {
 	if c.Examples == "" {
 		return fmt.Errorf("rust client bench: no examples directory")
 	}
-	if c.Rows <= 0 || c.BatchRows <= 0 || c.Writers <= 0 || c.Runs <= 0 {
+	if c.Rows <= 0 || c.BatchRows <= 0 || c.Writers <= 0 || c.Runs <= 0 || c.AppendRuns <= 0 {
 		return fmt.Errorf("rust client bench: bad configuration %+v", *c)
 	}
 	return nil
@@ -92,12 +99,13 @@ func RunRustClient(ctx context.Context, w io.Writer, cfg RustClientConfig) error
 	return nil
 }
 
-// MeasureRustClient appends Rows rows with the Go client (ids 1..Rows,
-// Writers goroutines calling AppendTable with BatchRows rows each) and
-// Rows more with the Rust client's `load` example (ids Rows+1..2·Rows,
-// Writers tasks, a flush per BatchRows), the same generated values (the
-// Rust example's generator, mirrored by rustRows), into one table; then
-// both clients scan the whole table Runs times, taking turns. Batches are
+// MeasureRustClient appends Rows rows with the Go client (Writers
+// goroutines calling AppendTable with BatchRows rows each) and Rows more
+// with the Rust client's `load` example (Writers tasks, a flush per
+// BatchRows), AppendRuns times each, taking turns, with distinct ids and
+// the same generated values (the Rust example's generator, mirrored by
+// rustRows), into one table; then both clients scan the whole table Runs
+// times, taking turns. Batches are
 // built inside the timed region by both. The Rust client runs as its own
 // process; its times are the ones it reports (from before it connects).
 func MeasureRustClient(ctx context.Context, cfg RustClientConfig) (*RustClientReport, error) {
@@ -130,28 +138,37 @@ func MeasureRustClient(ctx context.Context, cfg RustClientConfig) (*RustClientRe
 	}
 	defer c.Close()
 
-	goAppend, err := goAppendRows(ctx, c, cfg)
-	if err != nil {
-		return nil, err
+	appends := [2][]FlightResult{}
+	for run := 0; run < cfg.AppendRuns; run++ {
+		for j := 0; j < 2; j++ {
+			k := (j + run) % 2
+			from := int64(2*run+k)*int64(cfg.Rows) + 1
+			var r FlightResult
+			var err error
+			if k == 0 {
+				r, err = goAppendRows(ctx, c, from, cfg)
+			} else {
+				r, err = runRustExample(ctx, cfg.Examples, "load", "acknowledged", "--server", flightAddr, "--table", "rust_vs_go",
+					"--from", strconv.FormatInt(from, 10), "--rows", strconv.Itoa(cfg.Rows), "--batch-rows", strconv.Itoa(cfg.BatchRows),
+					"--flush-rows", strconv.Itoa(cfg.BatchRows), "--writers", strconv.Itoa(cfg.Writers))
+				r.Target = fmt.Sprintf("Rust client, Writer append + flush (%d tasks)", cfg.Writers)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if r.Rows != int64(cfg.Rows) {
+				return nil, fmt.Errorf("%s acknowledged %d rows, want %d", r.Target, r.Rows, cfg.Rows)
+			}
+			appends[k] = append(appends[k], r)
+		}
 	}
-	rep.Appends = append(rep.Appends, goAppend)
-	rustAppend, err := runRustExample(ctx, cfg.Examples, "load", "acknowledged", "--server", flightAddr, "--table", "rust_vs_go",
-		"--from", strconv.Itoa(cfg.Rows+1), "--rows", strconv.Itoa(cfg.Rows), "--batch-rows", strconv.Itoa(cfg.BatchRows),
-		"--flush-rows", strconv.Itoa(cfg.BatchRows), "--writers", strconv.Itoa(cfg.Writers))
-	if err != nil {
-		return nil, err
-	}
-	rustAppend.Target = fmt.Sprintf("Rust client, Writer append + flush (%d tasks)", cfg.Writers)
-	if rustAppend.Rows != int64(cfg.Rows) {
-		return nil, fmt.Errorf("rust load acknowledged %d rows, want %d", rustAppend.Rows, cfg.Rows)
-	}
-	rep.Appends = append(rep.Appends, rustAppend)
+	rep.Appends = medians(appends)
 	var n, distinct int64
 	if err := conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT id) FROM rust_vs_go").Scan(&n, &distinct); err != nil {
 		return nil, err
 	}
-	if n != int64(2*cfg.Rows) || distinct != n {
-		return nil, fmt.Errorf("rust_vs_go has %d rows (%d distinct ids), want %d", n, distinct, 2*cfg.Rows)
+	if want := int64(2 * cfg.AppendRuns * cfg.Rows); n != want || distinct != n {
+		return nil, fmt.Errorf("rust_vs_go has %d rows (%d distinct ids), want %d", n, distinct, want)
 	}
 
 	scans := [2][]FlightResult{}
@@ -176,7 +193,14 @@ func MeasureRustClient(ctx context.Context, cfg RustClientConfig) (*RustClientRe
 			scans[k] = append(scans[k], r)
 		}
 	}
-	for _, rs := range scans {
+	rep.Scans = medians(scans)
+	return rep, nil
+}
+
+// medians returns the median of each client's runs, with every run's time.
+func medians(runs [2][]FlightResult) []FlightResult {
+	var out []FlightResult
+	for _, rs := range runs {
 		var times []time.Duration
 		for _, r := range rs {
 			times = append(times, r.Elapsed)
@@ -184,9 +208,9 @@ func MeasureRustClient(ctx context.Context, cfg RustClientConfig) (*RustClientRe
 		sort.Slice(rs, func(i, j int) bool { return rs[i].Elapsed < rs[j].Elapsed })
 		median := rs[len(rs)/2]
 		median.Runs = times
-		rep.Scans = append(rep.Scans, median)
+		out = append(out, median)
 	}
-	return rep, nil
+	return out
 }
 
 var rustArrowSchema = arrow.NewSchema([]arrow.Field{
@@ -230,8 +254,9 @@ func rustRows(from, to int64) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// goAppendRows appends ids 1..Rows with AppendTable from Writers goroutines.
-func goAppendRows(ctx context.Context, c *client.Client, cfg RustClientConfig) (FlightResult, error) {
+// goAppendRows appends ids from..from+Rows-1 with AppendTable from Writers
+// goroutines.
+func goAppendRows(ctx context.Context, c *client.Client, from int64, cfg RustClientConfig) (FlightResult, error) {
 	ranges := make(chan [2]int64)
 	errs := make(chan error, cfg.Writers)
 	var wg sync.WaitGroup
@@ -252,10 +277,11 @@ func goAppendRows(ctx context.Context, c *client.Client, cfg RustClientConfig) (
 		}()
 	}
 	var sendErr error
+	end := from + int64(cfg.Rows)
 send:
-	for from := int64(1); from <= int64(cfg.Rows); from += int64(cfg.BatchRows) {
+	for lo := from; lo < end; lo += int64(cfg.BatchRows) {
 		select {
-		case ranges <- [2]int64{from, min(from+int64(cfg.BatchRows), int64(cfg.Rows)+1)}:
+		case ranges <- [2]int64{lo, min(lo+int64(cfg.BatchRows), end)}:
 		case sendErr = <-errs:
 			break send
 		}
@@ -325,9 +351,9 @@ func runRustExample(ctx context.Context, dir, name, word string, args ...string)
 func WriteRustClientTable(w io.Writer, rep *RustClientReport) {
 	cfg := rep.Config
 	fmt.Fprintf(w, "One mink node (in the driver's process), table `rust_vs_go` (%s) hashed on id over 4 buckets; "+
-		"each client appends %d rows (batches of %d rows, %d concurrent writers) into the same table, then both scan all %d rows "+
+		"each client appends %d rows (batches of %d rows, %d concurrent writers) into the same table %d times (median, taking turns), then both scan all %d rows "+
 		"(median of %d, taking turns). Started %s.\n\n",
-		"bigint, int, double, text, timestamptz, bool, bigint, date", cfg.Rows, cfg.BatchRows, cfg.Writers, 2*cfg.Rows, cfg.Runs, rep.Started.Format(time.RFC3339))
+		"bigint, int, double, text, timestamptz, bool, bigint, date", cfg.Rows, cfg.BatchRows, cfg.Writers, cfg.AppendRuns, 2*cfg.AppendRuns*cfg.Rows, cfg.Runs, rep.Started.Format(time.RFC3339))
 	fmt.Fprintln(w, "| transfer | client | rows | time | rows/s | Rust ÷ Go |")
 	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: |")
 	row := func(what string, rs []FlightResult) {

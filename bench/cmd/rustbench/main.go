@@ -27,7 +27,8 @@ import (
 
 func main() {
 	var cfg bench.RustClientConfig
-	flag.IntVar(&cfg.Rows, "rows", 0, "rows each client appends (default 4000000)")
+	flag.IntVar(&cfg.Rows, "rows", 0, "rows each client appends per append run (default 2000000)")
+	flag.IntVar(&cfg.AppendRuns, "append-runs", 0, "append runs of each client; the median is reported (default 3)")
 	flag.IntVar(&cfg.BatchRows, "batch-rows", 0, "rows per append call (default 262144)")
 	flag.IntVar(&cfg.Writers, "writers", 0, "concurrent writers of each client (default 4)")
 	flag.IntVar(&cfg.Runs, "runs", 0, "scans of each client; the median is reported (default 3)")

@@ -10,7 +10,17 @@ use std::sync::Arc;
 
 use crate::table::Table;
 
-/// A snapshot of what the client knows of the cluster.
+/// A snapshot of what the client knows of the cluster. Every change
+/// returns a new view and leaves the old one as it was.
+///
+/// ```
+/// use mink_client::ClusterView;
+/// let v0 = ClusterView::new(vec!["a:1".into()]).with_redirect(7, "a:1");
+/// let v1 = v0.with_redirect(7, "b:1");         // NotLeader { bucket: 7, to: b:1 }
+/// assert_eq!(v1.leader(7), Some("b:1"));
+/// assert_eq!(v0.leader(7), Some("a:1"));        // the old snapshot is unchanged
+/// assert_eq!(v1.without_node("b:1").leader(7), None); // b:1 unreachable
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct ClusterView {
     /// The addresses (`host:port`) to ask for metadata: the seeds given to

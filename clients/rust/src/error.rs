@@ -122,6 +122,15 @@ fn fmt_sqlstate(sqlstate: &Option<String>) -> String {
 
 impl Error {
     /// The error without [`Error::RetriesExhausted`] around it.
+    ///
+    /// ```
+    /// use mink_client::Error;
+    /// let e = Error::RetriesExhausted {
+    ///     attempts: 3,
+    ///     last: Box::new(Error::Unavailable { bucket: Some(4), message: "opening".into() }),
+    /// };
+    /// assert!(matches!(e.root(), Error::Unavailable { bucket: Some(4), .. }));
+    /// ```
     pub fn root(&self) -> &Error {
         match self {
             Error::RetriesExhausted { last, .. } => last.root(),

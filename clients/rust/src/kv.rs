@@ -649,6 +649,15 @@ impl Client {
     /// retried only when the leader certainly did not run it (NotLeader,
     /// BUCKET_UNAVAILABLE, a node that could not be reached); a connection
     /// that breaks during the call is [`Error::OutcomeUnknown`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: mink_client::Client) -> mink_client::Result<()> {
+    /// use std::sync::Arc;
+    /// use arrow_array::{Int64Array, RecordBatch};
+    /// let keys = RecordBatch::try_from_iter([("id", Arc::new(Int64Array::from(vec![1, 2])) as _)])?;
+    /// let deleted = client.delete("accounts", &keys).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn delete(&self, table: &str, keys: &RecordBatch) -> Result<u64> {
         let mut t = self.cached_table(table).await?;
         if !t.is_primary_key_table() {

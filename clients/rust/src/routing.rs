@@ -18,6 +18,10 @@ const FNV_OFFSET: u64 = 14695981039346656037;
 const FNV_PRIME: u64 = 1099511628211;
 
 /// FNV-1a 64 of `key`.
+///
+/// ```
+/// assert_eq!(mink_client::routing::hash(b""), 0xcbf29ce484222325);
+/// ```
 pub fn hash(key: &[u8]) -> u64 {
     let mut h = FNV_OFFSET;
     for &c in key {
@@ -28,6 +32,11 @@ pub fn hash(key: &[u8]) -> u64 {
 }
 
 /// The bucket index, in `[0, buckets)`, of an encoded key.
+///
+/// ```
+/// use mink_client::routing::{bucket_of, hash};
+/// assert_eq!(bucket_of(b"key", 8), (hash(b"key") % 8) as usize);
+/// ```
 pub fn bucket_of(key: &[u8], buckets: usize) -> usize {
     (hash(key) % buckets.max(1) as u64) as usize
 }
@@ -194,6 +203,16 @@ pub(crate) fn append_uvarint(dst: &mut Vec<u8>, mut v: u64) {
 }
 
 /// The encoded bucket keys of a batch's rows, built column by column.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{RecordBatch, StringArray};
+/// let b = RecordBatch::try_from_iter([("s", Arc::new(StringArray::from(vec!["ab"])) as _)]).unwrap();
+/// let keys = mink_client::routing::RowKeys::new(&b, &[0]).unwrap();
+/// let mut key = Vec::new();
+/// keys.append(&mut key, 0);
+/// assert_eq!(key, [1, 2, b'a', b'b']); // value tag, uvarint length, bytes
+/// ```
 pub struct RowKeys<'a> {
     cols: Vec<KeyColumn<'a>>,
 }
@@ -224,6 +243,18 @@ impl<'a> RowKeys<'a> {
 }
 
 /// The bucket index of every row of `batch`, hashing the key `columns`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{Int64Array, Int32Array, RecordBatch};
+/// let b = RecordBatch::try_from_iter([
+///     ("a", Arc::new(Int64Array::from(vec![1, 2, 42])) as _),
+///     ("b", Arc::new(Int32Array::from(vec![1, 2, 42])) as _),
+/// ]).unwrap();
+/// let by_a = mink_client::routing::buckets(&b, &[0], 8).unwrap();
+/// // Integers hash the same whatever their width.
+/// assert_eq!(by_a, mink_client::routing::buckets(&b, &[1], 8).unwrap());
+/// ```
 pub fn buckets(batch: &RecordBatch, columns: &[usize], buckets: usize) -> Result<Vec<usize>> {
     let keys = RowKeys::new(batch, columns)?;
     let mut key = Vec::with_capacity(32);
@@ -250,6 +281,14 @@ pub struct Part {
 
 /// Splits `batch` by the bucket of each row's key, keeping row order
 /// within a bucket. Buckets without rows get no part.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{Int64Array, RecordBatch};
+/// let b = RecordBatch::try_from_iter([("id", Arc::new(Int64Array::from_iter_values(0..100)) as _)]).unwrap();
+/// let parts = mink_client::routing::split(&b, &[0], 4).unwrap();
+/// assert_eq!(parts.iter().map(|p| p.batch.num_rows()).sum::<usize>(), 100);
+/// ```
 pub fn split(batch: &RecordBatch, columns: &[usize], count: usize) -> Result<Vec<Part>> {
     let of = buckets(batch, columns, count)?;
     group(batch, &of, count)
@@ -290,6 +329,14 @@ pub(crate) fn group(batch: &RecordBatch, of: &[usize], count: usize) -> Result<V
 
 /// The canonical text of row `i` of a partition column: it names the
 /// partition (`docs/flight.md`, Descriptors).
+///
+/// ```
+/// use arrow_array::{Date32Array, TimestampMicrosecondArray};
+/// use mink_client::routing::partition_value;
+/// assert_eq!(partition_value(&Date32Array::from(vec![19844]), 0).unwrap(), "2024-05-01");
+/// let ts = TimestampMicrosecondArray::from(vec![1_714_521_600_250_000]);
+/// assert_eq!(partition_value(&ts, 0).unwrap(), "2024-05-01 00:00:00.25");
+/// ```
 pub fn partition_value(arr: &dyn Array, i: usize) -> Result<String> {
     if arr.is_null(i) {
         return Ok("NULL".into());

@@ -77,6 +77,14 @@ fn extension_metadata(ext: Option<&str>) -> HashMap<String, String> {
 /// The Arrow type of a SQL type (`integer`, `numeric(12,2)`, `text[]`, …).
 /// Extension types (uuid, json) are their storage type here; [`field`]
 /// adds the extension metadata.
+///
+/// ```
+/// use arrow_schema::{DataType, TimeUnit};
+/// use mink_client::schema::arrow_type;
+/// assert_eq!(arrow_type("numeric(12,2)").unwrap(), DataType::Decimal128(12, 2));
+/// assert_eq!(arrow_type("timestamptz").unwrap(), DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())));
+/// assert!(arrow_type("frobnicate").is_err());
+/// ```
 pub fn arrow_type(sql_type: &str) -> Result<DataType> {
     Ok(parse(sql_type)?.0)
 }
@@ -111,6 +119,13 @@ fn parse(sql_type: &str) -> Result<(DataType, Option<&'static str>)> {
 /// The Arrow field of a column, as the server's schemas have it: the
 /// column's Arrow type, nullable unless `NOT NULL`, the SQL type under
 /// [`SQL_TYPE_KEY`] and, for uuid and json, Arrow's extension metadata.
+///
+/// ```
+/// let f = mink_client::schema::field("id", "uuid", true).unwrap();
+/// assert!(!f.is_nullable());
+/// assert_eq!(f.metadata()["ARROW:extension:name"], "arrow.uuid");
+/// assert_eq!(f.metadata()["mink.sql_type"], "uuid");
+/// ```
 pub fn field(name: &str, sql_type: &str, not_null: bool) -> Result<Field> {
     let (dt, ext) = parse(sql_type)?;
     let mut md = extension_metadata(ext);

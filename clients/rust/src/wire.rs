@@ -81,6 +81,11 @@ pub(crate) fn encode_error_info(code: i32, info: ErrorInfo) -> Vec<u8> {
 
 /// `host:port` of a Flight location (`grpc+tcp://host:port`, `grpc://`) or
 /// of a bare `host:port`.
+///
+/// ```
+/// assert_eq!(mink_client::parse_location("grpc+tcp://10.0.0.5:8815").unwrap(), "10.0.0.5:8815");
+/// assert!(mink_client::parse_location("https://x:1").is_err());
+/// ```
 pub fn parse_location(uri: &str) -> Result<String, String> {
     let addr = ["grpc+tcp://", "grpc://"]
         .iter()

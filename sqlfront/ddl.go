@@ -36,6 +36,15 @@ var tableOptions = map[string]func(v string) (string, error){
 		}
 		return "", fmt.Errorf("tiering must be on or off")
 	},
+	// max_message_bytes bounds a Kafka record batch produced to the table
+	// (the topic config max.message.bytes, docs/kafka.md).
+	"max_message_bytes": func(v string) (string, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return "", fmt.Errorf("max_message_bytes must be a positive number of bytes")
+		}
+		return strconv.Itoa(n), nil
+	},
 	"tiering_freshness":   checkInterval,
 	"log_retention":       checkInterval,
 	"partition_retention": checkInterval,

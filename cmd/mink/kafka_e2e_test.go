@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os/exec"
@@ -892,4 +893,83 @@ func scrapeMetrics(t *testing.T, admin string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// CreateTopics honours the topic configs mink can (retention.ms becomes
+// log_retention, max.message.bytes bounds a batch) and refuses the others
+// with INVALID_CONFIG instead of dropping them; DescribeConfigs reports
+// them.
+func TestKafkaTopicConfigs(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	n.start()
+	n.waitHealthy()
+	cl := kafkaClient(t, []string{n.kafkaAddr()})
+	ctx := context.Background()
+	create := func(name string, kv ...string) (int16, string) {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 20000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		for i := 0; i < len(kv); i += 2 {
+			rt.Configs = append(rt.Configs, kmsg.CreateTopicsRequestTopicConfig{Name: kv[i], Value: kmsg.StringPtr(kv[i+1])})
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := ""
+		if m := resp.Topics[0].ErrorMessage; m != nil {
+			msg = *m
+		}
+		return resp.Topics[0].ErrorCode, msg
+	}
+	if code, msg := create("compacted", "cleanup.policy", "compact"); code != kerr.InvalidConfig.Code || !strings.Contains(msg, "primary-key table") {
+		t.Fatalf("cleanup.policy=compact: %v %q", kerr.ErrorForCode(code), msg)
+	}
+	if code, msg := create("odd", "no.such.config", "x"); code != kerr.InvalidConfig.Code || !strings.Contains(msg, "no.such.config") {
+		t.Fatalf("an unknown config: %v %q", kerr.ErrorForCode(code), msg)
+	}
+	conn, err := n.pg(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var tables int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE tablename IN ('compacted', 'odd')").Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("refused topics left %d tables (%v)", tables, err)
+	}
+	if code, msg := create("limited", "retention.ms", "86400000", "max.message.bytes", "51200", "segment.bytes", "1048576"); code != 0 {
+		t.Fatalf("create limited: %v %q", kerr.ErrorForCode(code), msg)
+	}
+	dreq := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeTopic, "limited"
+	dreq.Resources = append(dreq.Resources, dr)
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range dresp.Resources[0].Configs {
+		got[c.Name] = *c.Value
+	}
+	if got["retention.ms"] != "86400000" || got["max.message.bytes"] != "51200" || got["cleanup.policy"] != "delete" {
+		t.Fatalf("DescribeConfigs of limited: %v", got)
+	}
+	big := make([]byte, 100<<10)
+	rand.NewChaCha8([32]byte{1}).Read(big) // incompressible: the limit is on the batch as sent
+	res := cl.ProduceSync(ctx, &kgo.Record{Topic: "limited", Value: big})
+	if err := res.FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("a 100 KiB record to a topic of max.message.bytes 51200: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "limited", Value: []byte("small")}).FirstErr(); err != nil {
+		t.Fatalf("a small record: %v", err)
+	}
+	var rows int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM limited").Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("limited has %d rows (%v), want the small one", rows, err)
+	}
+	n.stop()
 }

@@ -56,7 +56,7 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) func() k
 			}
 		})
 		if errors.Is(lookupErr, kerr.UnknownTopicOrPartition) && s.cfg.AutoCreateTopics {
-			if err := s.createTopic(ctx, t.Topic, s.cfg.DefaultPartitions); err != nil && !errors.Is(err, catalog.ErrExists) {
+			if err := s.createTopic(ctx, t.Topic, s.cfg.DefaultPartitions, nil); err != nil && !errors.Is(err, catalog.ErrExists) {
 				s.cfg.Logger.Warn("kafka: auto-create topic failed", "topic", t.Topic, "err", err)
 			}
 		}
@@ -127,6 +127,9 @@ func (s *Server) producePartition(ctx context.Context, m *buckets.Manager, tp *t
 	lb, err := m.Bucket(id)
 	if err != nil {
 		return nil, bucketError(err)
+	}
+	if err := checkBatchSizes(raw, maxMessageBytes(tp.table)); err != nil {
+		return nil, err
 	}
 	batches, err := parseBatches(raw)
 	if err != nil {

@@ -285,3 +285,36 @@ func TestProducerStateBounded(t *testing.T) {
 		t.Fatal("the oldest producer was kept or the newest forgotten")
 	}
 }
+
+func TestTopicOptions(t *testing.T) {
+	cfg := func(kv ...string) []kmsg.CreateTopicsRequestTopicConfig {
+		var out []kmsg.CreateTopicsRequestTopicConfig
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, kmsg.CreateTopicsRequestTopicConfig{Name: kv[i], Value: kmsg.StringPtr(kv[i+1])})
+		}
+		return out
+	}
+	opts, err := topicOptions(cfg("retention.ms", "3600000", "max.message.bytes", "51200", "cleanup.policy", "delete",
+		"segment.bytes", "1024", "compression.type", "zstd", "min.insync.replicas", "1", "retention.bytes", "-1"))
+	if err != nil || opts[optionLogRetention] != "1h0m0s" || opts[optionMaxMessageBytes] != "51200" || len(opts) != 2 {
+		t.Fatalf("options %v, %v", opts, err)
+	}
+	if opts, err := topicOptions(cfg("retention.ms", "-1")); err != nil || len(opts) != 0 {
+		t.Fatalf("retention.ms -1: %v %v", opts, err)
+	}
+	for _, bad := range [][]string{
+		{"cleanup.policy", "compact"}, {"cleanup.policy", "compact,delete"}, {"retention.ms", "soon"}, {"retention.ms", "0"},
+		{"retention.bytes", "1000"}, {"max.message.bytes", "0"}, {"compression.type", "brotli"},
+		{"message.timestamp.type", "LogAppendTime"}, {"min.insync.replicas", "2"}, {"no.such.config", "x"},
+	} {
+		if _, err := topicOptions(cfg(bad...)); err == nil || err.code != kerr.InvalidConfig || err.msg == "" {
+			t.Errorf("%v: %v, want INVALID_CONFIG with a message", bad, err)
+		}
+	}
+	if err := checkBatchSizes(buildBatch(t, 0, 0, string(make([]byte, 2000))), 1000); err == nil || err.code != kerr.MessageTooLarge {
+		t.Fatalf("a 2000-byte batch under a 1000-byte limit: %v", err)
+	}
+	if err := checkBatchSizes(buildBatch(t, 0, 0, "small"), 1000); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -113,7 +114,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.R
 			}
 		})
 		for _, name := range missing {
-			if err := s.createTopic(ctx, name, s.cfg.DefaultPartitions); err != nil && !errors.Is(err, catalog.ErrExists) {
+			if err := s.createTopic(ctx, name, s.cfg.DefaultPartitions, nil); err != nil && !errors.Is(err, catalog.ErrExists) {
 				s.cfg.Logger.Warn("kafka: auto-create topic failed", "topic", name, "err", err)
 			}
 		}
@@ -212,12 +213,15 @@ var kafkaShape = []catalog.Column{
 }
 
 // createTopic creates the Kafka-shaped log table name with partitions
-// buckets.
-func (s *Server) createTopic(ctx context.Context, name string, partitions int) error {
+// buckets and table options opts.
+func (s *Server) createTopic(ctx context.Context, name string, partitions int, opts map[string]string) error {
 	if err := validTopicName(name); err != nil {
 		return err
 	}
-	spec := catalog.TableSpec{Name: name, Columns: append([]catalog.Column(nil), kafkaShape...), Buckets: partitions}
+	if len(opts) == 0 {
+		opts = nil
+	}
+	spec := catalog.TableSpec{Name: name, Columns: append([]catalog.Column(nil), kafkaShape...), Buckets: partitions, Options: opts}
 	_, err := s.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec})
 	return err
 }
@@ -287,7 +291,10 @@ func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 			rt.ErrorCode = err.Code
 			rt.ErrorMessage = &text
 		}
+		opts, badConfig := topicOptions(t.Configs)
 		switch {
+		case badConfig != nil:
+			msg(badConfig.code, badConfig.msg)
 		case validTopicName(t.Topic) != nil:
 			msg(kerr.InvalidTopicException, fmt.Sprintf("topic name %q: use 1 to 249 of [a-zA-Z0-9._-]", t.Topic))
 		case n < 1 || n > maxPartitions:
@@ -304,9 +311,14 @@ func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 				msg(kerr.TopicAlreadyExists, fmt.Sprintf("topic %q already exists", t.Topic))
 			}
 		default:
-			err := s.createTopic(ctx, t.Topic, n)
+			err := s.createTopic(ctx, t.Topic, n, opts)
 			if err == nil {
 				s.waitLeaders(ctx, t.Topic, timeoutOf(req.TimeoutMillis))
+				s.cfg.Meta.Read(func(v *catalog.View) {
+					if tb, ok := v.TableByName(t.Topic); ok {
+						rt.Configs = createdConfigs(s.topicConfigs(tb))
+					}
+				})
 			} else {
 				if errors.Is(err, catalog.ErrExists) {
 					msg(kerr.TopicAlreadyExists, fmt.Sprintf("topic %q already exists", t.Topic))
@@ -365,18 +377,16 @@ func (s *Server) describeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 		if r.ResourceType == kmsg.ConfigResourceTypeTopic {
+			var tp *topic
 			var err error
-			s.cfg.Meta.Read(func(v *catalog.View) { _, err = lookupTopic(v, r.ResourceName) })
+			s.cfg.Meta.Read(func(v *catalog.View) { tp, err = lookupTopic(v, r.ResourceName) })
 			if err != nil {
 				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
-				for _, kv := range [][2]string{{"cleanup.policy", "delete"}, {"message.timestamp.type", "CreateTime"}, {"compression.type", "producer"}} {
-					c := kmsg.NewDescribeConfigsResponseResourceConfig()
-					c.Name = kv[0]
-					val := kv[1]
-					c.Value = &val
-					c.ReadOnly = true
-					rr.Configs = append(rr.Configs, c)
+				for _, c := range describedConfigs(s.topicConfigs(tp.table)) {
+					if len(r.ConfigNames) == 0 || slices.Contains(r.ConfigNames, c.Name) {
+						rr.Configs = append(rr.Configs, c)
+					}
 				}
 			}
 		}

@@ -356,6 +356,12 @@ impl RowDecoder {
                 ROW_FORMAT_V2 => uvarint(&mut src)? as usize,
                 f => return Err(Error::Protocol(format!("bad row: format {f}"))),
             };
+            if ncols < self.created {
+                return Err(Error::Protocol(format!(
+                    "bad row: {ncols} columns, the table was created with {}",
+                    self.created
+                )));
+            }
             if ncols > fields.len() {
                 return Err(Error::Schema {
                     message: format!(
@@ -822,6 +828,7 @@ mod tests {
             b"\x01\x00\x01",
             b"\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09",
             b"\x02\x09\x00\x00",
+            b"\x02\x01\x00\x07\x00\x00\x00\x00\x00\x00\x00",
         ] {
             assert!(d.decode(&[bad]).is_err(), "{bad:?}");
         }

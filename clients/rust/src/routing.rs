@@ -256,6 +256,11 @@ impl<'a> RowKeys<'a> {
 /// assert_eq!(by_a, mink_client::routing::buckets(&b, &[1], 8).unwrap());
 /// ```
 pub fn buckets(batch: &RecordBatch, columns: &[usize], buckets: usize) -> Result<Vec<usize>> {
+    if buckets == 0 {
+        return Err(Error::InvalidArgument(
+            "routing: a table of no buckets".into(),
+        ));
+    }
     let keys = RowKeys::new(batch, columns)?;
     let mut key = Vec::with_capacity(32);
     Ok((0..batch.num_rows())
@@ -296,6 +301,13 @@ pub fn split(batch: &RecordBatch, columns: &[usize], count: usize) -> Result<Vec
 
 /// Groups the rows of `batch` by `of[row]` in `[0, count)`.
 pub(crate) fn group(batch: &RecordBatch, of: &[usize], count: usize) -> Result<Vec<Part>> {
+    if of.len() != batch.num_rows() || of.iter().any(|&b| b >= count) {
+        return Err(Error::InvalidArgument(format!(
+            "routing: {} bucket indices for {} rows of {count} buckets",
+            of.len(),
+            batch.num_rows()
+        )));
+    }
     let mut counts = vec![0usize; count];
     for &b in of {
         counts[b] += 1;
@@ -520,5 +532,11 @@ mod tests {
             Err(Error::InvalidArgument(_))
         ));
         assert!(partition_value(batch.column(0).as_ref(), 0).is_err());
+        let ids: ArrayRef = std::sync::Arc::new(arrow_array::Int64Array::from(vec![1i64]));
+        let batch = RecordBatch::try_from_iter([("id", ids)]).unwrap();
+        assert!(
+            split(&batch, &[0], 0).is_err(),
+            "no buckets is an error, not a panic"
+        );
     }
 }

@@ -33,6 +33,24 @@ func (c *testCluster) kafkaSeeds(skip ...*node) []string {
 	return seeds
 }
 
+// waitMovedOff waits until no bucket of table is led by node, and every
+// one is open, as node 1 sees it.
+func (c *testCluster) waitMovedOff(table string, node uint32) {
+	c.t.Helper()
+	waitFor(c.t, 60*time.Second, fmt.Sprintf("the buckets of %s led by nodes other than %d and open", table, node), func() bool {
+		bs, err := c.buckets(c.nodes[0], table)
+		if err != nil {
+			return false
+		}
+		for _, b := range bs {
+			if uint32(b.Leader) == node || !b.Open {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // kafkaLoad produces the values 0, 1, 2, … to partitions value % parts
 // with an idempotent franz-go producer until stop, recording each
 // acknowledgement.
@@ -153,18 +171,7 @@ func TestKafkaIdempotentProduceAcrossLeaderKill(t *testing.T) {
 	waitFor(t, 30*time.Second, "500 acknowledged records", func() bool { return l.ackedCount() >= 500 })
 	victim.kill()
 	killedAt := l.ackedCount()
-	waitFor(t, 60*time.Second, "node 3's partitions led by live nodes", func() bool {
-		bs, err := c.buckets(c.nodes[0], "fo")
-		if err != nil {
-			return false
-		}
-		for _, b := range bs {
-			if b.Leader == 3 || !b.Open {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitMovedOff("fo", 3)
 	waitFor(t, 60*time.Second, "500 more acknowledged records after the kill", func() bool { return l.ackedCount() >= killedAt+500 })
 	// Node 3 comes back; the rebalance gives it buckets again, some of them
 	// the ones it led before the kill.
@@ -213,18 +220,7 @@ func TestKafkaZombieLeaderAcknowledgesNothing(t *testing.T) {
 	waitFor(t, 30*time.Second, "200 acknowledged records", func() bool { return l.ackedCount() >= 200 })
 	zombie := dialRaw(t, victim.kafkaAddr())
 	c.pause(victim)
-	waitFor(t, 60*time.Second, "node 3's partition led by a live node", func() bool {
-		bs, err := c.buckets(c.nodes[0], "zb")
-		if err != nil {
-			return false
-		}
-		for _, b := range bs {
-			if b.Leader == 3 || !b.Open {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitMovedOff("zb", 3)
 	pausedAt := l.ackedCount()
 	waitFor(t, 60*time.Second, "200 more acknowledged records while node 3 is stopped", func() bool { return l.ackedCount() >= pausedAt+200 })
 

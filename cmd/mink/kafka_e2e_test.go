@@ -600,13 +600,20 @@ func TestKafkaBadInput(t *testing.T) {
 	n.stop()
 }
 
-// kcat (librdkafka, from Debian) lists the topic's partitions and leaders,
-// produces with each compression codec and consumes everything back.
-func TestKafkaKcat(t *testing.T) {
+// kcatPath finds kcat, which scripts/install-test-deps.sh installs.
+func kcatPath(t *testing.T) string {
+	t.Helper()
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Fatal("kcat is not installed (scripts/install-test-deps.sh installs it)")
 	}
+	return kcat
+}
+
+// kcat (librdkafka, from Debian) lists the topic's partitions and leaders,
+// produces with each compression codec and consumes everything back.
+func TestKafkaKcat(t *testing.T) {
+	kcat := kcatPath(t)
 	n := newNode(t, nodeOpts{})
 	n.start()
 	n.waitHealthy()
@@ -704,10 +711,7 @@ print('consumed', len(got), got)
 // kafka-python commits in one consumer and a second consumer of the group
 // resumes there.
 func TestKafkaConsumerGroups(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatal("kcat is not installed (scripts/install-test-deps.sh installs it)")
-	}
+	kcat := kcatPath(t)
 	n := newNode(t, nodeOpts{})
 	n.start()
 	n.waitHealthy()

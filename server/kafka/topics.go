@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -91,6 +92,21 @@ func broker(n *catalog.Node) (kmsg.MetadataResponseBroker, bool) {
 	return b, true
 }
 
+// brokers lists the live nodes with a Kafka listener, by id.
+func (s *Server) brokers(v *catalog.View) []kmsg.MetadataResponseBroker {
+	ids := slices.Sorted(maps.Keys(v.Nodes))
+	var out []kmsg.MetadataResponseBroker
+	for _, id := range ids {
+		if !s.cfg.Live(id) {
+			continue
+		}
+		if b, ok := broker(v.Nodes[id]); ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	var names []string
@@ -125,19 +141,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.R
 		if v.Coordinator.Node == 0 {
 			resp.ControllerID = -1
 		}
-		ids := make([]catalog.NodeID, 0, len(v.Nodes))
-		for id := range v.Nodes {
-			ids = append(ids, id)
-		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-		for _, id := range ids {
-			if !s.cfg.Live(id) {
-				continue
-			}
-			if b, ok := broker(v.Nodes[id]); ok {
-				resp.Brokers = append(resp.Brokers, b)
-			}
-		}
+		resp.Brokers = s.brokers(v)
 		if all {
 			for _, t := range v.Tables {
 				if len(t.Spec.PrimaryKey) == 0 {
@@ -185,20 +189,10 @@ func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response
 	s.cfg.Meta.Read(func(v *catalog.View) {
 		resp.ClusterID = s.cfg.Cluster
 		resp.ControllerID = int32(v.Coordinator.Node)
-		ids := make([]catalog.NodeID, 0, len(v.Nodes))
-		for id := range v.Nodes {
-			ids = append(ids, id)
-		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-		for _, id := range ids {
-			if !s.cfg.Live(id) {
-				continue
-			}
-			if b, ok := broker(v.Nodes[id]); ok {
-				db := kmsg.NewDescribeClusterResponseBroker()
-				db.NodeID, db.Host, db.Port = b.NodeID, b.Host, b.Port
-				resp.Brokers = append(resp.Brokers, db)
-			}
+		for _, b := range s.brokers(v) {
+			db := kmsg.NewDescribeClusterResponseBroker()
+			db.NodeID, db.Host, db.Port = b.NodeID, b.Host, b.Port
+			resp.Brokers = append(resp.Brokers, db)
 		}
 	})
 	return resp

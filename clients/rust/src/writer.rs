@@ -268,6 +268,34 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// Deletes the rows whose keys are the rows of `keys` (as in
+    /// [`Client::delete`]) and returns how many rows were deleted. Only an
+    /// upsert writer deletes; it first flushes the rows appended so far, so
+    /// that the deletes apply after them.
+    ///
+    /// ```no_run
+    /// # async fn f(client: mink_client::Client, rows: arrow_array::RecordBatch, keys: arrow_array::RecordBatch) -> mink_client::Result<()> {
+    /// let mut w = client.upsert_writer("accounts").await?;
+    /// w.append(rows).await?;
+    /// let deleted = w.delete(&keys).await?; // flushes the upserts first
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "a delete that fails may leave rows in place"]
+    pub async fn delete(&mut self, keys: &RecordBatch) -> Result<u64> {
+        if self.mode != Mode::Upsert {
+            return Err(Error::WrongKind(format!(
+                "table {:?} has no primary key: rows cannot be deleted by key",
+                self.table.name()
+            )));
+        }
+        if self.pending_rows > 0 {
+            self.flush().await?;
+        }
+        self.client.delete(self.table.name(), keys).await
+    }
+}
+
 /// Slices a part into batches of about `max` bytes at most, keeping each
 /// slice's original row indices.
 fn slice(

@@ -679,22 +679,22 @@ func kafkaTopicReady(resp *kmsg.MetadataResponse, topic string, n int) error {
 			continue
 		}
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			return fmt.Errorf("Metadata: %w", err)
+			return fmt.Errorf("metadata: %w", err)
 		}
 		if len(t.Partitions) != n {
-			return fmt.Errorf("Metadata: %d partitions, want %d", len(t.Partitions), n)
+			return fmt.Errorf("metadata: %d partitions, want %d", len(t.Partitions), n)
 		}
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return fmt.Errorf("Metadata: partition %d: %w", p.Partition, err)
+				return fmt.Errorf("metadata: partition %d: %w", p.Partition, err)
 			}
 			if p.Leader < 0 {
-				return fmt.Errorf("Metadata: partition %d has no leader", p.Partition)
+				return fmt.Errorf("metadata: partition %d has no leader", p.Partition)
 			}
 		}
 		return nil
 	}
-	return errors.New("Metadata: topic not listed")
+	return errors.New("metadata: topic not listed")
 }
 
 // moduleVersion is the version of module path this binary was built with.

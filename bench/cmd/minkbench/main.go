@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ var (
 	kafkaRecords = flag.Int("kafka-records", 0, "kafka: records per run (default 200000)")
 	kafkaRuns    = flag.Int("kafka-runs", 0, "kafka: runs of every configuration (default 2)")
 	kafkaNoMink  = flag.Bool("kafka-skip-mink", false, "kafka: measure Apache Kafka only")
+	kafkaParts   = flag.String("kafka-partitions", "", "kafka: comma-separated topic sizes (default 4,64)")
 )
 
 type workload func(ctx context.Context, dir string, quick bool) error
@@ -140,6 +142,13 @@ var workloads = map[string]workload{
 		}
 		cfg := bench.KafkaConfig{Dir: dir, MinkBin: *kafkaMinkBin, MinkS3: *kafkaS3, Records: *kafkaRecords,
 			Runs: *kafkaRuns, SkipMink: *kafkaNoMink, ClientLog: os.Stderr}
+		for _, f := range strings.FieldsFunc(*kafkaParts, func(r rune) bool { return r == ',' }) {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("-kafka-partitions: %q is not a partition count", f)
+			}
+			cfg.Partitions = append(cfg.Partitions, n)
+		}
 		if quick {
 			cfg.Records, cfg.Runs = 20_000, 1
 		}

@@ -4,6 +4,7 @@
 //
 //	go run ./bench/cmd/minkbench all
 //	go run ./bench/cmd/minkbench s3stream -dir /mnt/disk
+//	go run -tags duckdb_arrow ./bench/cmd/minkbench -kafka-s3 kafka
 package main
 
 import (

@@ -17,7 +17,7 @@ CGO_PKGS  := github.com/minkdb/mink/sqlfront github.com/minkdb/mink/sqlfront/eng
 ALL_PKGS   = $(shell $(GO) list ./...)
 PURE_PKGS  = $(filter-out $(CGO_PKGS),$(ALL_PKGS))
 
-.PHONY: all build run test test-deps deps bench lint clean soak
+.PHONY: all build run test test-deps deps bench lint clean soak kgo-integration
 
 all: build
 
@@ -54,6 +54,12 @@ soak: test-deps build
 # with the command, the machine and the date.
 bench: test-deps build
 	$(GO) run ./bench/cmd/minkbench all
+
+# franz-go's own pkg/kgo integration tests against a mink node, the subset
+# that passes (docs/kafka.md, "franz-go's integration tests"); about 2.5
+# minutes, not part of `make test`.
+kgo-integration: build
+	./scripts/kgo-integration.sh
 
 lint: deps lint-rust
 	$(GO) vet ./...

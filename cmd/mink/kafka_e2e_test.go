@@ -399,7 +399,49 @@ func TestKafkaProduceConsume(t *testing.T) {
 	if code := fresp.Topics[0].Partitions[0].ErrorCode; code != kerr.OffsetOutOfRange.Code {
 		t.Fatalf("fetch past the end: %v, want OFFSET_OUT_OF_RANGE", kerr.ErrorForCode(code))
 	}
+	// A fetch returns what fits the partition's byte budget, and at least
+	// one record however small the budget (KIP-74).
+	for _, tc := range []struct {
+		budget   int32
+		min, max int
+	}{{10, 1, 1}, {3000, 2, counts[2] - 1}, {1 << 20, counts[2], counts[2]}} {
+		freq.Topics[0].Partitions[0].FetchOffset = 0
+		freq.Topics[0].Partitions[0].PartitionMaxBytes = tc.budget
+		fresp, err := freq.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := fresp.Topics[0].Partitions[0]
+		batches, err := parseFetched(p.RecordBatches)
+		if err != nil || p.ErrorCode != 0 {
+			t.Fatalf("fetch with a budget of %d: %v %v", tc.budget, kerr.ErrorForCode(p.ErrorCode), err)
+		}
+		if batches < tc.min || batches > tc.max || tc.budget > 10 && len(p.RecordBatches) > int(tc.budget) {
+			t.Fatalf("fetch with a budget of %d: %d records in %d bytes, want %d to %d", tc.budget, batches, len(p.RecordBatches), tc.min, tc.max)
+		}
+	}
 	n.stop()
+}
+
+// parseFetched counts the records of a fetch response's record batches,
+// checking each batch's CRC-32C.
+func parseFetched(raw []byte) (int, error) {
+	records := 0
+	for len(raw) > 0 {
+		if len(raw) < 61 {
+			return 0, fmt.Errorf("a batch cut short: %d bytes", len(raw))
+		}
+		n := 12 + int(binary.BigEndian.Uint32(raw[8:]))
+		if n > len(raw) {
+			return 0, fmt.Errorf("a batch of %d bytes in %d", n, len(raw))
+		}
+		if crc32.Checksum(raw[21:n], crc32.MakeTable(crc32.Castagnoli)) != binary.BigEndian.Uint32(raw[17:]) {
+			return 0, fmt.Errorf("a batch with a bad CRC")
+		}
+		records += int(binary.BigEndian.Uint32(raw[57:]))
+		raw = raw[n:]
+	}
+	return records, nil
 }
 
 // rawConn is a Kafka connection that speaks bytes.

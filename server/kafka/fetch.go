@@ -169,11 +169,14 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 }
 
 // readRecords reads rows from offset up to hw as record batches, one per
-// stored batch (the first cut to start at offset), until budget bytes are
-// used; first makes it return at least one batch.
+// stored batch (cut to start at offset, and to end where budget bytes are
+// used), until budget bytes are used; first makes it return at least one
+// record even if that is larger (KIP-74), so that a consumer always makes
+// progress.
 func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw uint64, budget int, first bool) ([]byte, error) {
 	var out []byte
-	for offset < hw && (len(out) < budget) {
+	var records []fetchedRecord
+	for offset < hw {
 		to := min(hw, offset+fetchChunkRows)
 		batches, err := sp.lb.Read(ctx, offset, to)
 		if err != nil {
@@ -181,11 +184,8 @@ func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw
 		}
 		full, before := false, offset
 		for _, b := range batches {
-			if full {
-				continue
-			}
 			n := uint64(b.Record.NumRows())
-			if b.Offset+n <= offset {
+			if full || b.Offset+n <= offset {
 				continue
 			}
 			rec, err := sqltypes.Widen(b.Record, sp.sh.cols, nil)
@@ -198,17 +198,24 @@ func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw
 				from = 0 // a gap cannot happen: offsets are dense
 			}
 			end := int(min(n, to-b.Offset))
-			records := sp.sh.recordsOf(rec, from, end, b.AppendTime)
-			rec.Release()
-			before := len(out)
-			out = appendBatch(out, int64(b.Offset)+int64(from), -1, records)
-			if len(out) > budget && !(first && before == 0) {
-				out = out[:before]
-				full = true
-				continue
+			records = records[:0]
+			used := len(out) + batchHeaderLen
+			for i := from; i < end; i++ {
+				r := sp.sh.recordAt(rec, i, b.AppendTime)
+				if size := r.encodedSize(); used+size > budget && !(first && len(out) == 0 && len(records) == 0) {
+					full = true
+					break
+				} else {
+					used += size
+				}
+				records = append(records, r)
 			}
-			s.counters.fetchedRecords.Add(uint64(len(records)))
-			offset = b.Offset + uint64(end)
+			if len(records) > 0 {
+				out = appendBatch(out, int64(b.Offset)+int64(from), -1, records)
+				s.counters.fetchedRecords.Add(uint64(len(records)))
+				offset = b.Offset + uint64(from+len(records))
+			}
+			rec.Release()
 		}
 		buckets.ReleaseBatches(batches)
 		if full || offset == before {

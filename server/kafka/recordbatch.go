@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/golang/snappy"
@@ -234,46 +235,84 @@ type fetchedRecord struct {
 	timestamp  int64 // milliseconds
 }
 
+// maxRecordOverhead bounds the bytes a record takes beyond its key, value
+// and headers' bytes: its length, attributes, timestamp and offset deltas,
+// and the lengths of its key, value and header count.
+const maxRecordOverhead = 5 + 1 + 10 + 5 + 5 + 5 + 5
+
+// encodedSize bounds the bytes r takes in a record batch.
+func (r *fetchedRecord) encodedSize() int {
+	n := maxRecordOverhead + len(r.key) + len(r.value)
+	for _, h := range r.headers {
+		n += 10 + len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
 // appendBatch appends an uncompressed v2 record batch of records, the
-// first at offset base, to dst.
+// first at offset base, to dst, encoding each record in place.
 func appendBatch(dst []byte, base int64, leaderEpoch int32, records []fetchedRecord) []byte {
-	b := kmsg.RecordBatch{
-		FirstOffset:          base,
-		PartitionLeaderEpoch: leaderEpoch,
-		Magic:                2,
-		LastOffsetDelta:      int32(len(records) - 1),
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(records)),
-	}
-	if len(records) > 0 {
-		b.FirstTimestamp = records[0].timestamp
-		b.MaxTimestamp = records[0].timestamp
-	}
-	for _, r := range records {
-		b.FirstTimestamp = min(b.FirstTimestamp, r.timestamp)
-		b.MaxTimestamp = max(b.MaxTimestamp, r.timestamp)
-	}
-	var body, scratch []byte
-	for i, r := range records {
-		rec := kmsg.Record{
-			TimestampDelta64: r.timestamp - b.FirstTimestamp,
-			OffsetDelta:      int32(i),
-			Key:              r.key,
-			Value:            r.value,
-			Headers:          r.headers,
+	first, maxTS := int64(0), int64(0)
+	size := batchHeaderLen
+	for i := range records {
+		r := &records[i]
+		if i == 0 || r.timestamp < first {
+			first = r.timestamp
 		}
-		// Encoded with length 0 (one varint byte), then that byte is
-		// replaced by the real length.
-		scratch = rec.AppendTo(scratch[:0])
-		body = binary.AppendVarint(body, int64(len(scratch)-1))
-		body = append(body, scratch[1:]...)
+		if i == 0 || r.timestamp > maxTS {
+			maxTS = r.timestamp
+		}
+		size += r.encodedSize()
 	}
-	b.Records = body
-	b.Length = int32(batchHeaderLen - 12 + len(body))
+	dst = slices.Grow(dst, size)
 	start := len(dst)
-	dst = b.AppendTo(dst)
-	binary.BigEndian.PutUint32(dst[start+17:], crc32.Checksum(dst[start+21:], crc32c))
+	dst = append(dst, make([]byte, batchHeaderLen)...)
+	var scratch []byte
+	for i := range records {
+		r := &records[i]
+		scratch = appendRecordBody(scratch[:0], r, r.timestamp-first, int32(i))
+		dst = binary.AppendVarint(dst, int64(len(scratch)))
+		dst = append(dst, scratch...)
+	}
+	h := dst[start:]
+	binary.BigEndian.PutUint64(h[0:], uint64(base))
+	binary.BigEndian.PutUint32(h[8:], uint32(len(h)-12))
+	binary.BigEndian.PutUint32(h[12:], uint32(leaderEpoch))
+	h[16] = 2                             // magic
+	binary.BigEndian.PutUint16(h[21:], 0) // attributes: no compression, CreateTime
+	binary.BigEndian.PutUint32(h[23:], uint32(len(records)-1))
+	binary.BigEndian.PutUint64(h[27:], uint64(first))
+	binary.BigEndian.PutUint64(h[35:], uint64(maxTS))
+	binary.BigEndian.PutUint64(h[43:], ^uint64(0)) // producer id -1
+	binary.BigEndian.PutUint16(h[51:], ^uint16(0)) // producer epoch -1
+	binary.BigEndian.PutUint32(h[53:], ^uint32(0)) // first sequence -1
+	binary.BigEndian.PutUint32(h[57:], uint32(len(records)))
+	binary.BigEndian.PutUint32(h[17:], crc32.Checksum(h[21:], crc32c))
 	return dst
+}
+
+// appendRecordBody appends a record after its length: attributes,
+// timestamp delta, offset delta, key, value, headers.
+func appendRecordBody(dst []byte, r *fetchedRecord, tsDelta int64, offsetDelta int32) []byte {
+	dst = append(dst, 0) // attributes
+	dst = binary.AppendVarint(dst, tsDelta)
+	dst = binary.AppendVarint(dst, int64(offsetDelta))
+	dst = appendVarintBytes(dst, r.key)
+	dst = appendVarintBytes(dst, r.value)
+	dst = binary.AppendVarint(dst, int64(len(r.headers)))
+	for _, h := range r.headers {
+		dst = binary.AppendVarint(dst, int64(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = appendVarintBytes(dst, h.Value)
+	}
+	return dst
+}
+
+// appendVarintBytes appends b with its varint length, -1 for nil.
+func appendVarintBytes(dst, b []byte) []byte {
+	if b == nil {
+		return binary.AppendVarint(dst, -1)
+	}
+	dst = binary.AppendVarint(dst, int64(len(b)))
+	return append(dst, b...)
 }

@@ -21,32 +21,37 @@ import (
 // time, the timestamp of rows of a table without a timestamp column.
 func (sh *shape) recordsOf(rec arrow.RecordBatch, from, to int, appendTime time.Time) []fetchedRecord {
 	out := make([]fetchedRecord, 0, to-from)
-	appendMillis := int64(-1)
-	if !appendTime.IsZero() {
-		appendMillis = appendTime.UnixMilli()
-	}
 	for i := from; i < to; i++ {
-		r := fetchedRecord{timestamp: appendMillis}
-		if sh.tsCol >= 0 {
-			if c := rec.Column(sh.tsCol).(*array.Timestamp); c.IsValid(i) {
-				if v := int64(c.Value(i)); v != math.MaxInt64 && v != -math.MaxInt64 {
-					r.timestamp = v / 1000
-				}
-			}
-		}
-		if sh.kafka {
-			r.key = bytesAt(rec.Column(0), i)
-			r.value = bytesAt(rec.Column(1), i)
-			r.headers = headersAt(rec.Column(2), i)
-		} else {
-			if sh.keyCol >= 0 {
-				r.key = keyAt(rec.Column(sh.keyCol), sh.cols[sh.keyCol].Type, i)
-			}
-			r.value = appendRowJSON(nil, sh.cols, rec, i)
-		}
-		out = append(out, r)
+		out = append(out, sh.recordAt(rec, i, appendTime))
 	}
 	return out
+}
+
+// recordAt is row i of a stored batch as a Kafka record (see recordsOf).
+// Its key and value of a Kafka-shaped table alias the batch's buffers.
+func (sh *shape) recordAt(rec arrow.RecordBatch, i int, appendTime time.Time) fetchedRecord {
+	r := fetchedRecord{timestamp: -1}
+	if !appendTime.IsZero() {
+		r.timestamp = appendTime.UnixMilli()
+	}
+	if sh.tsCol >= 0 {
+		if c := rec.Column(sh.tsCol).(*array.Timestamp); c.IsValid(i) {
+			if v := int64(c.Value(i)); v != math.MaxInt64 && v != -math.MaxInt64 {
+				r.timestamp = v / 1000
+			}
+		}
+	}
+	if sh.kafka {
+		r.key = bytesAt(rec.Column(0), i)
+		r.value = bytesAt(rec.Column(1), i)
+		r.headers = headersAt(rec.Column(2), i)
+	} else {
+		if sh.keyCol >= 0 {
+			r.key = keyAt(rec.Column(sh.keyCol), sh.cols[sh.keyCol].Type, i)
+		}
+		r.value = appendRowJSON(nil, sh.cols, rec, i)
+	}
+	return r
 }
 
 func bytesAt(a arrow.Array, i int) []byte {

@@ -108,6 +108,14 @@ func (c *conn) startup(tooMany bool) error {
 		return err
 	}
 	c.nc.SetDeadline(time.Time{})
+	// Server.Close cancels the context, then sets a past read deadline: if
+	// it did so during startup, the deadline just cleared was its, and the
+	// idle connection would never notice the close. (Checked after
+	// clearing: a Close that comes later sets its own.)
+	if c.ctx.Err() != nil {
+		c.nc.SetReadDeadline(time.Now())
+		c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	}
 	return nil
 }
 

@@ -39,7 +39,7 @@ test: test-deps build test-rust
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m $(PURE_PKGS)
 ifneq ($(strip $(CGO_PKGS)),)
-	$(GO) test -count=1 -timeout 15m $(CGO_PKGS)
+	$(GO) test -count=1 -timeout 25m $(CGO_PKGS)
 endif
 
 # A long seeded random fault schedule (cmd/mink TestRandomFaultSchedule):

@@ -93,6 +93,7 @@ type node struct {
 	// port (portRetries times).
 	healthy     bool
 	portRetries int
+	cleanup     bool // the cleanup that kills the process (and shows its log on failure) is registered
 }
 
 type nodeOpts struct {
@@ -143,7 +144,25 @@ func (n *node) start() {
 		n.t.Fatal(err)
 	}
 	go func() { n.exitErr = n.cmd.Wait(); close(n.exited) }()
-	n.t.Cleanup(func() { n.kill() })
+	if n.cleanup {
+		return
+	}
+	n.cleanup = true
+	n.t.Cleanup(func() {
+		n.kill()
+		if n.t.Failed() {
+			n.t.Logf("the last lines of node %s's log:\n%s", n.admin, lastLines(n.log(), 80))
+		}
+	})
+}
+
+// lastLines is the end of a log: its last n lines.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (n *node) log() string {

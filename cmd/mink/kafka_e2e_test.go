@@ -65,6 +65,22 @@ func createTopic(t *testing.T, cl *kgo.Client, name string, partitions int32) {
 	}
 }
 
+// retryRetriable repeats a raw request for up to 15 s while kgo answers
+// with a retriable error, as Kafka's clients do with their own requests: a
+// request kgo shards by partition leader goes by the client's cached
+// metadata, which can still hold the LEADER_NOT_AVAILABLE of a partition
+// from before its bucket opened.
+func retryRetriable[R any](ctx context.Context, req func() (R, error)) (R, error) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := req()
+		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			return resp, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // consumeAll reads partitions [0, partitions) of topic from the start
 // until want records arrived (or the timeout passes), through a
 // direct-assigned consumer.
@@ -898,7 +914,7 @@ func TestKafkaRetention(t *testing.T) {
 	lp.Timestamp = -2
 	lt.Partitions = append(lt.Partitions, lp)
 	lreq.Topics = append(lreq.Topics, lt)
-	lresp, err := lreq.RequestWith(ctx, cl)
+	lresp, err := retryRetriable(ctx, func() (*kmsg.ListOffsetsResponse, error) { return lreq.RequestWith(ctx, cl) })
 	if err != nil {
 		t.Fatal(err)
 	}

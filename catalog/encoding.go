@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindDeleteGroupOffsets
+	maxKnownKind           = KindSetClusterKey
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -58,6 +58,13 @@ var kindNames = map[Kind]string{
 	KindSetColumnDefault:     "SetColumnDefault",
 	KindCommitGroupOffsets:   "CommitGroupOffsets",
 	KindDeleteGroupOffsets:   "DeleteGroupOffsets",
+	KindCreateRole:           "CreateRole",
+	KindAlterRole:            "AlterRole",
+	KindDropRole:             "DropRole",
+	KindGrantRole:            "GrantRole",
+	KindGrantTable:           "GrantTable",
+	KindSetTableOwner:        "SetTableOwner",
+	KindSetClusterKey:        "SetClusterKey",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -147,6 +154,20 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[CommitGroupOffsets](kind, body)
 	case KindDeleteGroupOffsets:
 		return decodeRecordBody[DeleteGroupOffsets](kind, body)
+	case KindCreateRole:
+		return decodeRecordBody[CreateRole](kind, body)
+	case KindAlterRole:
+		return decodeRecordBody[AlterRole](kind, body)
+	case KindDropRole:
+		return decodeRecordBody[DropRole](kind, body)
+	case KindGrantRole:
+		return decodeRecordBody[GrantRole](kind, body)
+	case KindGrantTable:
+		return decodeRecordBody[GrantTable](kind, body)
+	case KindSetTableOwner:
+		return decodeRecordBody[SetTableOwner](kind, body)
+	case KindSetClusterKey:
+		return decodeRecordBody[SetClusterKey](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)
@@ -181,6 +202,9 @@ type viewBody struct {
 	Streams     []*Stream   `json:"streams,omitempty"`
 	WALTrims    []walTrim   `json:"wal_trims,omitempty"`
 	Groups      []*Group    `json:"groups,omitempty"`
+	Roles       []*Role     `json:"roles,omitempty"`
+	NextRoleID  RoleID      `json:"next_role_id,omitempty"`
+	ClusterKey  []byte      `json:"cluster_key,omitempty"`
 }
 
 type walTrim struct {
@@ -192,7 +216,10 @@ type walTrim struct {
 // EncodeView returns the snapshot encoding of v. Equal views encode to equal
 // bytes: lists are sorted by id and JSON objects by key.
 func EncodeView(v *View) ([]byte, error) {
-	body := viewBody{Index: v.Index, NextID: v.NextID, Coordinator: v.Coordinator}
+	body := viewBody{Index: v.Index, NextID: v.NextID, Coordinator: v.Coordinator, NextRoleID: v.NextRoleID, ClusterKey: v.ClusterKey}
+	for _, id := range slices.Sorted(maps.Keys(v.Roles)) {
+		body.Roles = append(body.Roles, v.Roles[id])
+	}
 	for _, id := range slices.Sorted(maps.Keys(v.Nodes)) {
 		body.Nodes = append(body.Nodes, v.Nodes[id])
 	}
@@ -240,6 +267,10 @@ func DecodeView(data []byte) (*View, error) {
 	}
 	v := NewView()
 	v.Index, v.NextID, v.Coordinator = body.Index, body.NextID, body.Coordinator
+	v.NextRoleID, v.ClusterKey = body.NextRoleID, body.ClusterKey
+	if err := fillMap(v.Roles, "role", body.Roles, func(r *Role) RoleID { return r.ID }); err != nil {
+		return nil, err
+	}
 	if err := fillMap(v.Nodes, "node", body.Nodes, func(n *Node) NodeID { return n.ID }); err != nil {
 		return nil, err
 	}

@@ -162,6 +162,7 @@ func parseHexHeaderLine(line string, headerLen int) ([]byte, error) {
 // field without a JSON tag or a kind without a decoder shows up.
 func sampleRecords() []Record {
 	missing := "x"
+	yes, no, verifier := true, false, ""
 	return []Record{
 		RegisterNode{Node: 3, ExpectEpoch: 7, Addrs: Addrs{PG: "10.0.0.3:5433", Flight: "10.0.0.3:8815", Admin: "10.0.0.3:9480", Kafka: "10.0.0.3:9092"}},
 		RegisterCoordinator{Node: 3, NodeEpoch: 8, ExpectEpoch: 4},
@@ -171,7 +172,7 @@ func sampleRecords() []Record {
 				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'", Sequence: "x", Added: true, Missing: &missing}},
 			PrimaryKey: []string{"id", "dt"}, PartitionBy: "dt", Buckets: 8, BucketKey: []string{"id"},
 			Options: map[string]string{"partition_retention": "7d", "é": "<&>"},
-		}},
+		}, Owner: 16385},
 		DropTable{Table: 12},
 		CreatePartition{Table: 12, Value: "2025-01-01"},
 		DropPartition{Table: 12, Partition: 13},
@@ -200,6 +201,13 @@ func sampleRecords() []Record {
 			{Topic: "évents", Partition: 2147483647, Offset: 9223372036854775807, LeaderEpoch: 4, Metadata: "m\x00<&>"}}},
 		DeleteGroupOffsets{Group: "billing", CoordinatorEpoch: 5, All: true, Partitions: []GroupPartition{
 			{Topic: "events", Partition: 0}, {Topic: "events", Partition: 3}}},
+		CreateRole{Name: "alice", Login: true, Superuser: true, Verifier: "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy"},
+		AlterRole{Role: 16385, Name: "bob", Login: &yes, Superuser: &no, Verifier: &verifier},
+		DropRole{Role: 16385},
+		GrantRole{Role: 16384, Member: 16385, Revoke: true},
+		GrantTable{Tables: []TableID{12, 13}, Grantee: 16385, Privileges: PrivSelect | PrivInsert, Revoke: true},
+		SetTableOwner{Table: 12, Owner: 16385},
+		SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}
 }
 

@@ -35,6 +35,9 @@ var (
 	// could accept (a zero id, an empty object list, an offset moving
 	// backwards). It points at a bug in the proposer.
 	ErrInvalid = errors.New("invalid record")
+	// ErrInUse: a role to drop still owns or holds privileges on a table
+	// (or is the bootstrap superuser).
+	ErrInUse = errors.New("in use")
 )
 
 // HeldByError is the rejection of an OpenStream for a stream that is open on

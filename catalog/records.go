@@ -42,6 +42,13 @@ const (
 	KindSetColumnDefault     Kind = 19
 	KindCommitGroupOffsets   Kind = 20
 	KindDeleteGroupOffsets   Kind = 21
+	KindCreateRole           Kind = 22
+	KindAlterRole            Kind = 23
+	KindDropRole             Kind = 24
+	KindGrantRole            Kind = 25
+	KindGrantTable           Kind = 26
+	KindSetTableOwner        Kind = 27
+	KindSetClusterKey        Kind = 28
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -142,6 +149,9 @@ type TableSpec struct {
 // Spec.Buckets buckets (ids in the outcome), with no leader until LeadBucket.
 type CreateTable struct {
 	Spec TableSpec `json:"spec"`
+	// Owner is the role creating the table; 0 (no owner: a superuser's)
+	// for tables created before roles existed.
+	Owner RoleID `json:"owner,omitempty"`
 }
 
 // DropTable drops the table and all its partitions and buckets. Their streams

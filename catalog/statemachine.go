@@ -44,6 +44,8 @@ type Outcome struct {
 	End uint64
 	// SequenceStart: AllocateSequence: the first value allocated.
 	SequenceStart int64
+	// Role: CreateRole, AlterRole: the role's id.
+	Role RoleID
 }
 
 // NewView returns the empty view, the state before the first record.
@@ -55,6 +57,7 @@ func NewView() *View {
 		Streams:  map[StreamID]*Stream{},
 		WALTrims: map[WALID]uint64{},
 		Groups:   map[string]*Group{},
+		Roles:    map[RoleID]*Role{},
 		NextID:   1,
 	}
 }
@@ -72,7 +75,7 @@ func NewView() *View {
 // rec may be a record value or a pointer to one. Apply is not safe to call
 // concurrently with any other use of v.
 func Apply(v *View, index uint64, rec Record) Outcome {
-	if v == nil || v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil {
+	if v == nil || v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil {
 		panic(fmt.Sprintf("catalog: Apply(index %d) to a view not made by NewView, DecodeView or Clone: %+v", index, v))
 	}
 	if index != v.Index+1 {
@@ -135,6 +138,20 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyCommitGroupOffsets(v, r)
 	case DeleteGroupOffsets:
 		return applyDeleteGroupOffsets(v, r)
+	case CreateRole:
+		return applyCreateRole(v, r)
+	case AlterRole:
+		return applyAlterRole(v, r)
+	case DropRole:
+		return applyDropRole(v, r)
+	case GrantRole:
+		return applyGrantRole(v, r)
+	case GrantTable:
+		return applyGrantTable(v, r)
+	case SetTableOwner:
+		return applySetTableOwner(v, r)
+	case SetClusterKey:
+		return applySetClusterKey(v, r)
 	}
 	panic(fmt.Sprintf("catalog: recordValue accepted record type %T that Apply does not handle", rec))
 }
@@ -159,7 +176,8 @@ func recordValue(rec Record) (Record, error) {
 	case RegisterNode, RegisterCoordinator, CreateTable, DropTable, CreatePartition,
 		DropPartition, LeadBucket, OpenStream, CloseStream, CommitStreamObjects,
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
-		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, CommitGroupOffsets, DeleteGroupOffsets:
+		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, CommitGroupOffsets, DeleteGroupOffsets,
+		CreateRole, AlterRole, DropRole, GrantRole, GrantTable, SetTableOwner, SetClusterKey:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)
@@ -290,7 +308,10 @@ func applyCreateTable(v *View, r CreateTable) Outcome {
 	if t, ok := v.TableByName(spec.Name); ok {
 		return reject(ErrExists, "create table %q: table %d has that name", spec.Name, t.ID)
 	}
-	t := &Table{ID: TableID(v.allocID()), Spec: spec}
+	if r.Owner != 0 && v.Roles[r.Owner] == nil {
+		return reject(ErrNotFound, "create table %q: owner role %d: no such role", spec.Name, r.Owner)
+	}
+	t := &Table{ID: TableID(v.allocID()), Spec: spec, Owner: r.Owner}
 	if spec.PartitionBy == "" {
 		t.Buckets = v.createBuckets(t.ID, 0, spec.Buckets)
 	}
@@ -973,7 +994,13 @@ func (v *View) Clone() *View {
 		Streams:     make(map[StreamID]*Stream, len(v.Streams)),
 		WALTrims:    maps.Clone(v.WALTrims),
 		Groups:      make(map[string]*Group, len(v.Groups)),
+		Roles:       make(map[RoleID]*Role, len(v.Roles)),
 		NextID:      v.NextID,
+		NextRoleID:  v.NextRoleID,
+		ClusterKey:  slices.Clone(v.ClusterKey),
+	}
+	for id, r := range v.Roles {
+		c.Roles[id] = r.clone()
 	}
 	for name, g := range v.Groups {
 		c.Groups[name] = g.clone()
@@ -1024,6 +1051,7 @@ func (t *Table) clone() *Table {
 	}
 	c.Tiering.Offsets = maps.Clone(t.Tiering.Offsets)
 	c.Sequences = maps.Clone(t.Sequences)
+	c.ACL = slices.Clone(t.ACL)
 	return &c
 }
 
@@ -1031,11 +1059,14 @@ func (t *Table) clone() *Table {
 // view that Apply maintains. DecodeView runs it on every decoded snapshot;
 // tests run it after every record.
 func (v *View) checkInvariants() error {
-	if v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil {
+	if v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil {
 		return fmt.Errorf("a map of the view is nil")
 	}
 	if v.NextID == 0 {
 		return fmt.Errorf("next id is 0")
+	}
+	if err := v.checkRoles(); err != nil {
+		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(v.Nodes)) {
 		n := v.Nodes[id]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/minkdb/mink/auth"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -745,6 +746,13 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		}
 		return uint64(rng.IntN(3))
 	}
+	pickRole := func() RoleID {
+		ids := slices.Sorted(maps.Keys(v.Roles))
+		if len(ids) == 0 || !likely() {
+			return RoleID(rng.IntN(3)) + FirstRoleID - 1
+		}
+		return ids[rng.IntN(len(ids))]
+	}
 	var rec Record
 	switch Kind(1 + rng.IntN(int(maxKnownKind))) {
 	case KindRegisterNode:
@@ -788,7 +796,11 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 		case 4:
 			spec.Columns[0].Name = "\xff"
 		}
-		rec = CreateTable{Spec: spec}
+		r := CreateTable{Spec: spec}
+		if rng.IntN(2) == 0 {
+			r.Owner = pickRole()
+		}
+		rec = r
 	case KindDropTable:
 		if rng.IntN(3) == 0 { // drops are rare, or nothing would be left
 			id, _ := pickTable()
@@ -1028,6 +1040,52 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 				End: s.Objects[i+n-1].End, Size: 7}
 		}
 		rec = r
+	case KindCreateRole:
+		r := CreateRole{Name: fmt.Sprintf("r%d", rng.IntN(6)), Login: rng.IntN(2) == 0, Superuser: rng.IntN(4) == 0}
+		switch rng.IntN(8) {
+		case 0:
+			r.Name = []string{"", "public", "pg_x"}[rng.IntN(3)]
+		case 1:
+			r.Verifier = "not a verifier"
+		case 2, 3:
+			r.Verifier = testVerifier
+		}
+		rec = r
+	case KindAlterRole:
+		r := AlterRole{Role: pickRole()}
+		switch rng.IntN(5) {
+		case 0:
+			r.Name = fmt.Sprintf("r%d", rng.IntN(8))
+		case 1:
+			b := rng.IntN(2) == 0
+			r.Login = &b
+		case 2:
+			b := rng.IntN(2) == 0
+			r.Superuser = &b
+		case 3:
+			pw := []string{"", testVerifier, "bad"}[rng.IntN(3)]
+			r.Verifier = &pw
+		}
+		rec = r
+	case KindDropRole:
+		rec = DropRole{Role: pickRole()}
+	case KindGrantRole:
+		rec = GrantRole{Role: pickRole(), Member: pickRole(), Revoke: rng.IntN(3) == 0}
+	case KindGrantTable:
+		r := GrantTable{Grantee: pickRole(), Privileges: Privileges(rng.IntN(int(PrivAll) + 2)), Revoke: rng.IntN(3) == 0}
+		if rng.IntN(4) == 0 {
+			r.Grantee = Public
+		}
+		for range rng.IntN(3) {
+			id, _ := pickTable()
+			r.Tables = append(r.Tables, id)
+		}
+		rec = r
+	case KindSetTableOwner:
+		id, _ := pickTable()
+		rec = SetTableOwner{Table: id, Owner: pickRole()}
+	case KindSetClusterKey:
+		rec = SetClusterKey{Key: bytes.Repeat([]byte{byte(rng.IntN(2))}, []int{32, 32, 32, 5}[rng.IntN(4)])}
 	}
 	if rng.IntN(10) == 0 {
 		// Apply and EncodeRecord take a pointer to a record too.
@@ -1041,6 +1099,15 @@ func randomRecord(rng *rand.Rand, v *View) Record {
 // TestStateMachineCloneIsDeep checks that a clone shares no pointer, map or
 // slice storage with its original, that it is equal to it, and that applying
 // records to one does not change the other.
+// testVerifier is a valid SCRAM verifier for the generated records.
+var testVerifier = func() string {
+	v, err := auth.NewVerifier("pw")
+	if err != nil {
+		panic(err)
+	}
+	return v.String()
+}()
+
 func TestStateMachineCloneIsDeep(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))

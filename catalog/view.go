@@ -34,6 +34,14 @@ type View struct {
 	// memory.
 	Groups map[string]*Group `json:"groups"`
 
+	// Roles holds the roles, by id (roles.go).
+	Roles map[RoleID]*Role `json:"roles"`
+	// NextRoleID is the next role id handed out (0: BootstrapRole).
+	NextRoleID RoleID `json:"next_role_id,omitempty"`
+	// ClusterKey signs the cluster's bearer tokens (SetClusterKey); nil
+	// until a node sets it.
+	ClusterKey []byte `json:"cluster_key,omitempty"`
+
 	// NextID is the next id handed out for a table, partition or bucket. Ids
 	// are never reused, even after a drop.
 	NextID uint64 `json:"next_id"`
@@ -66,6 +74,10 @@ type Table struct {
 	// (TruncateTable with RestartSequences); AllocateSequence names the
 	// epoch it allocates in.
 	SequenceEpoch uint64 `json:"sequence_epoch,omitempty"`
+	// Owner is the role that owns the table (0: none, a superuser's), and
+	// ACL what was granted on it, by grantee (roles.go).
+	Owner RoleID    `json:"owner,omitempty"`
+	ACL   []ACLItem `json:"acl,omitempty"`
 }
 
 // Partition is one LIST partition of a table.

@@ -1,0 +1,133 @@
+package catalog
+
+import (
+	"errors"
+	"testing"
+)
+
+// applyOK applies records in order and fails the test on a rejection.
+func applyAll(t *testing.T, v *View, recs ...Record) []Outcome {
+	t.Helper()
+	var outs []Outcome
+	for _, r := range recs {
+		outs = append(outs, Apply(v, v.Index+1, r))
+		if err := v.checkInvariants(); err != nil {
+			t.Fatalf("after %+v: %v", r, err)
+		}
+	}
+	return outs
+}
+
+func TestRolesAndPrivileges(t *testing.T) {
+	v := NewView()
+	outs := applyAll(t, v,
+		CreateRole{Name: "mink", Login: true, Superuser: true, Verifier: testVerifier},
+		CreateRole{Name: "analysts"},
+		CreateRole{Name: "alice", Login: true, Verifier: testVerifier},
+		CreateRole{Name: "bob", Login: true},
+	)
+	for _, o := range outs {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+	}
+	mink, analysts, alice, bob := outs[0].Role, outs[1].Role, outs[2].Role, outs[3].Role
+	if mink != BootstrapRole || analysts != FirstRoleID || alice != FirstRoleID+1 {
+		t.Fatalf("role ids %d %d %d, want %d %d %d", mink, analysts, alice, BootstrapRole, FirstRoleID, FirstRoleID+1)
+	}
+	out := applyAll(t, v, CreateTable{Spec: TableSpec{Name: "t", Columns: []Column{{Name: "id", Type: "bigint"}}, Buckets: 1}, Owner: bob})
+	tid := out[0].Table
+	tbl := v.Tables[tid]
+	if got := v.TablePrivileges(bob, tbl); got != PrivAll {
+		t.Fatalf("owner's privileges %q", got.Letters())
+	}
+	if got := v.TablePrivileges(mink, tbl); got != PrivAll {
+		t.Fatalf("superuser's privileges %q", got.Letters())
+	}
+	if got := v.TablePrivileges(alice, tbl); got != 0 {
+		t.Fatalf("alice before any grant: %q", got.Letters())
+	}
+	// A grant to a group reaches its members, transitively; one to PUBLIC
+	// reaches everyone.
+	applyAll(t, v,
+		GrantTable{Tables: []TableID{tid}, Grantee: analysts, Privileges: PrivSelect | PrivInsert},
+		GrantRole{Role: analysts, Member: alice},
+		GrantTable{Tables: []TableID{tid}, Grantee: Public, Privileges: PrivTruncate},
+	)
+	if got := v.TablePrivileges(alice, tbl).Letters(); got != "arD" {
+		t.Fatalf("alice, member of analysts: %q, want arD", got)
+	}
+	applyAll(t, v, GrantTable{Tables: []TableID{tid}, Grantee: analysts, Privileges: PrivInsert, Revoke: true})
+	if got := v.TablePrivileges(alice, tbl).Letters(); got != "rD" {
+		t.Fatalf("after REVOKE INSERT: %q, want rD", got)
+	}
+	// Membership cycles are refused.
+	if o := applyAll(t, v, GrantRole{Role: alice, Member: analysts})[0]; !errors.Is(o.Err, ErrInvalid) {
+		t.Fatalf("cycle: %v", o.Err)
+	}
+	// A role that owns or holds privileges cannot be dropped; the
+	// bootstrap superuser never.
+	for _, c := range []struct {
+		role RoleID
+		want error
+	}{{bob, ErrInUse}, {analysts, ErrInUse}, {mink, ErrInUse}} {
+		if o := applyAll(t, v, DropRole{Role: c.role})[0]; !errors.Is(o.Err, c.want) {
+			t.Errorf("drop role %d: %v, want %v", c.role, o.Err, c.want)
+		}
+	}
+	applyAll(t, v,
+		SetTableOwner{Table: tid, Owner: alice},
+		GrantTable{Tables: []TableID{tid}, Grantee: analysts, Privileges: PrivAll, Revoke: true},
+	)
+	if o := applyAll(t, v, DropRole{Role: analysts})[0]; o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	if r := v.Roles[alice]; r.MemberOf != nil {
+		t.Fatalf("alice still a member of %v after the drop", r.MemberOf)
+	}
+	// Renames keep ids: ownership follows.
+	applyAll(t, v, AlterRole{Role: alice, Name: "alicia"})
+	if r, ok := v.RoleByName("alicia"); !ok || r.ID != tbl.Owner {
+		t.Fatal("rename lost the role or its table")
+	}
+	// Names: taken, reserved, a bad verifier.
+	for _, c := range []struct {
+		rec  Record
+		want error
+	}{
+		{CreateRole{Name: "bob"}, ErrExists},
+		{CreateRole{Name: "public"}, ErrInvalid},
+		{CreateRole{Name: "pg_monitor"}, ErrInvalid},
+		{CreateRole{Name: "carol", Verifier: "md5abc"}, ErrInvalid},
+		{AlterRole{Role: bob, Name: "alicia"}, ErrExists},
+		{AlterRole{Role: mink, Superuser: new(bool)}, ErrInUse},
+		{SetClusterKey{Key: []byte("short")}, ErrInvalid},
+	} {
+		if o := applyAll(t, v, c.rec)[0]; !errors.Is(o.Err, c.want) {
+			t.Errorf("%+v: %v, want %v", c.rec, o.Err, c.want)
+		}
+	}
+	key := []byte("0123456789abcdef0123456789abcdef")
+	applyAll(t, v, SetClusterKey{Key: key})
+	if o := applyAll(t, v, SetClusterKey{Key: key})[0]; o.Err != nil {
+		t.Fatalf("the same key again: %v", o.Err)
+	}
+	if o := applyAll(t, v, SetClusterKey{Key: []byte("abcdef0123456789abcdef0123456789")})[0]; !errors.Is(o.Err, ErrExists) {
+		t.Fatalf("another key: %v", o.Err)
+	}
+	// The roles survive a snapshot.
+	data, err := EncodeView(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeView(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.TablePrivileges(bob, back.Tables[tid]).Letters(); got != "D" {
+		t.Fatalf("bob after the round trip: %q, want D (PUBLIC's TRUNCATE)", got)
+	}
+	if string(back.ClusterKey) != string(key) || back.NextRoleID != v.NextRoleID {
+		t.Fatal("cluster key or next role id lost in the snapshot")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -64,15 +65,24 @@ func (s *Server) startAdmin() error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		// net/http's own errors (failed TLS handshakes: a client without
+		// the CA, plain HTTP to HTTPS) go to the node's log.
+		ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelInfo)}
+	serve := func() error { return s.admin.Serve(ln) }
+	if s.tls != nil {
+		// HTTPS only: a plain HTTP request is answered 400 by net/http.
+		s.admin.TLSConfig = s.tls.serverConfig()
+		serve = func() error { return s.admin.ServeTLS(ln, "", "") }
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.admin.Serve(ln); err != nil && err != http.ErrServerClosed {
+		if err := serve(); err != nil && err != http.ErrServerClosed {
 			s.logger.Error("admin listener stopped", "err", err)
 		}
 	}()
-	s.logger.Info("admin listening", "addr", ln.Addr().String())
+	s.logger.Info("admin listening", "addr", ln.Addr().String(), "tls", s.tls != nil)
 	return nil
 }
 

@@ -182,13 +182,13 @@ func (s *Server) forwardToCoordinator(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("forwarding loop: node %d is not the coordinator either", s.cfg.NodeID))
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), r.Body)
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, s.adminScheme()+"://"+addr+r.URL.RequestURI(), r.Body)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
 	req.Header.Set("X-Mink-Forwarded", fmt.Sprint(s.cfg.NodeID))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.peerHTTP().Do(req) // https, verifying the peer, with TLS on
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Errorf("forward to coordinator node %d at %s: %w", holder, addr, err))
 		return

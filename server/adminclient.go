@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -16,13 +19,37 @@ import (
 type AdminClient struct {
 	// Addr is the node's admin address, HOST:PORT.
 	Addr string
-	HTTP *http.Client
+	// Scheme is "http", or "https" for a node started with --tls-cert-file.
+	Scheme string
+	HTTP   *http.Client
 }
 
-// NewAdminClient returns a client for the node whose admin listener is addr.
-func NewAdminClient(addr string) *AdminClient {
-	return &AdminClient{Addr: addr, HTTP: &http.Client{Timeout: 30 * time.Second}}
+// NewAdminClient returns a client for the node whose admin listener is
+// server: HOST:PORT or http://HOST:PORT for plain HTTP, https://HOST:PORT
+// for HTTPS with the node's certificate verified against the system roots
+// (NewAdminClientTLS takes a CA).
+func NewAdminClient(server string) *AdminClient {
+	if rest, ok := strings.CutPrefix(server, "https://"); ok {
+		return NewAdminClientTLS(rest, &tls.Config{MinVersion: tls.VersionTLS12})
+	}
+	return &AdminClient{Addr: strings.TrimPrefix(server, "http://"), Scheme: "http", HTTP: &http.Client{Timeout: 30 * time.Second}}
 }
+
+// NewAdminClientTLS returns a client that calls the admin API of the node at
+// server (HOST:PORT or https://HOST:PORT) over HTTPS with cfg: set
+// cfg.RootCAs to the CA that signed the node's certificate (ClientTLSConfig
+// reads one from a file).
+func NewAdminClientTLS(server string, cfg *tls.Config) *AdminClient {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = cfg
+	return &AdminClient{
+		Addr:   strings.TrimPrefix(server, "https://"),
+		Scheme: "https",
+		HTTP:   &http.Client{Timeout: 30 * time.Second, Transport: transport},
+	}
+}
+
+func (c *AdminClient) url(path string) string { return c.Scheme + "://" + c.Addr + path }
 
 // ClusterStatus fetches GET /api/v1/cluster/status.
 func (c *AdminClient) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
@@ -32,13 +59,13 @@ func (c *AdminClient) ClusterStatus(ctx context.Context) (ClusterStatus, error) 
 }
 
 func (c *AdminClient) getJSON(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.Addr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(path), nil)
 	if err != nil {
 		return err
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach mink admin API at %s: %w", c.Addr, unwrapURLError(err))
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -46,13 +73,7 @@ func (c *AdminClient) getJSON(ctx context.Context, path string, out any) error {
 		return fmt.Errorf("read %s from %s: %w", path, c.Addr, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s: %s", c.Addr, e.Error)
-		}
-		return fmt.Errorf("%s%s: HTTP %d", c.Addr, path, resp.StatusCode)
+		return c.statusError(path, resp.StatusCode, body)
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("decode %s from %s: %w", path, c.Addr, err)
@@ -68,6 +89,40 @@ func unwrapURLError(err error) error {
 		return urlErr.Err
 	}
 	return err
+}
+
+// unreachable is the error of a request that got no HTTP answer, with a
+// hint when TLS is why.
+func (c *AdminClient) unreachable(err error) error {
+	err = unwrapURLError(err)
+	hint := ""
+	var unknownCA x509.UnknownAuthorityError
+	var wrongHost x509.HostnameError
+	var notTLS tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknownCA):
+		hint = " (pass the CA that signed the node's certificate with --ca-file)"
+	case errors.As(err, &wrongHost):
+		hint = " (the node's certificate does not name the host given in --server)"
+	case errors.As(err, &notTLS) || strings.Contains(err.Error(), "HTTP response to HTTPS client"):
+		hint = " (the node's admin API serves plain HTTP: drop --ca-file and https://)"
+	}
+	return fmt.Errorf("cannot reach mink admin API at %s: %w%s", c.Addr, err, hint)
+}
+
+// statusError is the error of an answer other than 200 OK: the admin API's
+// {"error": …} when it has one.
+func (c *AdminClient) statusError(path string, code int, body []byte) error {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return fmt.Errorf("%s: %s", c.Addr, e.Error)
+	}
+	if code == http.StatusBadRequest && c.Scheme == "http" && strings.Contains(string(body), "HTTPS server") {
+		return fmt.Errorf("%s: the node's admin API serves HTTPS: use --server https://%s and --ca-file", c.Addr, c.Addr)
+	}
+	return fmt.Errorf("%s%s: HTTP %d", c.Addr, path, code)
 }
 
 // TableBuckets fetches GET /api/v1/tables/{name}/buckets.
@@ -86,7 +141,7 @@ func (c *AdminClient) Rebalance(ctx context.Context, dryRun bool, fn func(Rebala
 	if dryRun {
 		path += "?dry_run=1"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Addr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(path), nil)
 	if err != nil {
 		return err
 	}
@@ -94,18 +149,12 @@ func (c *AdminClient) Rebalance(ctx context.Context, dryRun bool, fn func(Rebala
 	client.Timeout = 0 // a rebalance streams progress for as long as it takes
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach mink admin API at %s: %w", c.Addr, unwrapURLError(err))
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s: %s", c.Addr, e.Error)
-		}
-		return fmt.Errorf("%s%s: HTTP %d", c.Addr, path, resp.StatusCode)
+		return c.statusError(path, resp.StatusCode, body)
 	}
 	dec := json.NewDecoder(resp.Body)
 	for {
@@ -158,7 +207,7 @@ func (c *AdminClient) TieringRun(ctx context.Context, table string, wait bool, f
 // postNDJSON POSTs to path and calls next for each NDJSON event until it
 // reports the last one.
 func (c *AdminClient) postNDJSON(ctx context.Context, path string, next func(*json.Decoder) (last bool, err error)) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Addr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(path), nil)
 	if err != nil {
 		return err
 	}
@@ -166,18 +215,12 @@ func (c *AdminClient) postNDJSON(ctx context.Context, path string, next func(*js
 	client.Timeout = 0 // progress streams for as long as the operation takes
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach mink admin API at %s: %w", c.Addr, unwrapURLError(err))
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s: %s", c.Addr, e.Error)
-		}
-		return fmt.Errorf("%s%s: HTTP %d", c.Addr, path, resp.StatusCode)
+		return c.statusError(path, resp.StatusCode, body)
 	}
 	dec := json.NewDecoder(resp.Body)
 	for {

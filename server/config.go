@@ -44,13 +44,31 @@ type Config struct {
 	KafkaAutoCreateTopics bool
 	AdvertiseHost         string
 
-	// PGPasswordFile, when set, enables SCRAM-SHA-256 authentication: one
-	// "user:password" per line ('#' starts a comment). Without it every user
-	// is trusted (the embedded default: user mink, database mink).
-	PGPasswordFile string
-	// TLSCertFile and TLSKeyFile enable TLS on the Postgres listener.
+	// SuperuserPasswordFile holds the password of the bootstrap superuser
+	// mink (its first line). A node creates the role at its first start and
+	// sets the password when the file's changed. With it every listener
+	// requires credentials (security.go); without it, and with no
+	// --insecure, the node is in trust mode and every listener must be on
+	// loopback.
+	SuperuserPasswordFile string
+	// Insecure allows trust mode (no credentials) on listeners that are not
+	// on loopback.
+	Insecure bool
+	// TLSCertFile and TLSKeyFile (PEM) enable TLS on every listener
+	// (Postgres, Flight, admin, Kafka) and on this node's connections to
+	// other nodes, which then present this certificate as their client
+	// certificate. Both are read again on SIGHUP (Server.ReloadTLS). Every
+	// node of a cluster has TLS on, or every node has it off.
 	TLSCertFile string
 	TLSKeyFile  string
+	// TLSCAFile is the PEM CA bundle that verifies other nodes'
+	// certificates when this node dials them (default: the system roots).
+	TLSCAFile string
+	// TLSClientCAFile, when set, makes every listener ask for a client
+	// certificate and verify one that is presented against this PEM CA
+	// bundle; a client that presents none is still accepted
+	// (tls.VerifyClientCertIfGiven).
+	TLSClientCAFile string
 
 	LeaseTTL        time.Duration
 	CoordinatorTick time.Duration
@@ -149,8 +167,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--embedded-etcd-addr %q: the embedded etcd listens on loopback only", c.EmbeddedEtcdAddr)
 		}
 	}
+	if err := c.checkTrust(); err != nil {
+		return err
+	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return fmt.Errorf("--tls-cert-file and --tls-key-file go together")
+	}
+	if c.TLSCertFile == "" && (c.TLSCAFile != "" || c.TLSClientCAFile != "") {
+		return fmt.Errorf("--tls-ca-file and --tls-client-ca-file need --tls-cert-file and --tls-key-file")
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("--lease-ttl %v: must be at least 1s", c.LeaseTTL)

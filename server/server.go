@@ -22,6 +22,7 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/server/flightsvc"
 	"github.com/minkdb/mink/server/kafka"
 	"github.com/minkdb/mink/server/kafka/groups"
@@ -62,6 +63,13 @@ type Server struct {
 	// lakeReader is the SQL front end's reader of tiered rows (set by
 	// startSQL; read by the metrics).
 	lakeReader atomic.Pointer[tiering.LakeReader]
+
+	// tls is the node's certificate and CA pools (tlsconf.go); nil when
+	// every listener is plaintext.
+	tls *nodeTLS
+	// guard authenticates and authorizes the clients of every listener
+	// (security.go).
+	guard *access.Guard
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -104,6 +112,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 		}
 	}()
 
+	// A missing or bad certificate is an input error: report it before
+	// anything starts.
+	if s.tls, err = loadNodeTLS(&cfg, s.logger); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -183,6 +196,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	s.setLive(true)
 	s.logger.Info("node registered", "epoch", epoch, "lease_ttl", cfg.LeaseTTL)
 
+	if err := s.startAccess(ctx); err != nil {
+		session.Close()
+		return nil, err
+	}
 	if err := s.startAdmin(); err != nil {
 		session.Close()
 		return nil, err
@@ -385,6 +402,9 @@ func (s *Server) startSQL() error {
 		return fmt.Errorf("start the SQL engine: %w", err)
 	}
 	s.remote = flightsvc.NewPool()
+	if s.tls != nil {
+		s.remote = flightsvc.NewTLSPool(s.tls.clientConfig())
+	}
 	lake, err := s.newLakeReader()
 	if err != nil {
 		return err
@@ -395,17 +415,9 @@ func (s *Server) startSQL() error {
 		s.front.SetMirrors(false)
 	}
 	pgcfg := pgwire.Config{Handler: s.front, Logger: s.logger}
-	if s.cfg.PGPasswordFile != "" {
-		if pgcfg.Users, err = readPasswordFile(s.cfg.PGPasswordFile); err != nil {
-			return err
-		}
-	}
-	if s.cfg.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
-		if err != nil {
-			return fmt.Errorf("TLS certificate: %w", err)
-		}
-		pgcfg.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	pgcfg.Auth = pgAuth{s.guard}
+	if s.tls != nil {
+		pgcfg.TLSConfig = s.tls.serverConfig()
 	}
 	s.pg, err = pgwire.NewServer(pgcfg)
 	if err != nil {
@@ -421,7 +433,7 @@ func (s *Server) startSQL() error {
 			s.logger.Error("Postgres listener stopped", "err", err)
 		}
 	}()
-	s.logger.Info("Postgres wire listening", "addr", s.pgLn.Addr().String())
+	s.logger.Info("Postgres wire listening", "addr", s.pgLn.Addr().String(), "tls", s.tls != nil)
 	return nil
 }
 
@@ -431,10 +443,14 @@ func (s *Server) startFlight() error {
 	if err != nil {
 		return fmt.Errorf("listen for Arrow Flight on %s: %w", s.cfg.FlightAddr, err)
 	}
-	s.flight = flightsvc.New(flightsvc.Config{
+	fcfg := flightsvc.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), Meta: s.cat, Buckets: s.Buckets, Live: s.live.IsLive, Logger: s.logger,
 		Pool: s.remote, // one set of connections to the other nodes, shared with SQL
-	})
+	}
+	if s.tls != nil {
+		fcfg.TLS = s.tls.serverConfig()
+	}
+	s.flight = flightsvc.New(fcfg)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -442,7 +458,7 @@ func (s *Server) startFlight() error {
 			s.logger.Error("Flight listener stopped", "err", err)
 		}
 	}()
-	s.logger.Info("Arrow Flight listening", "addr", ln.Addr().String())
+	s.logger.Info("Arrow Flight listening", "addr", ln.Addr().String(), "tls", s.tls != nil)
 	return nil
 }
 
@@ -455,6 +471,10 @@ func (s *Server) startKafka() error {
 	ln, err := net.Listen("tcp", s.cfg.KafkaAddr)
 	if err != nil {
 		return fmt.Errorf("listen for Kafka on %s: %w", s.cfg.KafkaAddr, err)
+	}
+	if s.tls != nil {
+		// Kafka's security.protocol=SSL: TLS from the first byte.
+		ln = tls.NewListener(ln, s.tls.serverConfig())
 	}
 	// The groups are coordinated by the coordinator lease holder, so that
 	// every node names the same one.
@@ -483,32 +503,8 @@ func (s *Server) startKafka() error {
 			s.logger.Error("Kafka listener stopped", "err", err)
 		}
 	}()
-	s.logger.Info("Kafka listening", "addr", ln.Addr().String())
+	s.logger.Info("Kafka listening", "addr", ln.Addr().String(), "tls", s.tls != nil)
 	return nil
-}
-
-// readPasswordFile reads "user:password" lines.
-func readPasswordFile(path string) (map[string]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("password file: %w", err)
-	}
-	users := map[string]string{}
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		user, password, ok := strings.Cut(line, ":")
-		if !ok || user == "" {
-			return nil, fmt.Errorf("password file %s line %d: want user:password", path, i+1)
-		}
-		users[user] = password
-	}
-	if len(users) == 0 {
-		return nil, fmt.Errorf("password file %s names no user", path)
-	}
-	return users, nil
 }
 
 // startBuckets starts the bucket manager for node epoch epoch.

@@ -24,7 +24,7 @@ func newClusterCmd() *cobra.Command {
 }
 
 func newClusterRebalanceCmd() *cobra.Command {
-	var addr string
+	var admin adminFlags
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "rebalance",
@@ -36,7 +36,11 @@ request to the coordinator lease holder. --dry-run prints the plan only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
-			return server.NewAdminClient(addr).Rebalance(cmd.Context(), dryRun, func(ev server.RebalanceEvent) {
+			c, err := admin.client()
+			if err != nil {
+				return err
+			}
+			return c.Rebalance(cmd.Context(), dryRun, func(ev server.RebalanceEvent) {
 				switch ev.Type {
 				case "plan":
 					if len(ev.Moves) == 0 {
@@ -63,21 +67,25 @@ request to the coordinator lease holder. --dry-run prints the plan only.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&addr, "server", defaultAdminServer, "admin address (HOST:PORT) of any mink node")
+	admin.register(cmd.Flags())
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan without moving anything")
 	return cmd
 }
 
 func newTableCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "table", Short: "Inspect tables"}
-	var addr string
+	var admin adminFlags
 	var asJSON bool
 	buckets := &cobra.Command{
 		Use:   "buckets NAME",
 		Short: "Show each bucket of a table: leader, leader epoch, whether it is open",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			bs, err := server.NewAdminClient(addr).TableBuckets(cmd.Context(), args[0])
+			c, err := admin.client()
+			if err != nil {
+				return err
+			}
+			bs, err := c.TableBuckets(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -96,21 +104,25 @@ func newTableCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	buckets.Flags().StringVar(&addr, "server", defaultAdminServer, "admin address (HOST:PORT) of any mink node")
+	admin.register(buckets.Flags())
 	buckets.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	cmd.AddCommand(buckets)
 	return cmd
 }
 
 func newClusterStatusCmd() *cobra.Command {
-	var addr string
+	var admin adminFlags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the nodes (id, epoch, liveness, addresses, buckets led) and the coordinator",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := server.NewAdminClient(addr).ClusterStatus(cmd.Context())
+			c, err := admin.client()
+			if err != nil {
+				return err
+			}
+			st, err := c.ClusterStatus(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -121,7 +133,7 @@ func newClusterStatusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&addr, "server", defaultAdminServer, "admin address (HOST:PORT) of any mink node")
+	admin.register(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	return cmd
 }

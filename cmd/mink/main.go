@@ -6,8 +6,12 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/minkdb/mink/server"
 )
 
 func main() {
@@ -54,4 +58,32 @@ func newVersionCmd() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "mink "+version)
 		},
 	}
+}
+
+// adminFlags are the flags of every command that calls the admin API.
+type adminFlags struct {
+	server string
+	caFile string
+}
+
+func (a *adminFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&a.server, "server", defaultAdminServer, "admin address of any mink node: HOST:PORT, http://HOST:PORT or https://HOST:PORT")
+	f.StringVar(&a.caFile, "ca-file", "", "PEM CA bundle that verifies the node's certificate; implies https (a node started with --tls-cert-file)")
+}
+
+// client is the admin client the flags describe: HTTPS when --ca-file is
+// given or --server starts with https:// (without --ca-file the node's
+// certificate must verify against the system roots), plain HTTP otherwise.
+func (a *adminFlags) client() (*server.AdminClient, error) {
+	if a.caFile == "" && !strings.HasPrefix(a.server, "https://") {
+		return server.NewAdminClient(a.server), nil
+	}
+	if strings.HasPrefix(a.server, "http://") {
+		return nil, usageError{fmt.Errorf("--ca-file needs an https:// (or HOST:PORT) --server, not %s", a.server)}
+	}
+	cfg, err := server.ClientTLSConfig(a.caFile)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--ca-file: %w", err)}
+	}
+	return server.NewAdminClientTLS(a.server, cfg), nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -60,9 +61,12 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "admin HTTP listen address (/healthz, /metrics, admin API)")
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address (empty: no Kafka listener)")
 	f.BoolVar(&cfg.KafkaAutoCreateTopics, "kafka-auto-create-topics", cfg.KafkaAutoCreateTopics, "create a topic (a Kafka-shaped log table) on its first produce or metadata request")
-	f.StringVar(&cfg.PGPasswordFile, "pg-password-file", "", "enable SCRAM-SHA-256 with users from this file (user:password per line)")
-	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "TLS certificate (PEM) for the Postgres listener")
-	f.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "TLS private key (PEM) for the Postgres listener")
+	f.StringVar(&cfg.SuperuserPasswordFile, "superuser-password-file", "", "password of the superuser mink (first line of the file); every listener then requires credentials")
+	f.BoolVar(&cfg.Insecure, "insecure", false, "allow trust mode (no --superuser-password-file) on listeners that are not on loopback")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "TLS certificate (PEM) of every listener (Postgres, Flight, admin, Kafka) and of connections to other nodes; reloaded on SIGHUP")
+	f.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "TLS private key (PEM) of --tls-cert-file; reloaded on SIGHUP")
+	f.StringVar(&cfg.TLSCAFile, "tls-ca-file", "", "PEM CA bundle that verifies other nodes' certificates (default: the system roots)")
+	f.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle: every listener asks for a client certificate and verifies one that is given against it")
 	f.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host other nodes and clients use to reach this node (default: the listen hosts)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "liveness lease TTL: a node that stops heartbeating is dead after this")
 	f.DurationVar(&cfg.CoordinatorTick, "coordinator-tick", cfg.CoordinatorTick, "how often the coordinator looks for buckets to fail over")
@@ -86,12 +90,25 @@ func newServerCmd() *cobra.Command {
 func runServer(ctx context.Context, cfg server.Config, logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reloads the TLS certificate and key (and no longer ends the
+	// process).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	srv, err := server.New(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	logger.Info("mink server ready", "node", cfg.NodeID, "epoch", srv.NodeEpoch(), "admin", srv.AdminAddr(), "data_dir", cfg.DataDir)
-	<-ctx.Done()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-hup:
+			if err := srv.ReloadTLS(); errors.Is(err, server.ErrNoTLS) {
+				logger.Info("SIGHUP: nothing to reload", "reason", err)
+			}
+		}
+	}
 	logger.Info("shutting down")
 	if err := srv.Close(); err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -21,7 +21,7 @@ func newTieringCmd() *cobra.Command {
 }
 
 func newTieringStatusCmd() *cobra.Command {
-	var addr string
+	var admin adminFlags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -32,7 +32,11 @@ the lag in rows and seconds, the last round and the last error. Any node
 forwards the request to the coordinator lease holder, which runs tiering.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := server.NewAdminClient(addr).TieringStatus(cmd.Context())
+			c, err := admin.client()
+			if err != nil {
+				return err
+			}
+			st, err := c.TieringStatus(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -43,7 +47,7 @@ forwards the request to the coordinator lease holder, which runs tiering.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&addr, "server", defaultAdminServer, "admin address (HOST:PORT) of any mink node")
+	admin.register(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (with per-bucket offsets) instead of a table")
 	return cmd
 }
@@ -83,7 +87,8 @@ func printTieringStatus(out io.Writer, st server.TieringStatus) {
 }
 
 func newTieringRunCmd() *cobra.Command {
-	var addr, table string
+	var admin adminFlags
+	var table string
 	var wait bool
 	cmd := &cobra.Command{
 		Use:   "run --table NAME [--wait]",
@@ -100,7 +105,11 @@ round is queued.`,
 				return usageError{fmt.Errorf("--table is required")}
 			}
 			out := cmd.OutOrStdout()
-			return server.NewAdminClient(addr).TieringRun(cmd.Context(), table, wait, func(ev server.TieringRunEvent) {
+			c, err := admin.client()
+			if err != nil {
+				return err
+			}
+			return c.TieringRun(cmd.Context(), table, wait, func(ev server.TieringRunEvent) {
 				switch ev.Type {
 				case "queued":
 					fmt.Fprintf(out, "round of %s queued on node %d\n", ev.Table, ev.By)
@@ -142,7 +151,7 @@ round is queued.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&addr, "server", defaultAdminServer, "admin address (HOST:PORT) of any mink node")
+	admin.register(cmd.Flags())
 	cmd.Flags().StringVar(&table, "table", "", "the table to tier")
 	cmd.Flags().BoolVar(&wait, "wait", false, "run the round now and show its progress until it is done")
 	return cmd

@@ -157,18 +157,22 @@ type EndpointMeta struct {
 // Location is the Flight location URI of a host:port address.
 func Location(addr string) string { return "grpc+tcp://" + addr }
 
+// TLSLocation is the Flight location URI of a host:port address served
+// over TLS.
+func TLSLocation(addr string) string { return "grpc+tls://" + addr }
+
 // ParseLocation returns host:port from a Flight location URI
-// (grpc+tcp://, grpc://) or a bare host:port.
+// (grpc+tcp://, grpc+tls://, grpc://) or a bare host:port.
 func ParseLocation(uri string) (string, error) {
 	addr := uri
-	for _, scheme := range []string{"grpc+tcp://", "grpc://"} {
+	for _, scheme := range []string{"grpc+tcp://", "grpc+tls://", "grpc://"} {
 		if strings.HasPrefix(uri, scheme) {
 			addr = strings.TrimPrefix(uri, scheme)
 			break
 		}
 	}
 	if strings.Contains(addr, "://") {
-		return "", fmt.Errorf("location %q: only grpc+tcp:// is served", uri)
+		return "", fmt.Errorf("location %q: only grpc+tcp:// and grpc+tls:// are served", uri)
 	}
 	if addr == "" || !strings.Contains(addr, ":") {
 		return "", fmt.Errorf("location %q: want host:port", uri)

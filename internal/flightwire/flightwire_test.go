@@ -130,12 +130,13 @@ func TestRetryableWrite(t *testing.T) {
 func TestParseLocation(t *testing.T) {
 	for in, want := range map[string]string{
 		"grpc+tcp://h:1": "h:1", "grpc://h:1": "h:1", "h:1": "h:1", "grpc+tcp://[::1]:5/": "[::1]:5",
+		"grpc+tls://h:1": "h:1",
 	} {
 		if got, err := ParseLocation(in); err != nil || got != want {
 			t.Fatalf("%s: %q %v", in, got, err)
 		}
 	}
-	for _, bad := range []string{"", "grpc+tls://h:1", "http://h:1", "host"} {
+	for _, bad := range []string{"", "grpc+unix:///tmp/s", "http://h:1", "host"} {
 		if _, err := ParseLocation(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}

@@ -2,6 +2,7 @@ package flightsvc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
@@ -41,17 +43,30 @@ const maxRedirects = 3
 // Pool keeps one gRPC connection per node address (gRPC multiplexes
 // concurrent calls over it). It is safe for concurrent use.
 type Pool struct {
-	mu struct {
+	// dialOptions are flightwire's, with TLS credentials when the nodes'
+	// Flight listeners serve TLS (NewTLSPool).
+	dialOptions []grpc.DialOption
+	mu          struct {
 		sync.Mutex
 		conns  map[string]*grpc.ClientConn
 		closed bool
 	}
 }
 
-// NewPool returns an empty pool.
+// NewPool returns an empty pool of plaintext connections.
 func NewPool() *Pool {
-	p := &Pool{}
+	p := &Pool{dialOptions: flightwire.DialOptions()}
 	p.mu.conns = map[string]*grpc.ClientConn{}
+	return p
+}
+
+// NewTLSPool returns an empty pool whose connections use TLS with cfg: it
+// verifies each node's certificate against cfg.RootCAs and the host the
+// node is dialled at, and presents cfg's client certificate when the node
+// asks for one.
+func NewTLSPool(cfg *tls.Config) *Pool {
+	p := NewPool()
+	p.dialOptions = append(p.dialOptions, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	return p
 }
 
@@ -66,7 +81,7 @@ func (p *Pool) client(addr string) (flight.FlightServiceClient, error) {
 	if !ok {
 		var err error
 		// grpc.NewClient does no I/O: it connects on first use.
-		if cc, err = grpc.NewClient(addr, flightwire.DialOptions()...); err != nil {
+		if cc, err = grpc.NewClient(addr, p.dialOptions...); err != nil {
 			return nil, fmt.Errorf("flight client for %s: %w", addr, err)
 		}
 		p.mu.conns[addr] = cc

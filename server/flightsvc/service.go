@@ -2,6 +2,7 @@ package flightsvc
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/minkdb/mink/buckets"
@@ -49,6 +51,11 @@ type Config struct {
 	// of this node that is opening. Default 30 s.
 	BucketWait time.Duration
 	Logger     *slog.Logger
+	// TLS, when set, makes the listener serve gRPC over TLS with this
+	// config, and FlightInfo locations grpc+tls://host:port. Every node of
+	// a cluster serves TLS or none does, so the location of another
+	// node's bucket has this node's scheme.
+	TLS *tls.Config
 }
 
 // Service is the Flight service of one node.
@@ -83,7 +90,11 @@ func New(cfg Config) *Service {
 	}
 	// DoGet messages hold at most maxRowsPerMessage rows, far below the
 	// message limit for ordinary rows; DoPut batches are the clients' choice.
-	s.grpc = grpc.NewServer(flightwire.ServerOptions()...)
+	opts := flightwire.ServerOptions()
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(s.grpc, s)
 	return s
 }
@@ -116,6 +127,14 @@ func (s *Service) Close(timeout time.Duration) {
 			s.cfg.Pool.Close()
 		}
 	})
+}
+
+// location is the Flight location URI of a node's Flight address.
+func (s *Service) location(addr string) string {
+	if s.cfg.TLS != nil {
+		return flightwire.TLSLocation(addr)
+	}
+	return flightwire.Location(addr)
 }
 
 // Pool is the service's connection pool to other nodes.
@@ -194,7 +213,7 @@ func (s *Service) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor)
 			meta, _ := json.Marshal(flightwire.EndpointMeta{Bucket: uint64(b.id), Partition: b.partition, Leader: uint32(b.leader)})
 			ep := &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: t.Encode()}, AppMetadata: meta}
 			if b.addr != "" {
-				ep.Location = []*flight.Location{{Uri: flightwire.Location(b.addr)}}
+				ep.Location = []*flight.Location{{Uri: s.location(b.addr)}}
 			}
 			info.Endpoint = append(info.Endpoint, ep)
 		}
@@ -220,7 +239,7 @@ func (s *Service) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor)
 		meta, _ := json.Marshal(flightwire.EndpointMeta{Bucket: uint64(b.id), Partition: b.partition, Leader: uint32(b.leader)})
 		ep := &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: t.Encode()}, AppMetadata: meta}
 		if b.addr != "" {
-			ep.Location = []*flight.Location{{Uri: flightwire.Location(b.addr)}}
+			ep.Location = []*flight.Location{{Uri: s.location(b.addr)}}
 		}
 		info.Endpoint = append(info.Endpoint, ep)
 	}

@@ -31,7 +31,7 @@ const limiterMaxSources = 10000
 // that were in flight together all count: opening many connections at once
 // buys no extra guesses, only a longer wait.
 //
-// A successful login does not refund anything: if it did, a client with
+// A successful login (Succeeded) refunds nothing: if it did, a client with
 // one valid account could log in after every few failures and guess at
 // other roles' passwords without limit. A user who mistyped their password
 // waits at most refill between tries, and burst × refill for a fresh start.
@@ -113,6 +113,13 @@ func (l *LoginLimiter) Failed(addr netip.Addr, now time.Time) {
 // costs the same however many sources are tracked (an exact choice would
 // scan them all, under the lock every login takes).
 const limiterEvictSample = 16
+
+// Succeeded is told of a successful login from addr, and on purpose
+// changes nothing: if a success refunded failures, a client with one valid
+// account could log in between guesses at other roles' passwords and guess
+// without limit (see LoginLimiter). It is there so that a listener can
+// report every outcome to one interface (server/access.Limiter).
+func (l *LoginLimiter) Succeeded(addr netip.Addr) {}
 
 // evictLocked makes room for one more source. Among a sample of the
 // sources (Go randomises the order of a map), it forgets those whose

@@ -62,6 +62,15 @@ func TestLoginLimiterBurstAndRefill(t *testing.T) {
 	checkAllow(t, l, addr, at(20*time.Second), false, time.Second)
 }
 
+// TestLoginLimiterSuccessRefundsNothing checks that a client with a valid
+// account cannot log in between guesses to reset the limit.
+func TestLoginLimiterSuccessRefundsNothing(t *testing.T) {
+	l := NewLoginLimiter(3, time.Second)
+	fail(l, "192.0.2.1", at(0), 3)
+	l.Succeeded(netip.MustParseAddr("192.0.2.1"))
+	checkAllow(t, l, "192.0.2.1", at(0), false, time.Second)
+}
+
 // TestLoginLimiterInFlight checks that failures reported together (from
 // connections that passed Allow together) are all charged.
 func TestLoginLimiterInFlight(t *testing.T) {

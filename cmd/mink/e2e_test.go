@@ -558,37 +558,6 @@ func (n *node) pgAddr() string {
 	return ""
 }
 
-// With --pg-password-file, the Postgres listener requires SCRAM-SHA-256.
-func TestPasswordAuth(t *testing.T) {
-	pw := filepath.Join(t.TempDir(), "passwords")
-	if err := os.WriteFile(pw, []byte("# users\nann:s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := newNode(t, nodeOpts{extra: []string{"--pg-password-file", pw}})
-	n.start()
-	n.waitHealthy()
-	ctx := context.Background()
-	url := func(user, pass string) string {
-		return fmt.Sprintf("postgres://%s:%s@%s/mink?sslmode=disable", user, pass, n.pgAddr())
-	}
-	if _, err := pgx.Connect(ctx, url("ann", "wrong")); err == nil || !strings.Contains(err.Error(), "28P01") {
-		t.Fatalf("wrong password: %v, want 28P01", err)
-	}
-	if _, err := pgx.Connect(ctx, url("mink", "")); err == nil {
-		t.Fatal("a user not in the password file connected")
-	}
-	conn, err := pgx.Connect(ctx, url("ann", "s3cret"))
-	if err != nil {
-		t.Fatalf("right password: %v", err)
-	}
-	var one int
-	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
-		t.Fatalf("query after SCRAM: %d %v", one, err)
-	}
-	conn.Close(ctx)
-	n.stop()
-}
-
 // startTestEtcd starts an embedded etcd on loopback ports for the nodes of
 // a test to share; it stops when the test ends.
 func startTestEtcd(t *testing.T) *embedetcd.Etcd {

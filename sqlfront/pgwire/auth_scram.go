@@ -1,121 +1,103 @@
 package pgwire
 
 import (
-	"crypto/hmac"
-	"crypto/pbkdf2"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
-	"fmt"
-	"strings"
-	"unicode"
+	"errors"
+	"net"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-	"golang.org/x/text/secure/precis"
+
+	"github.com/minkdb/mink/auth"
 )
 
-// SCRAM-SHA-256 server side (RFC 5802, RFC 7677), as PostgreSQL runs it:
-// the mechanism is offered alone (no -PLUS, so no channel binding), the
-// user name inside the SCRAM exchange is ignored in favour of the startup
-// packet's, and an unknown user goes through the whole exchange with made-up
-// credentials so that the failure does not reveal whether the user exists.
+// Authentication: the server asks Config.Auth how each connection
+// authenticates and runs SCRAM-SHA-256 (package auth) when told to, as
+// PostgreSQL does: the mechanism is offered alone (no -PLUS, so no channel
+// binding), the user name inside the SCRAM exchange is ignored in favour of
+// the startup packet's, and a user that cannot log in with a password goes
+// through the whole exchange with made-up credentials so that the failure
+// does not reveal whether the user exists.
+
+// Method is how a connection authenticates.
+type Method int
 
 const (
-	scramMechanism  = "SCRAM-SHA-256"
-	scramIterations = 4096 // PostgreSQL's scram_iterations default
+	// MethodTrust lets the connection in without a password.
+	MethodTrust Method = iota
+	// MethodSCRAM runs SCRAM-SHA-256 against Authenticator.Verifier.
+	MethodSCRAM
 )
 
-// scramCredential is what a server stores for a user: enough to verify a
-// proof and to prove itself, but not the password.
-type scramCredential struct {
-	salt       []byte
-	iterations int
-	storedKey  []byte // H(HMAC(SaltedPassword, "Client Key"))
-	serverKey  []byte // HMAC(SaltedPassword, "Server Key")
+// AuthRequest describes a connection asking to log in.
+type AuthRequest struct {
+	User       string
+	Database   string
+	RemoteAddr net.Addr
+	TLS        bool
 }
 
-// scramStore holds the credentials of the configured users. It is
-// read-only after newSCRAMStore, so connections share it without locking.
-type scramStore struct {
-	users   map[string]scramCredential
-	mockKey []byte // makes the mock salt of an unknown user stable
+// Authenticator decides how connections authenticate. Its methods are
+// called concurrently from many connections.
+type Authenticator interface {
+	// Method is called after the startup packet. An *Error refuses the
+	// connection with it (a reject rule, too many failed logins).
+	Method(r AuthRequest) (Method, error)
+	// Verifier returns the SCRAM verifier of user, or a mock verifier and
+	// false when the user cannot log in with a password.
+	Verifier(user string) (auth.Verifier, bool)
+	// Done reports the outcome of the exchange: reason is empty on
+	// success, else why it failed (for the log; the client is told less).
+	Done(r AuthRequest, reason string)
 }
 
-func newSCRAMStore(users map[string]string) (*scramStore, error) {
-	s := &scramStore{users: make(map[string]scramCredential, len(users)), mockKey: make([]byte, 32)}
-	_, _ = rand.Read(s.mockKey)
+// staticUsers is the Authenticator of Config.Users: fixed passwords, SCRAM
+// for everyone.
+type staticUsers struct {
+	users   map[string]auth.Verifier
+	mockKey []byte
+}
+
+func newStaticUsers(users map[string]string) (*staticUsers, error) {
+	s := &staticUsers{users: make(map[string]auth.Verifier, len(users)), mockKey: auth.NewKey()}
 	for user, password := range users {
-		salt := make([]byte, 16)
-		_, _ = rand.Read(salt)
-		cred, err := newSCRAMCredential(password, salt, scramIterations)
+		v, err := auth.NewVerifier(password)
 		if err != nil {
-			return nil, fmt.Errorf("pgwire: SCRAM credential of user %q: %w", user, err)
+			return nil, err
 		}
-		s.users[user] = cred
+		s.users[user] = v
 	}
 	return s, nil
 }
 
-func newSCRAMCredential(password string, salt []byte, iterations int) (scramCredential, error) {
-	salted, err := pbkdf2.Key(sha256.New, saslPrep(password), salt, iterations, sha256.Size)
+func (s *staticUsers) Method(AuthRequest) (Method, error) { return MethodSCRAM, nil }
+
+func (s *staticUsers) Verifier(user string) (auth.Verifier, bool) {
+	if v, ok := s.users[user]; ok {
+		return v, true
+	}
+	return auth.MockVerifier(s.mockKey, user), false
+}
+
+func (s *staticUsers) Done(AuthRequest, string) {}
+
+// authenticate asks the Authenticator how the connection logs in and runs
+// the exchange. On failure it has sent the FATAL error and returns
+// errCloseConn.
+func (c *conn) authenticate(r AuthRequest) error {
+	a := c.srv.auth
+	method, err := a.Method(r)
 	if err != nil {
-		return scramCredential{}, err
+		return c.sendFatal(toError(err))
 	}
-	clientKey := hmacSHA256(salted, []byte("Client Key"))
-	stored := sha256.Sum256(clientKey)
-	return scramCredential{
-		salt:       salt,
-		iterations: iterations,
-		storedKey:  stored[:],
-		serverKey:  hmacSHA256(salted, []byte("Server Key")),
-	}, nil
-}
-
-// lookup returns the user's credential, or a mock one and false.
-func (s *scramStore) lookup(user string) (scramCredential, bool) {
-	if cred, ok := s.users[user]; ok {
-		return cred, true
-	}
-	mockSalt := hmacSHA256(s.mockKey, []byte(user))[:16]
-	random := make([]byte, 32)
-	_, _ = rand.Read(random)
-	return scramCredential{salt: mockSalt, iterations: scramIterations, storedKey: random, serverKey: random}, false
-}
-
-// saslPrep normalises a password the way clients do before hashing it
-// (pgx uses the same PRECIS profile; libpq implements SASLprep). Like
-// PostgreSQL, a password that the profile rejects is used as is.
-func saslPrep(password string) string {
-	for _, r := range password {
-		if r > unicode.MaxASCII {
-			if p, err := precis.OpaqueString.String(password); err == nil {
-				return p
-			}
-			return password
-		}
-	}
-	return password
-}
-
-func hmacSHA256(key, msg []byte) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write(msg)
-	return h.Sum(nil)
-}
-
-// authenticate runs the SCRAM-SHA-256 exchange. On failure it has sent the
-// FATAL error and returns errCloseConn.
-func (c *conn) authenticate(user string) error {
-	cred, known := c.srv.scram.lookup(user)
-	authFailed := func() error {
-		return c.sendFatal(Errorf(CodeInvalidPassword, "password authentication failed for user %q", user))
+	if method == MethodTrust {
+		a.Done(r, "")
+		return nil
 	}
 	protocolError := func(format string, args ...any) error {
+		a.Done(r, "protocol violation")
 		return c.sendFatal(Errorf(CodeProtocolViolation, format, args...))
 	}
 
-	c.be.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{scramMechanism}})
+	c.be.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{auth.Mechanism}})
 	if err := c.flush(); err != nil {
 		return err
 	}
@@ -131,19 +113,15 @@ func (c *conn) authenticate(user string) error {
 	if !ok {
 		return protocolError("expected SASL response, got message type %T", msg)
 	}
-	if initial.AuthMechanism != scramMechanism {
+	if initial.AuthMechanism != auth.Mechanism {
 		return protocolError("client selected an invalid SASL authentication mechanism")
 	}
-	first, err := parseClientFirst(string(initial.Data))
+	x := auth.NewSCRAMServer(func(string) (auth.Verifier, bool) { return a.Verifier(r.User) })
+	serverFirst, err := x.ServerFirst(initial.Data)
 	if err != nil {
-		return protocolError("malformed SCRAM message: %v", err)
+		return protocolError("%v", err)
 	}
-
-	nonceBytes := make([]byte, 18)
-	_, _ = rand.Read(nonceBytes)
-	nonce := first.clientNonce + base64.StdEncoding.EncodeToString(nonceBytes)
-	serverFirst := fmt.Sprintf("r=%s,s=%s,i=%d", nonce, base64.StdEncoding.EncodeToString(cred.salt), cred.iterations)
-	c.be.Send(&pgproto3.AuthenticationSASLContinue{Data: []byte(serverFirst)})
+	c.be.Send(&pgproto3.AuthenticationSASLContinue{Data: serverFirst})
 	if err := c.flush(); err != nil {
 		return err
 	}
@@ -159,115 +137,15 @@ func (c *conn) authenticate(user string) error {
 	if !ok {
 		return protocolError("expected SASL response, got message type %T", msg)
 	}
-	final, err := parseClientFinal(string(resp.Data))
-	if err != nil {
-		return protocolError("malformed SCRAM message: %v", err)
-	}
-	if final.channelBinding != base64.StdEncoding.EncodeToString([]byte(first.gs2Header)) {
-		return protocolError("malformed SCRAM message: SCRAM channel binding check failed")
-	}
-	if final.nonce != nonce {
-		return protocolError("malformed SCRAM message: unexpected SCRAM nonce")
-	}
-
-	serverFinal, ok := scramVerify(cred, first, serverFirst, final)
-	if !known || !ok {
-		c.log.Info("pgwire: password authentication failed", "user", user, "known_user", known)
-		return authFailed()
-	}
-	c.be.Send(&pgproto3.AuthenticationSASLFinal{Data: []byte(serverFinal)})
-	return nil
-}
-
-// scramVerify checks the client's proof. It returns the server-final-message
-// ("v=" and the server signature) and whether the proof is right.
-func scramVerify(cred scramCredential, first scramClientFirst, serverFirst string, final scramClientFinal) (string, bool) {
-	authMessage := []byte(first.bare + "," + serverFirst + "," + final.withoutProof)
-	clientSignature := hmacSHA256(cred.storedKey, authMessage)
-	if len(final.proof) != len(clientSignature) {
-		return "", false
-	}
-	clientKey := make([]byte, len(clientSignature))
-	subtle.XORBytes(clientKey, final.proof, clientSignature)
-	got := sha256.Sum256(clientKey)
-	if subtle.ConstantTimeCompare(got[:], cred.storedKey) != 1 {
-		return "", false
-	}
-	serverSignature := hmacSHA256(cred.serverKey, authMessage)
-	return "v=" + base64.StdEncoding.EncodeToString(serverSignature), true
-}
-
-type scramClientFirst struct {
-	gs2Header   string // "n,," or "y,,", with any authzid
-	bare        string // client-first-message-bare
-	clientNonce string
-}
-
-// parseClientFirst parses
-//
-//	gs2-cbind-flag "," [authzid] "," ["m=" ext ","] "n=" user "," "r=" nonce ["," ext]...
-func parseClientFirst(s string) (scramClientFirst, error) {
-	var f scramClientFirst
+	serverFinal, err := x.ServerFinal(resp.Data)
 	switch {
-	case strings.HasPrefix(s, "p="):
-		return f, fmt.Errorf("channel binding is not supported by this server (client sent %q)", strings.SplitN(s, ",", 2)[0])
-	case strings.HasPrefix(s, "n,"), strings.HasPrefix(s, "y,"):
-	default:
-		return f, fmt.Errorf("unexpected channel-binding flag in client-first-message")
+	case errors.Is(err, auth.ErrAuthFailed):
+		a.Done(r, "wrong password, or no such role with a password and LOGIN")
+		return c.sendFatal(Errorf(CodeInvalidPassword, "password authentication failed for user %q", r.User))
+	case err != nil:
+		return protocolError("%v", err)
 	}
-	authzEnd := strings.IndexByte(s[2:], ',')
-	if authzEnd < 0 {
-		return f, fmt.Errorf("missing authzid separator")
-	}
-	f.gs2Header = s[:2+authzEnd+1]
-	f.bare = s[len(f.gs2Header):]
-	attrs := strings.Split(f.bare, ",")
-	if len(attrs) < 2 {
-		return f, fmt.Errorf("client-first-message too short")
-	}
-	if strings.HasPrefix(attrs[0], "m=") {
-		return f, fmt.Errorf("unsupported mandatory SCRAM extension")
-	}
-	if !strings.HasPrefix(attrs[0], "n=") {
-		return f, fmt.Errorf("expected attribute \"n\"")
-	}
-	if !strings.HasPrefix(attrs[1], "r=") || len(attrs[1]) < 3 {
-		return f, fmt.Errorf("expected attribute \"r\"")
-	}
-	f.clientNonce = attrs[1][2:]
-	for _, ch := range f.clientNonce {
-		if ch < 0x21 || ch > 0x7e || ch == ',' {
-			return f, fmt.Errorf("invalid nonce")
-		}
-	}
-	return f, nil
-}
-
-type scramClientFinal struct {
-	channelBinding string // the c= attribute, base64
-	nonce          string
-	proof          []byte
-	withoutProof   string // client-final-message-without-proof
-}
-
-// parseClientFinal parses "c=" cbind "," "r=" nonce ["," ext]... "," "p=" proof.
-func parseClientFinal(s string) (scramClientFinal, error) {
-	var f scramClientFinal
-	i := strings.LastIndex(s, ",p=")
-	if i < 0 {
-		return f, fmt.Errorf("could not find proof in client-final-message")
-	}
-	f.withoutProof = s[:i]
-	proof, err := base64.StdEncoding.DecodeString(s[i+3:])
-	if err != nil {
-		return f, fmt.Errorf("malformed proof in client-final-message")
-	}
-	f.proof = proof
-	attrs := strings.Split(f.withoutProof, ",")
-	if len(attrs) < 2 || !strings.HasPrefix(attrs[0], "c=") || !strings.HasPrefix(attrs[1], "r=") {
-		return f, fmt.Errorf("expected attributes \"c\" and \"r\"")
-	}
-	f.channelBinding = attrs[0][2:]
-	f.nonce = attrs[1][2:]
-	return f, nil
+	a.Done(r, "")
+	c.be.Send(&pgproto3.AuthenticationSASLFinal{Data: serverFinal})
+	return nil
 }

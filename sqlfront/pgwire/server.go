@@ -29,9 +29,11 @@ type Config struct {
 	Handler Handler
 	Logger  *slog.Logger // slog.Default() when nil
 
-	// Users maps user names to passwords. When it is empty every user is
-	// trusted without a password; otherwise clients authenticate with
-	// SCRAM-SHA-256.
+	// Auth decides how connections authenticate; nil trusts every user
+	// unless Users is set.
+	Auth Authenticator
+	// Users, when Auth is nil and Users is not empty, makes every client
+	// authenticate with SCRAM-SHA-256 against these passwords (by user).
 	Users map[string]string
 
 	// TLSConfig enables TLS: an SSLRequest is answered 'S' and the
@@ -64,7 +66,7 @@ type Config struct {
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
-	scram *scramStore
+	auth  Authenticator // nil: trust everyone
 
 	nextPID atomic.Uint32
 	wg      sync.WaitGroup
@@ -100,12 +102,13 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.StartupTimeout = DefaultStartupTimeout
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
-	if len(cfg.Users) > 0 {
-		store, err := newSCRAMStore(cfg.Users)
+	s.auth = cfg.Auth
+	if s.auth == nil && len(cfg.Users) > 0 {
+		users, err := newStaticUsers(cfg.Users)
 		if err != nil {
 			return nil, err
 		}
-		s.scram = store
+		s.auth = users
 	}
 	var seed [4]byte
 	_, _ = rand.Read(seed[:])

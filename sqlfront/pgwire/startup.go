@@ -47,8 +47,12 @@ func (c *conn) startup(tooMany bool) error {
 	if c.user == "" {
 		return c.sendFatal(Errorf(CodeInvalidAuthorizationSpecification, "no PostgreSQL user name specified in startup packet"))
 	}
-	if c.srv.scram != nil {
-		if err := c.authenticate(c.user); err != nil {
+	database := params["database"]
+	if database == "" {
+		database = c.user
+	}
+	if c.srv.auth != nil {
+		if err := c.authenticate(AuthRequest{User: c.user, Database: database, RemoteAddr: c.nc.RemoteAddr(), TLS: c.tls}); err != nil {
 			return err
 		}
 	}
@@ -69,10 +73,6 @@ func (c *conn) startup(tooMany bool) error {
 		return c.sendFatal(&Error{Code: CodeAdminShutdown, Message: "the database system is shutting down"})
 	}
 	c.log = c.log.With("pid", c.pid, "user", c.user)
-	database := params["database"]
-	if database == "" {
-		database = c.user
-	}
 	info := SessionInfo{
 		User:            c.user,
 		Database:        database,

@@ -44,10 +44,16 @@ type Config struct {
 	KafkaAutoCreateTopics bool
 	AdvertiseHost         string
 
-	// PGPasswordFile, when set, enables SCRAM-SHA-256 authentication: one
-	// "user:password" per line ('#' starts a comment). Without it every user
-	// is trusted (the embedded default: user mink, database mink).
-	PGPasswordFile string
+	// SuperuserPasswordFile holds the password of the bootstrap superuser
+	// mink (its first line). A node creates the role at its first start and
+	// sets the password when the file's changed. With it every listener
+	// requires credentials (security.go); without it, and with no
+	// --insecure, the node is in trust mode and every listener must be on
+	// loopback.
+	SuperuserPasswordFile string
+	// Insecure allows trust mode (no credentials) on listeners that are not
+	// on loopback.
+	Insecure bool
 	// TLSCertFile and TLSKeyFile (PEM) enable TLS on every listener
 	// (Postgres, Flight, admin, Kafka) and on this node's connections to
 	// other nodes, which then present this certificate as their client
@@ -160,6 +166,9 @@ func (c *Config) Validate() error {
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return fmt.Errorf("--embedded-etcd-addr %q: the embedded etcd listens on loopback only", c.EmbeddedEtcdAddr)
 		}
+	}
+	if err := c.checkTrust(); err != nil {
+		return err
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return fmt.Errorf("--tls-cert-file and --tls-key-file go together")

@@ -22,6 +22,7 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/server/flightsvc"
 	"github.com/minkdb/mink/server/kafka"
 	"github.com/minkdb/mink/server/kafka/groups"
@@ -66,6 +67,9 @@ type Server struct {
 	// tls is the node's certificate and CA pools (tlsconf.go); nil when
 	// every listener is plaintext.
 	tls *nodeTLS
+	// guard authenticates and authorizes the clients of every listener
+	// (security.go).
+	guard *access.Guard
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -192,6 +196,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	s.setLive(true)
 	s.logger.Info("node registered", "epoch", epoch, "lease_ttl", cfg.LeaseTTL)
 
+	if err := s.startAccess(ctx); err != nil {
+		session.Close()
+		return nil, err
+	}
 	if err := s.startAdmin(); err != nil {
 		session.Close()
 		return nil, err
@@ -407,11 +415,7 @@ func (s *Server) startSQL() error {
 		s.front.SetMirrors(false)
 	}
 	pgcfg := pgwire.Config{Handler: s.front, Logger: s.logger}
-	if s.cfg.PGPasswordFile != "" {
-		if pgcfg.Users, err = readPasswordFile(s.cfg.PGPasswordFile); err != nil {
-			return err
-		}
-	}
+	pgcfg.Auth = pgAuth{s.guard}
 	if s.tls != nil {
 		pgcfg.TLSConfig = s.tls.serverConfig()
 	}
@@ -501,30 +505,6 @@ func (s *Server) startKafka() error {
 	}()
 	s.logger.Info("Kafka listening", "addr", ln.Addr().String(), "tls", s.tls != nil)
 	return nil
-}
-
-// readPasswordFile reads "user:password" lines.
-func readPasswordFile(path string) (map[string]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("password file: %w", err)
-	}
-	users := map[string]string{}
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		user, password, ok := strings.Cut(line, ":")
-		if !ok || user == "" {
-			return nil, fmt.Errorf("password file %s line %d: want user:password", path, i+1)
-		}
-		users[user] = password
-	}
-	if len(users) == 0 {
-		return nil, fmt.Errorf("password file %s names no user", path)
-	}
-	return users, nil
 }
 
 // startBuckets starts the bucket manager for node epoch epoch.

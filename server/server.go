@@ -410,7 +410,7 @@ func (s *Server) startSQL() error {
 		return err
 	}
 	s.lakeReader.Store(lake)
-	s.front = sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Remote: s.remote, Logger: s.logger, Lake: lake})
+	s.front = sqlfront.New(sqlfront.Config{Meta: s.cat, Buckets: s.Buckets, Engine: s.engine, Remote: s.remote, Logger: s.logger, Lake: lake, Access: s.guard})
 	if s.cfg.DisableSQLMirrors {
 		s.front.SetMirrors(false)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 	"github.com/minkdb/mink/tiering"
@@ -58,6 +59,9 @@ type Config struct {
 	// Lake reads tiered rows of log tables (the union read, lake.go); nil:
 	// a table with tiered rows cannot be read.
 	Lake *tiering.LakeReader
+	// Access resolves a connection's user to its role (server/access);
+	// nil: every session acts as the bootstrap superuser (tests).
+	Access *access.Guard
 }
 
 // Frontend is the SQL side of the Postgres wire protocol.
@@ -95,11 +99,28 @@ func (f *Frontend) NewSession(ctx context.Context, info pgwire.SessionInfo) (pgw
 		return nil, toWire(err)
 	}
 	s := newSession(f, conn, info)
+	if s.identity, err = f.identity(info.User); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	if err := s.applyStartupParams(ctx); err != nil {
 		conn.Close()
 		return nil, toWire(err)
 	}
 	return s, nil
+}
+
+// identity is the role a session of user acts as: its role, or in trust
+// mode the bootstrap superuser for a name that is no role.
+func (f *Frontend) identity(user string) (access.Identity, error) {
+	if f.cfg.Access == nil {
+		return access.Identity{Role: catalog.BootstrapRole, Name: user}, nil
+	}
+	id, reason, err := f.cfg.Access.Resolve(user)
+	if err != nil {
+		return access.Identity{}, errorf(pgwire.CodeInvalidAuthorizationSpecification, "%s", reason)
+	}
+	return id, nil
 }
 
 // BucketScans is the number of bucket reads queries have made, a measure

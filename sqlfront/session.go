@@ -8,6 +8,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
@@ -35,6 +36,10 @@ type session struct {
 	f    *Frontend
 	conn *engine.Conn
 	info pgwire.SessionInfo
+	// identity is the role the session acts as (session_user; mink has
+	// no SET ROLE, so current_user too). Its privileges are read from the
+	// view at every statement, so a GRANT or REVOKE holds from the next.
+	identity access.Identity
 
 	settings *settings
 	tx       txState

@@ -28,6 +28,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/minkdb/mink/internal/flightwire"
 )
@@ -63,6 +65,12 @@ type Options struct {
 	// MaxRedirects bounds the NotLeader redirects one attempt follows
 	// before backing off (the cluster's views are changing). Default 5.
 	MaxRedirects int
+	// TLS, when set, connects to every node over TLS with this config: for
+	// a cluster started with --tls-cert-file, whose locations are
+	// grpc+tls://host:port. Set RootCAs to the CA that signed the nodes'
+	// certificates (nil: the system roots), and Certificates to present a
+	// client certificate. Default: plaintext.
+	TLS *tls.Config
 }
 
 func (o *Options) fill() {
@@ -79,7 +87,8 @@ func (o *Options) fill() {
 
 // Client talks to a mink cluster.
 type Client struct {
-	opts Options
+	opts        Options
+	dialOptions []grpc.DialOption
 
 	mu struct {
 		sync.Mutex
@@ -94,8 +103,10 @@ type Client struct {
 	}
 }
 
-// Dial returns a client for the cluster reachable at addrs (host:port or
-// grpc+tcp://host:port, any nodes of the cluster) with default options.
+// Dial returns a client for the cluster reachable at addrs (host:port,
+// grpc+tcp://host:port or grpc+tls://host:port, any nodes of the cluster)
+// with default options. A cluster that serves TLS needs DialOptions with
+// Options.TLS.
 func Dial(ctx context.Context, addrs ...string) (*Client, error) {
 	return DialOptions(ctx, Options{}, addrs...)
 }
@@ -107,7 +118,10 @@ func DialOptions(ctx context.Context, opts Options, addrs ...string) (*Client, e
 	if len(addrs) == 0 {
 		return nil, errors.New("mink client: no address to dial")
 	}
-	c := &Client{opts: opts}
+	c := &Client{opts: opts, dialOptions: flightwire.DialOptions()}
+	if opts.TLS != nil {
+		c.dialOptions = append(c.dialOptions, grpc.WithTransportCredentials(credentials.NewTLS(opts.TLS)))
+	}
 	c.mu.conns = map[string]*grpc.ClientConn{}
 	c.mu.leaders = map[uint64]string{}
 	c.mu.tables = map[string]*tableMeta{}
@@ -169,7 +183,7 @@ func (c *Client) flightClient(addr string) (flight.FlightServiceClient, error) {
 	cc, ok := c.mu.conns[addr]
 	if !ok {
 		var err error
-		if cc, err = grpc.NewClient(addr, flightwire.DialOptions()...); err != nil {
+		if cc, err = grpc.NewClient(addr, c.dialOptions...); err != nil {
 			return nil, fmt.Errorf("connect to %s: %w", addr, err)
 		}
 		c.mu.conns[addr] = cc

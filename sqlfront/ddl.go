@@ -229,7 +229,7 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 				return nil, wrapf(toWire(err), "default of column %q", spec.Columns[i].Name)
 			}
 		}
-		out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec})
+		out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec, Owner: s.ownerRole()})
 		if errors.Is(err, catalog.ErrExists) {
 			if cs.IfNotExists {
 				return []*pgwire.Error{notice(pgwire.CodeDuplicateTable, "relation %q already exists, skipping", name)}, nil

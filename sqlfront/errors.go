@@ -47,7 +47,11 @@ func toWire(err error) error {
 	}
 	var pe *parser.Error
 	if errors.As(err, &pe) {
-		return &pgwire.Error{Code: pgwire.CodeSyntaxError, Message: pe.Message, Position: int32(pe.Cursorpos)}
+		code := pgwire.CodeSyntaxError
+		if strings.HasPrefix(pe.Message, "role name ") && strings.HasSuffix(pe.Message, " is reserved") {
+			code = codeReservedName // the grammar refuses "public" and "none" as role names
+		}
+		return &pgwire.Error{Code: code, Message: pe.Message, Position: int32(pe.Cursorpos)}
 	}
 	var ee *engine.Error
 	if errors.As(err, &ee) {

@@ -98,6 +98,7 @@ func (s *session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 	if err != nil {
 		return nil, toWire(err)
 	}
+	st = s.guarded(st, tree.Stmts[0].Stmt)
 	st.s = s
 	return st, nil
 }
@@ -147,17 +148,32 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		}
 		return s.planDelete(ctx, n.DeleteStmt, paramOIDs)
 	case *pg.Node_AlterTableStmt:
+		if isOwnerChange(n.AlterTableStmt) && n.AlterTableStmt.Objtype == pg.ObjectType_OBJECT_TABLE {
+			return s.planChangeOwner(n.AlterTableStmt)
+		}
 		return s.planAlterTable(ctx, n.AlterTableStmt)
+	case *pg.Node_CreateRoleStmt:
+		return s.planCreateRole(n.CreateRoleStmt)
+	case *pg.Node_AlterRoleStmt:
+		return s.planAlterRole(n.AlterRoleStmt)
+	case *pg.Node_DropRoleStmt:
+		return s.planDropRole(n.DropRoleStmt)
+	case *pg.Node_GrantRoleStmt:
+		return s.planGrantRole(n.GrantRoleStmt)
+	case *pg.Node_GrantStmt:
+		return s.planGrant(n.GrantStmt)
 	case *pg.Node_TruncateStmt:
 		return s.planTruncate(n.TruncateStmt)
 	case *pg.Node_RenameStmt:
+		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_ROLE {
+			return s.planRenameRole(n.RenameStmt)
+		}
 		if t := n.RenameStmt.RelationType; n.RenameStmt.RenameType == pg.ObjectType_OBJECT_TABLE || t == pg.ObjectType_OBJECT_TABLE {
 			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … RENAME is not supported by mink",
 				Hint: "ALTER TABLE supports ADD COLUMN: a table's columns can be added, not dropped, retyped or renamed."}
 		}
 	case *pg.Node_CreateSchemaStmt, *pg.Node_CreateTableAsStmt, *pg.Node_IndexStmt,
-		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateRoleStmt,
-		*pg.Node_GrantStmt, *pg.Node_CreateFunctionStmt:
+		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateFunctionStmt:
 		return nil, unsupported("%s is not supported by mink", statementName(node))
 	}
 	return nil, unsupported("%s is not supported by mink", statementName(node))

@@ -29,7 +29,7 @@ type tableInfo struct {
 	keyCols []int // bucket key column indexes; nil: round-robin
 	// seqEpoch is the table's catalog.Table.SequenceEpoch.
 	seqEpoch uint64
-	partCol int   // partition column index, -1 if unpartitioned
+	partCol  int // partition column index, -1 if unpartitioned
 }
 
 // newTableInfo derives a tableInfo from a table of the view.

@@ -64,9 +64,9 @@ type Config struct {
 // Close stops and waits for all of them. All methods are safe to call
 // concurrently.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	auth  Authenticator // nil: trust everyone
+	cfg  Config
+	log  *slog.Logger
+	auth Authenticator // nil: trust everyone
 
 	nextPID atomic.Uint32
 	wg      sync.WaitGroup

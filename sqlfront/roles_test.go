@@ -1,0 +1,192 @@
+package sqlfront_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/minkdb/mink/internal/minktest"
+	"github.com/minkdb/mink/server"
+)
+
+// startWithPassword starts a node whose superuser mink has password pw.
+func startWithPassword(t *testing.T, pw string) *minktest.Node {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "superuser")
+	if err := os.WriteFile(file, []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return minktest.Start(t, minktest.Options{Tweak: func(c *server.Config) { c.SuperuserPasswordFile = file }})
+}
+
+// as connects to n as user with password.
+func as(t *testing.T, n *minktest.Node, user, password string) (*pgx.Conn, error) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Password = user, password
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err == nil {
+		t.Cleanup(func() { conn.Close(context.Background()) })
+	}
+	return conn, err
+}
+
+func sqlstate(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// wantState runs sql and wants the error's SQLSTATE (and message, if given).
+func wantState(t *testing.T, conn *pgx.Conn, sql, state, message string) {
+	t.Helper()
+	_, err := conn.Exec(context.Background(), sql)
+	if sqlstate(err) != state || (message != "" && !strings.Contains(err.Error(), message)) {
+		t.Fatalf("%s: %v; want %s %q", sql, err, state, message)
+	}
+}
+
+func mustExec(t *testing.T, conn *pgx.Conn, sqls ...string) {
+	t.Helper()
+	for _, sql := range sqls {
+		if _, err := conn.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+// Roles log in with their passwords; a grant or revoke holds for an open
+// session from its next statement; DDL needs ownership.
+func TestRolesAndPrivileges(t *testing.T) {
+	n := startWithPassword(t, "root pw")
+	ctx := context.Background()
+	if _, err := as(t, n, "mink", "wrong"); sqlstate(err) != "28P01" {
+		t.Fatalf("wrong password: %v, want 28P01", err)
+	}
+	admin, err := as(t, n, "mink", "root pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin,
+		"CREATE ROLE analysts",
+		"CREATE ROLE alice LOGIN PASSWORD 'alice pw' IN ROLE analysts",
+		"CREATE USER bob WITH PASSWORD 'bob pw'",
+		"CREATE TABLE events (id bigint, v text) WITH (buckets = 2)",
+		"INSERT INTO events VALUES (1, 'a'), (2, 'b')",
+		"CREATE TABLE kv (k bigint PRIMARY KEY, v text)",
+		"INSERT INTO kv VALUES (1, 'one')",
+	)
+	wantState(t, admin, "CREATE ROLE alice", "42710", `role "alice" already exists`)
+	wantState(t, admin, "CREATE ROLE public", "42939", `role name "public" is reserved`)
+	wantState(t, admin, "CREATE ROLE pg_x", "42939", `role name "pg_x" is reserved`)
+	wantState(t, admin, "CREATE ROLE c CREATEDB", "0A000", "CREATEDB")
+	wantState(t, admin, "GRANT nobody TO alice", "42704", `role "nobody" does not exist`)
+	wantState(t, admin, "GRANT alice TO analysts", "0LP01", `role "alice" is a member of role "analysts"`)
+	wantState(t, admin, "GRANT USAGE ON events TO alice", "0LP01", "invalid privilege type USAGE for table")
+	wantState(t, admin, "GRANT SELECT ON nosuch TO alice", "42P01", "")
+
+	if _, err := as(t, n, "analysts", ""); sqlstate(err) != "28P01" {
+		t.Fatalf("a NOLOGIN role: %v, want 28P01", err)
+	}
+	alice, err := as(t, n, "alice", "alice pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var who string
+	if err := alice.QueryRow(ctx, "SELECT 1::text").Scan(&who); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, alice, "SELECT * FROM events", "42501", "permission denied for table events")
+	wantState(t, alice, "INSERT INTO events VALUES (3, 'c')", "42501", "permission denied for table events")
+	wantState(t, alice, "SELECT * FROM kv WHERE k = 1", "42501", "permission denied for table kv")
+	wantState(t, alice, "SELECT count(*) FROM (SELECT * FROM events) s", "42501", "permission denied for table events")
+	wantState(t, alice, "CREATE ROLE eve", "42501", "permission denied to create roles")
+	wantState(t, alice, "GRANT SELECT ON events TO alice", "42501", "permission denied for table events")
+
+	// A grant to the group reaches its member's open session.
+	mustExec(t, admin, "GRANT SELECT ON events, kv TO analysts")
+	var count int
+	if err := alice.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&count); err != nil || count != 2 {
+		t.Fatalf("after GRANT SELECT TO analysts: %d, %v", count, err)
+	}
+	var v string
+	if err := alice.QueryRow(ctx, "SELECT v FROM kv WHERE k = 1").Scan(&v); err != nil || v != "one" {
+		t.Fatalf("point lookup after the grant: %q, %v", v, err)
+	}
+	wantState(t, alice, "INSERT INTO events VALUES (3, 'c')", "42501", "permission denied for table events")
+	wantState(t, alice, "UPDATE kv SET v = 'x' WHERE k = 1", "42501", "permission denied for table kv")
+	mustExec(t, admin, "GRANT INSERT, UPDATE ON kv TO alice", "GRANT INSERT ON events TO alice")
+	mustExec(t, alice, "INSERT INTO events VALUES (3, 'c')", "UPDATE kv SET v = 'uno' WHERE k = 1")
+	wantState(t, alice, "DELETE FROM kv WHERE k = 1", "42501", "permission denied for table kv")
+	wantState(t, alice, "TRUNCATE events", "42501", "permission denied for table events")
+	wantState(t, alice, "DROP TABLE events", "42501", "must be owner of table events")
+	wantState(t, alice, "ALTER TABLE events ADD COLUMN w int", "42501", "must be owner of table events")
+
+	// A prepared statement is checked at every execution.
+	stmt, err := alice.Prepare(ctx, "count_events", "SELECT count(*) FROM events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin, "REVOKE SELECT ON events FROM analysts")
+	if _, err := alice.Exec(ctx, stmt.Name); sqlstate(err) != "42501" {
+		t.Fatalf("the prepared statement after REVOKE: %v, want 42501", err)
+	}
+
+	// Tables a role creates are its own; others need grants; ownership
+	// moves with ALTER TABLE … OWNER TO.
+	mustExec(t, alice, "CREATE TABLE mine (x int)", "INSERT INTO mine VALUES (1)", "GRANT SELECT ON mine TO PUBLIC")
+	bob, err := as(t, n, "bob", "bob pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.QueryRow(ctx, "SELECT count(*) FROM mine").Scan(&count); err != nil || count != 1 {
+		t.Fatalf("bob on PUBLIC's grant: %d, %v", count, err)
+	}
+	wantState(t, bob, "INSERT INTO mine VALUES (2)", "42501", "permission denied for table mine")
+	wantState(t, alice, "ALTER TABLE mine OWNER TO bob", "42501", `must be able to SET ROLE "bob"`)
+	wantState(t, admin, "DROP ROLE alice", "2BP01", `role "alice" cannot be dropped because some objects depend on it`)
+	mustExec(t, admin, "ALTER TABLE mine OWNER TO bob")
+	mustExec(t, bob, "INSERT INTO mine VALUES (2)", "DROP TABLE mine")
+
+	// Passwords: a role changes its own; an old one stops working.
+	mustExec(t, alice, "ALTER ROLE alice PASSWORD 'new pw'")
+	if _, err := as(t, n, "alice", "alice pw"); sqlstate(err) != "28P01" {
+		t.Fatalf("the old password: %v", err)
+	}
+	if _, err := as(t, n, "alice", "new pw"); err != nil {
+		t.Fatalf("the new password: %v", err)
+	}
+	wantState(t, alice, "ALTER ROLE bob PASSWORD 'x'", "42501", "permission denied to alter roles")
+	wantState(t, alice, "ALTER ROLE alice SUPERUSER", "42501", "permission denied to alter roles")
+
+	// NOLOGIN, rename and drop.
+	mustExec(t, admin, "ALTER ROLE bob NOLOGIN")
+	if _, err := as(t, n, "bob", "bob pw"); sqlstate(err) != "28P01" {
+		t.Fatalf("bob after NOLOGIN: %v", err)
+	}
+	mustExec(t, admin, "ALTER ROLE bob RENAME TO robert", "ALTER ROLE robert LOGIN")
+	if _, err := as(t, n, "robert", "bob pw"); err != nil {
+		t.Fatalf("robert (renamed bob): %v", err)
+	}
+	wantState(t, admin, "DROP ROLE mink", "55006", "current user cannot be dropped")
+	wantState(t, admin, "DROP ROLE nobody", "42704", `role "nobody" does not exist`)
+	mustExec(t, admin, "DROP ROLE IF EXISTS nobody", "DROP ROLE robert")
+	for i := range 3 {
+		if _, err := as(t, n, "robert", "bob pw"); sqlstate(err) != "28P01" {
+			t.Fatalf("try %d as a dropped role: %v", i, err)
+		}
+	}
+	_ = fmt.Sprint()
+}

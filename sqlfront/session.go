@@ -258,6 +258,8 @@ func (st *stmt) Close() {
 func (st *stmt) Execute(ctx context.Context, params []any) (pgwire.Result, error) {
 	if st.s != nil {
 		st.s.tables.partitions = nil // a statement prunes only for itself
+		// Reads and writes of buckets on other nodes act for the role.
+		ctx = access.NewContext(ctx, st.s.identity)
 	}
 	res, err := st.run(ctx, params)
 	if err != nil {

@@ -321,3 +321,18 @@ func (g *Guard) Authorize(id Identity, table catalog.TableID, need catalog.Privi
 	})
 	return err
 }
+
+type identityKey struct{}
+
+// NewContext returns ctx carrying id: the role a request acts for, so that
+// a node forwarding the request to another (sqlfront's remote reads and
+// writes, Flight forwarding) sends a token for that role and no other.
+func NewContext(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// FromContext returns the identity NewContext put in ctx.
+func FromContext(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}

@@ -62,7 +62,21 @@ func loadNodeTLS(cfg *Config, logger *slog.Logger) (*nodeTLS, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = t.clientConfig()
 	t.peerHTTP = &http.Client{Transport: transport}
+	t.logCertificate("TLS on every listener", "client_certificates", t.clientCAs != nil)
 	return t, nil
+}
+
+// logCertificate logs the current certificate, and warns when it is not
+// valid now: clients will refuse it.
+func (t *nodeTLS) logCertificate(msg string, args ...any) {
+	leaf := t.current().Leaf
+	args = append(args, "subject", leaf.Subject.String(), "serial", leaf.SerialNumber.String(),
+		"not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	t.logger.Info(msg, args...)
+	if now := time.Now(); now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
+		t.logger.Warn("the TLS certificate is not valid now: clients will refuse it", "not_before", leaf.NotBefore.UTC().Format(time.RFC3339),
+			"not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
 }
 
 // loadKeyPair reads a PEM certificate (chain) and its private key.
@@ -175,9 +189,7 @@ func (s *Server) ReloadTLS() error {
 		s.logger.Error("TLS certificate reload failed; keeping the current certificate", "err", err)
 		return err
 	}
-	leaf := s.tls.current().Leaf
-	s.logger.Info("TLS certificate reloaded", "subject", leaf.Subject.String(),
-		"serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	s.tls.logCertificate("TLS certificate reloaded")
 	return nil
 }
 

@@ -54,6 +54,9 @@ type Config struct {
 	// Insecure allows trust mode (no credentials) on listeners that are not
 	// on loopback.
 	Insecure bool
+	// HBAFile holds pg_hba.conf-style host rules (auth.ParseHBA) for every
+	// listener; empty: none.
+	HBAFile string
 	// TLSCertFile and TLSKeyFile (PEM) enable TLS on every listener
 	// (Postgres, Flight, admin, Kafka) and on this node's connections to
 	// other nodes, which then present this certificate as their client

@@ -41,6 +41,23 @@ func (c *Config) checkTrust() error {
 	return nil
 }
 
+// loadHBA reads --hba-file; nil without one.
+func loadHBA(path string) (*auth.HBA, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--hba-file: %w", err)
+	}
+	defer f.Close()
+	hba, err := auth.ParseHBA(path, f)
+	if err != nil {
+		return nil, fmt.Errorf("--hba-file: %w", err)
+	}
+	return hba, nil
+}
+
 // readSuperuserPassword reads the first line of --superuser-password-file.
 func readSuperuserPassword(path string) (string, error) {
 	data, err := os.ReadFile(path)
@@ -67,7 +84,7 @@ func (s *Server) startAccess(ctx context.Context) error {
 		}
 	}
 	s.guard = access.New(access.Config{
-		Meta: s.cat, Node: catalog.NodeID(s.cfg.NodeID), Trust: password == "", Logger: s.logger,
+		Meta: s.cat, Node: catalog.NodeID(s.cfg.NodeID), Trust: password == "", Logger: s.logger, HBA: s.hba,
 		Limiter: auth.NewLoginLimiter(auth.DefaultLoginBurst, auth.DefaultLoginRefill),
 	})
 	if err := s.bootstrapSuperuser(ctx, password); err != nil {
@@ -138,21 +155,37 @@ func verifierMatches(text, password string) bool {
 type pgAuth struct{ g *access.Guard }
 
 func (a pgAuth) login(r pgwire.AuthRequest) access.Login {
-	return access.Login{Listener: "postgres", User: r.User, Addr: r.RemoteAddr}
+	return access.Login{Listener: auth.ListenerPostgres, User: r.User, Addr: r.RemoteAddr, TLS: r.TLS, Database: r.Database, CertCN: r.CertCN}
 }
 
+// Method follows the host rules: trust and cert log in without a password
+// (as a role that exists and may log in, unless trust mode), scram-sha-256
+// runs SCRAM, reject and no matching rule refuse with 28000.
 func (a pgAuth) Method(r pgwire.AuthRequest) (pgwire.Method, error) {
-	if err := a.g.Admit(a.login(r)); err != nil {
+	l := a.login(r)
+	if err := a.g.Admit(l); err != nil {
 		return 0, pgwire.Errorf(pgwire.CodeInvalidAuthorizationSpecification, "%v", err)
 	}
-	if a.g.Trust() {
-		if _, reason, err := a.g.Resolve(r.User); err != nil {
-			a.g.Failed(a.login(r), reason)
-			return 0, pgwire.Errorf(pgwire.CodeInvalidAuthorizationSpecification, "%s", reason)
-		}
-		return pgwire.MethodTrust, nil
+	method, clientCert, err := a.g.Rule(l)
+	if err != nil {
+		a.g.Failed(l, err.Error())
+		return 0, pgwire.Errorf(pgwire.CodeInvalidAuthorizationSpecification, "%v", err)
 	}
-	return pgwire.MethodSCRAM, nil
+	if reason := access.CheckCert(l, method, clientCert); reason != "" {
+		a.g.Failed(l, reason)
+		if method == auth.HBACert {
+			return 0, pgwire.Errorf(pgwire.CodeInvalidAuthorizationSpecification, "certificate authentication failed for user %q", r.User)
+		}
+		return 0, pgwire.Errorf(pgwire.CodeInvalidAuthorizationSpecification, "connection requires a valid client certificate")
+	}
+	if method == auth.HBASCRAM {
+		return pgwire.MethodSCRAM, nil
+	}
+	if _, reason, err := a.g.Resolve(r.User); err != nil {
+		a.g.Failed(l, reason)
+		return 0, pgwire.Errorf(pgwire.CodeInvalidAuthorizationSpecification, "%s", reason)
+	}
+	return pgwire.MethodTrust, nil
 }
 
 func (a pgAuth) Verifier(user string) (auth.Verifier, bool) { return a.g.Verifier(user) }

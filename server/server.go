@@ -17,6 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
@@ -70,6 +71,7 @@ type Server struct {
 	// guard authenticates and authorizes the clients of every listener
 	// (security.go).
 	guard *access.Guard
+	hba   *auth.HBA // --hba-file's rules; nil: none
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -116,6 +118,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	// anything starts.
 	if s.tls, err = loadNodeTLS(&cfg, s.logger); err != nil {
 		return nil, err
+	}
+	if s.hba, err = loadHBA(cfg.HBAFile); err != nil {
+		return nil, err
+	}
+	if cfg.SuperuserPasswordFile != "" {
+		if _, err := readSuperuserPassword(cfg.SuperuserPasswordFile); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)

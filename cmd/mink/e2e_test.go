@@ -433,6 +433,8 @@ func TestBadInvocations(t *testing.T) {
 		{"bad duration", []string{"server", "--lease-ttl", "soon"}, 2, "--lease-ttl"},
 		{"negative memory limit", []string{"server", "--sql-memory-limit", "-1"}, 2, "--sql-memory-limit"},
 		{"non-loopback embedded etcd", []string{"server", "--embedded-etcd-addr", "0.0.0.0:2379"}, 2, "loopback"},
+		{"trust mode off loopback", []string{"server", "--data-dir", dir, "--pg-addr", "0.0.0.0:5432"}, 2, "--pg-addr \"0.0.0.0:5432\" is not on loopback, and without --superuser-password-file every client would be trusted"},
+		{"an empty superuser password file", []string{"server", "--data-dir", dir, "--superuser-password-file", os.DevNull}, 1, "the first line is empty"},
 		{"unknown command", []string{"frobnicate"}, 1, "unknown command"},
 		{"status of nothing", []string{"cluster", "status", "--server", fmt.Sprintf("127.0.0.1:%d", freePort(t, false))}, 1, "cannot reach mink admin API"},
 	}

@@ -62,6 +62,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address (empty: no Kafka listener)")
 	f.BoolVar(&cfg.KafkaAutoCreateTopics, "kafka-auto-create-topics", cfg.KafkaAutoCreateTopics, "create a topic (a Kafka-shaped log table) on its first produce or metadata request")
 	f.StringVar(&cfg.SuperuserPasswordFile, "superuser-password-file", "", "password of the superuser mink (first line of the file); every listener then requires credentials")
+	f.StringVar(&cfg.HBAFile, "hba-file", "", "pg_hba.conf-style host rules for every listener (docs/hba.md)")
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow trust mode (no --superuser-password-file) on listeners that are not on loopback")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "TLS certificate (PEM) of every listener (Postgres, Flight, admin, Kafka) and of connections to other nodes; reloaded on SIGHUP")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "TLS private key (PEM) of --tls-cert-file; reloaded on SIGHUP")

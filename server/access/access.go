@@ -78,6 +78,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Limiter limits failed logins per source address; nil: no limit.
 	Limiter Limiter
+	// HBA holds the host rules of --hba-file; nil: no file (trust mode
+	// trusts everyone, otherwise everyone gives a password).
+	HBA *auth.HBA
 	// TokenTTL is how long a bearer token from a Flight handshake lasts
 	// (DefaultTokenTTL when 0).
 	TokenTTL time.Duration
@@ -113,11 +116,65 @@ func New(cfg Config) *Guard {
 // Trust reports whether the node trusts every client.
 func (g *Guard) Trust() bool { return g.cfg.Trust }
 
-// Login is one attempt to log in, for the limiter and the log.
+// Login is one attempt to log in, for the host rules, the limiter and the
+// log.
 type Login struct {
-	Listener string // "postgres", "flight", "kafka", "admin"
+	Listener string // auth.ListenerPostgres, …Flight, …Kafka, …Admin
 	User     string
 	Addr     net.Addr
+	TLS      bool
+	Database string // Postgres only
+	// CertCN is the common name of the client's certificate, when it
+	// presented one that verified against --tls-client-ca-file.
+	CertCN string
+}
+
+// Rule is how l must authenticate: an auth.HBASCRAM, HBATrust or HBACert
+// method and the clientcert option of the host rule it matched, or the
+// error (errors.Is auth.ErrHBADenied) of a rule that refuses it. Without a
+// rules file, trust mode trusts everyone and otherwise everyone gives a
+// password.
+func (g *Guard) Rule(l Login) (method, clientCert string, err error) {
+	if g.cfg.HBA == nil {
+		if g.cfg.Trust {
+			return auth.HBATrust, "", nil
+		}
+		return auth.HBASCRAM, "", nil
+	}
+	addr, _ := l.addr()
+	r := auth.HBARequest{Listener: l.Listener, TLS: l.TLS, Database: l.Database, User: l.User, Addr: addr,
+		MemberOf: func(role, group string) bool {
+			member := false
+			g.cfg.Meta.Read(func(v *catalog.View) {
+				r, ok1 := v.RoleByName(role)
+				gr, ok2 := v.RoleByName(group)
+				member = ok1 && ok2 && v.IsMember(r.ID, gr.ID)
+			})
+			return member
+		}}
+	m, ok := g.cfg.HBA.Match(r)
+	switch {
+	case !ok:
+		return "", "", r.NoEntryError()
+	case m.Method == auth.HBAReject:
+		return "", "", r.RejectError()
+	}
+	return m.Method, m.ClientCert, nil
+}
+
+// CheckCert checks the client certificate a rule asks for: a verified one
+// (clientcert=verify-ca), whose CN is the role (verify-full, and the cert
+// method). It returns the reason for the log, or "".
+func CheckCert(l Login, method, clientCert string) string {
+	switch {
+	case (method == auth.HBACert || clientCert != "") && l.CertCN == "" && !l.TLS:
+		return "the rule wants a client certificate and the connection has no TLS"
+	case (method == auth.HBACert || clientCert != "") && l.CertCN == "":
+		return "the rule wants a verified client certificate and there is none"
+	case (method == auth.HBACert || clientCert == auth.ClientCertVerifyFull) && l.CertCN != l.User:
+		return fmt.Sprintf("the client certificate is for %q", l.CertCN)
+	}
+	return ""
 }
 
 func (l Login) addr() (netip.Addr, bool) {
@@ -214,8 +271,19 @@ func (g *Guard) Password(l Login, password string) (Identity, error) {
 	if err := g.Admit(l); err != nil {
 		return Identity{}, err
 	}
+	method, clientCert, err := g.Rule(l)
+	if err != nil {
+		g.Failed(l, err.Error())
+		return Identity{}, fmt.Errorf("%w: %v", ErrAuthFailed, err)
+	}
 	id, reason, err := g.Resolve(l.User)
-	if err == nil && !g.cfg.Trust {
+	if err == nil {
+		reason = CheckCert(l, method, clientCert)
+		if reason != "" {
+			err = ErrAuthFailed
+		}
+	}
+	if err == nil && method == auth.HBASCRAM {
 		v, ok := g.Verifier(l.User)
 		if !ok {
 			reason, err = "the role has no password", ErrAuthFailed

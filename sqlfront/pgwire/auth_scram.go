@@ -33,6 +33,9 @@ type AuthRequest struct {
 	Database   string
 	RemoteAddr net.Addr
 	TLS        bool
+	// CertCN is the common name of the client certificate, when the client
+	// presented one and it verified against the server's client CAs.
+	CertCN string
 }
 
 // Authenticator decides how connections authenticate. Its methods are

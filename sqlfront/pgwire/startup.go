@@ -52,7 +52,13 @@ func (c *conn) startup(tooMany bool) error {
 		database = c.user
 	}
 	if c.srv.auth != nil {
-		if err := c.authenticate(AuthRequest{User: c.user, Database: database, RemoteAddr: c.nc.RemoteAddr(), TLS: c.tls}); err != nil {
+		r := AuthRequest{User: c.user, Database: database, RemoteAddr: c.nc.RemoteAddr(), TLS: c.tls}
+		if tc, ok := c.rw.(*tls.Conn); ok {
+			if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
+				r.CertCN = st.PeerCertificates[0].Subject.CommonName
+			}
+		}
+		if err := c.authenticate(r); err != nil {
 			return err
 		}
 	}

@@ -503,7 +503,7 @@ func (s *Server) startKafka() error {
 	k := kafka.New(kafka.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), Cluster: s.cfg.Cluster, Meta: s.cat, Buckets: s.Buckets,
 		NodeEpoch: s.NodeEpoch, Live: s.live.IsLive, AutoCreateTopics: s.cfg.KafkaAutoCreateTopics, Logger: s.logger,
-		Groups: s.groups, GroupKeys: groups.Versions(),
+		Groups: s.groups, GroupKeys: groups.Versions(), Access: s.guard,
 	})
 	s.kafka.Store(k)
 	s.wg.Add(1)

@@ -25,19 +25,25 @@ type servedPartition struct {
 }
 
 // servePartition finds the bucket of partition of topic name and checks
-// that this node serves it, and that the client's idea of the leader epoch
-// (-1: none) is current (KIP-320).
-func (s *Server) servePartition(m *buckets.Manager, name string, partition, currentLeaderEpoch int32) (servedPartition, *kerr.Error) {
+// that the connection of ss may read it (SELECT), that this node serves
+// it, and that the client's idea of the leader epoch (-1: none) is current
+// (KIP-320).
+func (s *Server) servePartition(m *buckets.Manager, ss *session, name string, partition, currentLeaderEpoch int32) (servedPartition, *kerr.Error) {
 	var tp *topic
 	var sh *shape
 	var err error
+	allowed := false
 	s.cfg.Meta.Read(func(v *catalog.View) {
 		if tp, err = lookupTopic(v, name); err == nil {
+			allowed = s.may(v, ss, tp.table, catalog.PrivSelect)
 			sh, err = s.shapes.of(tp.table)
 		}
 	})
 	if err != nil || partition < 0 || int(partition) >= len(tp.buckets) {
 		return servedPartition{}, kerr.UnknownTopicOrPartition
+	}
+	if !allowed {
+		return servedPartition{}, kerr.TopicAuthorizationFailed
 	}
 	if m == nil {
 		return servedPartition{}, kerr.LeaderNotAvailable
@@ -59,10 +65,10 @@ func (s *Server) servePartition(m *buckets.Manager, name string, partition, curr
 // fetch answers a Fetch, waiting up to MaxWaitMillis for MinBytes. Fetch
 // sessions (KIP-227) are not kept: every fetch is a full one, and the
 // response's session id 0 tells the client so.
-func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Response {
+func (s *Server) fetch(ctx context.Context, ss *session, req *kmsg.FetchRequest) kmsg.Response {
 	deadline := time.Now().Add(min(max(time.Duration(req.MaxWaitMillis)*time.Millisecond, 0), 30*time.Second))
 	for {
-		resp, size, changed := s.fetchOnce(ctx, req)
+		resp, size, changed := s.fetchOnce(ctx, ss, req)
 		if size >= int(req.MinBytes) || len(changed) == 0 || !time.Now().Before(deadline) {
 			return resp
 		}
@@ -103,7 +109,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, timeout time.Duration
 
 // fetchOnce reads what is there now. It returns the response, its record
 // bytes and the change channels of the partitions that had nothing new.
-func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}) {
+func (s *Server) fetchOnce(ctx context.Context, ss *session, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	if req.Version >= 7 && req.SessionID != 0 {
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
@@ -126,7 +132,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 			rp.PreferredReadReplica = -1
 			// Empty, not null: librdkafka refuses a null record set.
 			rp.RecordBatches = []byte{}
-			sp, kerrCode := s.servePartition(m, t.Topic, p.Partition, p.CurrentLeaderEpoch)
+			sp, kerrCode := s.servePartition(m, ss, t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			if kerrCode != nil {
 				rp.ErrorCode = kerrCode.Code
 				rt.Partitions = append(rt.Partitions, rp)
@@ -225,7 +231,7 @@ func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw
 	return out, nil
 }
 
-func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+func (s *Server) listOffsets(ss *session, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	m := s.cfg.Buckets()
 	for _, t := range req.Topics {
@@ -235,7 +241,7 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.Offset, rp.Timestamp, rp.LeaderEpoch = -1, -1, -1
-			sp, code := s.servePartition(m, t.Topic, p.Partition, p.CurrentLeaderEpoch)
+			sp, code := s.servePartition(m, ss, t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			if code != nil {
 				rp.ErrorCode = code.Code
 				rt.Partitions = append(rt.Partitions, rp)
@@ -313,7 +319,7 @@ func (s *Server) offsetForTime(sp servedPartition, start, hw uint64, ts int64) (
 // offsetForLeaderEpoch answers KIP-320's truncation check. mink never
 // truncates an acknowledged record, so the end of any epoch a client saw
 // is at or after its position: the answer is the current epoch and end.
-func (s *Server) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
+func (s *Server) offsetForLeaderEpoch(ss *session, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	m := s.cfg.Buckets()
 	for _, t := range req.Topics {
@@ -323,7 +329,7 @@ func (s *Server) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kms
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.LeaderEpoch, rp.EndOffset = -1, -1
-			sp, code := s.servePartition(m, t.Topic, p.Partition, p.CurrentLeaderEpoch)
+			sp, code := s.servePartition(m, ss, t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			if code != nil {
 				rp.ErrorCode = code.Code
 			} else {

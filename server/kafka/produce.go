@@ -36,8 +36,9 @@ type partWait struct {
 // produce checks and queues every partition's batches for append and
 // returns the function that waits for them and builds the response. It is
 // called by the connection's reader, so a connection's produces are queued
-// in the order they were sent.
-func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) func() kmsg.Response {
+// in the order they were sent. A topic the connection of ss may not
+// insert into fails every partition with TOPIC_AUTHORIZATION_FAILED.
+func (s *Server) produce(ctx context.Context, ss *session, req *kmsg.ProduceRequest) func() kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var waits []*partWait
 	m := s.cfg.Buckets()
@@ -50,13 +51,15 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) func() k
 		var tp *topic
 		var sh *shape
 		var lookupErr error
+		allowed := false
 		s.cfg.Meta.Read(func(v *catalog.View) {
 			if tp, lookupErr = lookupTopic(v, t.Topic); lookupErr == nil {
+				allowed = s.may(v, ss, tp.table, catalog.PrivInsert)
 				sh, lookupErr = s.shapes.of(tp.table)
 			}
 		})
 		if errors.Is(lookupErr, kerr.UnknownTopicOrPartition) && s.cfg.AutoCreateTopics {
-			if err := s.createTopic(ctx, t.Topic, s.cfg.DefaultPartitions, nil); err != nil && !errors.Is(err, catalog.ErrExists) {
+			if err := s.createTopic(ctx, t.Topic, s.cfg.DefaultPartitions, nil, s.owner(ss)); err != nil && !errors.Is(err, catalog.ErrExists) {
 				s.cfg.Logger.Warn("kafka: auto-create topic failed", "topic", t.Topic, "err", err)
 			}
 		}
@@ -77,6 +80,9 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) func() k
 				continue
 			case lookupErr != nil:
 				fail(kerr.InvalidTopicException, lookupErr.Error())
+				continue
+			case !allowed:
+				fail(kerr.TopicAuthorizationFailed, "permission denied for table "+t.Topic+": producing needs INSERT")
 				continue
 			case p.Partition < 0 || int(p.Partition) >= len(tp.buckets):
 				fail(kerr.UnknownTopicOrPartition, "")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/server/kafka/groups"
 )
 
@@ -62,7 +63,12 @@ type Config struct {
 	// produces to become durable) before the reader stops reading.
 	// Default 16.
 	MaxInFlight int
-	Logger      *slog.Logger
+	// Access authenticates connections (SASL, sasl.go) and authorizes
+	// their requests (authz.go). Unless it is in trust mode, a connection
+	// must authenticate before anything but ApiVersions. nil: no SASL and
+	// no checks (tests).
+	Access *access.Guard
+	Logger *slog.Logger
 }
 
 // Server is a node's Kafka listener.
@@ -188,6 +194,12 @@ type reply struct {
 	version     int16
 	resp        kmsg.Response
 	wait        func() kmsg.Response
+	// token, if set, is an unframed SASL token to send instead of a
+	// response (after a v0 SaslHandshake).
+	token []byte
+	// close: the reader closes the connection once this reply is written
+	// (a failed authentication).
+	close bool
 }
 
 // serveConn runs one connection: the reader here, the writer in a
@@ -212,19 +224,53 @@ func (s *Server) serveConn(c net.Conn) {
 	}()
 	log := s.cfg.Logger.With("remote", c.RemoteAddr().String())
 	remoteHost, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	ss := &session{remote: c.RemoteAddr()}
 	var size [4]byte
 	for {
 		if _, err := io.ReadFull(c, size[:]); err != nil {
 			return
 		}
 		n := int(int32(binary.BigEndian.Uint32(size[:])))
-		if n < 8 || n > s.cfg.MaxRequestBytes {
-			log.Warn("kafka: closing connection: bad request size", "bytes", n, "max", s.cfg.MaxRequestBytes)
+		limit := s.cfg.MaxRequestBytes
+		if s.needsAuth(ss) {
+			limit = min(limit, maxAuthFrameBytes)
+		}
+		if ss.rawToken() {
+			if n < 0 || n > limit {
+				log.Warn("kafka: closing connection: bad SASL token size", "bytes", n, "max", limit)
+				s.counters.badRequests.Add(1)
+				return
+			}
+			token := make([]byte, n)
+			if _, err := io.ReadFull(c, token); err != nil {
+				return
+			}
+			out, err := s.saslToken(ss, token)
+			if err != nil {
+				// After a v0 handshake a failure has no answer: the
+				// connection closes (the guard logged why).
+				return
+			}
+			select {
+			case replies <- reply{token: out}:
+			case <-writerDone:
+				return
+			}
+			continue
+		}
+		if n < 8 || n > limit {
+			log.Warn("kafka: closing connection: bad request size", "bytes", n, "max", limit)
 			s.counters.badRequests.Add(1)
 			return
 		}
 		frame := make([]byte, n)
 		if _, err := io.ReadFull(c, frame); err != nil {
+			return
+		}
+		if key := int16(binary.BigEndian.Uint16(frame)); s.needsAuth(ss) && !allowedBeforeAuth(key) || ss.exchanging() && key != int16(kmsg.SASLAuthenticate) {
+			// Kafka closes such a connection without an answer.
+			log.Info("kafka: closing connection: request before SASL authentication", "api", kmsg.NameForKey(key))
+			s.counters.badRequests.Add(1)
 			return
 		}
 		req, err := parseRequest(frame, s.supported)
@@ -241,7 +287,7 @@ func (s *Server) serveConn(c net.Conn) {
 			s.counters.badRequests.Add(1)
 			return
 		}
-		r, err := s.handle(ctx, req)
+		r, err := s.handle(ctx, ss, req)
 		if err != nil {
 			log.Warn("kafka: closing connection", "api", kmsg.NameForKey(req.key), "version", req.version, "err", err)
 			s.counters.badRequests.Add(1)
@@ -251,6 +297,9 @@ func (s *Server) serveConn(c net.Conn) {
 		case replies <- r:
 		case <-writerDone:
 			return
+		}
+		if r.close {
+			return // the deferred close lets the writer send r first
 		}
 	}
 }
@@ -262,6 +311,17 @@ func (s *Server) writeReplies(c net.Conn, replies <-chan reply) {
 	var buf []byte
 	broken := false
 	for r := range replies {
+		if r.token != nil {
+			if !broken {
+				buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(r.token)))
+				buf = append(buf, r.token...)
+				if _, err := c.Write(buf); err != nil {
+					broken = true
+					c.Close()
+				}
+			}
+			continue
+		}
 		resp := r.resp
 		if r.wait != nil {
 			resp = r.wait()
@@ -356,8 +416,9 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// handle answers one request. An error closes the connection.
-func (s *Server) handle(ctx context.Context, req request) (reply, error) {
+// handle answers one request of the connection of ss. An error closes the
+// connection.
+func (s *Server) handle(ctx context.Context, ss *session, req request) (reply, error) {
 	r := reply{correlation: req.correlation, key: req.key, version: req.version}
 	if req.key >= 0 && req.key < maxAPIKey {
 		s.counters.requests[req.key].Add(1)
@@ -367,10 +428,14 @@ func (s *Server) handle(ctx context.Context, req request) (reply, error) {
 	switch body := req.body.(type) {
 	case *kmsg.ApiVersionsRequest:
 		resp = s.apiVersions(body)
+	case *kmsg.SASLHandshakeRequest:
+		resp, r.close = s.saslHandshake(ss, body)
+	case *kmsg.SASLAuthenticateRequest:
+		resp, r.close = s.saslAuthenticate(ss, body)
 	case *kmsg.MetadataRequest:
-		resp = s.metadata(ctx, body)
+		resp = s.metadata(ctx, ss, body)
 	case *kmsg.ProduceRequest:
-		wait := s.produce(ctx, body)
+		wait := s.produce(ctx, ss, body)
 		if body.Acks == 0 {
 			// No response; still wait for the appends, in order, so that
 			// the connection's memory stays bounded.
@@ -380,26 +445,26 @@ func (s *Server) handle(ctx context.Context, req request) (reply, error) {
 		}
 		return r, nil
 	case *kmsg.FetchRequest:
-		resp = s.fetch(ctx, body)
+		resp = s.fetch(ctx, ss, body)
 	case *kmsg.ListOffsetsRequest:
-		resp = s.listOffsets(body)
+		resp = s.listOffsets(ss, body)
 	case *kmsg.OffsetForLeaderEpochRequest:
-		resp = s.offsetForLeaderEpoch(body)
+		resp = s.offsetForLeaderEpoch(ss, body)
 	case *kmsg.InitProducerIDRequest:
 		resp = s.initProducerID(body)
 	case *kmsg.CreateTopicsRequest:
-		resp = s.createTopics(ctx, body)
+		resp = s.createTopics(ctx, ss, body)
 	case *kmsg.DeleteTopicsRequest:
-		resp = s.deleteTopics(ctx, body)
+		resp = s.deleteTopics(ctx, ss, body)
 	case *kmsg.DescribeClusterRequest:
 		resp = s.describeCluster(body)
 	case *kmsg.DescribeConfigsRequest:
-		resp = s.describeConfigs(body)
+		resp = s.describeConfigs(ss, body)
 	default:
 		if s.cfg.Groups == nil || !s.groupKey(req.key) {
 			return r, fmt.Errorf("%s is not served", kmsg.NameForKey(req.key))
 		}
-		if resp, err = s.cfg.Groups.Handle(groups.ContextWithClient(ctx, req.clientID, req.clientHost), req.body); err != nil {
+		if resp, err = s.groupRequest(groups.ContextWithClient(ctx, req.clientID, req.clientHost), ss, req.body); err != nil {
 			return r, err
 		}
 	}

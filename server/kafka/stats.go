@@ -27,7 +27,7 @@ type Stats struct {
 	// Requests counts the requests answered, by API name.
 	Requests map[string]uint64
 	// BadRequests counts connections closed for a request that could not
-	// be parsed or is not served.
+	// be parsed or is not served, or that came before SASL authentication.
 	BadRequests uint64
 	// ProducedRecords counts records acknowledged to producers;
 	// ProduceErrors the partitions of produce requests answered with an

@@ -107,7 +107,10 @@ func (s *Server) brokers(v *catalog.View) []kmsg.MetadataResponseBroker {
 	return out
 }
 
-func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
+// metadata answers a Metadata request. A topic on which the connection of
+// ss holds no privilege is TOPIC_AUTHORIZATION_FAILED when named, and left
+// out of a listing of every topic (Kafka's DESCRIBE).
+func (s *Server) metadata(ctx context.Context, ss *session, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	var names []string
 	all := req.Topics == nil
@@ -130,7 +133,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.R
 			}
 		})
 		for _, name := range missing {
-			if err := s.createTopic(ctx, name, s.cfg.DefaultPartitions, nil); err != nil && !errors.Is(err, catalog.ErrExists) {
+			if err := s.createTopic(ctx, name, s.cfg.DefaultPartitions, nil, s.owner(ss)); err != nil && !errors.Is(err, catalog.ErrExists) {
 				s.cfg.Logger.Warn("kafka: auto-create topic failed", "topic", name, "err", err)
 			}
 		}
@@ -144,13 +147,20 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.R
 		resp.Brokers = s.brokers(v)
 		if all {
 			for _, t := range v.Tables {
-				if len(t.Spec.PrimaryKey) == 0 {
+				if len(t.Spec.PrimaryKey) == 0 && s.describes(v, ss, t) {
 					names = append(names, t.Spec.Name)
 				}
 			}
 			sort.Strings(names)
 		}
 		for _, name := range names {
+			if t, ok := v.TableByName(name); ok && len(t.Spec.PrimaryKey) == 0 && !s.describes(v, ss, t) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = &name
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 			resp.Topics = append(resp.Topics, s.topicMetadata(v, name))
 		}
 	})
@@ -207,8 +217,8 @@ var kafkaShape = []catalog.Column{
 }
 
 // createTopic creates the Kafka-shaped log table name with partitions
-// buckets and table options opts.
-func (s *Server) createTopic(ctx context.Context, name string, partitions int, opts map[string]string) error {
+// buckets and table options opts, owned by owner.
+func (s *Server) createTopic(ctx context.Context, name string, partitions int, opts map[string]string, owner catalog.RoleID) error {
 	if err := validTopicName(name); err != nil {
 		return err
 	}
@@ -216,7 +226,7 @@ func (s *Server) createTopic(ctx context.Context, name string, partitions int, o
 		opts = nil
 	}
 	spec := catalog.TableSpec{Name: name, Columns: append([]catalog.Column(nil), kafkaShape...), Buckets: partitions, Options: opts}
-	_, err := s.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec})
+	_, err := s.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec, Owner: owner})
 	return err
 }
 
@@ -272,7 +282,8 @@ func validTopicName(name string) error {
 // option does.
 const maxPartitions = 1024
 
-func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) kmsg.Response {
+// createTopics creates topics; any role may, and owns what it creates.
+func (s *Server) createTopics(ctx context.Context, ss *session, req *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
@@ -305,7 +316,7 @@ func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 				msg(kerr.TopicAlreadyExists, fmt.Sprintf("topic %q already exists", t.Topic))
 			}
 		default:
-			err := s.createTopic(ctx, t.Topic, n, opts)
+			err := s.createTopic(ctx, t.Topic, n, opts, s.owner(ss))
 			if err == nil {
 				s.waitLeaders(ctx, t.Topic, timeoutOf(req.TimeoutMillis))
 				s.cfg.Meta.Read(func(v *catalog.View) {
@@ -328,7 +339,9 @@ func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 	return resp
 }
 
-func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) kmsg.Response {
+// deleteTopics drops topics: their owner or a superuser may
+// (TOPIC_AUTHORIZATION_FAILED otherwise).
+func (s *Server) deleteTopics(ctx context.Context, ss *session, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	names := req.TopicNames
 	for _, t := range req.Topics {
@@ -341,12 +354,19 @@ func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 		rt.Topic = &name
 		var id catalog.TableID
 		var err error
+		allowed := false
 		s.cfg.Meta.Read(func(v *catalog.View) {
 			var tp *topic
 			if tp, err = lookupTopic(v, name); err == nil {
-				id = tp.table.ID
+				id, allowed = tp.table.ID, s.owns(v, ss, tp.table)
 			}
 		})
+		if err == nil && !allowed {
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			rt.ErrorMessage = kmsg.StringPtr("must be owner of table " + name)
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		if err == nil {
 			_, err = s.cfg.Meta.Propose(ctx, catalog.DropTable{Table: id})
 		}
@@ -364,8 +384,8 @@ func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 }
 
 // describeConfigs answers for topics with the few configs clients look
-// at; brokers get an empty list.
-func (s *Server) describeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
+// at; brokers get an empty list. A topic needs SELECT.
+func (s *Server) describeConfigs(ss *session, req *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, r := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
@@ -373,10 +393,19 @@ func (s *Server) describeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response
 		if r.ResourceType == kmsg.ConfigResourceTypeTopic {
 			var tp *topic
 			var err error
-			s.cfg.Meta.Read(func(v *catalog.View) { tp, err = lookupTopic(v, r.ResourceName) })
-			if err != nil {
+			allowed := false
+			s.cfg.Meta.Read(func(v *catalog.View) {
+				if tp, err = lookupTopic(v, r.ResourceName); err == nil {
+					allowed = s.may(v, ss, tp.table, catalog.PrivSelect)
+				}
+			})
+			switch {
+			case err != nil:
 				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else {
+			case !allowed:
+				rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rr.ErrorMessage = kmsg.StringPtr("permission denied for table " + r.ResourceName)
+			default:
 				for _, c := range describedConfigs(s.topicConfigs(tp.table)) {
 					if len(r.ConfigNames) == 0 || slices.Contains(r.ConfigNames, c.Name) {
 						rr.Configs = append(rr.Configs, c)

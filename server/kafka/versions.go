@@ -26,9 +26,20 @@ var brokerKeys = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: int16(kmsg.DescribeCluster), MinVersion: 0, MaxVersion: 1},
 }
 
+// saslKeys are the SASL requests, advertised when the listener has a
+// guard (sasl.go). SaslHandshake v0 is followed by unframed tokens, v1 by
+// SaslAuthenticate requests (KIP-152).
+var saslKeys = []kmsg.ApiVersionsResponseApiKey{
+	{ApiKey: int16(kmsg.SASLHandshake), MinVersion: 0, MaxVersion: 1},
+	{ApiKey: int16(kmsg.SASLAuthenticate), MinVersion: 0, MaxVersion: 2},
+}
+
 // keys is every request the listener advertises.
 func (s *Server) keys() []kmsg.ApiVersionsResponseApiKey {
 	keys := append([]kmsg.ApiVersionsResponseApiKey(nil), brokerKeys...)
+	if s.cfg.Access != nil {
+		keys = append(keys, saslKeys...)
+	}
 	if s.cfg.Groups != nil {
 		keys = append(keys, s.cfg.GroupKeys...)
 	}

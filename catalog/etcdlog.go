@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -643,6 +644,20 @@ const DefaultDialTimeout = 30 * time.Second
 // failure until timeout. The error after the last attempt names the
 // endpoints: "etcd at 127.0.0.1:2379 unreachable after 30s: ...".
 func Dial(ctx context.Context, endpoints []string, logger *slog.Logger, timeout time.Duration) (*clientv3.Client, error) {
+	return DialWith(ctx, endpoints, logger, timeout, EtcdCredentials{})
+}
+
+// EtcdCredentials are what an etcd with authentication or TLS asks of its
+// clients: a user and password (etcd's auth), and a TLS configuration
+// (server verification and a client certificate) for https endpoints.
+type EtcdCredentials struct {
+	User, Password string
+	TLS            *tls.Config
+}
+
+// DialWith is Dial with credentials. Credentials etcd refuses fail at
+// once, without retries: "etcd at …: the credentials are refused: …".
+func DialWith(ctx context.Context, endpoints []string, logger *slog.Logger, timeout time.Duration, creds EtcdCredentials) (*clientv3.Client, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -658,9 +673,15 @@ func Dial(ctx context.Context, endpoints []string, logger *slog.Logger, timeout 
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		// The client's own log lines repeat what the errors say.
-		Logger: zap.NewNop(),
+		Logger:   zap.NewNop(),
+		Username: creds.User,
+		Password: creds.Password,
+		TLS:      creds.TLS,
 	})
 	if err != nil {
+		if authError(err) {
+			return nil, fmt.Errorf("etcd at %s: the credentials are refused: %w", where, err)
+		}
 		return nil, fmt.Errorf("etcd at %s: %w", where, err)
 	}
 	deadline := time.Now().Add(timeout)
@@ -671,6 +692,13 @@ func Dial(ctx context.Context, endpoints []string, logger *slog.Logger, timeout 
 		cancel()
 		if err == nil {
 			return client, nil
+		}
+		if authError(err) {
+			client.Close()
+			if creds.User == "" {
+				return nil, fmt.Errorf("etcd at %s requires authentication (give --etcd-user and --etcd-password-file): %w", where, err)
+			}
+			return nil, fmt.Errorf("etcd at %s: the credentials are refused: %w", where, err)
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			// Say why: a refused connection is clearer than a deadline.
@@ -691,6 +719,18 @@ func Dial(ctx context.Context, endpoints []string, logger *slog.Logger, timeout 
 			continue // reported on the next pass
 		}
 	}
+}
+
+// authError reports whether err is etcd refusing a client's credentials
+// (or their absence): retrying cannot help.
+func authError(err error) bool {
+	for _, e := range []error{rpctypes.ErrUserEmpty, rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied,
+		rpctypes.ErrInvalidAuthToken, rpctypes.ErrUserNotFound} {
+		if errors.Is(err, e) || strings.Contains(err.Error(), e.Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 // probeTCP dials each endpoint and returns the first error, or nil if one

@@ -25,6 +25,16 @@ type Config struct {
 	// starts an embedded one with its client port at EmbeddedEtcdAddr.
 	EtcdEndpoints    []string
 	EmbeddedEtcdAddr string
+	// EtcdUser and EtcdPasswordFile (its first line) log in to an external
+	// etcd with authentication enabled; EtcdCAFile verifies an https
+	// etcd's certificate, and EtcdCertFile/EtcdKeyFile are this node's
+	// client certificate for it. A node without the cluster's etcd
+	// credentials cannot join it.
+	EtcdUser         string
+	EtcdPasswordFile string
+	EtcdCAFile       string
+	EtcdCertFile     string
+	EtcdKeyFile      string
 	// EtcdDialTimeout bounds how long an unreachable etcd is retried at start.
 	EtcdDialTimeout time.Duration
 
@@ -171,6 +181,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.checkTrust(); err != nil {
+		return err
+	}
+	if err := c.checkEtcdCredentials(); err != nil {
 		return err
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -198,3 +200,54 @@ func (a pgAuth) Done(r pgwire.AuthRequest, reason string) {
 	a.g.Succeeded(a.login(r))
 }
 
+
+// checkEtcdCredentials checks that the etcd credential flags go together
+// and with an external etcd.
+func (c *Config) checkEtcdCredentials() error {
+	given := c.EtcdUser != "" || c.EtcdPasswordFile != "" || c.EtcdCAFile != "" || c.EtcdCertFile != "" || c.EtcdKeyFile != ""
+	switch {
+	case given && len(c.EtcdEndpoints) == 0:
+		return fmt.Errorf("--etcd-user, --etcd-password-file and the --etcd-*-file TLS flags are for an external etcd (--etcd-endpoints)")
+	case (c.EtcdUser == "") != (c.EtcdPasswordFile == ""):
+		return fmt.Errorf("--etcd-user and --etcd-password-file go together")
+	case (c.EtcdCertFile == "") != (c.EtcdKeyFile == ""):
+		return fmt.Errorf("--etcd-cert-file and --etcd-key-file go together")
+	}
+	return nil
+}
+
+// etcdCredentials loads what the etcd credential flags name.
+func etcdCredentials(c *Config) (catalog.EtcdCredentials, error) {
+	var creds catalog.EtcdCredentials
+	if c.EtcdUser != "" {
+		data, err := os.ReadFile(c.EtcdPasswordFile)
+		if err != nil {
+			return creds, fmt.Errorf("--etcd-password-file: %w", err)
+		}
+		password, _, _ := strings.Cut(string(data), "\n")
+		creds.User, creds.Password = c.EtcdUser, strings.TrimSuffix(password, "\r")
+	}
+	if c.EtcdCAFile == "" && c.EtcdCertFile == "" {
+		return creds, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.EtcdCAFile != "" {
+		pem, err := os.ReadFile(c.EtcdCAFile)
+		if err != nil {
+			return creds, fmt.Errorf("--etcd-ca-file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return creds, fmt.Errorf("--etcd-ca-file %s: no PEM certificate in it", c.EtcdCAFile)
+		}
+	}
+	if c.EtcdCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.EtcdCertFile, c.EtcdKeyFile)
+		if err != nil {
+			return creds, fmt.Errorf("--etcd-cert-file/--etcd-key-file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	creds.TLS = tc
+	return creds, nil
+}

@@ -162,7 +162,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 		endpoints = s.etcd.Endpoints()
 		s.logger.Info("embedded etcd started", "endpoints", endpoints)
 	}
-	if s.client, err = catalog.Dial(ctx, endpoints, s.logger, cfg.EtcdDialTimeout); err != nil {
+	creds, err := etcdCredentials(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.client, err = catalog.DialWith(ctx, endpoints, s.logger, cfg.EtcdDialTimeout, creds); err != nil {
 		return nil, err
 	}
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // startSecureNode starts a node whose superuser mink has password pw (and
@@ -274,4 +275,61 @@ host    all      all      127.0.0.1/32  scram-sha-256
 	if code == 0 || !strings.Contains(errOut, `line 2 of configuration file`) || !strings.Contains(errOut, `"hots"`) {
 		t.Fatalf("a bad --hba-file: exit %d:\n%s", code, errOut)
 	}
+}
+
+// An etcd with authentication on: a node with the etcd user and password
+// joins; a node without them, or with a wrong password, cannot start, and
+// says why at once rather than retrying.
+func TestSecurityEtcdCredentials(t *testing.T) {
+	etcd := startTestEtcd(t)
+	endpoints := strings.Join(etcd.Endpoints(), ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for _, step := range []func() error{
+		func() error { _, err := cli.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := cli.UserAdd(ctx, "root", "etcd pw"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := cli.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("enable etcd auth: %v", err)
+		}
+	}
+	pwFile := func(pw string) string {
+		f := filepath.Join(t.TempDir(), "etcd-password")
+		if err := os.WriteFile(f, []byte(pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	n := newNode(t, nodeOpts{etcd: endpoints, extra: []string{"--etcd-user", "root", "--etcd-password-file", pwFile("etcd pw")}})
+	n.start()
+	n.waitHealthy()
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
+	mustExec(t, conn, "CREATE TABLE joined (x int)")
+
+	for _, c := range []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"no credentials", nil, "requires authentication (give --etcd-user and --etcd-password-file)"},
+		{"a wrong password", []string{"--etcd-user", "root", "--etcd-password-file", pwFile("guess")}, "the credentials are refused"},
+	} {
+		other := newNode(t, nodeOpts{etcd: endpoints, nodeID: 2, extra: append([]string{"--etcd-dial-timeout", "20s"}, c.extra...)})
+		start := time.Now()
+		_, errOut, code := runMink(t, 30*time.Second, other.args...)
+		if code == 0 || !strings.Contains(errOut, c.want) {
+			t.Fatalf("%s: exit %d:\n%s", c.name, code, errOut)
+		}
+		if took := time.Since(start); took > 15*time.Second {
+			t.Fatalf("%s: the start took %v to fail: refused credentials are not retried", c.name, took)
+		}
+	}
+	n.stop()
 }

@@ -79,6 +79,20 @@ func postgresBinDir() (dir, major string, err error) {
 // the cluster directory is owned by that user, and dir must be searchable
 // by it.
 func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
+	return StartPostgresWith(ctx, dir, PostgresOptions{})
+}
+
+// PostgresOptions set up a peer the way a secured mink is set up.
+type PostgresOptions struct {
+	// TLSCert and TLSKey (PEM), when set, turn ssl on.
+	TLSCert, TLSKey []byte
+	// HBA, when set, replaces pg_hba.conf. The harness connects as
+	// postgres over plain TCP from 127.0.0.1, so keep a rule for that.
+	HBA string
+}
+
+// StartPostgresWith is StartPostgres with TLS and host rules.
+func StartPostgresWith(ctx context.Context, dir string, opts PostgresOptions) (*Postgres, error) {
 	binDir, major, err := postgresBinDir()
 	if err != nil {
 		return nil, err
@@ -127,6 +141,9 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 
+	if err := configurePostgres(p.dataDir, cred, opts); err != nil {
+		return nil, err
+	}
 	port, err := freeLoopbackPort()
 	if err != nil {
 		return nil, err
@@ -181,6 +198,52 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 	}
 	ok = true
 	return p, nil
+}
+
+// configurePostgres writes the TLS files and host rules of opts into a
+// fresh cluster's data directory, owned by the server's user.
+func configurePostgres(dataDir string, cred *syscall.Credential, opts PostgresOptions) error {
+	var files []string
+	write := func(name string, data []byte, mode os.FileMode) error {
+		path := filepath.Join(dataDir, name)
+		if err := os.WriteFile(path, data, mode); err != nil {
+			return err
+		}
+		files = append(files, path)
+		return nil
+	}
+	if opts.TLSCert != nil {
+		if err := write("server.crt", opts.TLSCert, 0o644); err != nil {
+			return err
+		}
+		if err := write("server.key", opts.TLSKey, 0o600); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(filepath.Join(dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\npassword_encryption = 'scram-sha-256'\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if opts.HBA != "" {
+		if err := write("pg_hba.conf", []byte(opts.HBA), 0o600); err != nil {
+			return err
+		}
+	}
+	if cred != nil {
+		for _, f := range files {
+			if err := os.Chown(f, int(cred.Uid), int(cred.Gid)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Stop shuts the server down (fast shutdown: SIGINT) and removes its

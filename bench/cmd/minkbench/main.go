@@ -155,6 +155,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunKafka(ctx, os.Stdout, cfg)
 	},
+	"security": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.SecurityConfig{Dir: dir}
+		if quick {
+			cfg.Duration, cfg.Rows = 2*time.Second, 10_000
+		}
+		return bench.RunSecurity(ctx, os.Stdout, cfg)
+	},
 	"query": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.QueryConfig{Dir: dir}
 		if quick {

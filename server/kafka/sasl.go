@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -57,6 +58,7 @@ const (
 // session is one connection's authentication: who it acts as and where
 // its SASL exchange is. It is owned by the connection's reader goroutine.
 type session struct {
+	conn   net.Conn
 	remote net.Addr
 	// id is the role the connection authenticated as; nil before (in
 	// trust mode such a connection acts as the bootstrap superuser).
@@ -96,8 +98,19 @@ func allowedBeforeAuth(key int16) bool {
 	return false
 }
 
+// login describes an attempt to log in as user for the guard: with the
+// connection's TLS and verified client certificate, which --hba-file's
+// hostssl rules, clientcert and the cert method look at.
 func (ss *session) login(user string) access.Login {
-	return access.Login{Listener: "kafka", User: user, Addr: ss.remote}
+	l := access.Login{Listener: auth.ListenerKafka, User: user, Addr: ss.remote}
+	if tc, ok := ss.conn.(*tls.Conn); ok {
+		// The handshake is done: the connection has been read from.
+		l.TLS = true
+		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
+			l.CertCN = st.PeerCertificates[0].Subject.CommonName
+		}
+	}
+	return l
 }
 
 // saslError is a failed SASL step: the code and message for the client.
@@ -227,6 +240,20 @@ func (s *Server) scramFirst(ss *session, token []byte) ([]byte, error) {
 	if err != nil {
 		g.Failed(l, err.Error())
 		return nil, &saslError{code: kerr.SaslAuthenticationFailed, msg: "Authentication failed: " + err.Error()}
+	}
+	// The host rules (--hba-file) may refuse the role here, or want a
+	// client certificate besides. A rule of method trust cannot spare
+	// SCRAM its password: the client checks the server's proof, which
+	// only the verifier gives.
+	method, clientCert, err := g.Rule(l)
+	if err == nil {
+		if reason := access.CheckCert(l, method, clientCert); reason != "" {
+			err = errors.New(reason)
+		}
+	}
+	if err != nil {
+		g.Failed(l, err.Error())
+		return nil, &saslError{code: kerr.SaslAuthenticationFailed, msg: msgSCRAMFailed}
 	}
 	ss.stage = saslSCRAMFinal
 	return first, nil

@@ -123,6 +123,7 @@ type saslNode struct {
 type saslNodeOpts struct {
 	trust   bool
 	limiter access.Limiter
+	hba     string // --hba-file's text; "": none
 }
 
 func newSASLNode(t *testing.T, o saslNodeOpts) *saslNode {
@@ -151,7 +152,13 @@ func newSASLNode(t *testing.T, o saslNodeOpts) *saslNode {
 		spec := catalog.TableSpec{Name: name, Columns: slices.Clone(kafkaShape), Buckets: 2}
 		n.tables[name] = n.propose(catalog.CreateTable{Spec: spec, Owner: catalog.BootstrapRole}).Table
 	}
-	guard := access.New(access.Config{Meta: cat, Node: 1, Trust: o.trust, Logger: logger, Limiter: o.limiter})
+	var hba *auth.HBA
+	if o.hba != "" {
+		if hba, err = auth.ParseHBA("hba.conf", strings.NewReader(o.hba)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	guard := access.New(access.Config{Meta: cat, Node: 1, Trust: o.trust, Logger: logger, Limiter: o.limiter, HBA: hba})
 	n.srv = New(Config{
 		Node: 1, Cluster: "test", Meta: cat, Buckets: func() *buckets.Manager { return nil },
 		Groups: n.groups, GroupKeys: []kmsg.ApiVersionsResponseApiKey{
@@ -717,6 +724,37 @@ func TestSASLTrustMode(t *testing.T) {
 	}
 	if r := n.dial().loginPlain("carol", "pw"); r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
 		t.Fatalf("carol may not log in, even in trust mode: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// --hba-file's rules hold on the Kafka listener for both mechanisms: a
+// reject rule refuses the role whatever its password, and a hostssl rule
+// does not match a plaintext connection.
+func TestSASLHostRules(t *testing.T) {
+	n := newSASLNode(t, saslNodeOpts{hba: `
+host    all  alice  127.0.0.1/32  reject
+hostssl all  bob    127.0.0.1/32  scram-sha-256
+host    all  mink   127.0.0.1/32  scram-sha-256
+`})
+	v, _ := auth.NewVerifier("pw")
+	n.propose(catalog.CreateRole{Name: "bob", Login: true, Verifier: v.String()})
+	if r := n.dial().loginPlain("mink", "secret"); r.ErrorCode != 0 {
+		t.Fatalf("mink: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if err := n.dial().loginSCRAM("mink", "secret", false); err != nil {
+		t.Fatalf("mink: %v", err)
+	}
+	for _, user := range []string{"alice", "bob"} {
+		before := len(n.logs.String())
+		if r := n.dial().loginPlain(user, "pw"); r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+			t.Fatalf("PLAIN as %s: %v", user, kerr.ErrorForCode(r.ErrorCode))
+		}
+		if err := n.dial().loginSCRAM(user, "pw", false); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("SCRAM as %s: %v", user, err)
+		}
+		if logged := n.logs.String()[before:]; strings.Count(logged, "login failed") != 2 {
+			t.Fatalf("the refusals of %s are not logged:\n%s", user, logged)
+		}
 	}
 }
 

@@ -224,7 +224,7 @@ func (s *Server) serveConn(c net.Conn) {
 	}()
 	log := s.cfg.Logger.With("remote", c.RemoteAddr().String())
 	remoteHost, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-	ss := &session{remote: c.RemoteAddr()}
+	ss := &session{conn: c, remote: c.RemoteAddr()}
 	var size [4]byte
 	for {
 		if _, err := io.ReadFull(c, size[:]); err != nil {

@@ -14,6 +14,12 @@
 // rebuilds it from the stream. Consumer groups are answered by the groups
 // subpackage.
 //
+// With a guard (Config.Access) a connection authenticates with SASL/PLAIN
+// or SASL/SCRAM-SHA-256 against the roles of the metadata log (sasl.go);
+// unless the node trusts every client, any other request before that
+// closes the connection. Each request is then checked against the role's
+// table privileges, read from the view of that request (authz.go).
+//
 // Wire messages are github.com/twmb/franz-go/pkg/kmsg's; record batches are
 // magic v2 only, with gzip, snappy, lz4 and zstd compression.
 //

@@ -89,7 +89,10 @@ func (x *SCRAMServer) ServerFinal(clientFinalMessage []byte) ([]byte, error) {
 	if final.channelBinding != base64.StdEncoding.EncodeToString([]byte(x.first.gs2Header)) {
 		return nil, malformed("SCRAM channel binding check failed")
 	}
-	if final.nonce != x.nonce {
+	// librdkafka before 2.6.1 (kcat, confluent-kafka) sends the client's
+	// nonce twice (confluentinc/librdkafka#4895); Kafka accepts it. The
+	// server's fresh part must be there either way.
+	if final.nonce != x.nonce && final.nonce != x.first.clientNonce+x.nonce {
 		return nil, malformed("unexpected SCRAM nonce")
 	}
 	authMessage := []byte(x.first.bare + "," + x.serverFirst + "," + final.withoutProof)

@@ -183,3 +183,42 @@ func TestTokens(t *testing.T) {
 		t.Fatal("a short key signs")
 	}
 }
+
+// librdkafka before 2.6.1 repeats the client nonce in its final message;
+// the server accepts that form (as Kafka does) and no other.
+func TestSCRAMRepeatedClientNonce(t *testing.T) {
+	v, err := NewVerifier("pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := func(x *SCRAMServer, nonce string) error {
+		withoutProof := "c=biws,r=" + nonce
+		salted, _ := saltedPassword("pw", v.Salt, v.Iterations)
+		clientKey := hmacSHA256(salted, []byte("Client Key"))
+		sig := hmacSHA256(sha256Sum(clientKey), []byte(x.first.bare+","+x.serverFirst+","+withoutProof))
+		proof := make([]byte, len(sig))
+		for i := range sig {
+			proof[i] = clientKey[i] ^ sig[i]
+		}
+		_, err := x.ServerFinal([]byte(withoutProof + ",p=" + b64encode(proof)))
+		return err
+	}
+	for _, c := range []struct {
+		nonce func(x *SCRAMServer) string
+		ok    bool
+	}{
+		{func(x *SCRAMServer) string { return x.nonce }, true},
+		{func(x *SCRAMServer) string { return "cn" + x.nonce }, true},
+		{func(x *SCRAMServer) string { return "cncn" }, false},
+		{func(x *SCRAMServer) string { return "cnxx" + x.nonce[2:] }, false},
+	} {
+		x := NewSCRAMServer(func(string) (Verifier, bool) { return v, true })
+		if _, err := x.ServerFirst([]byte("n,,n=u,r=cn")); err != nil {
+			t.Fatal(err)
+		}
+		nonce := c.nonce(x)
+		if err := final(x, nonce); (err == nil) != c.ok {
+			t.Errorf("final nonce %q (server's %q): %v, want ok %v", nonce, x.nonce, err, c.ok)
+		}
+	}
+}

@@ -190,13 +190,6 @@ func kcatSASL(t *testing.T, kcat, addr, topic string, security []string) {
 		cmd.Stdin = strings.NewReader(mech + "-1\n" + mech + "-2\n" + mech + "-3\n")
 		out, err := cmd.CombinedOutput()
 		cancel()
-		if err != nil && mech == "SCRAM-SHA-256" && strings.Contains(string(out), "unexpected SCRAM nonce") {
-			// librdkafka before 2.6.1 repeats the client nonce in its
-			// client-final-message (confluentinc/librdkafka#4895), which
-			// Kafka 3.8.1-3.9 accept and auth's SCRAM server does not.
-			t.Logf("kcat SCRAM-SHA-256: refused: the SCRAM server does not accept librdkafka's repeated client nonce yet (librdkafka < 2.6.1):\n%s", out)
-			continue
-		}
 		if err != nil {
 			t.Fatalf("kcat -P with %s: %v\n%s", mech, err, out)
 		}

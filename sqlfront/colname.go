@@ -46,88 +46,106 @@ func postgresColumnNames(node *pg.Node, cols []pgwire.Column) {
 }
 
 func figureColname(n *pg.Node) string {
+	name, _ := figureColnameStrength(n)
+	return name
+}
+
+// figureColnameStrength is PostgreSQL's FigureColnameInternal: a name and
+// how good it is, 2 for a column's or a function's, 1 for a cast's type
+// or "case", which a better name inside wins over (x::int is "x", but
+// 'a'::regrole::oid is "oid"), 0 for none.
+func figureColnameStrength(n *pg.Node) (string, int) {
 	if n == nil {
-		return ""
+		return "", 0
 	}
 	switch e := n.Node.(type) {
 	case *pg.Node_ColumnRef:
 		f := e.ColumnRef.Fields
 		if s := f[len(f)-1].GetString_(); s != nil {
-			return s.Sval
+			return s.Sval, 2
 		}
 	case *pg.Node_AIndirection:
 		ind := e.AIndirection.Indirection
 		if s := ind[len(ind)-1].GetString_(); s != nil {
-			return s.Sval
+			return s.Sval, 2
 		}
-		return figureColname(e.AIndirection.Arg)
+		return figureColnameStrength(e.AIndirection.Arg)
 	case *pg.Node_FuncCall:
 		f := e.FuncCall.Funcname
-		return f[len(f)-1].GetString_().GetSval()
+		return f[len(f)-1].GetString_().GetSval(), 2
 	case *pg.Node_AExpr:
 		if e.AExpr.Kind == pg.A_Expr_Kind_AEXPR_NULLIF {
-			return "nullif"
+			return "nullif", 2
 		}
 	case *pg.Node_TypeCast:
-		if name := figureColname(e.TypeCast.Arg); name != "" {
-			return name
+		if name, strength := figureColnameStrength(e.TypeCast.Arg); strength > 1 {
+			return name, strength
 		}
 		names := e.TypeCast.TypeName.Names
-		return postgresTypeName(names[len(names)-1].GetString_().GetSval())
+		return postgresTypeName(names[len(names)-1].GetString_().GetSval()), 1
+	case *pg.Node_CollateClause:
+		return figureColnameStrength(e.CollateClause.Arg)
 	case *pg.Node_CaseExpr:
-		if name := figureColname(e.CaseExpr.Defresult); name != "" {
-			return name
+		if name, strength := figureColnameStrength(e.CaseExpr.Defresult); strength > 1 {
+			return name, strength
 		}
-		return "case"
+		return "case", 1
 	case *pg.Node_AArrayExpr:
-		return "array"
+		return "array", 2
+	case *pg.Node_RowExpr:
+		return "row", 2
 	case *pg.Node_CoalesceExpr:
-		return "coalesce"
+		return "coalesce", 2
 	case *pg.Node_MinMaxExpr:
 		if e.MinMaxExpr.Op == pg.MinMaxOp_IS_GREATEST {
-			return "greatest"
+			return "greatest", 2
 		}
-		return "least"
+		return "least", 2
 	case *pg.Node_SqlvalueFunction:
-		switch e.SqlvalueFunction.Op {
-		case pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE:
-			return "current_date"
-		case pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N:
-			return "current_time"
-		case pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N:
-			return "current_timestamp"
-		case pg.SQLValueFunctionOp_SVFOP_LOCALTIME, pg.SQLValueFunctionOp_SVFOP_LOCALTIME_N:
-			return "localtime"
-		case pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP, pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:
-			return "localtimestamp"
-		case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg.SQLValueFunctionOp_SVFOP_USER:
-			return "current_user"
-		case pg.SQLValueFunctionOp_SVFOP_SESSION_USER:
-			return "session_user"
-		case pg.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG:
-			return "current_catalog"
-		case pg.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:
-			return "current_schema"
+		if name := sqlValueFunctionNames[e.SqlvalueFunction.Op]; name != "" {
+			return name, 2
 		}
 	case *pg.Node_SubLink:
 		switch e.SubLink.SubLinkType {
 		case pg.SubLinkType_EXISTS_SUBLINK:
-			return "exists"
+			return "exists", 2
 		case pg.SubLinkType_ARRAY_SUBLINK:
-			return "array"
+			return "array", 2
 		case pg.SubLinkType_EXPR_SUBLINK:
+			// The name of the subquery's one column, as it names it.
 			if sub := e.SubLink.Subselect.GetSelectStmt(); sub != nil && len(sub.TargetList) == 1 {
 				rt := sub.TargetList[0].GetResTarget()
 				if rt.Name != "" {
-					return rt.Name
+					return rt.Name, 2
 				}
-				return figureColname(rt.Val)
+				if name := figureColname(rt.Val); name != "" {
+					return name, 2
+				}
+				return "?column?", 2
 			}
 		}
-	case *pg.Node_BoolExpr, *pg.Node_NullTest, *pg.Node_BooleanTest:
-		return ""
 	}
-	return ""
+	return "", 0
+}
+
+// sqlValueFunctionNames are the column names of CURRENT_DATE, USER and
+// the other SQL functions without parentheses.
+var sqlValueFunctionNames = map[pg.SQLValueFunctionOp]string{
+	pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE:        "current_date",
+	pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME:        "current_time",
+	pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N:      "current_time",
+	pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP:   "current_timestamp",
+	pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N: "current_timestamp",
+	pg.SQLValueFunctionOp_SVFOP_LOCALTIME:           "localtime",
+	pg.SQLValueFunctionOp_SVFOP_LOCALTIME_N:         "localtime",
+	pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP:      "localtimestamp",
+	pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:    "localtimestamp",
+	pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE:        "current_role",
+	pg.SQLValueFunctionOp_SVFOP_CURRENT_USER:        "current_user",
+	pg.SQLValueFunctionOp_SVFOP_USER:                "user",
+	pg.SQLValueFunctionOp_SVFOP_SESSION_USER:        "session_user",
+	pg.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG:     "current_catalog",
+	pg.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:      "current_schema",
 }
 
 // postgresTypeName is the name PostgreSQL gives a cast's column.

@@ -27,6 +27,7 @@ type catalogState struct {
 	// index is the metadata index tables was read at.
 	index  uint64
 	tables []*catalogTable
+	roles  *catalogRoles
 	views  map[string]*catalogView
 	// started is when the session first read a catalog (pg_stat_activity).
 	started time.Time
@@ -104,7 +105,8 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 func (s *session) catalogConsts() catalogConsts {
 	version := s.settings.values["server_version"]
 	return catalogConsts{
-		user:     s.info.User,
+		user:     s.identity.Name,
+		role:     uint32(s.identity.Role),
 		database: s.f.cfg.Database,
 		version:  "PostgreSQL " + version + " on x86_64-pc-linux-gnu, compiled by Go, 64-bit",
 		pid:      int32(s.info.ProcessID),
@@ -115,6 +117,9 @@ func (s *session) catalogConsts() catalogConsts {
 // the relations keys.
 func (s *session) planCatalogStatement(ctx context.Context, sql, text string, node *pg.Node, keys []string, macros bool, paramOIDs []uint32) (*stmt, error) {
 	prepare := func(ctx context.Context) error {
+		if err := s.checkCatalogAccess(keys); err != nil {
+			return err
+		}
 		if err := s.tables.sync(ctx); err != nil {
 			return err
 		}
@@ -195,8 +200,12 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 	}
 	if index := s.f.cfg.Meta.AppliedIndex(); index != c.index || c.tables == nil {
 		var tables []*catalogTable
-		s.f.cfg.Meta.Read(func(v *catalog.View) { tables = newCatalogTables(v, s.bucketRows) })
-		c.tables, c.index = tables, index
+		var roles *catalogRoles
+		s.f.cfg.Meta.Read(func(v *catalog.View) {
+			tables = newCatalogTables(v, s.bucketRows)
+			roles = newCatalogRoles(v, s.identity)
+		})
+		c.tables, c.roles, c.index = tables, roles, index
 	}
 	createMacros := macros && !c.macros
 	if createMacros {
@@ -229,7 +238,7 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 		c.views[key] = &catalogView{index: c.index, release: release}
 	}
 	if createMacros {
-		if err := s.conn.Exec(ctx, catalogMacroSQL(s.info.User)); err != nil {
+		if err := s.conn.Exec(ctx, catalogMacroSQL()); err != nil {
 			return fmt.Errorf("create catalog macros: %w", err)
 		}
 		c.macros = true
@@ -292,6 +301,7 @@ var extraSettings = []settingRow{
 // catalogSettings are the rows of pg_settings: the session's settings
 // (settings.go), custom ones ("app.x") and extraSettings, by name.
 func (s *session) catalogSettings() []settingRow {
+	s.settings.refreshRole()
 	var rows []settingRow
 	for name, def := range knownSettings {
 		rows = append(rows, settingRow{name: display(name), value: s.settings.values[name],
@@ -313,7 +323,13 @@ func (s *session) catalogSettings() []settingRow {
 
 // catalogInput gathers what the relations are computed from.
 func (s *session) catalogInput(sql string) *catalogInput {
-	in := &catalogInput{user: s.info.User, database: s.f.cfg.Database, tables: s.catalog.tables, settings: s.catalogSettings()}
+	in := &catalogInput{database: s.f.cfg.Database, tables: s.catalog.tables, roles: s.catalog.roles, settings: s.catalogSettings()}
+	// The session's role as the roles read with the tables have it (a
+	// role dropped while its session is open is no superuser).
+	in.session = catalogSession{role: uint32(s.identity.Role), name: s.identity.Name}
+	if r := in.roles.view.Roles[s.identity.Role]; r != nil {
+		in.session.super = r.Superuser
+	}
 	addr := ""
 	if s.info.RemoteAddr != nil {
 		addr = s.info.RemoteAddr.String()

@@ -2,6 +2,7 @@ package sqlfront
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,16 +60,16 @@ const (
 	oidPgCatalog         uint32 = 11
 	oidPublic            uint32 = 2200
 	oidInformationSchema uint32 = 13207
-	// oidSessionUser is the bootstrap superuser's OID; in mink it names
-	// the session's user, who owns every table.
-	oidSessionUser       uint32 = 10
-	oidDatabaseOwner     uint32 = 6171 // pg_database_owner, owner of public
-	oidDatabase          uint32 = 5
-	oidHeap              uint32 = 2
-	oidBtree             uint32 = 403
-	oidDefaultCollation  uint32 = 100
-	oidDefaultTablespace uint32 = 1663
-	encodingUTF8                = 6
+	// oidBootstrapSuperuser is the bootstrap superuser's OID
+	// (catalog.BootstrapRole), owner of the catalogs and schemas.
+	oidBootstrapSuperuser uint32 = 10
+	oidDatabaseOwner      uint32 = 6171 // pg_database_owner, owner of public
+	oidDatabase           uint32 = 5
+	oidHeap               uint32 = 2
+	oidBtree              uint32 = 403
+	oidDefaultCollation   uint32 = 100
+	oidDefaultTablespace  uint32 = 1663
+	encodingUTF8                 = 6
 
 	// firstUserOID is PostgreSQL's FirstNormalObjectId: a table's OID is
 	// firstUserOID + its table id.
@@ -362,9 +363,11 @@ func catalogFloat(v any) float64 {
 
 // catalogInput is what the emulated catalogs are computed from.
 type catalogInput struct {
-	user     string
 	database string
 	tables   []*catalogTable
+	roles    *catalogRoles
+	// session is the role the session acts as.
+	session catalogSession
 	// settings are the session's settings, for pg_settings.
 	settings []settingRow
 	activity activityRow
@@ -381,6 +384,10 @@ type catalogTable struct {
 	// rows is the number of rows in the table's buckets when the view was
 	// read, -1 if unknown (buckets led by other nodes): reltuples.
 	rows int64
+	// owner and acl are the table's owner (0: none recorded) and grants
+	// (catalog.Table's; pgcatalog_roles.go).
+	owner catalog.RoleID
+	acl   []catalog.ACLItem
 }
 
 type settingRow struct {
@@ -402,7 +409,8 @@ type activityRow struct {
 func newCatalogTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool)) []*catalogTable {
 	var out []*catalogTable
 	for _, t := range v.Tables {
-		ct := &catalogTable{oid: tableOID(t.ID), id: t.ID, spec: t.Spec, nParts: len(t.Partitions)}
+		ct := &catalogTable{oid: tableOID(t.ID), id: t.ID, spec: t.Spec, nParts: len(t.Partitions),
+			owner: t.Owner, acl: slices.Clone(t.ACL)}
 		ok := true
 		for _, c := range t.Spec.Columns {
 			typ, err := sqltypes.Parse(c.Type)

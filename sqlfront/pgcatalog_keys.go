@@ -58,10 +58,11 @@ func (t *catalogTable) pkIndexDef() string {
 // pkConstraintDef is pg_get_constraintdef of the key's constraint.
 func (t *catalogTable) pkConstraintDef() string { return "PRIMARY KEY " + t.pkColumnList() }
 
-// addPKIndexClass adds the pg_class row of a table's primary-key index.
-func (t *catalogTable) addPKIndexClass(b *relBuilder) {
+// addPKIndexClass adds the pg_class row of a table's primary-key index,
+// which has the table's owner.
+func (t *catalogTable) addPKIndexClass(b *relBuilder, owner uint32) {
 	b.add("oid", pkIndexOID(t.id), "relname", t.pkName(), "relnamespace", oidPublic, "reltype", uint32(0),
-		"reloftype", uint32(0), "relowner", oidSessionUser, "relam", oidBtree, "relfilenode", pkIndexOID(t.id),
+		"reloftype", uint32(0), "relowner", owner, "relam", oidBtree, "relfilenode", pkIndexOID(t.id),
 		"reltablespace", uint32(0), "relpages", int32(1), "reltuples", float32(max(t.rows, 0)), "relallvisible", int32(0),
 		"reltoastrelid", uint32(0), "relhasindex", false, "relisshared", false, "relpersistence", "p",
 		"relkind", "i", "relnatts", int16(len(t.spec.PrimaryKey)), "relchecks", int16(0), "relhasrules", false,
@@ -114,9 +115,13 @@ func buildPgIndexes(in *catalogInput, b *relBuilder) {
 	}
 }
 
+// The information_schema views of keys show a table's keys to the roles
+// PostgreSQL 15's do: members of the owner, and (but for
+// constraint_column_usage) roles with a privilege on the table.
+
 func buildISTableConstraints(in *catalogInput, b *relBuilder) {
 	for _, t := range in.tables {
-		if t.hasPK() {
+		if t.hasPK() && in.visible(&catalogRelation{table: t}, constraintPrivileges) {
 			b.add("constraint_catalog", in.database, "constraint_schema", "public", "constraint_name", t.pkName(),
 				"table_catalog", in.database, "table_schema", "public", "table_name", t.spec.Name,
 				"constraint_type", "PRIMARY KEY", "is_deferrable", "NO", "initially_deferred", "NO", "enforced", "YES")
@@ -126,6 +131,9 @@ func buildISTableConstraints(in *catalogInput, b *relBuilder) {
 
 func buildISKeyColumnUsage(in *catalogInput, b *relBuilder) {
 	for _, t := range in.tables {
+		if !in.visible(&catalogRelation{table: t}, anyColumnPrivilege) {
+			continue
+		}
 		for i, c := range t.spec.PrimaryKey {
 			b.add("constraint_catalog", in.database, "constraint_schema", "public", "constraint_name", t.pkName(),
 				"table_catalog", in.database, "table_schema", "public", "table_name", t.spec.Name,
@@ -136,6 +144,9 @@ func buildISKeyColumnUsage(in *catalogInput, b *relBuilder) {
 
 func buildISConstraintColumnUsage(in *catalogInput, b *relBuilder) {
 	for _, t := range in.tables {
+		if !in.roles.hasRole(in.session.role, (&catalogRelation{table: t}).owner()) {
+			continue
+		}
 		for _, c := range t.spec.PrimaryKey {
 			b.add("table_catalog", in.database, "table_schema", "public", "table_name", t.spec.Name, "column_name", c,
 				"constraint_catalog", in.database, "constraint_schema", "public", "constraint_name", t.pkName())

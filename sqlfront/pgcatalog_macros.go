@@ -11,8 +11,8 @@ import (
 // in deps, which the statement registers before it runs.
 type catalogMacro struct {
 	name string
-	// sql is the CREATE statement's body; {{user}} is the session user as a
-	// string literal.
+	// sql is the CREATE statement's body; {{keywords}} is the list of
+	// keywords quote_ident quotes.
 	sql  string
 	deps []string
 }
@@ -20,6 +20,7 @@ type catalogMacro struct {
 const (
 	relClass     = "pg_catalog.pg_class"
 	relNamespace = "pg_catalog.pg_namespace"
+	relRoles     = "pg_catalog.pg_roles"
 	// settingsVarKey is the DuckDB variable mink_settings, a MAP of the
 	// session's settings by lower-case name, set before each statement
 	// that reads it.
@@ -30,8 +31,9 @@ const (
 // their relations' aliases m_…: a macro's arguments are expressions of the
 // caller's query, substituted into the body, and the body's names must not
 // capture the caller's columns or be captured by them.
-var catalogMacros = []catalogMacro{
-	{name: "mink_get_userbyid", sql: `(p_r) AS CASE p_r WHEN 10 THEN {{user}} WHEN 6171 THEN 'pg_database_owner' ELSE 'unknown (OID=' || p_r || ')' END`},
+var catalogMacros = append([]catalogMacro{
+	{name: "mink_get_userbyid", sql: `(p_r) AS coalesce((SELECT m_r.rolname FROM mink_pg_catalog__pg_roles m_r WHERE m_r.oid = p_r),
+		'unknown (OID=' || p_r || ')')`, deps: []string{relRoles}},
 	{name: "mink_quote_ident", sql: `(p_s) AS CASE WHEN regexp_full_match(p_s, '[a-z_][a-z0-9_$]*') AND NOT list_contains({{keywords}}, p_s) THEN p_s ELSE '"' || replace(p_s, '"', '""') || '"' END`},
 	{name: "mink_table_is_visible", sql: `(p_r) AS coalesce((SELECT m_c.relnamespace IN (11, 2200) FROM mink_pg_catalog__pg_class m_c WHERE m_c.oid = p_r), false)`, deps: []string{relClass}},
 	{name: "mink_nspname", sql: `(p_r) AS (SELECT m_n.nspname FROM mink_pg_catalog__pg_namespace m_n WHERE m_n.oid = p_r)`, deps: []string{relNamespace}},
@@ -89,7 +91,7 @@ var catalogMacros = []catalogMacro{
 	// relations.
 	{name: "mink_partition_root", sql: `(p_r) AS p_r::UINTEGER`},
 	{name: "mink_partition_ancestors", sql: `(p_r) AS TABLE SELECT p_r::UINTEGER AS relid`},
-}
+}, privilegeMacros...) // pgcatalog_roles.go's, which call mink_to_regclass
 
 var catalogMacroByName = func() map[string]*catalogMacro {
 	m := map[string]*catalogMacro{}
@@ -115,15 +117,14 @@ func macroDeps(name string) []string {
 	return deps
 }
 
-// catalogMacroSQL is the script that creates the macros for a session of
-// user.
-func catalogMacroSQL(user string) string {
+// catalogMacroSQL is the script that creates the macros.
+func catalogMacroSQL() string {
 	keywords := make([]string, 0, len(quotedKeywords))
 	for k := range quotedKeywords {
 		keywords = append(keywords, catQuoteLiteral(k))
 	}
 	list := "[" + strings.Join(keywords, ", ") + "]"
-	r := strings.NewReplacer("{{user}}", catQuoteLiteral(user), "{{keywords}}", list)
+	r := strings.NewReplacer("{{keywords}}", list)
 	var b strings.Builder
 	for _, m := range catalogMacros {
 		b.WriteString("CREATE OR REPLACE TEMPORARY MACRO " + m.name + r.Replace(m.sql) + ";\n")

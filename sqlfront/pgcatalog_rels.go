@@ -30,6 +30,9 @@ var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
 	"pg_catalog.pg_authid":            buildAuthid,
 	"pg_catalog.pg_roles":             buildRoles,
 	"pg_catalog.pg_user":              buildUsers,
+	"pg_catalog.pg_shadow":            buildShadow,
+	"pg_catalog.pg_group":             buildGroups,
+	"pg_catalog.pg_auth_members":      buildAuthMembers,
 	"pg_catalog.pg_tables":            buildPgTables,
 	"pg_catalog.pg_views":             buildPgViews,
 	"pg_catalog.pg_partitioned_table": buildPartitionedTables,
@@ -47,9 +50,11 @@ var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
 	"information_schema.information_schema_catalog_name": func(in *catalogInput, b *relBuilder) {
 		b.add("catalog_name", in.database)
 	},
-	"information_schema.enabled_roles": func(in *catalogInput, b *relBuilder) {
-		b.add("role_name", in.user)
-	},
+	"information_schema.enabled_roles":     buildEnabledRoles,
+	"information_schema.applicable_roles":  buildApplicableRoles,
+	"information_schema.table_privileges":  buildTablePrivileges,
+	"information_schema.role_table_grants": buildRoleTableGrants,
+	"information_schema.column_privileges": buildColumnPrivileges,
 	"information_schema.character_sets": func(in *catalogInput, b *relBuilder) {
 		b.add("character_set_name", "UTF8", "character_repertoire", "UCS", "form_of_use", "UTF8",
 			"default_collate_catalog", in.database, "default_collate_schema", "pg_catalog", "default_collate_name", "C")
@@ -67,6 +72,8 @@ var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
 	"mink.type_aliases": buildTypeAliases,
 	"mink.relinfo":      buildRelinfo,
 	"mink.keydefs":      buildKeyDefs,
+	privilegesKey:       buildPrivileges,
+	membersKey:          buildMembers,
 }
 
 // sessionRelations depend on the session's state rather than on the
@@ -90,6 +97,12 @@ var privateRelations = map[string][]catalogCol{
 	},
 	"mink.type_aliases": {
 		{"alias", 25, -1, true}, {"oid", 26, -1, true},
+	},
+	privilegesKey: {
+		{"roleid", 26, -1, true}, {"relid", 26, -1, true}, {"privs", 25, -1, true},
+	},
+	membersKey: {
+		{"member", 26, -1, true}, {"roleid", 26, -1, true},
 	},
 	keywordsKey: {
 		{"word", 25, -1, true}, {"catcode", 18, -1, true}, {"barelabel", 16, -1, true},
@@ -194,9 +207,11 @@ func (in *catalogInput) relations() []*catalogRelation {
 }
 
 func buildNamespaces(in *catalogInput, b *relBuilder) {
-	b.add("oid", oidPgCatalog, "nspname", "pg_catalog", "nspowner", oidSessionUser)
-	b.add("oid", oidPublic, "nspname", "public", "nspowner", oidDatabaseOwner)
-	b.add("oid", oidInformationSchema, "nspname", "information_schema", "nspowner", oidSessionUser)
+	b.add("oid", oidPgCatalog, "nspname", "pg_catalog", "nspowner", oidBootstrapSuperuser,
+		"nspacl", in.namespaceACL(oidBootstrapSuperuser))
+	b.add("oid", oidPublic, "nspname", "public", "nspowner", oidDatabaseOwner, "nspacl", in.namespaceACL(oidDatabaseOwner))
+	b.add("oid", oidInformationSchema, "nspname", "information_schema", "nspowner", oidBootstrapSuperuser,
+		"nspacl", in.namespaceACL(oidBootstrapSuperuser))
 }
 
 func buildClasses(in *catalogInput, b *relBuilder) {
@@ -218,16 +233,16 @@ func buildClasses(in *catalogInput, b *relBuilder) {
 			}
 		}
 		b.add("oid", r.oid, "relname", r.name, "relnamespace", r.namespace, "reltype", reltype, "reloftype", uint32(0),
-			"relowner", oidSessionUser, "relam", am, "relfilenode", r.oid, "reltablespace", uint32(0),
+			"relowner", r.owner(), "relam", am, "relfilenode", r.oid, "reltablespace", uint32(0),
 			"relpages", pages, "reltuples", tuples, "relallvisible", int32(0), "reltoastrelid", uint32(0),
 			"relhasindex", hasIndex, "relisshared", false, "relpersistence", "p", "relkind", r.kind,
 			"relnatts", int16(len(r.cols)), "relchecks", int16(0), "relhasrules", false, "relhastriggers", false,
 			"relhassubclass", false, "relrowsecurity", false, "relforcerowsecurity", false, "relispopulated", true,
 			"relreplident", map[bool]string{true: "d", false: "n"}[r.kind == "r" || r.kind == "p"],
 			"relispartition", false, "relrewrite", uint32(0), "relfrozenxid", uint32(0), "relminmxid", uint32(0),
-			"reloptions", opts)
+			"reloptions", opts, "relacl", nilIfNoItems(in.relacl(r)))
 		if r.table != nil && r.table.hasPK() {
-			r.table.addPKIndexClass(b)
+			r.table.addPKIndexClass(b, r.owner())
 		}
 	}
 }
@@ -304,7 +319,7 @@ func buildTypes(in *catalogInput, b *relBuilder) {
 		if t.category == 'A' {
 			subscript = "array_subscript_handler"
 		}
-		b.add("oid", t.oid, "typname", t.name, "typnamespace", oidPgCatalog, "typowner", oidSessionUser,
+		b.add("oid", t.oid, "typname", t.name, "typnamespace", oidPgCatalog, "typowner", oidBootstrapSuperuser,
 			"typlen", t.len, "typbyval", t.byVal, "typtype", string(t.typtype), "typcategory", string(t.category),
 			"typispreferred", t.preferred, "typisdefined", true, "typdelim", string(t.delim), "typrelid", uint32(0),
 			"typsubscript", subscript, "typelem", t.elem, "typarray", t.array, "typinput", regprocName(t.input),
@@ -314,8 +329,12 @@ func buildTypes(in *catalogInput, b *relBuilder) {
 			"typtypmod", int32(-1), "typndims", int32(0), "typcollation", t.collation)
 	}
 	// Every table has a row type of its name, as in PostgreSQL.
-	for _, t := range in.tables {
-		b.add("oid", rowTypeOID(t.id), "typname", t.spec.Name, "typnamespace", oidPublic, "typowner", oidSessionUser,
+	for _, r := range in.relations() {
+		t := r.table
+		if t == nil {
+			continue
+		}
+		b.add("oid", rowTypeOID(t.id), "typname", t.spec.Name, "typnamespace", oidPublic, "typowner", r.owner(),
 			"typlen", int16(-1), "typbyval", false, "typtype", "c", "typcategory", "C", "typispreferred", false,
 			"typisdefined", true, "typdelim", ",", "typrelid", t.oid, "typsubscript", "-", "typelem", uint32(0),
 			"typarray", uint32(0), "typinput", "record_in", "typoutput", "record_out", "typreceive", "record_recv",
@@ -326,7 +345,7 @@ func buildTypes(in *catalogInput, b *relBuilder) {
 }
 
 func buildDatabases(in *catalogInput, b *relBuilder) {
-	b.add("oid", oidDatabase, "datname", in.database, "datdba", oidSessionUser, "encoding", int32(encodingUTF8),
+	b.add("oid", oidDatabase, "datname", in.database, "datdba", oidBootstrapSuperuser, "encoding", int32(encodingUTF8),
 		"datlocprovider", "c", "datistemplate", false, "datallowconn", true, "datconnlimit", int32(-1),
 		"datfrozenxid", uint32(0), "datminmxid", uint32(1), "dattablespace", oidDefaultTablespace,
 		"datcollate", "C", "datctype", "C")
@@ -339,17 +358,17 @@ func buildAccessMethods(in *catalogInput, b *relBuilder) {
 }
 
 func buildCollations(in *catalogInput, b *relBuilder) {
-	b.add("oid", oidDefaultCollation, "collname", "default", "collnamespace", oidPgCatalog, "collowner", oidSessionUser,
+	b.add("oid", oidDefaultCollation, "collname", "default", "collnamespace", oidPgCatalog, "collowner", oidBootstrapSuperuser,
 		"collprovider", "d", "collisdeterministic", true, "collencoding", int32(-1))
-	b.add("oid", uint32(950), "collname", "C", "collnamespace", oidPgCatalog, "collowner", oidSessionUser,
+	b.add("oid", uint32(950), "collname", "C", "collnamespace", oidPgCatalog, "collowner", oidBootstrapSuperuser,
 		"collprovider", "c", "collisdeterministic", true, "collencoding", int32(-1), "collcollate", "C", "collctype", "C")
-	b.add("oid", uint32(951), "collname", "POSIX", "collnamespace", oidPgCatalog, "collowner", oidSessionUser,
+	b.add("oid", uint32(951), "collname", "POSIX", "collnamespace", oidPgCatalog, "collowner", oidBootstrapSuperuser,
 		"collprovider", "c", "collisdeterministic", true, "collencoding", int32(-1), "collcollate", "POSIX", "collctype", "POSIX")
 }
 
 func buildTablespaces(in *catalogInput, b *relBuilder) {
-	b.add("oid", oidDefaultTablespace, "spcname", "pg_default", "spcowner", oidSessionUser)
-	b.add("oid", uint32(1664), "spcname", "pg_global", "spcowner", oidSessionUser)
+	b.add("oid", oidDefaultTablespace, "spcname", "pg_default", "spcowner", oidBootstrapSuperuser)
+	b.add("oid", uint32(1664), "spcname", "pg_global", "spcowner", oidBootstrapSuperuser)
 }
 
 func buildLanguages(in *catalogInput, b *relBuilder) {
@@ -357,53 +376,15 @@ func buildLanguages(in *catalogInput, b *relBuilder) {
 		oid  uint32
 		name string
 	}{{12, "internal"}, {13, "c"}, {14, "sql"}} {
-		b.add("oid", l.oid, "lanname", l.name, "lanowner", oidSessionUser, "lanpltrusted", l.name == "sql",
+		b.add("oid", l.oid, "lanname", l.name, "lanowner", oidBootstrapSuperuser, "lanpltrusted", l.name == "sql",
 			"lanplcallfoid", uint32(0), "laninline", uint32(0), "lanvalidator", uint32(0))
-	}
-}
-
-// roles are the session user (a superuser, as the embedded default user
-// is) and pg_database_owner, which owns the public schema.
-type role struct {
-	oid      uint32
-	name     string
-	super    bool
-	canLogin bool
-}
-
-func (in *catalogInput) roles() []role {
-	return []role{{oidSessionUser, in.user, true, true}, {oidDatabaseOwner, "pg_database_owner", false, false}}
-}
-
-func buildAuthid(in *catalogInput, b *relBuilder) {
-	for _, r := range in.roles() {
-		b.add("oid", r.oid, "rolname", r.name, "rolsuper", r.super, "rolinherit", true, "rolcreaterole", r.super,
-			"rolcreatedb", r.super, "rolcanlogin", r.canLogin, "rolreplication", r.super, "rolbypassrls", r.super,
-			"rolconnlimit", int32(-1))
-	}
-}
-
-func buildRoles(in *catalogInput, b *relBuilder) {
-	for _, r := range in.roles() {
-		b.add("oid", r.oid, "rolname", r.name, "rolsuper", r.super, "rolinherit", true, "rolcreaterole", r.super,
-			"rolcreatedb", r.super, "rolcanlogin", r.canLogin, "rolreplication", r.super, "rolbypassrls", r.super,
-			"rolconnlimit", int32(-1), "rolpassword", "********")
-	}
-}
-
-func buildUsers(in *catalogInput, b *relBuilder) {
-	for _, r := range in.roles() {
-		if r.canLogin {
-			b.add("usename", r.name, "usesysid", r.oid, "usecreatedb", r.super, "usesuper", r.super,
-				"userepl", r.super, "usebypassrls", r.super, "passwd", "********")
-		}
 	}
 }
 
 func buildPgTables(in *catalogInput, b *relBuilder) {
 	for _, r := range in.relations() {
 		if r.kind == "r" || r.kind == "p" {
-			b.add("schemaname", r.schema, "tablename", r.name, "tableowner", in.user,
+			b.add("schemaname", r.schema, "tablename", r.name, "tableowner", in.roles.name(r.owner()),
 				"hasindexes", r.table != nil && r.table.hasPK(), "hasrules", false, "hastriggers", false, "rowsecurity", false)
 		}
 	}
@@ -412,7 +393,7 @@ func buildPgTables(in *catalogInput, b *relBuilder) {
 func buildPgViews(in *catalogInput, b *relBuilder) {
 	for _, r := range in.relations() {
 		if r.kind == "v" {
-			b.add("schemaname", r.schema, "viewname", r.name, "viewowner", in.user)
+			b.add("schemaname", r.schema, "viewname", r.name, "viewowner", in.roles.name(r.owner()))
 		}
 	}
 }
@@ -443,9 +424,17 @@ func buildSettings(in *catalogInput, b *relBuilder) {
 
 func buildActivity(in *catalogInput, b *relBuilder) {
 	a := in.activity
-	b.add("datid", oidDatabase, "datname", in.database, "pid", a.pid, "usesysid", oidSessionUser, "usename", in.user,
+	b.add("datid", oidDatabase, "datname", in.database, "pid", a.pid, "usesysid", in.session.role, "usename", in.session.name,
 		"application_name", a.application, "client_addr", nilIfEmpty(a.clientAddr), "backend_start", a.backendStart,
 		"query_start", a.backendStart, "state", "active", "query", a.query, "backend_type", "client backend")
+}
+
+// nilIfNoItems is NULL for a nil list (an empty one is '{}').
+func nilIfNoItems(items []string) any {
+	if items == nil {
+		return nil
+	}
+	return items
 }
 
 func nilIfEmpty(s string) any {
@@ -463,7 +452,8 @@ func buildStatUserTables(in *catalogInput, b *relBuilder) {
 
 func buildSchemata(in *catalogInput, b *relBuilder) {
 	for _, s := range []struct{ name, owner string }{
-		{"information_schema", in.user}, {"pg_catalog", in.user}, {"public", "pg_database_owner"},
+		{"information_schema", in.roles.name(oidBootstrapSuperuser)}, {"pg_catalog", in.roles.name(oidBootstrapSuperuser)},
+		{"public", "pg_database_owner"},
 	} {
 		b.add("catalog_name", in.database, "schema_name", s.name, "schema_owner", s.owner)
 	}
@@ -471,6 +461,9 @@ func buildSchemata(in *catalogInput, b *relBuilder) {
 
 func buildISTables(in *catalogInput, b *relBuilder) {
 	for _, r := range in.relations() {
+		if !in.visible(r, anyTablePrivilege) {
+			continue
+		}
 		typ, insertable := "BASE TABLE", "YES"
 		if r.kind == "v" {
 			typ, insertable = "VIEW", "NO"
@@ -482,7 +475,7 @@ func buildISTables(in *catalogInput, b *relBuilder) {
 
 func buildISViews(in *catalogInput, b *relBuilder) {
 	for _, r := range in.relations() {
-		if r.kind == "v" {
+		if r.kind == "v" && in.visible(r, anyTablePrivilege) {
 			b.add("table_catalog", in.database, "table_schema", r.schema, "table_name", r.name, "check_option", "NONE",
 				"is_updatable", "NO", "is_insertable_into", "NO", "is_trigger_updatable", "NO",
 				"is_trigger_deletable", "NO", "is_trigger_insertable_into", "NO")
@@ -492,6 +485,9 @@ func buildISViews(in *catalogInput, b *relBuilder) {
 
 func buildISColumns(in *catalogInput, b *relBuilder) {
 	for _, r := range in.relations() {
+		if !in.visible(r, anyColumnPrivilege) {
+			continue
+		}
 		for i, a := range r.cols {
 			t := builtinByOID[a.typ]
 			if t == nil {

@@ -44,9 +44,12 @@ type catalogRewriter struct {
 	aliasOIDs map[string]uint32
 }
 
-// catalogConsts are the values of the session functions.
+// catalogConsts are the values of the session functions: user is the
+// name of the role the session acts as (current_user, session_user), role
+// its oid.
 type catalogConsts struct {
 	user, database, version string
+	role                    uint32
 	pid                     int32
 }
 
@@ -360,13 +363,13 @@ var nullFuncs = map[string]bool{
 	"pg_get_statisticsobjdef": true, "pg_tablespace_location": true,
 }
 
-// trueFuncs are privilege and visibility checks, which pass: every object
-// is the session user's and in the search path.
+// trueFuncs are privilege and visibility checks of objects every role may
+// use (schemas, the database, types, functions; a table's are
+// privilegeCall's) and that are in the search path.
 var trueFuncs = map[string]bool{
-	"has_table_privilege": true, "has_schema_privilege": true, "has_database_privilege": true,
-	"has_column_privilege": true, "has_any_column_privilege": true, "has_function_privilege": true,
+	"has_schema_privilege": true, "has_database_privilege": true, "has_function_privilege": true,
 	"has_sequence_privilege": true, "has_type_privilege": true, "has_tablespace_privilege": true,
-	"pg_has_role": true, "pg_type_is_visible": true, "pg_function_is_visible": true,
+	"pg_type_is_visible": true, "pg_function_is_visible": true,
 	"pg_opclass_is_visible": true, "pg_operator_is_visible": true, "pg_collation_is_visible": true,
 	"pg_conversion_is_visible": true,
 }
@@ -429,6 +432,12 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 	case name == "pg_get_constraintdef" && len(fc.Args) > 0:
 		hit()
 		return rw.macroCall("mink_indexdef", fc.Args[0], catInt(0))
+	case name == "has_table_privilege" || name == "has_any_column_privilege" || name == "has_column_privilege":
+		hit()
+		return rw.privilegeCall(name, fc)
+	case name == "pg_has_role":
+		hit()
+		return rw.hasRoleCall(fc)
 	case nullFuncs[name]:
 		hit()
 		return catCast(catNull(), "varchar")
@@ -652,14 +661,14 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 		rw.fail(errorf(pgwire.CodeUndefinedObject, "schema %q does not exist", lit))
 		return nil
 	case "regrole":
-		if lit == rw.consts.user {
-			return catCast(catInt(int64(oidSessionUser)), "uinteger")
+		// A role name is an identifier here: folded to lower case unless
+		// quoted.
+		parts, err := parseQualifiedName(lit)
+		if err != nil || len(parts) != 1 {
+			rw.fail(errorf(codeInvalidNameSyntax, "invalid name syntax"))
+			return nil
 		}
-		if lit == "pg_database_owner" {
-			return catCast(catInt(int64(oidDatabaseOwner)), "uinteger")
-		}
-		rw.fail(errorf(pgwire.CodeUndefinedObject, "role %q does not exist", lit))
-		return nil
+		return rw.macroCall("mink_role_oid", catString(parts[0]), catBool(false))
 	case "regproc", "regprocedure":
 		// Functions are identified by name (pg_type.typinput and friends
 		// hold names).
@@ -683,6 +692,8 @@ func (rw *catalogRewriter) regLookup(typ string, arg *pg.Node) *pg.Node {
 		return rw.macroCall("mink_to_regclass", arg)
 	case "regtype":
 		return rw.macroCall("mink_regtype", arg)
+	case "regrole":
+		return rw.macroCall("mink_role_oid", arg, catBool(false))
 	case "regproc", "regprocedure":
 		return catCast(arg, "varchar")
 	}

@@ -6,7 +6,9 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/server/access"
 )
 
 // The expected texts are what PostgreSQL 15's pg_get_expr prints for the
@@ -188,7 +190,7 @@ func TestCatalogRewrite(t *testing.T) {
 // Every relation a builder fills, and every macro dependency, has columns;
 // every builder's rows fit its relation.
 func TestCatalogRelationsBuild(t *testing.T) {
-	in := &catalogInput{user: "mink", database: "mink"}
+	in := &catalogInput{database: "mink", roles: newCatalogRoles(&catalog.View{}, access.Identity{Role: catalog.BootstrapRole, Name: "mink"})}
 	for key := range relationBuilders {
 		if relationCols(key) == nil {
 			t.Errorf("%s has a builder and no columns", key)

@@ -154,6 +154,10 @@ func checkDateStyle(cur, v string) (string, error) {
 // settings are a session's settings.
 type settings struct {
 	values map[string]string
+	// superuser reports whether the session's role is a superuser now:
+	// is_superuser follows it (ALTER ROLE … [NO]SUPERUSER holds from the
+	// next statement, as the privilege checks do). nil: the default, on.
+	superuser func() bool
 	// custom holds placeholder settings with a dot in the name ("app.x").
 	told map[string]string
 	// tx is what the open transaction block changed.
@@ -181,7 +185,11 @@ func sessionTimeZone(info pgwire.SessionInfo) string {
 
 // applyStartupParams applies settings the client sent at startup (TimeZone,
 // DateStyle, application_name, options -c …).
+//
+// It runs once the session's role is known, and ties is_superuser to it.
 func (s *session) applyStartupParams(ctx context.Context) error {
+	s.settings.superuser = s.isSuperuser
+	s.settings.refreshRole()
 	for k, v := range s.info.Params {
 		name := strings.ToLower(k)
 		if name == "user" || name == "database" || name == "options" || name == "replication" {
@@ -279,6 +287,7 @@ func (s *session) reset(ctx context.Context, name string) error {
 // It runs after every statement: it looks only at the reported settings and
 // allocates nothing when none changed (nil).
 func (st *settings) reported() map[string]string {
+	st.refreshRole()
 	var out map[string]string
 	for _, name := range reportedSettings {
 		v := st.values[name]
@@ -291,6 +300,18 @@ func (st *settings) reported() map[string]string {
 		}
 	}
 	return out
+}
+
+// refreshRole sets is_superuser from the session's role.
+func (st *settings) refreshRole() {
+	if st.superuser == nil {
+		return
+	}
+	v := "off"
+	if st.superuser() {
+		v = "on"
+	}
+	st.values["is_superuser"] = v
 }
 
 // reportedSettings are the names of the knownSettings with report set.
@@ -402,6 +423,7 @@ func (s *session) planShow(v *pg.VariableShowStmt) (*stmt, error) {
 	if name == "all" {
 		cols := []pgwire.Column{pgwire.NewColumn("name", 25), pgwire.NewColumn("setting", 25), pgwire.NewColumn("description", 25)}
 		return &stmt{columns: cols, run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+			s.settings.refreshRole()
 			names := make([]string, 0, len(knownSettings))
 			for n := range knownSettings {
 				names = append(names, n)
@@ -422,6 +444,7 @@ func (s *session) planShow(v *pg.VariableShowStmt) (*stmt, error) {
 	}
 	cols := []pgwire.Column{pgwire.NewColumn(display(name), 25)}
 	return &stmt{columns: cols, run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		s.settings.refreshRole()
 		value, ok := s.settings.values[name]
 		if !ok {
 			return pgwire.Result{}, errorf(pgwire.CodeUndefinedObject, "unrecognized configuration parameter %q", v.Name)

@@ -52,20 +52,7 @@ func (s *Server) startAdmin() error {
 		return fmt.Errorf("admin listener on %s: %w", s.cfg.AdminAddr, err)
 	}
 	s.adminLn = ln
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.handleHealthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /api/v1/cluster/status", s.handleClusterStatus)
-	mux.HandleFunc("POST /api/v1/cluster/rebalance", s.handleRebalance)
-	mux.HandleFunc("GET /api/v1/tables/{name}/buckets", s.handleTableBuckets)
-	mux.HandleFunc("GET /api/v1/tiering/status", s.handleTieringStatus)
-	mux.HandleFunc("POST /api/v1/tiering/run", s.handleTieringRun)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
 		// net/http's own errors (failed TLS handshakes: a client without
 		// the CA, plain HTTP to HTTPS) go to the node's log.
 		ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelInfo)}
@@ -84,6 +71,28 @@ func (s *Server) startAdmin() error {
 	}()
 	s.logger.Info("admin listening", "addr", ln.Addr().String(), "tls", s.tls != nil)
 	return nil
+}
+
+// adminHandler routes the admin API. /healthz and /metrics are open to
+// anyone who reaches the port (load balancers and Prometheus); everything
+// else, unknown paths included, answers only a superuser (admin_auth.go).
+func (s *Server) adminHandler() http.Handler {
+	superuser := http.NewServeMux()
+	superuser.HandleFunc("GET /api/v1/cluster/status", s.handleClusterStatus)
+	superuser.HandleFunc("POST /api/v1/cluster/rebalance", s.handleRebalance)
+	superuser.HandleFunc("GET /api/v1/tables/{name}/buckets", s.handleTableBuckets)
+	superuser.HandleFunc("GET /api/v1/tiering/status", s.handleTieringStatus)
+	superuser.HandleFunc("POST /api/v1/tiering/run", s.handleTieringRun)
+	superuser.HandleFunc("/debug/pprof/", pprof.Index)
+	superuser.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	superuser.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	superuser.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	superuser.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/", s.requireSuperuser(superuser))
+	return mux
 }
 
 // handleHealthz answers 200 while the node holds its liveness lease, 503

@@ -161,7 +161,9 @@ func (s *Server) waitOpen(ctx context.Context, bucket catalog.BucketID, node cat
 }
 
 // forwardToCoordinator sends a coordinator action to the lease holder and
-// streams its answer back.
+// streams its answer back. The request carries a forwarding token of its
+// caller (not the caller's credentials), so the lease holder checks the
+// same role; its 401 or 403 comes back as it is.
 func (s *Server) forwardToCoordinator(w http.ResponseWriter, r *http.Request) {
 	holder, ok, err := s.election.Leader(r.Context())
 	if err != nil || !ok {
@@ -188,6 +190,10 @@ func (s *Server) forwardToCoordinator(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Header.Set("X-Mink-Forwarded", fmt.Sprint(s.cfg.NodeID))
+	if err := s.setForwardAuth(req, r); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
 	resp, err := s.peerHTTP().Do(req) // https, verifying the peer, with TLS on
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Errorf("forward to coordinator node %d at %s: %w", holder, addr, err))

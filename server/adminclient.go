@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -22,6 +23,36 @@ type AdminClient struct {
 	// Scheme is "http", or "https" for a node started with --tls-cert-file.
 	Scheme string
 	HTTP   *http.Client
+	// User and Password are the credentials sent with every request (HTTP
+	// basic), when Password is set; without one the request has none,
+	// which a node in trust mode accepts as its bootstrap superuser.
+	User     string
+	Password string
+}
+
+// ErrAdminUnauthorized and ErrAdminForbidden are the admin API's 401 (no
+// credentials, or wrong ones) and 403 (a role that is not a superuser).
+// The client's errors for them match them with errors.Is and say what to
+// do.
+var (
+	ErrAdminUnauthorized = errors.New("the admin API refused the credentials")
+	ErrAdminForbidden    = errors.New("the admin API needs a superuser")
+)
+
+// adminAuthError is a 401 or 403 with the words for the operator.
+type adminAuthError struct {
+	kind error // ErrAdminUnauthorized or ErrAdminForbidden
+	msg  string
+}
+
+func (e *adminAuthError) Error() string { return e.msg }
+func (e *adminAuthError) Unwrap() error { return e.kind }
+
+func (c *AdminClient) user() string {
+	if c.User == "" {
+		return BootstrapUser
+	}
+	return c.User
 }
 
 // NewAdminClient returns a client for the node whose admin listener is
@@ -58,12 +89,20 @@ func (c *AdminClient) ClusterStatus(ctx context.Context) (ClusterStatus, error) 
 	return st, err
 }
 
+// do sends req with the client's credentials over client.
+func (c *AdminClient) do(client *http.Client, req *http.Request) (*http.Response, error) {
+	if c.Password != "" {
+		req.SetBasicAuth(c.user(), c.Password)
+	}
+	return client.Do(req)
+}
+
 func (c *AdminClient) getJSON(ctx context.Context, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(path), nil)
 	if err != nil {
 		return err
 	}
-	resp, err := c.HTTP.Do(req)
+	resp, err := c.do(c.HTTP, req)
 	if err != nil {
 		return c.unreachable(err)
 	}
@@ -116,6 +155,20 @@ func (c *AdminClient) statusError(path string, code int, body []byte) error {
 	var e struct {
 		Error string `json:"error"`
 	}
+	switch {
+	case code == http.StatusUnauthorized && c.Password == "":
+		return &adminAuthError{ErrAdminUnauthorized, fmt.Sprintf(
+			"the admin API at %s needs the password of a superuser: give --password-file or MINK_PASSWORD (and --user when the role is not %s)", c.Addr, BootstrapUser)}
+	case code == http.StatusUnauthorized:
+		return &adminAuthError{ErrAdminUnauthorized, fmt.Sprintf(
+			"the admin API refused the credentials of user %q: give --password-file or MINK_PASSWORD", c.user())}
+	case code == http.StatusForbidden && c.Password != "":
+		return &adminAuthError{ErrAdminForbidden, fmt.Sprintf(
+			"the admin API refused user %q: the role is not a superuser, and only superusers may use the admin API", c.user())}
+	case code == http.StatusForbidden:
+		_ = json.Unmarshal(body, &e)
+		return &adminAuthError{ErrAdminForbidden, fmt.Sprintf("%s: %s", c.Addr, cmp.Or(e.Error, "HTTP 403"))}
+	}
 	if json.Unmarshal(body, &e) == nil && e.Error != "" {
 		return fmt.Errorf("%s: %s", c.Addr, e.Error)
 	}
@@ -147,7 +200,7 @@ func (c *AdminClient) Rebalance(ctx context.Context, dryRun bool, fn func(Rebala
 	}
 	client := *c.HTTP
 	client.Timeout = 0 // a rebalance streams progress for as long as it takes
-	resp, err := client.Do(req)
+	resp, err := c.do(&client, req)
 	if err != nil {
 		return c.unreachable(err)
 	}
@@ -213,7 +266,7 @@ func (c *AdminClient) postNDJSON(ctx context.Context, path string, next func(*js
 	}
 	client := *c.HTTP
 	client.Timeout = 0 // progress streams for as long as the operation takes
-	resp, err := client.Do(req)
+	resp, err := c.do(&client, req)
 	if err != nil {
 		return c.unreachable(err)
 	}

@@ -62,28 +62,62 @@ func newVersionCmd() *cobra.Command {
 
 // adminFlags are the flags of every command that calls the admin API.
 type adminFlags struct {
-	server string
-	caFile string
+	server       string
+	caFile       string
+	user         string
+	passwordFile string
 }
+
+// passwordEnv holds the admin password when --password-file is not given.
+const passwordEnv = "MINK_PASSWORD"
 
 func (a *adminFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&a.server, "server", defaultAdminServer, "admin address of any mink node: HOST:PORT, http://HOST:PORT or https://HOST:PORT")
 	f.StringVar(&a.caFile, "ca-file", "", "PEM CA bundle that verifies the node's certificate; implies https (a node started with --tls-cert-file)")
+	f.StringVar(&a.user, "user", server.BootstrapUser, "the superuser to authenticate as")
+	f.StringVar(&a.passwordFile, "password-file", "", "file whose first line is the user's password (default: the "+passwordEnv+" environment variable)")
 }
 
 // client is the admin client the flags describe: HTTPS when --ca-file is
 // given or --server starts with https:// (without --ca-file the node's
-// certificate must verify against the system roots), plain HTTP otherwise.
+// certificate must verify against the system roots), plain HTTP otherwise;
+// with the password of --password-file, else of $MINK_PASSWORD, else none
+// (which a node in trust mode accepts).
 func (a *adminFlags) client() (*server.AdminClient, error) {
-	if a.caFile == "" && !strings.HasPrefix(a.server, "https://") {
-		return server.NewAdminClient(a.server), nil
-	}
-	if strings.HasPrefix(a.server, "http://") {
-		return nil, usageError{fmt.Errorf("--ca-file needs an https:// (or HOST:PORT) --server, not %s", a.server)}
-	}
-	cfg, err := server.ClientTLSConfig(a.caFile)
+	password, err := a.password()
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--ca-file: %w", err)}
+		return nil, err
 	}
-	return server.NewAdminClientTLS(a.server, cfg), nil
+	var c *server.AdminClient
+	switch {
+	case a.caFile == "" && !strings.HasPrefix(a.server, "https://"):
+		c = server.NewAdminClient(a.server)
+	case strings.HasPrefix(a.server, "http://"):
+		return nil, usageError{fmt.Errorf("--ca-file needs an https:// (or HOST:PORT) --server, not %s", a.server)}
+	default:
+		cfg, err := server.ClientTLSConfig(a.caFile)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--ca-file: %w", err)}
+		}
+		c = server.NewAdminClientTLS(a.server, cfg)
+	}
+	c.User, c.Password = a.user, password
+	return c, nil
+}
+
+// password is the first line of --password-file, or $MINK_PASSWORD.
+func (a *adminFlags) password() (string, error) {
+	if a.passwordFile == "" {
+		return os.Getenv(passwordEnv), nil
+	}
+	data, err := os.ReadFile(a.passwordFile)
+	if err != nil {
+		return "", usageError{fmt.Errorf("--password-file: %w", err)}
+	}
+	password, _, _ := strings.Cut(string(data), "\n")
+	password = strings.TrimSuffix(password, "\r")
+	if password == "" {
+		return "", usageError{fmt.Errorf("--password-file %s: the first line is empty", a.passwordFile)}
+	}
+	return password, nil
 }

@@ -459,7 +459,8 @@ func (s *Server) startFlight() error {
 	}
 	fcfg := flightsvc.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), Meta: s.cat, Buckets: s.Buckets, Live: s.live.IsLive, Logger: s.logger,
-		Pool: s.remote, // one set of connections to the other nodes, shared with SQL
+		Pool:   s.remote, // one set of connections to the other nodes, shared with SQL
+		Access: s.guard,
 	}
 	if s.tls != nil {
 		fcfg.TLS = s.tls.serverConfig()

@@ -34,6 +34,7 @@ type readFunc func(ctx context.Context, from, to uint64) ([]buckets.Batch, error
 
 // DoGet streams the rows a ticket names, projected. Every message's
 // app_metadata is a flightwire.BatchMeta with the offset of its first row.
+// It needs SELECT on the bucket's table (readNeed).
 func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServer) error {
 	ctx := stream.Context()
 	t, err := flightwire.ParseTicket(tkt.GetTicket())
@@ -43,6 +44,9 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 	id := catalog.BucketID(t.Bucket)
 	r, err := s.resolve(flightwire.Command{Bucket: t.Bucket})
 	if err != nil {
+		return err
+	}
+	if err := s.authorize(ctx, r.table.id, readNeed(ctx)); err != nil {
 		return err
 	}
 	if r.table.primaryKey() {

@@ -26,7 +26,10 @@ import (
 )
 
 // DoPut writes batches to a table (routed and forwarded here) or to one
-// bucket led by this node. See docs/flight.md for the acknowledgements.
+// bucket led by this node. See docs/flight.md for the acknowledgements. It
+// needs INSERT on the table (INSERT and UPDATE on a primary-key table);
+// parts forwarded to other nodes go with a token for the caller, and their
+// leaders check again.
 func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 	rdr, err := flight.NewRecordReader(stream, ipc.WithAllocator(s.alloc))
 	if err != nil {
@@ -45,6 +48,9 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 	}
 	r, err := s.resolve(cmd)
 	if err != nil {
+		return err
+	}
+	if err := s.authorize(stream.Context(), r.table.id, writeNeed(r.table)); err != nil {
 		return err
 	}
 	if r.table.primaryKey() && cmd.Bucket != 0 {

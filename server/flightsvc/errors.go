@@ -14,6 +14,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/server/access"
 )
 
 // bucketStatus turns an error about bucket id into the gRPC status a client
@@ -58,6 +59,8 @@ func toStatus(err error) error {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 		return st.Err()
+	case errors.Is(err, access.ErrPermission):
+		return permissionStatus(err)
 	case errors.Is(err, s3stream.ErrUnknownOutcome), errors.Is(err, buckets.ErrUnknownOutcome):
 		return flightwire.OutcomeUnknownStatus(err.Error(), 0)
 	case errors.Is(err, context.Canceled):
@@ -75,7 +78,8 @@ func toStatus(err error) error {
 // fromStatus turns a status from another node back into the buckets
 // errors the caller acts on: *buckets.NotLeaderError (To is host:port),
 // buckets.ErrUnavailable (also when the node cannot be reached) and
-// buckets.ErrNoSuchBucket. Other errors are returned as they are.
+// buckets.ErrNoSuchBucket; PermissionDenied and Unauthenticated stay
+// statuses of their code. Other errors are returned as they are.
 func fromStatus(addr string, id catalog.BucketID, err error) error {
 	if err == nil {
 		return nil
@@ -87,7 +91,11 @@ func fromStatus(addr string, id catalog.BucketID, err error) error {
 		}
 		return &buckets.NotLeaderError{Bucket: id, Leader: catalog.NodeID(r.Leader), To: to}
 	}
-	switch {
+	switch code := status.Code(err); {
+	case code == codes.PermissionDenied || code == codes.Unauthenticated:
+		// The node refused the role this node acted for: the same refusal,
+		// naming who refused.
+		return status.Errorf(code, "%s (refused by node %s, the leader of bucket %d)", flightwire.StatusMessage(err), addr, id)
 	case flightwire.IsUnavailable(err):
 		return fmt.Errorf("bucket %d at %s: %w: %s", id, addr, buckets.ErrUnavailable, flightwire.StatusMessage(err))
 	case flightwire.IsNotFound(err):

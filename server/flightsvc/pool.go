@@ -6,15 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/server/access"
 )
 
 // Transport moves bucket data between nodes. The SQL front end uses it for
@@ -42,10 +47,19 @@ const maxRedirects = 3
 
 // Pool keeps one gRPC connection per node address (gRPC multiplexes
 // concurrent calls over it). It is safe for concurrent use.
+//
+// Every call acts for the identity in its context (access.FromContext: the
+// caller of a Flight call, or a SQL statement's role): it carries
+// "authorization: Bearer <token>" with a short-lived token the forwarder
+// (the node's Guard, SetForwarder) makes for that role, and the node that
+// receives it checks that role's privileges. A call whose context has no
+// identity carries no token, which a node that requires credentials
+// refuses: the pool never acts for a role it was not told of.
 type Pool struct {
-	// dialOptions are flightwire's, with TLS credentials when the nodes'
-	// Flight listeners serve TLS (NewTLSPool).
+	// dialOptions are flightwire's and the token interceptors, with TLS
+	// credentials when the nodes' Flight listeners serve TLS (NewTLSPool).
 	dialOptions []grpc.DialOption
+	forwarder   atomic.Pointer[Forwarder]
 	mu          struct {
 		sync.Mutex
 		conns  map[string]*grpc.ClientConn
@@ -53,11 +67,54 @@ type Pool struct {
 	}
 }
 
+// Forwarder makes the tokens with which a node forwards a request for a
+// role (*access.Guard).
+type Forwarder interface {
+	ForwardToken(id access.Identity) (string, error)
+}
+
 // NewPool returns an empty pool of plaintext connections.
 func NewPool() *Pool {
-	p := &Pool{dialOptions: flightwire.DialOptions()}
+	p := &Pool{}
+	p.dialOptions = append(flightwire.DialOptions(),
+		grpc.WithChainUnaryInterceptor(p.unaryToken), grpc.WithChainStreamInterceptor(p.streamToken))
 	p.mu.conns = map[string]*grpc.ClientConn{}
 	return p
+}
+
+// SetForwarder sets what makes the pool's tokens. Until it is set, calls
+// carry none.
+func (p *Pool) SetForwarder(f Forwarder) { p.forwarder.Store(&f) }
+
+// withToken returns ctx with the outgoing authorization header for the
+// identity in ctx, if there is one and a forwarder.
+func (p *Pool) withToken(ctx context.Context) (context.Context, error) {
+	f := p.forwarder.Load()
+	id, ok := access.FromContext(ctx)
+	if f == nil || !ok {
+		return ctx, nil
+	}
+	token, err := (*f).ForwardToken(id)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "forward a request for role %q: %v", id.Name, err)
+	}
+	return metadata.AppendToOutgoingContext(ctx, authHeader, bearerPrefix+" "+token), nil
+}
+
+func (p *Pool) unaryToken(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	ctx, err := p.withToken(ctx)
+	if err != nil {
+		return err
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (p *Pool) streamToken(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	ctx, err := p.withToken(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return streamer(ctx, desc, cc, method, opts...)
 }
 
 // NewTLSPool returns an empty pool whose connections use TLS with cfg: it

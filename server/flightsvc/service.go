@@ -22,6 +22,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/server/access"
 )
 
 // Metadata is what the service needs from the metadata log;
@@ -56,6 +57,11 @@ type Config struct {
 	// a cluster serves TLS or none does, so the location of another
 	// node's bucket has this node's scheme.
 	TLS *tls.Config
+	// Access authenticates every call (Handshake, bearer tokens) and
+	// checks the caller's table privileges (auth.go, privileges.go). It
+	// also makes the tokens with which the Pool forwards requests for the
+	// caller. Nil: no authentication and no privilege checks (tests).
+	Access *access.Guard
 }
 
 // Service is the Flight service of one node.
@@ -91,6 +97,10 @@ func New(cfg Config) *Service {
 	// DoGet messages hold at most maxRowsPerMessage rows, far below the
 	// message limit for ordinary rows; DoPut batches are the clients' choice.
 	opts := flightwire.ServerOptions()
+	opts = append(opts, grpc.UnaryInterceptor(s.unaryAuth), grpc.StreamInterceptor(s.streamAuth))
+	if cfg.Access != nil {
+		s.cfg.Pool.SetForwarder(cfg.Access)
+	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
@@ -140,15 +150,15 @@ func (s *Service) location(addr string) string {
 // Pool is the service's connection pool to other nodes.
 func (s *Service) Pool() *Pool { return s.cfg.Pool }
 
-// ListFlights lists every table: its descriptor and schema, without
-// endpoints (GetFlightInfo has those). A nonempty criteria expression is a
-// table name prefix.
+// ListFlights lists every table the caller holds a privilege on: its
+// descriptor and schema, without endpoints (GetFlightInfo has those). A
+// nonempty criteria expression is a table name prefix.
 func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_ListFlightsServer) error {
 	prefix := string(c.GetExpression())
 	var tables []*catalog.Table
 	s.cfg.Meta.Read(func(v *catalog.View) {
 		for _, t := range v.Tables {
-			if strings.HasPrefix(t.Spec.Name, prefix) {
+			if strings.HasPrefix(t.Spec.Name, prefix) && s.visible(stream.Context(), v, t) {
 				tables = append(tables, t)
 			}
 		}
@@ -172,7 +182,8 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 	return nil
 }
 
-// GetSchema returns the (projected) schema of a table.
+// GetSchema returns the (projected) schema of a table. It needs a
+// privilege on the table.
 func (s *Service) GetSchema(ctx context.Context, d *flight.FlightDescriptor) (*flight.SchemaResult, error) {
 	cmd, err := flightwire.ParseDescriptor(d)
 	if err != nil {
@@ -180,6 +191,9 @@ func (s *Service) GetSchema(ctx context.Context, d *flight.FlightDescriptor) (*f
 	}
 	r, err := s.resolve(cmd)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authorize(ctx, r.table.id, anyOf(anyPrivilege)); err != nil {
 		return nil, err
 	}
 	_, schema, err := r.table.projection(cmd.Columns)
@@ -191,7 +205,8 @@ func (s *Service) GetSchema(ctx context.Context, d *flight.FlightDescriptor) (*f
 
 // GetFlightInfo returns the (projected) schema of a table and one
 // endpoint per bucket: a ticket for the bucket's rows up to its current
-// end, at the leader's location.
+// end, at the leader's location. It needs a privilege on the table; the
+// tickets need SELECT.
 func (s *Service) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	cmd, err := flightwire.ParseDescriptor(d)
 	if err != nil {
@@ -199,6 +214,9 @@ func (s *Service) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor)
 	}
 	r, err := s.resolve(cmd)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authorize(ctx, r.table.id, anyOf(anyPrivilege)); err != nil {
 		return nil, err
 	}
 	_, schema, err := r.table.projection(cmd.Columns)

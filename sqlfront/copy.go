@@ -11,6 +11,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -224,6 +225,10 @@ func (c *copySink) stage(ctx context.Context) error {
 
 func (c *copySink) Commit(ctx context.Context, rows int64) error {
 	defer c.release()
+	// pgwire calls the sink with its connection's context, not the one
+	// stmt.Execute gave the statement: writes to buckets on other nodes act
+	// for the session's role only if it is put back here.
+	ctx = access.NewContext(ctx, c.s.identity)
 	if err := c.stage(ctx); err != nil {
 		return err
 	}

@@ -238,6 +238,13 @@ func (rw *engineRewriter) visit(n *pg.Node, sc *fromScope) bool {
 		if !rw.wrappedFrom[x.RangeFunction] {
 			repl = rw.rangeFunction(x.RangeFunction)
 		}
+	case *pg.Node_SqlvalueFunction:
+		switch x.SqlvalueFunction.Op {
+		case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg.SQLValueFunctionOp_SVFOP_SESSION_USER,
+			pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE, pg.SQLValueFunctionOp_SVFOP_USER:
+			// The engine's own answer would be "duckdb".
+			repl = catString(rw.s.identity.Name)
+		}
 	}
 	if repl != nil {
 		n.Node = repl.Node

@@ -188,5 +188,37 @@ func TestRolesAndPrivileges(t *testing.T) {
 			t.Fatalf("try %d as a dropped role: %v", i, err)
 		}
 	}
-	_ = fmt.Sprint()
+}
+
+// current_user is the session's role wherever it is used: in a query that
+// reads a table, and in the values an INSERT writes.
+func TestCurrentUserInStatements(t *testing.T) {
+	n := startWithPassword(t, "pw")
+	admin, err := as(t, n, "mink", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin, "CREATE ROLE alice LOGIN PASSWORD 'a'", "CREATE TABLE audit (who text, n int)", "GRANT SELECT, INSERT ON audit TO alice")
+	alice, err := as(t, n, "alice", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, alice, "INSERT INTO audit VALUES (current_user, 1)", "INSERT INTO audit SELECT session_user, 2")
+	ctx := context.Background()
+	rows, err := alice.Query(ctx, "SELECT who, current_user, n FROM audit ORDER BY n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var who, cur string
+		var n int
+		if err := rows.Scan(&who, &cur, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s/%s/%d", who, cur, n))
+	}
+	if rows.Err() != nil || strings.Join(got, " ") != "alice/alice/1 alice/alice/2" {
+		t.Fatalf("got %v, %v; want alice/alice/1 alice/alice/2", got, rows.Err())
+	}
 }

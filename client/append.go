@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/internal/flightwire"
@@ -168,6 +170,7 @@ func columnIndex(s *arrow.Schema, name string) (int, error) {
 func (c *Client) sendBucket(ctx context.Context, table string, bucket uint64, recs []arrow.RecordBatch) error {
 	r := c.newRetry(ctx)
 	hops := 0
+	reauthenticated := false
 	for {
 		addr := c.leader(bucket)
 		if addr == "" {
@@ -203,6 +206,11 @@ func (c *Client) sendBucket(ctx context.Context, table string, bucket uint64, re
 				continue
 			}
 			c.forgetLeader(bucket, addr)
+		case status.Code(err) == codes.Unauthenticated && !reauthenticated && c.opts.User != "" && !flightwire.NotSent(err):
+			// The token expired: the node refused the call before reading
+			// a batch, and the connection handshakes again (auth.go).
+			reauthenticated = true
+			continue
 		case flightwire.IsBucketUnavailable(err):
 			// Opening on this node: retry here.
 		case flightwire.NotSent(err) && flightwire.IsUnavailable(err):

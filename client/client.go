@@ -21,6 +21,10 @@
 // imports mink's key and row codec (kv/kvcodec), which does not pull in
 // the storage engine.
 //
+// With Options.User and Options.Password the client logs in to each node
+// with Flight's basic-auth handshake and sends the bearer token it gets
+// with every call (auth.go).
+//
 // A Client is safe for concurrent use. It keeps one gRPC connection per
 // node; Close closes them. Scan starts goroutines that end when its reader
 // is drained or released.
@@ -71,6 +75,18 @@ type Options struct {
 	// certificates (nil: the system roots), and Certificates to present a
 	// client certificate. Default: plaintext.
 	TLS *tls.Config
+	// User and Password log in to a cluster that requires credentials
+	// (started with --superuser-password-file): each node connection runs
+	// Flight's basic-auth handshake on its first call and sends the bearer
+	// token with every call after; it handshakes again when a node refuses
+	// an expired token. Without User calls carry no credentials, which
+	// only a node in trust mode accepts. The role needs the table
+	// privileges of each call (docs/security.md): SELECT to scan and look
+	// up, INSERT to append, INSERT and UPDATE to put; a call without them
+	// fails with codes.PermissionDenied, one with wrong credentials with
+	// codes.Unauthenticated (status.Code(err)).
+	User     string
+	Password string
 }
 
 func (o *Options) fill() {
@@ -182,8 +198,13 @@ func (c *Client) flightClient(addr string) (flight.FlightServiceClient, error) {
 	}
 	cc, ok := c.mu.conns[addr]
 	if !ok {
+		opts := c.dialOptions
+		if c.opts.User != "" {
+			// One token per node connection (auth.go).
+			opts = append(opts[:len(opts):len(opts)], authDialOptions(newBearer(c.opts.User, c.opts.Password))...)
+		}
 		var err error
-		if cc, err = grpc.NewClient(addr, c.dialOptions...); err != nil {
+		if cc, err = grpc.NewClient(addr, opts...); err != nil {
 			return nil, fmt.Errorf("connect to %s: %w", addr, err)
 		}
 		c.mu.conns[addr] = cc

@@ -41,6 +41,7 @@ async fn run(
 ) -> Result<(), Error> {
     let config = Config {
         retry_timeout: timeout,
+        credentials: common::credentials(),
         ..Default::default()
     };
     let client = Client::connect([server], config).await?;

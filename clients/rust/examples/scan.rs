@@ -59,6 +59,7 @@ async fn run(
 ) -> Result<u64, Error> {
     let config = Config {
         retry_timeout: timeout,
+        credentials: common::credentials(),
         ..Default::default()
     };
     let client = Client::connect([server], config).await?;

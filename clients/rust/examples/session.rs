@@ -37,6 +37,7 @@ async fn main() {
     let table = flags.required("table", USAGE);
     let config = Config {
         retry_timeout: Duration::from_secs(flags.number("timeout-secs", 30, USAGE)),
+        credentials: common::credentials(),
         ..Default::default()
     };
     let client = match Client::connect([server.as_str()], config).await {

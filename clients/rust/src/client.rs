@@ -7,11 +7,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use arrow_flight::flight_service_client::FlightServiceClient;
-use arrow_flight::Action;
+use arrow_flight::{Action, HandshakeRequest};
+use base64::Engine;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::cluster::ClusterView;
@@ -23,8 +27,89 @@ use crate::wire;
 /// limit).
 pub(crate) const MAX_MESSAGE_BYTES: usize = 256 << 20;
 
-/// A Flight connection to one node.
-pub(crate) type Conn = FlightServiceClient<Channel>;
+/// A Flight connection to one node; it sends the node's bearer token, if
+/// any, with every call.
+pub(crate) type Conn = FlightServiceClient<InterceptedService<Channel, Bearer>>;
+
+/// A user and password for a cluster that requires credentials (started
+/// with `--superuser-password-file`). `Debug` does not show the password.
+///
+/// ```
+/// let c = mink_client::Credentials::new("alice", "secret");
+/// assert_eq!(c.user, "alice");
+/// assert!(!format!("{c:?}").contains("secret"));
+/// ```
+#[derive(Clone)]
+pub struct Credentials {
+    /// The role to log in as.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
+impl Credentials {
+    /// Credentials of `user` with `password`.
+    pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
+        Credentials {
+            user: user.into(),
+            password: password.into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The bearer token of one node connection: the handshake sets it, the
+/// interceptor adds it to every call, an Unauthenticated answer clears it.
+#[derive(Clone, Default)]
+pub(crate) struct Bearer(Arc<BearerState>);
+
+#[derive(Default)]
+pub(crate) struct BearerState {
+    header: RwLock<Option<MetadataValue<Ascii>>>,
+    /// Serializes handshakes, so that concurrent first calls make one.
+    handshake: tokio::sync::Mutex<()>,
+}
+
+impl Bearer {
+    fn get(&self) -> Option<MetadataValue<Ascii>> {
+        match self.0.header.read() {
+            Ok(h) => h.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn set(&self, v: Option<MetadataValue<Ascii>>) {
+        match self.0.header.write() {
+            Ok(mut h) => *h = v,
+            Err(p) => *p.into_inner() = v,
+        }
+    }
+}
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(h) = self.get() {
+            req.metadata_mut().insert("authorization", h);
+        }
+        Ok(req)
+    }
+}
+
+/// One node's connection.
+#[derive(Clone)]
+struct NodeConn {
+    conn: Conn,
+    channel: Channel,
+    bearer: Bearer,
+}
 
 /// How a [`Client`] behaves. `Config::default()` is what most callers want.
 ///
@@ -53,6 +138,16 @@ pub struct Config {
     /// Writers send batches of at most about this many bytes per Flight
     /// message (larger batches are sliced). Default 32 MiB.
     pub max_message_bytes: usize,
+    /// The user and password to log in with, for a cluster that requires
+    /// credentials. Each node connection runs Flight's basic-auth handshake
+    /// before its first call and sends the bearer token it returns with
+    /// every call after; when a node refuses an expired token the client
+    /// handshakes again and repeats the call (the node refused it before
+    /// doing anything). `None` (the default) sends no credentials, which
+    /// only a node in trust mode accepts. A call the role lacks the
+    /// privilege for fails with [`Error::PermissionDenied`]; wrong
+    /// credentials with [`Error::Unauthenticated`].
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for Config {
@@ -63,6 +158,7 @@ impl Default for Config {
             scan_parallelism: 8,
             connect_timeout: Duration::from_secs(5),
             max_message_bytes: 32 << 20,
+            credentials: None,
         }
     }
 }
@@ -90,7 +186,7 @@ pub(crate) struct Inner {
     /// The current snapshot, replaced whole on every change.
     view: RwLock<Arc<ClusterView>>,
     /// One lazily connected channel per node address.
-    conns: Mutex<HashMap<String, Conn>>,
+    conns: Mutex<HashMap<String, NodeConn>>,
     /// The next bucket of a batch of a table without a bucket key.
     pub round_robin: AtomicU64,
 }
@@ -172,8 +268,13 @@ impl Client {
     }
 
     /// The connection to `addr`, created lazily (it connects on first use
-    /// and reconnects after failures by itself).
+    /// and reconnects after failures by itself). With credentials, call
+    /// [`Client::authenticate`] first.
     pub(crate) fn conn(&self, addr: &str) -> Result<Conn> {
+        Ok(self.node_conn(addr)?.conn)
+    }
+
+    fn node_conn(&self, addr: &str) -> Result<NodeConn> {
         let mut conns = match self.inner.conns.lock() {
             Ok(c) => c,
             Err(p) => p.into_inner(),
@@ -189,11 +290,71 @@ impl Client {
             .initial_connection_window_size(64 << 20)
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(10));
-        let conn = FlightServiceClient::new(endpoint.connect_lazy())
+        let channel = endpoint.connect_lazy();
+        let bearer = Bearer::default();
+        let conn = FlightServiceClient::with_interceptor(channel.clone(), bearer.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        conns.insert(addr.to_string(), conn.clone());
-        Ok(conn)
+        let nc = NodeConn {
+            conn,
+            channel,
+            bearer,
+        };
+        conns.insert(addr.to_string(), nc.clone());
+        Ok(nc)
+    }
+
+    /// Makes sure the connection to `addr` holds a bearer token, running
+    /// the basic-auth handshake if it has none. Without credentials it does
+    /// nothing. The error is the handshake's status (or InvalidArgument
+    /// for a bad address), for the caller to classify.
+    pub(crate) async fn authenticate(&self, addr: &str) -> Result<(), StatusError> {
+        let Some(creds) = self.config().credentials.clone() else {
+            return Ok(());
+        };
+        let nc = self.node_conn(addr).map_err(|e| StatusError {
+            code: tonic::Code::InvalidArgument,
+            message: e.to_string(),
+            info: None,
+        })?;
+        if nc.bearer.get().is_some() {
+            return Ok(());
+        }
+        let _guard = nc.bearer.0.handshake.lock().await;
+        if nc.bearer.get().is_some() {
+            return Ok(()); // another call handshook meanwhile
+        }
+        let header = handshake(nc.channel, &creds).await?;
+        nc.bearer.set(Some(header));
+        Ok(())
+    }
+
+    /// Forgets the token of the connection to `addr`, so that the next
+    /// [`Client::authenticate`] handshakes again.
+    pub(crate) fn forget_token(&self, addr: &str) {
+        let conns = match self.inner.conns.lock() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(c) = conns.get(addr) {
+            c.bearer.set(None);
+        }
+    }
+
+    /// Whether a failure is a refused token that a new handshake may cure:
+    /// the client has credentials and the node answered Unauthenticated.
+    pub(crate) fn may_reauthenticate(&self, st: &StatusError) -> bool {
+        self.config().credentials.is_some() && st.class() == Class::Unauthenticated
+    }
+
+    /// The connection to `addr`, authenticated.
+    pub(crate) async fn ready_conn(&self, addr: &str) -> Result<Conn, StatusError> {
+        self.authenticate(addr).await?;
+        self.conn(addr).map_err(|e| StatusError {
+            code: tonic::Code::InvalidArgument,
+            message: e.to_string(),
+            info: None,
+        })
     }
 
     /// The table's routing information, described afresh from any node
@@ -262,17 +423,32 @@ impl Client {
             let nodes = self.view().nodes.clone();
             let mut last = None;
             for addr in nodes {
-                match do_action(&mut self.conn(&addr)?, action, body.clone()).await {
-                    Ok(b) => {
-                        return serde_json::from_slice(&b)
-                            .map_err(|e| Error::Protocol(format!("action {action} result: {e}")))
+                let mut reauthenticated = false;
+                let st = loop {
+                    let mut conn = match self.ready_conn(&addr).await {
+                        Ok(c) => c,
+                        Err(st) => break st,
+                    };
+                    match do_action(&mut conn, action, body.clone()).await {
+                        Ok(b) => {
+                            return serde_json::from_slice(&b).map_err(|e| {
+                                Error::Protocol(format!("action {action} result: {e}"))
+                            })
+                        }
+                        // An expired token: handshake again, once.
+                        Err(ActionError::Status(st))
+                            if !reauthenticated && self.may_reauthenticate(&st) =>
+                        {
+                            reauthenticated = true;
+                            self.forget_token(&addr);
+                        }
+                        Err(ActionError::Status(st)) => break st,
                     }
-                    Err(ActionError::Status(st))
-                        if matches!(st.class(), Class::Unreachable | Class::BucketUnavailable) =>
-                    {
-                        last = Some(st.into_error(table));
-                    }
-                    Err(ActionError::Status(st)) => return Err(st.into_error(table)),
+                };
+                if matches!(st.class(), Class::Unreachable | Class::BucketUnavailable) {
+                    last = Some(st.into_error(table));
+                } else {
+                    return Err(st.into_error(table));
                 }
             }
             let last = last.unwrap_or_else(|| Error::Unavailable {
@@ -292,6 +468,7 @@ impl Client {
             backoff: Backoff::new(self.retry_timeout),
             hops: 0,
             addr: None,
+            reauthenticated: false,
         }
     }
 }
@@ -322,6 +499,61 @@ pub(crate) async fn do_action(
         out.extend_from_slice(&r.body);
     }
     Ok(out)
+}
+
+/// Runs Flight's basic-auth handshake on `channel` and returns the
+/// `authorization` header the node answered with (`Bearer <token>`), from
+/// its headers or trailers. It sends no HandshakeRequest, as arrow-go and
+/// pyarrow do not.
+async fn handshake(
+    channel: Channel,
+    creds: &Credentials,
+) -> Result<MetadataValue<Ascii>, StatusError> {
+    let protocol = |message: String| StatusError {
+        code: tonic::Code::Unauthenticated,
+        message,
+        info: None,
+    };
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD
+            .encode(format!("{}:{}", creds.user, creds.password))
+    );
+    let value: MetadataValue<Ascii> = basic
+        .parse()
+        .map_err(|_| protocol("the user or password is not valid in a header".into()))?;
+    let mut req = tonic::Request::new(futures::stream::iter(Vec::<HandshakeRequest>::new()));
+    req.metadata_mut().insert("authorization", value);
+    let mut raw = FlightServiceClient::new(channel);
+    let resp = raw
+        .handshake(req)
+        .await
+        .map_err(|st| StatusError::from_status(&st))?;
+    let mut header = resp.metadata().get("authorization").cloned();
+    let mut stream = resp.into_inner();
+    while stream
+        .message()
+        .await
+        .map_err(|st| StatusError::from_status(&st))?
+        .is_some()
+    {}
+    if header.is_none() {
+        if let Ok(Some(trailers)) = stream.trailers().await {
+            header = trailers.get("authorization").cloned();
+        }
+    }
+    match header {
+        Some(h)
+            if h.to_str()
+                .is_ok_and(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer ")) =>
+        {
+            Ok(h)
+        }
+        _ => Err(protocol(format!(
+            "the handshake as {:?} returned no bearer token",
+            creds.user
+        ))),
+    }
 }
 
 /// Paces the retries of one call: exponential backoff from 10 ms to 1 s,
@@ -389,6 +621,8 @@ pub(crate) struct Retrier<'a> {
     backoff: Backoff,
     hops: u32,
     addr: Option<String>,
+    /// The call handshook again after an Unauthenticated answer.
+    reauthenticated: bool,
 }
 
 impl Retrier<'_> {
@@ -399,7 +633,16 @@ impl Retrier<'_> {
             if let Some(addr) = self.client.view().leader(self.bucket) {
                 let addr = addr.to_string();
                 self.addr = Some(addr.clone());
-                return Ok((addr.clone(), self.client.conn(&addr)?));
+                match self.client.ready_conn(&addr).await {
+                    Ok(conn) => return Ok((addr, conn)),
+                    // A leader that cannot be reached to log in is handled
+                    // like one that cannot be reached for the call.
+                    Err(st) if matches!(st.class(), Class::Unreachable) => {
+                        self.failed(Failure::Retry(st)).await?;
+                        continue;
+                    }
+                    Err(st) => return Err(st.into_error(self.table)),
+                }
             }
             self.client.describe(self.table).await?;
             if self.client.view().leader(self.bucket).is_none() {
@@ -424,6 +667,13 @@ impl Retrier<'_> {
             Failure::Retry(st) => st,
         };
         let addr = self.addr.clone().unwrap_or_default();
+        if !self.reauthenticated && self.client.may_reauthenticate(&st) {
+            // The token expired: the node refused the call before doing
+            // anything, so it is repeated after a new handshake, once.
+            self.reauthenticated = true;
+            self.client.forget_token(&addr);
+            return Ok(());
+        }
         let max = self.client.config().max_redirects;
         let mut next = Next::Fail;
         let (bucket, hops, class) = (self.bucket, self.hops, st.class());
@@ -475,7 +725,8 @@ pub(crate) enum Next {
 ///   node.
 /// - The node cannot be reached: every entry it led is dropped, so that
 ///   the next attempt describes the table again from any node.
-/// - Anything else: give up.
+/// - Anything else (Unauthenticated too: [`Retrier::failed`] handshakes
+///   again once before it gets here): give up.
 pub(crate) fn after_failure(
     view: &ClusterView,
     bucket: u64,
@@ -491,7 +742,7 @@ pub(crate) fn after_failure(
         Class::Redirect { .. } => (Some(view.without_leader(bucket, addr)), Next::Backoff),
         Class::BucketUnavailable => (None, Next::Backoff),
         Class::Unreachable => (Some(view.without_node(addr)), Next::Backoff),
-        Class::OutcomeUnknown | Class::Final => (None, Next::Fail),
+        Class::OutcomeUnknown | Class::Unauthenticated | Class::Final => (None, Next::Fail),
     }
 }
 
@@ -561,7 +812,7 @@ mod tests {
 
     #[test]
     fn other_failures_give_up() {
-        for class in [Class::Final, Class::OutcomeUnknown] {
+        for class in [Class::Final, Class::OutcomeUnknown, Class::Unauthenticated] {
             let (v, next) = after_failure(&view(), 1, "a:1", &class, 0, 5);
             assert_eq!(next, Next::Fail);
             assert!(v.is_none());

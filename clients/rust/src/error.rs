@@ -104,6 +104,17 @@ pub enum Error {
     /// The caller gave the client something it cannot use.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The node did not accept the credentials ([`Config::credentials`](crate::Config)):
+    /// a wrong user or password, a role that may not log in, none given to
+    /// a cluster that requires them, or too many failed logins from this
+    /// address.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The role lacks the table privilege the call needs (SELECT to scan or
+    /// look up, INSERT to append, INSERT and UPDATE to upsert, DELETE to
+    /// delete).
+    #[error("{0}")]
+    PermissionDenied(String),
     /// The client was closed.
     #[error("client closed")]
     Closed,
@@ -151,6 +162,9 @@ pub(crate) enum Class {
     Unreachable,
     /// OUTCOME_UNKNOWN.
     OutcomeUnknown,
+    /// UNAUTHENTICATED: the node refused the call's token (or the
+    /// handshake) before doing anything.
+    Unauthenticated,
     /// Anything else: not retried.
     Final,
 }
@@ -198,6 +212,7 @@ impl StatusError {
             (Code::Unavailable, wire::REASON_UNAVAILABLE) => Class::BucketUnavailable,
             (Code::Unavailable, _) => Class::Unreachable,
             (Code::Unknown, wire::REASON_OUTCOME_UNKNOWN) => Class::OutcomeUnknown,
+            (Code::Unauthenticated, _) => Class::Unauthenticated,
             _ => Class::Final,
         }
     }
@@ -235,6 +250,8 @@ impl StatusError {
                 bucket: bucket.unwrap_or(0),
                 message: self.message,
             },
+            (Code::Unauthenticated, _) => Error::Unauthenticated(self.message),
+            (Code::PermissionDenied, _) => Error::PermissionDenied(self.message),
             (Code::InvalidArgument, _) => Error::Schema {
                 sqlstate: self.meta("sqlstate").map(str::to_string),
                 message: self.message,
@@ -339,6 +356,12 @@ mod tests {
         assert!(
             matches!(bad.into_error("t"), Error::Schema { sqlstate: Some(ref s), .. } if s == "22001")
         );
+        let unauth = st(Code::Unauthenticated, "", &[]);
+        assert_eq!(unauth.class(), Class::Unauthenticated);
+        assert!(matches!(unauth.into_error("t"), Error::Unauthenticated(_)));
+        let denied = st(Code::PermissionDenied, "", &[]);
+        assert_eq!(denied.class(), Class::Final);
+        assert!(matches!(denied.into_error("t"), Error::PermissionDenied(_)));
         assert!(matches!(
             st(Code::Internal, "", &[]).into_error("t"),
             Error::Server {

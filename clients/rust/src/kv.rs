@@ -712,7 +712,7 @@ impl Client {
                     return Ok(res.records.len() as u64);
                 }
                 Err(ActionError::Status(st)) => match st.class() {
-                    Class::Redirect { .. } | Class::BucketUnavailable => {
+                    Class::Redirect { .. } | Class::BucketUnavailable | Class::Unauthenticated => {
                         r.failed(Failure::Retry(st)).await?
                     }
                     Class::Unreachable if not_connected(&st) => {

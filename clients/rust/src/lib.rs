@@ -17,6 +17,9 @@
 //! - [`Client::lookup`] and [`Client::delete`] by primary key.
 //! - [`Client::scan`]: a table, a bucket, a primary-key table's state or
 //!   changelog, as a stream of `RecordBatch`es.
+//! - [`Config::credentials`]: logs in to a cluster that requires
+//!   credentials with Flight's basic-auth handshake, once per node, and
+//!   sends the bearer token with every call ([`Credentials`]).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -55,7 +58,7 @@ mod testserver;
 mod wire;
 mod writer;
 
-pub use client::{Client, Config};
+pub use client::{Client, Config, Credentials};
 pub use cluster::ClusterView;
 pub use error::{Error, Result};
 pub use scan::{ScanOptions, ScanStream};

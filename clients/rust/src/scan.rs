@@ -184,8 +184,28 @@ impl Client {
         loop {
             let mut last = None;
             for addr in self.view().nodes.clone() {
-                let mut conn = self.conn(&addr)?;
-                match conn.get_flight_info(desc.clone()).await {
+                let mut conn = match self.ready_conn(&addr).await {
+                    Ok(c) => c,
+                    Err(st) if matches!(st.class(), Class::Unreachable) => {
+                        last = Some(st.into_error(table));
+                        continue;
+                    }
+                    Err(st) => return Err(st.into_error(table)),
+                };
+                let mut result = conn.get_flight_info(desc.clone()).await;
+                if let Err(st) = &result {
+                    let st = StatusError::from_status(st);
+                    if self.may_reauthenticate(&st) {
+                        // An expired token: handshake again, once.
+                        self.forget_token(&addr);
+                        conn = self
+                            .ready_conn(&addr)
+                            .await
+                            .map_err(|st| st.into_error(table))?;
+                        result = conn.get_flight_info(desc.clone()).await;
+                    }
+                }
+                match result {
                     Ok(info) => {
                         let info = info.into_inner();
                         let mut out = Vec::new();

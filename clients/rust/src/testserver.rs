@@ -62,6 +62,31 @@ pub struct Node {
     pub gets: VecDeque<Get>,
     /// The tickets of the DoGets it answered.
     pub tickets: Vec<wire::Ticket>,
+    /// When set, the user and password the basic-auth handshake accepts;
+    /// every other call then needs a token it handed out (tok-1, tok-2, …)
+    /// and still holds valid.
+    pub auth: Option<(String, String)>,
+    /// Handshakes it answered.
+    pub handshakes: usize,
+    /// The tokens it accepts.
+    pub valid_tokens: std::collections::HashSet<String>,
+}
+
+impl Node {
+    /// Refuses a call without a valid token, when the node requires one.
+    fn check_auth(&self, md: &tonic::metadata::MetadataMap) -> Result<(), Status> {
+        if self.auth.is_none() {
+            return Ok(());
+        }
+        let token = md
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match token {
+            Some(t) if self.valid_tokens.contains(t) => Ok(()),
+            _ => Err(Status::unauthenticated("invalid or expired bearer token")),
+        }
+    }
 }
 
 pub type Shared = Arc<Mutex<Node>>;
@@ -97,9 +122,33 @@ impl FlightService for Service {
 
     async fn handshake(
         &self,
-        _: Request<Streaming<HandshakeRequest>>,
+        req: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<Self::HandshakeStream>, Status> {
-        Err(Status::unimplemented("handshake"))
+        use base64::Engine;
+        let mut n = self.node.lock().unwrap();
+        let Some((user, password)) = n.auth.clone() else {
+            return Err(Status::unimplemented("handshake"));
+        };
+        n.handshakes += 1;
+        let want = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+        );
+        if req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            != Some(want.as_str())
+        {
+            return Err(Status::unauthenticated("authentication failed"));
+        }
+        let token = format!("tok-{}", n.handshakes);
+        n.valid_tokens.insert(token.clone());
+        let mut resp: Response<Self::HandshakeStream> =
+            Response::new(Box::pin(futures::stream::empty()));
+        resp.metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        Ok(resp)
     }
     async fn list_flights(
         &self,
@@ -126,6 +175,7 @@ impl FlightService for Service {
         Err(Status::unimplemented("get_schema"))
     }
     async fn do_get(&self, req: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        self.node.lock().unwrap().check_auth(req.metadata())?;
         let ticket =
             wire::Ticket::parse(&req.into_inner().ticket).map_err(Status::invalid_argument)?;
         let script = {
@@ -191,6 +241,7 @@ impl FlightService for Service {
         &self,
         req: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
+        self.node.lock().unwrap().check_auth(req.metadata())?;
         let action = req.into_inner();
         let body = match action.r#type.as_str() {
             "cluster-status" => r#"{"nodes": []}"#.to_string(),
@@ -216,6 +267,7 @@ impl FlightService for Service {
     ) -> Result<Response<Self::DoPutStream>, Status> {
         let script = {
             let mut n = self.node.lock().unwrap();
+            n.check_auth(req.metadata())?;
             n.do_puts += 1;
             n.puts.pop_front().unwrap_or(Put::Accept)
         };

@@ -544,7 +544,9 @@ async fn put(
     let body = futures::stream::iter(data).inspect(move |_| flag.store(true, Ordering::Release));
     let unknown_or_retry = |st: StatusError, sent: bool| -> PutError {
         match st.class() {
-            Class::Redirect { .. } | Class::BucketUnavailable => {
+            // Unauthenticated: the node refused the token before reading a
+            // batch; the retrier handshakes again.
+            Class::Redirect { .. } | Class::BucketUnavailable | Class::Unauthenticated => {
                 PutError::Failed(Failure::Retry(st))
             }
             Class::Unreachable if !sent => PutError::Failed(Failure::Retry(st)),
@@ -626,6 +628,50 @@ mod tests {
             ..Default::default()
         };
         Client::connect([seed], config).await.unwrap()
+    }
+
+    /// With credentials the client logs in once per node, sends the token
+    /// with every call, and after the node refuses an expired token logs in
+    /// again and repeats the call: a describe and a write, each stored once.
+    /// Wrong credentials fail with `Error::Unauthenticated`.
+    #[tokio::test]
+    async fn logs_in_and_again_after_the_token_expired() {
+        let (a, a_addr) = node().await;
+        {
+            let mut n = a.lock().unwrap();
+            n.auth = Some(("alice".into(), "pw".into()));
+            n.describes.push_back(testserver::describe(&a_addr));
+        }
+        let with = |user: &str, password: &str| Config {
+            retry_timeout: Duration::from_secs(5),
+            credentials: Some(crate::Credentials::new(user, password)),
+            ..Default::default()
+        };
+        match Client::connect([a_addr.as_str()], with("alice", "wrong")).await {
+            Err(Error::Unauthenticated(_)) => {}
+            r => panic!("wrong password: {r:?}"),
+        }
+        match Client::connect([a_addr.as_str()], Config::default()).await {
+            Err(Error::Unauthenticated(_)) => {}
+            r => panic!("no credentials: {r:?}"),
+        }
+        a.lock().unwrap().handshakes = 0;
+        let c = Client::connect([a_addr.as_str()], with("alice", "pw"))
+            .await
+            .unwrap();
+        let mut w = c.append_writer("t").await.unwrap();
+        w.append(ids(10)).await.unwrap();
+        assert_eq!(w.flush().await.unwrap().rows, 10);
+        assert_eq!(a.lock().unwrap().handshakes, 1, "one login per node");
+        // Every token expires: the next write and describe log in again.
+        a.lock().unwrap().valid_tokens.clear();
+        w.append(ids(5)).await.unwrap();
+        assert_eq!(w.flush().await.unwrap().rows, 5);
+        a.lock().unwrap().valid_tokens.clear();
+        c.table("t").await.unwrap();
+        let n = a.lock().unwrap();
+        assert_eq!(n.acked_rows, vec![10, 5], "every row exactly once");
+        assert_eq!(n.handshakes, 3);
     }
 
     #[tokio::test]

@@ -56,6 +56,15 @@ impl Flags {
     }
 }
 
+/// The credentials every example logs in with: `$MINK_USER` with
+/// `$MINK_PASSWORD`, for a cluster that requires them; none when
+/// `MINK_USER` is unset.
+pub fn credentials() -> Option<mink_client::Credentials> {
+    let user = std::env::var("MINK_USER").ok().filter(|u| !u.is_empty())?;
+    let password = std::env::var("MINK_PASSWORD").unwrap_or_default();
+    Some(mink_client::Credentials::new(user, password))
+}
+
 pub fn fail(usage: &str, msg: &str) -> ! {
     eprintln!("{msg}\nusage: {usage}");
     std::process::exit(2)

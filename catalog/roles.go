@@ -199,6 +199,13 @@ func (v *View) IsMember(role, group RoleID) bool {
 	if role == group {
 		return true
 	}
+	r := v.Roles[role]
+	if r == nil {
+		return false
+	}
+	if slices.Contains(r.MemberOf, group) {
+		return true // the common case, without the walk's allocations
+	}
 	seen := map[RoleID]bool{}
 	stack := []RoleID{role}
 	for len(stack) > 0 {

@@ -7,6 +7,13 @@
 // to the leader over Flight (bucket-addressed DoPut) through a Pool, which
 // also implements Transport for the SQL front end.
 //
+// With an access.Guard (Config.Access) every call is authenticated: the
+// basic-auth Handshake issues bearer tokens, and interceptors admit only
+// calls that carry one (auth.go); each RPC then checks the caller's table
+// privileges (privileges.go). The Pool's calls carry a forwarding token
+// for the identity in their context, so the node that receives them acts
+// for the same role and checks it again.
+//
 // Goroutines: Serve runs the gRPC server until Close, which stops it
 // (gracefully, then forcibly after a timeout) and waits. Each DoPut starts
 // one goroutine that acknowledges batches and one per remote bucket it

@@ -59,14 +59,15 @@ fi
 # test/clients/package.json.
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/mink"
 confluent_kafka_version=2.16.1
+pyarrow_version=26.0.1 # pyarrow.flight for cmd/mink/flight_auth_e2e_test.go
 venv="$cache/venv"
-if ! "$venv/bin/python" -c "import confluent_kafka, sys; sys.exit(confluent_kafka.__version__ != '$confluent_kafka_version')" >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c "import confluent_kafka, pyarrow, pyarrow.flight, sys; sys.exit(confluent_kafka.__version__ != '$confluent_kafka_version' or pyarrow.__version__ != '$pyarrow_version')" >/dev/null 2>&1; then
 	if ! dpkg -s python3-venv >/dev/null 2>&1; then
 		if ! apt-cache show python3-venv >/dev/null 2>&1; then apt-get update -qq; fi
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
 	fi
 	[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-	"$venv/bin/python" -m pip install -q --disable-pip-version-check "confluent-kafka==$confluent_kafka_version"
+	"$venv/bin/python" -m pip install -q --disable-pip-version-check "confluent-kafka==$confluent_kafka_version" "pyarrow==$pyarrow_version"
 fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	echo "install-test-deps: node and npm are missing: install Node.js 20 for test/clients/kafka_kafkajs.js" >&2

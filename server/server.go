@@ -416,6 +416,9 @@ func (s *Server) startSQL() error {
 		return fmt.Errorf("start the SQL engine: %w", err)
 	}
 	s.remote = flightsvc.NewPool()
+	// SQL's reads and writes of buckets on other nodes carry a forwarding
+	// token of the session's role from the first statement on.
+	s.remote.SetForwarder(s.guard)
 	if s.tls != nil {
 		s.remote = flightsvc.NewTLSPool(s.tls.clientConfig())
 	}

@@ -2,16 +2,9 @@ package bench
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -23,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkdb/mink/internal/minktest"
+	"github.com/minkdb/mink/internal/testpki"
 	"github.com/minkdb/mink/server"
 )
 
@@ -236,25 +230,12 @@ func connectionRate(ctx context.Context, dsn string, clients int, d time.Duratio
 	return float64(n.Load()) / time.Since(start).Seconds(), nil
 }
 
-// selfSignedCert returns a P-256 certificate for 127.0.0.1 and localhost.
+// selfSignedCert returns a certificate for 127.0.0.1 and localhost, and its
+// key, from a CA of its own.
 func selfSignedCert() (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testpki.NewCA("bench CA")
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+	return ca.Issue("localhost", 2, []string{"localhost"}, "127.0.0.1")
 }

@@ -200,7 +200,6 @@ func (a pgAuth) Done(r pgwire.AuthRequest, reason string) {
 	a.g.Succeeded(a.login(r))
 }
 
-
 // checkEtcdCredentials checks that the etcd credential flags go together
 // and with an external etcd.
 func (c *Config) checkEtcdCredentials() error {

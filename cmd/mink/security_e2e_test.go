@@ -47,6 +47,21 @@ func (n *node) loginURL(user, password string) string {
 	return fmt.Sprintf("postgres://%s:%s@%s/mink?sslmode=disable", user, strings.ReplaceAll(password, " ", "%20"), n.pgAddr())
 }
 
+// checkLoginLog checks that the node logged a failed login of role on
+// listener, and that no password of secrets is in its log.
+func checkLoginLog(t *testing.T, n *node, listener, role string, secrets ...string) {
+	t.Helper()
+	log := n.log()
+	for _, secret := range secrets {
+		if strings.Contains(log, secret) {
+			t.Fatalf("the log holds a password (%q)", secret)
+		}
+	}
+	if want := fmt.Sprintf(`msg="login failed" node=1 listener=%s role=%s`, listener, role); !strings.Contains(log, want) {
+		t.Fatalf("a failed %s login is not logged (%s):\n%s", listener, want, lastLines(log, 30))
+	}
+}
+
 // Passwords and privileges through the clients people use: psql, pgx,
 // psycopg2 and pgjdbc authenticate with SCRAM-SHA-256 as the superuser and
 // as a role made over SQL; a wrong password is 28P01; a grant and a
@@ -165,14 +180,7 @@ public class Scram {
 	}
 	runClient(t, java, "-cp", jar, src, fmt.Sprintf("jdbc:postgresql://%s/mink?sslmode=disable", n.pgAddr()))
 
-	for _, secret := range []string{"root pw", "alice pw"} {
-		if strings.Contains(n.log(), secret) {
-			t.Fatalf("the log holds a password (%q)", secret)
-		}
-	}
-	if !strings.Contains(n.log(), `msg="login failed" node=1 listener=postgres role=alice`) {
-		t.Fatalf("failed logins are not logged:\n%s", lastLines(n.log(), 30))
-	}
+	checkLoginLog(t, n, "postgres", "alice", "root pw", "alice pw")
 	n.stop()
 }
 

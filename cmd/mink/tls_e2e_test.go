@@ -7,18 +7,12 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -42,46 +36,32 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/minkdb/mink/client"
+	"github.com/minkdb/mink/internal/testpki"
 	"github.com/minkdb/mink/server"
 )
 
 // tlsPKI is a certificate authority made up for one test, its files in dir.
 type tlsPKI struct {
 	dir    string
-	ca     *x509.Certificate
-	caKey  *ecdsa.PrivateKey
+	ca     *testpki.CA
 	caFile string
 }
 
 func newTLSPKI(t *testing.T, name string) *tlsPKI {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testpki.NewCA(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	p := &tlsPKI{dir: t.TempDir(), ca: ca, caKey: key}
+	p := &tlsPKI{dir: t.TempDir(), ca: ca}
 	p.caFile = filepath.Join(p.dir, name+".pem")
-	writePEM(t, p.caFile, "CERTIFICATE", der)
+	writeTestFile(t, p.caFile, ca.PEM)
 	return p
 }
 
-func writePEM(t *testing.T, path, typ string, der []byte) {
+func writeTestFile(t *testing.T, path string, data []byte) {
 	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -91,39 +71,19 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 // to each other).
 func (p *tlsPKI) issue(t *testing.T, name string, serial int64, dnsNames []string, ips ...string) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		DNSNames:     dnsNames,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	certPEM, keyPEM, err := p.ca.Issue(name, serial, dnsNames, ips...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	certFile, keyFile = filepath.Join(p.dir, name+".crt"), filepath.Join(p.dir, name+".key")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
+	writeTestFile(t, certFile, certPEM)
+	writeTestFile(t, keyFile, keyPEM)
 	return certFile, keyFile
 }
 
 func (p *tlsPKI) pool() *x509.CertPool {
 	pool := x509.NewCertPool()
-	pool.AddCert(p.ca)
+	pool.AddCert(p.ca.Cert)
 	return pool
 }
 

@@ -55,7 +55,9 @@ func TestGuard(t *testing.T) {
 	lim := &countingLimiter{max: 3}
 	g := New(Config{Meta: cat, Node: 1, Limiter: lim, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	addr := &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 5000}
-	login := func(user, pw string) (Identity, error) { return g.Password(Login{Listener: "kafka", User: user, Addr: addr}, pw) }
+	login := func(user, pw string) (Identity, error) {
+		return g.Password(Login{Listener: "kafka", User: user, Addr: addr}, pw)
+	}
 
 	if id, err := login("alice", "right"); err != nil || id.Role != alice {
 		t.Fatalf("alice: %+v, %v", id, err)

@@ -110,19 +110,25 @@ func (s *Server) groupRequest(ctx context.Context, ss *session, req kmsg.Request
 	return s.cfg.Groups.Handle(ctx, req)
 }
 
-// offsetCommit commits the offsets of the topics the role may read and
-// fails the others, without committing anything of them.
-func (s *Server) offsetCommit(ctx context.Context, ss *session, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
-	var allowed, denied []kmsg.OffsetCommitRequestTopic
+// readableTopics splits the topics of a request into those the role may
+// read (SELECT) and the others.
+func readableTopics[T any](s *Server, ss *session, topics []T, name func(T) string) (allowed, denied []T) {
 	s.cfg.Meta.Read(func(v *catalog.View) {
-		for _, t := range req.Topics {
-			if s.deniedTopic(v, ss, t.Topic, catalog.PrivSelect) {
+		for _, t := range topics {
+			if s.deniedTopic(v, ss, name(t), catalog.PrivSelect) {
 				denied = append(denied, t)
 			} else {
 				allowed = append(allowed, t)
 			}
 		}
 	})
+	return allowed, denied
+}
+
+// offsetCommit commits the offsets of the topics the role may read and
+// fails the others, without committing anything of them.
+func (s *Server) offsetCommit(ctx context.Context, ss *session, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
+	allowed, denied := readableTopics(s, ss, req.Topics, func(t kmsg.OffsetCommitRequestTopic) string { return t.Topic })
 	if len(denied) == 0 {
 		return s.cfg.Groups.Handle(ctx, req)
 	}
@@ -199,16 +205,7 @@ func (s *Server) filterOffsetFetch(ss *session, req *kmsg.OffsetFetchRequest, re
 // offsetDelete deletes the offsets of the topics the role may read and
 // fails the others.
 func (s *Server) offsetDelete(ctx context.Context, ss *session, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
-	var allowed, denied []kmsg.OffsetDeleteRequestTopic
-	s.cfg.Meta.Read(func(v *catalog.View) {
-		for _, t := range req.Topics {
-			if s.deniedTopic(v, ss, t.Topic, catalog.PrivSelect) {
-				denied = append(denied, t)
-			} else {
-				allowed = append(allowed, t)
-			}
-		}
-	})
+	allowed, denied := readableTopics(s, ss, req.Topics, func(t kmsg.OffsetDeleteRequestTopic) string { return t.Topic })
 	if len(denied) == 0 {
 		return s.cfg.Groups.Handle(ctx, req)
 	}

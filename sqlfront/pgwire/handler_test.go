@@ -10,8 +10,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -95,7 +97,11 @@ func (h *testHandler) NewSession(ctx context.Context, info SessionInfo) (Session
 	h.mu.Lock()
 	h.mu.infos = append(h.mu.infos, info)
 	h.mu.Unlock()
-	return &testSession{h: h, tx: TxIdle, params: map[string]string{}}, nil
+	params := map[string]string{}
+	if info.User == "plain" {
+		params["is_superuser"] = "off" // a role that is not a superuser
+	}
+	return &testSession{h: h, tx: TxIdle, params: params}, nil
 }
 
 func (h *testHandler) committed() [][]any {
@@ -479,3 +485,20 @@ func (r *seriesRows) Next(ctx context.Context) ([]any, error) {
 }
 
 func (r *seriesRows) Close() error { r.closed = true; return nil }
+
+// A session's own parameter values are in the startup report: a client
+// is told is_superuser once, with the session's value, not "on" first.
+func TestStartupReportsSessionParams(t *testing.T) {
+	ts := startServer(t, Config{})
+	c := dialRaw(t, ts.addr)
+	c.send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": "plain", "database": "mink"}})
+	var got []string
+	for _, m := range c.receiveUntil("ReadyForQuery") {
+		if ps, ok := m.(*pgproto3.ParameterStatus); ok && ps.Name == "is_superuser" {
+			got = append(got, ps.Value)
+		}
+	}
+	if len(got) != 1 || got[0] != "off" {
+		t.Fatalf("is_superuser reported as %q, want once \"off\"", got)
+	}
+}

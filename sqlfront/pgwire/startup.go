@@ -94,7 +94,7 @@ func (c *conn) startup(tooMany bool) error {
 	}
 	c.session = session
 
-	c.reportParams(map[string]string{
+	initial := map[string]string{
 		"application_name":              info.ApplicationName,
 		"client_encoding":               "UTF8",
 		"DateStyle":                     "ISO, MDY",
@@ -108,7 +108,13 @@ func (c *conn) startup(tooMany bool) error {
 		"session_authorization":         c.user,
 		"standard_conforming_strings":   "on",
 		"TimeZone":                      tzName,
-	})
+	}
+	// The session's own values (is_superuser of its role, …) are in the
+	// first report, not sent again just after it.
+	if pr, ok := session.(ParamReporter); ok {
+		maps.Copy(initial, pr.ChangedParams())
+	}
+	c.reportParams(initial)
 	c.be.Send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret[:]})
 	if err := c.readyForQuery(); err != nil {
 		return err

@@ -63,6 +63,7 @@ async fn run(
     let config = Config {
         retry_timeout: timeout,
         credentials: common::credentials(),
+        tls: common::tls(),
         ..Default::default()
     };
     let client = Client::connect([server], config).await?;

@@ -38,6 +38,7 @@ async fn main() {
     let config = Config {
         retry_timeout: Duration::from_secs(flags.number("timeout-secs", 30, USAGE)),
         credentials: common::credentials(),
+        tls: common::tls(),
         ..Default::default()
     };
     let client = match Client::connect([server.as_str()], config).await {

@@ -16,11 +16,12 @@ use tokio::time::Instant;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::cluster::ClusterView;
-use crate::error::{Class, Error, Result, StatusError};
+use crate::error::{error_chain, Class, Error, Result, StatusError};
 use crate::table::Table;
+use crate::tls::{self, TlsConfig};
 use crate::wire;
 
 /// The largest gRPC message the client sends or accepts (the server's
@@ -148,6 +149,14 @@ pub struct Config {
     /// privilege for fails with [`Error::PermissionDenied`]; wrong
     /// credentials with [`Error::Unauthenticated`].
     pub credentials: Option<Credentials>,
+    /// TLS towards every node, for a cluster started with
+    /// `--tls-cert-file` (its locations are `grpc+tls://host:port`): the
+    /// CA that verifies the nodes' certificates, a client certificate, the
+    /// name to verify. `None` (the default): TLS with the system's roots
+    /// when a seed given to [`Client::connect`] is `grpc+tls://`, else
+    /// plaintext. Every connection the client makes, to a seed, to a
+    /// bucket's leader or after a redirect, is dialled the same way.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for Config {
@@ -159,6 +168,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(5),
             max_message_bytes: 32 << 20,
             credentials: None,
+            tls: None,
         }
     }
 }
@@ -187,6 +197,8 @@ pub(crate) struct Inner {
     view: RwLock<Arc<ClusterView>>,
     /// One lazily connected channel per node address.
     conns: Mutex<HashMap<String, NodeConn>>,
+    /// How every node is dialled: TLS with this config, or plaintext.
+    tls: Option<ClientTlsConfig>,
     /// The next bucket of a batch of a table without a bucket key.
     pub round_robin: AtomicU64,
 }
@@ -200,31 +212,41 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connects to the cluster reachable at `addrs` (`host:port` or
-    /// `grpc+tcp://host:port`, any nodes of the cluster): asks the first
-    /// that answers for the cluster's members, which become further
-    /// addresses to ask for metadata.
+    /// Connects to the cluster reachable at `addrs` (`host:port`,
+    /// `grpc+tcp://host:port` or `grpc+tls://host:port`, any nodes of the
+    /// cluster): asks the first that answers for the cluster's members,
+    /// which become further addresses to ask for metadata. A `grpc+tls://`
+    /// seed or [`Config::tls`] makes every connection TLS; a bad TLS
+    /// configuration fails here with [`Error::InvalidArgument`].
     pub async fn connect<I, S>(addrs: I, config: Config) -> Result<Client>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let seeds = addrs
+        let (seeds, schemes): (Vec<_>, Vec<_>) = addrs
             .into_iter()
-            .map(|a| wire::parse_location(a.as_ref()).map_err(Error::InvalidArgument))
-            .collect::<Result<Vec<_>>>()?;
+            .map(|a| wire::parse_scheme(a.as_ref()).map_err(Error::InvalidArgument))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
         if seeds.is_empty() {
             return Err(Error::InvalidArgument("no address to connect to".into()));
         }
+        let tls = tls::transport(config.tls.as_ref(), &schemes, config.connect_timeout)
+            .map_err(|e| Error::InvalidArgument(format!("TLS: {e}")))?;
         let client = Client {
             retry_timeout: config.retry_timeout,
             inner: Arc::new(Inner {
                 config,
-                view: RwLock::new(Arc::new(ClusterView::new(seeds))),
+                view: RwLock::new(Arc::new(ClusterView::new(seeds.clone()))),
                 conns: Mutex::new(HashMap::new()),
+                tls,
                 round_robin: AtomicU64::new(0),
             }),
         };
+        // The certificates and key are parsed when an endpoint is made:
+        // a bad one fails here rather than in every call.
+        client.endpoint(&seeds[0])?;
         let st: wire::ClusterStatus = client
             .any_node_action(wire::ACTION_CLUSTER_STATUS, None::<&()>, "")
             .await?;
@@ -282,15 +304,7 @@ impl Client {
         if let Some(c) = conns.get(addr) {
             return Ok(c.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| Error::InvalidArgument(format!("address {addr:?}: {e}")))?
-            .connect_timeout(self.config().connect_timeout)
-            .tcp_nodelay(true)
-            .initial_stream_window_size(16 << 20)
-            .initial_connection_window_size(64 << 20)
-            .http2_keep_alive_interval(Duration::from_secs(10))
-            .keep_alive_timeout(Duration::from_secs(10));
-        let channel = endpoint.connect_lazy();
+        let channel = self.endpoint(addr)?.connect_lazy();
         let bearer = Bearer::default();
         let conn = FlightServiceClient::with_interceptor(channel.clone(), bearer.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -304,6 +318,30 @@ impl Client {
         Ok(nc)
     }
 
+    /// The endpoint of the node at `addr` (`host:port`), over TLS when the
+    /// client dials TLS.
+    fn endpoint(&self, addr: &str) -> Result<Endpoint> {
+        let scheme = if self.inner.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+            .map_err(|e| Error::InvalidArgument(format!("address {addr:?}: {e}")))?
+            .connect_timeout(self.config().connect_timeout)
+            .tcp_nodelay(true)
+            .initial_stream_window_size(16 << 20)
+            .initial_connection_window_size(64 << 20)
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(10));
+        if let Some(tls) = &self.inner.tls {
+            endpoint = endpoint.tls_config(tls.clone()).map_err(|e| {
+                Error::InvalidArgument(format!("TLS towards {addr}: {}", error_chain(&e)))
+            })?;
+        }
+        Ok(endpoint)
+    }
+
     /// Makes sure the connection to `addr` holds a bearer token, running
     /// the basic-auth handshake if it has none. Without credentials it does
     /// nothing. The error is the handshake's status (or InvalidArgument
@@ -312,11 +350,9 @@ impl Client {
         let Some(creds) = self.config().credentials.clone() else {
             return Ok(());
         };
-        let nc = self.node_conn(addr).map_err(|e| StatusError {
-            code: tonic::Code::InvalidArgument,
-            message: e.to_string(),
-            info: None,
-        })?;
+        let nc = self
+            .node_conn(addr)
+            .map_err(|e| StatusError::new(tonic::Code::InvalidArgument, e.to_string()))?;
         if nc.bearer.get().is_some() {
             return Ok(());
         }
@@ -350,11 +386,8 @@ impl Client {
     /// The connection to `addr`, authenticated.
     pub(crate) async fn ready_conn(&self, addr: &str) -> Result<Conn, StatusError> {
         self.authenticate(addr).await?;
-        self.conn(addr).map_err(|e| StatusError {
-            code: tonic::Code::InvalidArgument,
-            message: e.to_string(),
-            info: None,
-        })
+        self.conn(addr)
+            .map_err(|e| StatusError::new(tonic::Code::InvalidArgument, e.to_string()))
     }
 
     /// The table's routing information, described afresh from any node
@@ -509,11 +542,7 @@ async fn handshake(
     channel: Channel,
     creds: &Credentials,
 ) -> Result<MetadataValue<Ascii>, StatusError> {
-    let protocol = |message: String| StatusError {
-        code: tonic::Code::Unauthenticated,
-        message,
-        info: None,
-    };
+    let protocol = |message: String| StatusError::new(tonic::Code::Unauthenticated, message);
     let basic = format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD

@@ -115,6 +115,14 @@ pub enum Error {
     /// delete).
     #[error("{0}")]
     PermissionDenied(String),
+    /// TLS with a node failed ([`Config::tls`](crate::Config)): its
+    /// certificate did not verify against the CA or the name, or it does
+    /// not serve TLS. Not retried: it fails the same way until a
+    /// certificate or the configuration changes. (A node that refuses the
+    /// client's certificate closes the connection after the handshake:
+    /// that is an [`Error::Transport`] naming the alert.)
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The client was closed.
     #[error("client closed")]
     Closed,
@@ -174,14 +182,41 @@ pub(crate) struct StatusError {
     pub code: Code,
     pub message: String,
     pub info: Option<ErrorInfo>,
+    /// Why TLS with the node failed (rustls's error), when that is what
+    /// the status is: gRPC's own, made when the connection failed.
+    pub tls: Option<String>,
 }
 
 impl StatusError {
+    /// A status without mink's details.
+    pub fn new(code: Code, message: String) -> Self {
+        StatusError {
+            code,
+            message,
+            info: None,
+            tls: None,
+        }
+    }
+
     pub fn from_status(st: &tonic::Status) -> Self {
+        // gRPC's own statuses say only "transport error": the cause is in
+        // the source chain.
+        let message = match std::error::Error::source(st) {
+            Some(cause) if st.details().is_empty() => {
+                let chain = error_chain(cause);
+                if chain.starts_with(st.message()) {
+                    chain
+                } else {
+                    format!("{}: {chain}", st.message())
+                }
+            }
+            _ => st.message().to_string(),
+        };
         StatusError {
             code: st.code(),
-            message: st.message().to_string(),
+            message,
             info: wire::error_info(st.details()),
+            tls: tls_failure(st),
         }
     }
 
@@ -202,6 +237,9 @@ impl StatusError {
 
     /// How the client retries this status.
     pub fn class(&self) -> Class {
+        if self.tls.is_some() {
+            return Class::Final;
+        }
         match (self.code, self.reason()) {
             (Code::FailedPrecondition, wire::REASON_NOT_LEADER) => {
                 match self.meta("to").map(wire::parse_location) {
@@ -220,6 +258,9 @@ impl StatusError {
     /// The typed error of this status; `table` names the table for
     /// NotFound.
     pub fn into_error(self, table: &str) -> Error {
+        if let Some(why) = self.tls {
+            return Error::Tls(why);
+        }
         let bucket = self.bucket();
         match (self.code, self.reason()) {
             (Code::FailedPrecondition, wire::REASON_NOT_LEADER) => Error::NotLeader {
@@ -264,6 +305,42 @@ impl StatusError {
     }
 }
 
+/// `e` and its sources, as "e: source: source's source".
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let msg = c.to_string();
+        if !s.ends_with(&msg) {
+            s.push_str(": ");
+            s.push_str(&msg);
+        }
+        cause = c.source();
+    }
+    s
+}
+
+/// The TLS failure among the causes of `e`, if any: a rustls error, which
+/// tokio-rustls hands up inside an `io::Error`. A handshake that breaks
+/// off (the node went away) is an I/O error, not one of these.
+fn tls_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        if let Some(t) = c.downcast_ref::<rustls::Error>() {
+            return Some(t.to_string());
+        }
+        if let Some(t) = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return Some(t.to_string());
+        }
+        cause = c.source();
+    }
+    None
+}
+
 impl fmt::Display for StatusError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}: {}", self.code, self.message)
@@ -285,6 +362,7 @@ mod tests {
         StatusError {
             code,
             message: "m".into(),
+            tls: None,
             info: (!reason.is_empty()).then(|| ErrorInfo {
                 reason: reason.into(),
                 domain: "mink".into(),

@@ -20,6 +20,9 @@
 //! - [`Config::credentials`]: logs in to a cluster that requires
 //!   credentials with Flight's basic-auth handshake, once per node, and
 //!   sends the bearer token with every call ([`Credentials`]).
+//! - [`Config::tls`]: TLS towards every node ([`TlsConfig`]: the CA, a
+//!   client certificate, the name to verify); `grpc+tls://` seeds select
+//!   TLS with the system's roots.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -55,6 +58,7 @@ pub mod schema;
 mod table;
 #[cfg(test)]
 mod testserver;
+mod tls;
 mod wire;
 mod writer;
 
@@ -63,5 +67,6 @@ pub use cluster::ClusterView;
 pub use error::{Error, Result};
 pub use scan::{ScanOptions, ScanStream};
 pub use table::{Column, Table};
+pub use tls::{TlsConfig, TlsIdentity};
 pub use wire::parse_location;
 pub use writer::{Flushed, Outcome, UnackedRows, WriteError, Writer};

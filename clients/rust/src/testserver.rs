@@ -215,7 +215,7 @@ impl FlightService for Service {
             msgs.push(Ok(msg));
         }
         if let Some(to) = script.redirect {
-            let to = format!("grpc+tcp://{to}");
+            let to = location(&to);
             msgs.push(Err(status(
                 tonic::Code::FailedPrecondition,
                 wire::REASON_NOT_LEADER,
@@ -273,7 +273,7 @@ impl FlightService for Service {
         };
         match &script {
             Put::NotLeader(to) => {
-                let to = format!("grpc+tcp://{to}");
+                let to = location(to);
                 return Err(status(
                     tonic::Code::FailedPrecondition,
                     wire::REASON_NOT_LEADER,
@@ -355,13 +355,36 @@ where
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
+/// The location of a node: `addr` as given when it has a scheme, else
+/// `grpc+tcp://addr`.
+fn location(addr: &str) -> String {
+    if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("grpc+tcp://{addr}")
+    }
+}
+
 /// Starts a scripted node on a loopback port.
 pub async fn start(node: Shared) -> SocketAddr {
+    start_with(node, None).await
+}
+
+/// Starts a scripted node on a loopback port that serves TLS only.
+pub async fn start_tls(node: Shared, tls: tonic::transport::ServerTlsConfig) -> SocketAddr {
+    start_with(node, Some(tls)).await
+}
+
+async fn start_with(node: Shared, tls: Option<tonic::transport::ServerTlsConfig>) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls).unwrap();
+    }
     tokio::spawn(async move {
-        tonic::transport::Server::builder()
+        server
             .add_service(FlightServiceServer::new(Service { node }))
             .serve_with_incoming(incoming)
             .await
@@ -376,12 +399,12 @@ pub fn dead_addr() -> SocketAddr {
 }
 
 /// describe-table's answer for table `t` (id bigint) with one bucket (id 1)
-/// led at `leader` ("" for none).
+/// led at `leader` ("" for none; `host:port` is `grpc+tcp://host:port`).
 pub fn describe(leader: &str) -> String {
     let loc = if leader.is_empty() {
         String::new()
     } else {
-        format!("grpc+tcp://{leader}")
+        location(leader)
     };
     format!(
         r#"{{"name": "t", "columns": [{{"name": "id", "type": "bigint"}}], "bucket_count": 1,

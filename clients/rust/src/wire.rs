@@ -79,25 +79,48 @@ pub(crate) fn encode_error_info(code: i32, info: ErrorInfo) -> Vec<u8> {
     .encode_to_vec()
 }
 
-/// `host:port` of a Flight location (`grpc+tcp://host:port`, `grpc://`) or
-/// of a bare `host:port`.
+/// `host:port` of a Flight location (`grpc+tcp://host:port`, `grpc://`,
+/// `grpc+tls://`) or of a bare `host:port`.
 ///
 /// ```
 /// assert_eq!(mink_client::parse_location("grpc+tcp://10.0.0.5:8815").unwrap(), "10.0.0.5:8815");
+/// assert_eq!(mink_client::parse_location("grpc+tls://db1:8815").unwrap(), "db1:8815");
 /// assert!(mink_client::parse_location("https://x:1").is_err());
 /// ```
 pub fn parse_location(uri: &str) -> Result<String, String> {
-    let addr = ["grpc+tcp://", "grpc://"]
-        .iter()
-        .find_map(|s| uri.strip_prefix(s))
-        .unwrap_or(uri);
+    parse_scheme(uri).map(|(addr, _)| addr)
+}
+
+/// How a location says to dial its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    /// `grpc+tcp://` or `grpc://`: plaintext.
+    Tcp,
+    /// `grpc+tls://`: TLS.
+    Tls,
+    /// A bare `host:port`: as the client is configured.
+    Bare,
+}
+
+/// `host:port` of a location, and its scheme.
+pub(crate) fn parse_scheme(uri: &str) -> Result<(String, Scheme), String> {
+    let (addr, scheme) = [
+        ("grpc+tcp://", Scheme::Tcp),
+        ("grpc://", Scheme::Tcp),
+        ("grpc+tls://", Scheme::Tls),
+    ]
+    .iter()
+    .find_map(|(prefix, scheme)| uri.strip_prefix(prefix).map(|a| (a, *scheme)))
+    .unwrap_or((uri, Scheme::Bare));
     if addr.contains("://") {
-        return Err(format!("location {uri:?}: only grpc+tcp:// is served"));
+        return Err(format!(
+            "location {uri:?}: only grpc+tcp:// and grpc+tls:// are served"
+        ));
     }
     if addr.is_empty() || !addr.contains(':') {
         return Err(format!("location {uri:?}: want host:port"));
     }
-    Ok(addr.trim_end_matches('/').to_string())
+    Ok((addr.trim_end_matches('/').to_string(), scheme))
 }
 
 /// The PATH descriptor of one bucket of a table.
@@ -332,7 +355,20 @@ mod tests {
         assert_eq!(parse_location("grpc+tcp://h:1").unwrap(), "h:1");
         assert_eq!(parse_location("grpc://h:1/").unwrap(), "h:1");
         assert_eq!(parse_location("h:1").unwrap(), "h:1");
+        assert_eq!(
+            parse_scheme("grpc+tls://h:1").unwrap(),
+            ("h:1".to_string(), Scheme::Tls)
+        );
+        assert_eq!(
+            parse_scheme("grpc+tcp://h:1").unwrap(),
+            ("h:1".to_string(), Scheme::Tcp)
+        );
+        assert_eq!(
+            parse_scheme("[::1]:1").unwrap(),
+            ("[::1]:1".to_string(), Scheme::Bare)
+        );
         assert!(parse_location("http://h:1").is_err());
+        assert!(parse_location("grpc+tls://h").is_err());
         assert!(parse_location("h").is_err());
         assert!(parse_location("").is_err());
     }

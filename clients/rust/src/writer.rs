@@ -559,6 +559,11 @@ async fn put(
                 {
                     PutError::Unknown(Error::OutcomeUnknown(st.to_string()))
                 }
+                // A TLS failure once batches went out broke an established
+                // connection (a handshake fails before any is sent).
+                _ if sent && st.tls.is_some() => {
+                    PutError::Unknown(Error::OutcomeUnknown(st.to_string()))
+                }
                 // Any status but OUTCOME_UNKNOWN means none of the
                 // unacknowledged batches was appended.
                 _ => PutError::Failed(Failure::Fatal(st.into_error(table))),

@@ -65,6 +65,46 @@ pub fn credentials() -> Option<mink_client::Credentials> {
     Some(mink_client::Credentials::new(user, password))
 }
 
+/// The TLS every example dials with: the CA in `$MINK_CA_FILE`, the
+/// client certificate and key in `$MINK_CERT_FILE` and `$MINK_KEY_FILE`,
+/// the name to verify in `$MINK_TLS_DOMAIN` (all PEM files). None when
+/// none is set: plaintext, or the system's roots for a `grpc+tls://`
+/// `--server`.
+pub fn tls() -> Option<mink_client::TlsConfig> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let read = |name: &str, path: String| {
+        std::fs::read(&path).unwrap_or_else(|e| {
+            eprintln!("${name} {path:?}: {e}");
+            std::process::exit(2)
+        })
+    };
+    let ca = var("MINK_CA_FILE");
+    let cert = var("MINK_CERT_FILE");
+    let key = var("MINK_KEY_FILE");
+    let domain = var("MINK_TLS_DOMAIN");
+    if ca.is_none() && cert.is_none() && key.is_none() && domain.is_none() {
+        return None;
+    }
+    let mut tls = match ca {
+        Some(path) => mink_client::TlsConfig::new(read("MINK_CA_FILE", path)),
+        None => mink_client::TlsConfig::system_roots(),
+    };
+    match (cert, key) {
+        (Some(cert), Some(key)) => {
+            tls = tls.with_identity(read("MINK_CERT_FILE", cert), read("MINK_KEY_FILE", key))
+        }
+        (None, None) => {}
+        _ => {
+            eprintln!("$MINK_CERT_FILE and $MINK_KEY_FILE go together");
+            std::process::exit(2)
+        }
+    }
+    if let Some(domain) = domain {
+        tls = tls.with_domain_name(domain);
+    }
+    Some(tls)
+}
+
 pub fn fail(usage: &str, msg: &str) -> ! {
     eprintln!("{msg}\nusage: {usage}");
     std::process::exit(2)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -162,9 +163,11 @@ func (n *Node) Fenced() error {
 	return n.mu.fenced
 }
 
-// fence marks the node fenced: its WAL refuses new appends and fails every
-// waiter, and every open stream reports ErrFenced.
-func (n *Node) fence(reason error) {
+// fenceAt marks the node fenced after finding its WAL sealed at sealSeq (a
+// node took over, and replays the WAL objects below it): the WAL refuses
+// new appends and fails every waiter (wal.fail says with which error), and
+// every open stream reports ErrFenced.
+func (n *Node) fenceAt(reason error, sealSeq uint64) {
 	n.mu.Lock()
 	if n.mu.fenced != nil {
 		n.mu.Unlock()
@@ -178,7 +181,7 @@ func (n *Node) fence(reason error) {
 	}
 	n.mu.Unlock()
 	n.cfg.Logger.Warn("s3stream node fenced", "node", n.cfg.Node, "node_epoch", n.cfg.NodeEpoch, "reason", reason)
-	n.wal.fail(err)
+	n.wal.fail(err, sealSeq)
 	for _, s := range streams {
 		s.setFenced(err)
 	}
@@ -268,7 +271,7 @@ func (n *Node) Close() error {
 	n.mu.Unlock()
 	n.cancel()
 	n.wg.Wait()
-	n.wal.fail(ErrClosed)
+	n.wal.fail(ErrClosed, math.MaxUint64)
 	for _, s := range streams {
 		s.setFenced(ErrClosed)
 	}

@@ -206,14 +206,17 @@ func TestOpenRace(t *testing.T) {
 
 // Fault 2: a zombie leader keeps appending after B has taken over. Nothing it
 // appends after the seal is acknowledged; everything it acknowledged before
-// is in the stream.
+// is in the stream; and nothing it refused outright (ErrFenced without
+// ErrUnknownOutcome, which a caller may write again elsewhere) is: an entry
+// of a WAL object below the seal is replayed by B, so its appender is told
+// the outcome is unknown.
 func TestZombieLeader(t *testing.T) {
 	h := newHarness(t)
 	a := h.start(1)
 	s := mustOpen(t, a, sid, 1)
 
 	var mu sync.Mutex
-	var acked []uint64
+	var acked, refused []uint64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
@@ -230,6 +233,11 @@ func TestZombieLeader(t *testing.T) {
 				if _, err := s.Append(context.Background(), payload(id), 1); err != nil {
 					if !errors.Is(err, ErrFenced) {
 						t.Errorf("zombie append: %v, want ErrFenced", err)
+					}
+					if !errors.Is(err, ErrUnknownOutcome) {
+						mu.Lock()
+						refused = append(refused, id)
+						mu.Unlock()
 					}
 					return
 				}
@@ -300,6 +308,13 @@ func TestZombieLeader(t *testing.T) {
 			t.Fatalf("acknowledged record %x lost (acked %d, stream %d)", id, len(ackedSet), len(got))
 		}
 	}
+	mu.Lock()
+	for _, id := range refused {
+		if seen[id] {
+			t.Fatalf("record %x is in the stream, but its append failed with a plain ErrFenced: a caller writing it again elsewhere duplicates it", id)
+		}
+	}
+	mu.Unlock()
 	if len(ackedSet) == 0 {
 		t.Fatal("the zombie acknowledged nothing before the takeover; the test proves nothing")
 	}
@@ -744,5 +759,95 @@ func TestPlanCompaction(t *testing.T) {
 	}
 	if got := planCompaction(objs, 100, 2, 25); len(got) != 2 || got[0].Start != 2 {
 		t.Fatalf("plan capped by size: %+v", got)
+	}
+}
+
+// A zombie's WAL is sealed while two of its uploads are in flight: object
+// k is written but not yet acknowledged, object k+1 is not written. The
+// node taking over seals at k+1 and replays k. So the append in k is
+// durable though unacknowledged, and its appender must hear the outcome is
+// unknown (a caller that wrote it again elsewhere would duplicate it); the
+// append in k+1 is refused outright (ErrFenced) and is not in the stream.
+func TestFenceAcrossInflightUploads(t *testing.T) {
+	h := newHarness(t)
+	a := h.start(1)
+	s := mustOpen(t, a, sid, 1)
+	mustAppend(t, s, 1)
+
+	var mu sync.Mutex
+	var walPuts []string
+	written, releaseWritten := make(chan string, 1), make(chan struct{})
+	unwritten, releaseUnwritten := make(chan string, 1), make(chan struct{})
+	h.store.SetHooks(objstore.Hooks{
+		Before: func(ctx context.Context, op objstore.Op, key string) error {
+			if op != objstore.OpPut || !strings.HasPrefix(key, "wal/1/") {
+				return nil
+			}
+			mu.Lock()
+			walPuts = append(walPuts, key)
+			n := len(walPuts)
+			mu.Unlock()
+			if n == 2 { // object k+1: held before it is written
+				unwritten <- key
+				<-releaseUnwritten
+			}
+			return nil
+		},
+		After: func(ctx context.Context, op objstore.Op, key string, err error) error {
+			mu.Lock()
+			first := len(walPuts) >= 1 && walPuts[0] == key
+			mu.Unlock()
+			if op == objstore.OpPut && first && err == nil {
+				written <- key // object k: written, its answer held
+				<-releaseWritten
+			}
+			return err
+		},
+	})
+	type result struct {
+		id  uint64
+		err error
+	}
+	results := make(chan result, 2)
+	go func() { _, err := s.Append(context.Background(), payload(2), 1); results <- result{2, err} }()
+	<-written
+	go func() { _, err := s.Append(context.Background(), payload(3), 1); results <- result{3, err} }()
+	<-unwritten
+
+	// B takes over while both uploads are held: it seals at k+1 and replays
+	// everything below, object k too.
+	b := h.start(2)
+	h.register(b.meta, 1)
+	h.waitCatchUp(b.meta)
+	if _, err := Failover(context.Background(), h.store, b.meta, 1, a.cfg.NodeEpoch, failoverBy(b.meta, 2)); err != nil {
+		t.Fatal(err)
+	}
+	close(releaseUnwritten) // k+1's put finds the seal: A is fenced
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Fenced() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if a.Fenced() == nil {
+		t.Fatal("A not fenced after its put met the seal")
+	}
+	close(releaseWritten)
+	got := map[uint64]error{}
+	for range 2 {
+		r := <-results
+		got[r.id] = r.err
+	}
+	h.store.SetHooks(objstore.Hooks{})
+	if err := got[2]; !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("the append in the written object: %v, want ErrUnknownOutcome (it is below the seal)", err)
+	}
+	if err := got[3]; !errors.Is(err, ErrFenced) || errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("the append in the object past the seal: %v, want ErrFenced alone", err)
+	}
+	sb := mustOpen(t, b, sid, 2)
+	if err := sb.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ids := readAll(t, h.store, b.meta, sid); !slices.Equal(ids, []uint64{1, 2}) {
+		t.Fatalf("stream after the takeover: %v, want [1 2] (2 replayed from below the seal, 3 never written)", ids)
 	}
 }

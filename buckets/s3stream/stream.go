@@ -93,9 +93,10 @@ func (s *Stream) Err() error {
 // it is durable. The stream keeps payload; the caller must not modify it.
 //
 // An error means the entry was not acknowledged. With ErrUnknownOutcome or a
-// context error it may still become durable (exactly once) if the WAL upload
-// holding it is retried successfully; with ErrFenced it will not, unless it
-// was already in a WAL object below the seal.
+// context error it may still become durable (exactly once): the WAL upload
+// holding it may be retried successfully, or, when the node is fenced, the
+// object may be below the seal that the node taking over replays up to.
+// With ErrFenced alone (or ErrClosed alone) it will not.
 func (s *Stream) Append(ctx context.Context, payload []byte, count uint32) (uint64, error) {
 	p, err := s.AppendAsync(ctx, payload, count)
 	if err != nil {

@@ -210,7 +210,7 @@ func (w *wal) upload(ctx context.Context, u *walUpload) {
 		if errors.Is(err, errContentDiffers) {
 			// Someone else created our next WAL object: a node taking over
 			// sealed this epoch's WAL.
-			w.n.fence(fmt.Errorf("WAL object %s was created by another node (sealed)", key))
+			w.n.fenceAt(fmt.Errorf("WAL object %s was created by another node (sealed)", key), u.seq)
 			return
 		}
 		if ctx.Err() != nil {
@@ -279,21 +279,37 @@ func (w *wal) notifyFrom(seq uint64, err error) {
 }
 
 // fail makes the WAL refuse everything from now on and fails every waiter.
-func (w *wal) fail(err error) {
+//
+// Entries not yet in an upload were never written: they get err. Entries of
+// an upload below sealSeq may be durable although they were not
+// acknowledged: the object may have been written (or be written by an
+// upload still under way), and a node taking over replays every WAL object
+// below its seal. They get ErrUnknownOutcome (with err), so that no caller
+// writes them again elsewhere. Objects from sealSeq on are past the seal and
+// never replayed. sealSeq is math.MaxUint64 when no seal is known.
+func (w *wal) fail(err error, sealSeq uint64) {
 	w.mu.Lock()
 	if w.mu.failed == nil {
 		w.mu.failed = err
 	}
-	var victims []*pendingEntry
-	for _, u := range w.mu.uploads {
-		victims = append(victims, u.entries...)
+	var lost, unknown []*pendingEntry
+	for seq, u := range w.mu.uploads {
+		if seq < sealSeq {
+			unknown = append(unknown, u.entries...)
+		} else {
+			lost = append(lost, u.entries...)
+		}
 	}
-	victims = append(victims, w.mu.pending...)
+	lost = append(lost, w.mu.pending...)
 	w.mu.pending = nil
 	close(w.mu.space)
 	w.mu.space = make(chan struct{})
 	w.mu.Unlock()
-	for _, p := range victims {
+	unknownErr := fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+	for _, p := range unknown {
+		p.finish(unknownErr)
+	}
+	for _, p := range lost {
 		p.finish(err)
 	}
 }

@@ -203,23 +203,34 @@ func (v *View) IsMember(role, group RoleID) bool {
 	if r == nil {
 		return false
 	}
-	if slices.Contains(r.MemberOf, group) {
-		return true // the common case, without the walk's allocations
+	if len(r.MemberOf) == 0 {
+		return false // the common case: a role in no group
 	}
-	seen := map[RoleID]bool{}
-	stack := []RoleID{role}
+	if slices.Contains(r.MemberOf, group) {
+		return true
+	}
+	// Walk the memberships. Graphs are small: the visited roles are kept
+	// in arrays on the stack, not in maps, as this runs on every privilege
+	// check.
+	var seenBuf, stackBuf [16]RoleID
+	seen := seenBuf[:0]
+	stack := append(stackBuf[:0], r.MemberOf...)
 	for len(stack) > 0 {
-		r := v.Roles[stack[len(stack)-1]]
+		id := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if r == nil || seen[r.ID] {
+		if slices.Contains(seen, id) {
 			continue
 		}
-		seen[r.ID] = true
-		for _, g := range r.MemberOf {
-			if g == group {
+		seen = append(seen, id)
+		g := v.Roles[id]
+		if g == nil {
+			continue
+		}
+		for _, m := range g.MemberOf {
+			if m == group {
 				return true
 			}
-			stack = append(stack, g)
+			stack = append(stack, m)
 		}
 	}
 	return false

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -129,5 +130,30 @@ func TestRolesAndPrivileges(t *testing.T) {
 	}
 	if string(back.ClusterKey) != string(key) || back.NextRoleID != v.NextRoleID {
 		t.Fatal("cluster key or next role id lost in the snapshot")
+	}
+}
+
+// Membership is transitive, through chains longer than the walk's stack
+// buffers, and a grant that would close a cycle through them is refused.
+func TestIsMemberChains(t *testing.T) {
+	v := NewView()
+	var ids []RoleID
+	for i := range 40 {
+		out := applyAll(t, v, CreateRole{Name: fmt.Sprintf("r%d", i)})[0]
+		ids = append(ids, out.Role)
+	}
+	// r0 ∈ r1 ∈ … ∈ r39, and r0 ∈ r20 too (a diamond).
+	for i := 0; i+1 < len(ids); i++ {
+		applyAll(t, v, GrantRole{Role: ids[i+1], Member: ids[i]})
+	}
+	applyAll(t, v, GrantRole{Role: ids[20], Member: ids[0]})
+	if !v.IsMember(ids[0], ids[39]) || !v.IsMember(ids[5], ids[30]) {
+		t.Fatal("a member of a member is not a member")
+	}
+	if v.IsMember(ids[39], ids[0]) || v.IsMember(ids[30], ids[5]) {
+		t.Fatal("membership runs backwards")
+	}
+	if o := applyAll(t, v, GrantRole{Role: ids[0], Member: ids[39]})[0]; !errors.Is(o.Err, ErrInvalid) {
+		t.Fatalf("a cycle through 40 roles: %v, want ErrInvalid", o.Err)
 	}
 }

@@ -140,6 +140,8 @@ func Open(ctx context.Context, log Log, opts Options) (*Catalog, error) {
 	c.mu.changed = make(chan struct{})
 	c.mu.waiters = make(map[proposalID]*waiter)
 	c.applied.Store(view.Index)
+	// Read before the tail loop starts applying records to view.
+	snapshotIndex := view.Index
 
 	// The goroutines outlive Open's ctx; Close cancels them.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -153,8 +155,8 @@ func Open(ctx context.Context, log Log, opts Options) (*Catalog, error) {
 		c.Close()
 		return nil, fmt.Errorf("catch up with metadata log head %d: %w", head, err)
 	}
-	c.logger.Info("metadata log open", "snapshot_index", view.Index, "head", head,
-		"replayed", head-min(head, view.Index), "elapsed", time.Since(start).Round(time.Millisecond))
+	c.logger.Info("metadata log open", "snapshot_index", snapshotIndex, "head", head,
+		"replayed", head-min(head, snapshotIndex), "elapsed", time.Since(start).Round(time.Millisecond))
 	return c, nil
 }
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/tiering"
 )

@@ -13,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/minktest"
+	"github.com/minkdb/mink/objstore"
 	"github.com/minkdb/mink/server"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/tiering"

@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/internal/s3test"
+	"github.com/minkdb/mink/objstore"
 )
 
 // Backends measured by RunObjstore.

@@ -18,10 +18,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/minkdb/mink/buckets"
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 // RecoveryConfig configures RunRecovery.
@@ -268,7 +269,7 @@ func recoveryLoad(ctx context.Context, b *buckets.KVBucket, cfg RecoveryConfig, 
 				}
 				rec := bld.NewRecordBatch()
 				bld.Release()
-				ws, err := b.Codec().Writes(kv.OpUpsert, rec)
+				ws, err := b.Codec().Writes(kvcodec.OpUpsert, rec)
 				rec.Release()
 				if err == nil {
 					_, _, err = b.Write(ctx, ws)

@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/s3test"
+	"github.com/minkdb/mink/objstore"
 )
 
 // S3StreamConfig configures RunS3Stream.

@@ -13,15 +13,16 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 // rowsOf builds a batch of c's schema from rows of column values in text
 // form ("NULL" is NULL).
-func rowsOf(t testing.TB, c *kv.Codec, rows ...[]string) arrow.RecordBatch {
+func rowsOf(t testing.TB, c *kvcodec.Codec, rows ...[]string) arrow.RecordBatch {
 	t.Helper()
 	b := array.NewRecordBuilder(memory.DefaultAllocator, c.Schema())
 	defer b.Release()
@@ -96,7 +97,7 @@ func changelogRows(t testing.TB, b *KVBucket) []string {
 	return out
 }
 
-func write(t testing.TB, b *KVBucket, writes []kv.Write) {
+func write(t testing.TB, b *KVBucket, writes []kvcodec.Write) {
 	t.Helper()
 	if _, _, err := b.Write(context.Background(), writes); err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func addColumn(t testing.TB, cat *catalog.Catalog, id catalog.BucketID, col cata
 // updateOf is the SQL layer's UPDATE of one row: read it with c, set the
 // columns in set (index → text), and write it conditionally on the row it
 // read, re-encoded with c.
-func updateOf(t testing.TB, b *KVBucket, c *kv.Codec, key int64, set map[int]string) kv.Write {
+func updateOf(t testing.TB, b *KVBucket, c *kvcodec.Codec, key int64, set map[int]string) kvcodec.Write {
 	t.Helper()
 	k := keyOf(t, c, key)
 	stored, ok, err := b.Get(k)
@@ -141,7 +142,7 @@ func updateOf(t testing.TB, b *KVBucket, c *kv.Codec, key int64, set map[int]str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kv.Write{Op: kv.OpUpdate, Key: k, Row: row, CheckRow: true, IfRow: ifRow}
+	return kvcodec.Write{Op: kvcodec.OpUpdate, Key: k, Row: row, CheckRow: true, IfRow: ifRow}
 }
 
 // TestKVBucketAddColumn: a bucket open across ALTER TABLE … ADD COLUMN
@@ -160,10 +161,10 @@ func TestKVBucketAddColumn(t *testing.T) {
 	b := waitKV(t, m1, id)
 	c0 := b.Codec()
 
-	upserts := func(c *kv.Codec, rows ...[]string) []kv.Write {
+	upserts := func(c *kvcodec.Codec, rows ...[]string) []kvcodec.Write {
 		rec := rowsOf(t, c, rows...)
 		defer rec.Release()
-		w, err := c.Writes(kv.OpUpsert, rec)
+		w, err := c.Writes(kvcodec.OpUpsert, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,14 +191,14 @@ func TestKVBucketAddColumn(t *testing.T) {
 	write(t, b, upserts(c1, []string{"6", "f", "60"}))
 	// UPDATE and DELETE of rows stored before ADD COLUMN, conditional on
 	// the rows read and re-encoded with x: no endless 40001.
-	write(t, b, []kv.Write{updateOf(t, b, c1, 1, map[int]string{1: "a2"})})
+	write(t, b, []kvcodec.Write{updateOf(t, b, c1, 1, map[int]string{1: "a2"})})
 	del := updateOf(t, b, c1, 2, nil)
-	del.Op, del.Row = kv.OpDelete, nil
-	write(t, b, []kv.Write{del})
+	del.Op, del.Row = kvcodec.OpDelete, nil
+	write(t, b, []kvcodec.Write{del})
 	// An UPDATE read before a concurrent change still conflicts.
 	stale := updateOf(t, b, c1, 3, map[int]string{2: "33"})
 	write(t, b, upserts(c1, []string{"3", "c", "30"}))
-	if _, _, err := b.Write(ctx, []kv.Write{stale}); !errors.Is(err, kv.ErrConflict) {
+	if _, _, err := b.Write(ctx, []kvcodec.Write{stale}); !errors.Is(err, kv.ErrConflict) {
 		t.Fatalf("stale UPDATE: %v, want a conflict", err)
 	}
 
@@ -229,7 +230,7 @@ func TestKVBucketAddColumn(t *testing.T) {
 	for _, f := range c1.Schema().Fields() {
 		cols = append(cols, sqltypes.Column{Name: f.Name, Type: sqltypes.FromArrowField(f)})
 	}
-	c2, err := kv.NewTableCodec(append(cols, sqltypes.Column{Name: "y", Type: yType}), 2, []int{0})
+	c2, err := kvcodec.NewTableCodec(append(cols, sqltypes.Column{Name: "y", Type: yType}), 2, []int{0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +268,8 @@ func TestKVBucketAddColumn(t *testing.T) {
 		t.Fatalf("node 2 after the move: %v, want %v", got, want)
 	}
 	c3 := b2.Codec()
-	write(t, b2, []kv.Write{updateOf(t, b2, c3, 4, map[int]string{3: "y4"})})
-	write(t, b2, []kv.Write{updateOf(t, b2, c3, 5, map[int]string{2: "50"})})
+	write(t, b2, []kvcodec.Write{updateOf(t, b2, c3, 4, map[int]string{3: "y4"})})
+	write(t, b2, []kvcodec.Write{updateOf(t, b2, c3, 5, map[int]string{2: "50"})})
 	want[2], want[3] = "4|d|5|y4", "5|old writer|50|NULL"
 	if got := scanText(t, b2); !slices.Equal(got, want) {
 		t.Fatalf("node 2 after updates of rows stored before the ALTERs: %v, want %v", got, want)
@@ -314,7 +315,7 @@ func TestKVBucketOpenBehindAddColumn(t *testing.T) {
 	b := waitKV(t, m1, id)
 	c0 := b.Codec()
 	rec := rowsOf(t, c0, []string{"1", "a"})
-	w, err := c0.Writes(kv.OpUpsert, rec)
+	w, err := c0.Writes(kvcodec.OpUpsert, rec)
 	rec.Release()
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +324,7 @@ func TestKVBucketOpenBehindAddColumn(t *testing.T) {
 	addColumn(t, cat, id, catalog.Column{Name: "x", Type: "integer", Missing: sp("5")})
 	c1 := b.Codec()
 	rec = rowsOf(t, c1, []string{"2", "b", "20"})
-	w, err = c1.Writes(kv.OpUpsert, rec)
+	w, err = c1.Writes(kvcodec.OpUpsert, rec)
 	rec.Release()
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +346,7 @@ func TestKVBucketOpenBehindAddColumn(t *testing.T) {
 		if err == nil {
 			t.Fatal("node 2 opened the bucket without knowing the column its changelog holds")
 		}
-		if errors.Is(err, kv.ErrNewerColumns) {
+		if errors.Is(err, kvcodec.ErrNewerColumns) {
 			break // the open attempt failed for the right reason
 		}
 		if time.Now().After(deadline) {
@@ -372,12 +373,12 @@ func TestKVBucketOpenBehindAddColumn(t *testing.T) {
 			cols = append(cols, sqltypes.Column{Name: c.Name, Type: typ, Missing: c.Missing})
 		}
 	})
-	c2, err := kv.NewTableCodec(cols, 2, []int{0})
+	c2, err := kvcodec.NewTableCodec(cols, 2, []int{0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec = rowsOf(t, c2, []string{"3", "c", "30", "y3"})
-	w, err = c2.Writes(kv.OpUpsert, rec)
+	w, err = c2.Writes(kvcodec.OpUpsert, rec)
 	rec.Release()
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // KVBucket is a primary-key bucket open on its leader: a KV tablet holding
@@ -36,7 +37,7 @@ type KVBucket struct {
 	// table does (ALTER TABLE … ADD COLUMN). Rows and changelog entries
 	// stored with fewer columns read with the added columns' missing
 	// values.
-	codec atomic.Pointer[kv.Codec]
+	codec atomic.Pointer[kvcodec.Codec]
 	// checked is closed once the catalog view changes after the codec was
 	// last checked against it: until then Codec need not read the view
 	// (it is on every point lookup's path).
@@ -83,7 +84,7 @@ type KVBucket struct {
 // kvAppend is one Write's stream entry on its way to the tablet.
 type kvAppend struct {
 	p       *s3stream.PendingAppend
-	records []kv.ChangeRecord
+	records []kvcodec.ChangeRecord
 	done    chan struct{} // closed when err and base are set
 	base    uint64
 	err     error
@@ -93,7 +94,7 @@ type kvAppend struct {
 // sqltypes.Schema of the table's columns, the key columns are
 // Spec.PrimaryKey, in order, and the columns marked Added read as their
 // Missing value in rows stored before they were added.
-func NewKVCodec(spec catalog.TableSpec) (*kv.Codec, error) {
+func NewKVCodec(spec catalog.TableSpec) (*kvcodec.Codec, error) {
 	if len(spec.PrimaryKey) == 0 {
 		return nil, fmt.Errorf("table %q has no primary key", spec.Name)
 	}
@@ -122,7 +123,7 @@ func NewKVCodec(spec catalog.TableSpec) (*kv.Codec, error) {
 		}
 		keyCols[i] = j
 	}
-	c, err := kv.NewTableCodec(cols, created, keyCols)
+	c, err := kvcodec.NewTableCodec(cols, created, keyCols)
 	if err != nil {
 		return nil, fmt.Errorf("table %q: %w", spec.Name, err)
 	}
@@ -142,11 +143,11 @@ func (b *KVBucket) End() uint64 { return b.stream.End() }
 // catalog view: after an ADD COLUMN is applied here, the next call returns
 // a codec with the new column. It reads every row and changelog entry the
 // bucket holds, including those stored with fewer columns.
-func (b *KVBucket) Codec() *kv.Codec { return b.refreshCodec() }
+func (b *KVBucket) Codec() *kvcodec.Codec { return b.refreshCodec() }
 
 // refreshCodec returns the bucket's codec, first rebuilt from the catalog
 // view if the table has columns the codec lacks.
-func (b *KVBucket) refreshCodec() *kv.Codec {
+func (b *KVBucket) refreshCodec() *kvcodec.Codec {
 	c := b.codec.Load()
 	if p := b.checked.Load(); p != nil {
 		select {
@@ -204,7 +205,7 @@ const catalogWait = 10 * time.Second
 // codecFor returns the bucket's codec once it has at least ncols columns,
 // waiting for the catalog view to learn of them; ErrUnavailable if it does
 // not within catalogWait.
-func (b *KVBucket) codecFor(ctx context.Context, ncols int) (*kv.Codec, error) {
+func (b *KVBucket) codecFor(ctx context.Context, ncols int) (*kvcodec.Codec, error) {
 	if c := b.codec.Load(); c.NumColumns() >= ncols {
 		return c, nil
 	}
@@ -229,7 +230,7 @@ func (b *KVBucket) codecFor(ctx context.Context, ncols int) (*kv.Codec, error) {
 }
 
 // writeColumns is the most columns a row or expected row of writes holds.
-func writeColumns(c *kv.Codec, writes []kv.Write) (int, error) {
+func writeColumns(c *kvcodec.Codec, writes []kvcodec.Write) (int, error) {
 	most := 0
 	for i, w := range writes {
 		for _, row := range [2][]byte{w.Row, w.IfRow} {
@@ -302,7 +303,7 @@ func (b *KVBucket) usable() error {
 // read the same (kv.ChangesWith). A row holding columns this node's catalog
 // does not know yet waits for it to learn of them (catalogWait), then
 // fails with ErrUnavailable, nothing appended.
-func (b *KVBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRecord, uint64, error) {
+func (b *KVBucket) Write(ctx context.Context, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, uint64, error) {
 	if len(writes) == 0 {
 		return nil, b.End(), nil
 	}

@@ -18,10 +18,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 // kvSpec is the table the KV tests use: k bigint primary key, v text.
@@ -97,7 +98,7 @@ func waitKV(t *testing.T, m *Manager, id catalog.BucketID) *KVBucket {
 }
 
 // kvRows builds one record of the codec's schema; a nil value is NULL.
-func kvRows(c *kv.Codec, keys []int64, vals []*string) arrow.RecordBatch {
+func kvRows(c *kvcodec.Codec, keys []int64, vals []*string) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, c.Schema())
 	defer b.Release()
 	for i, k := range keys {
@@ -115,13 +116,13 @@ func sp(s string) *string { return &s }
 
 // kw is one test write: op on key k with value v.
 type kw struct {
-	op kv.WriteOp
+	op kvcodec.WriteOp
 	k  int64
 	v  string
 }
 
-func encodeWrites(t testing.TB, c *kv.Codec, ws []kw) []kv.Write {
-	out := make([]kv.Write, 0, len(ws))
+func encodeWrites(t testing.TB, c *kvcodec.Codec, ws []kw) []kvcodec.Write {
+	out := make([]kvcodec.Write, 0, len(ws))
 	for _, w := range ws {
 		rec := kvRows(c, []int64{w.k}, []*string{sp(w.v)})
 		one, err := c.Writes(w.op, rec)
@@ -134,7 +135,7 @@ func encodeWrites(t testing.TB, c *kv.Codec, ws []kw) []kv.Write {
 	return out
 }
 
-func keyOf(t testing.TB, c *kv.Codec, k int64) []byte {
+func keyOf(t testing.TB, c *kvcodec.Codec, k int64) []byte {
 	arr := array.NewInt64Builder(memory.DefaultAllocator)
 	arr.Append(k)
 	a := arr.NewArray()
@@ -148,7 +149,7 @@ func keyOf(t testing.TB, c *kv.Codec, k int64) []byte {
 }
 
 // valueOf decodes row's v.
-func valueOf(t testing.TB, c *kv.Codec, row []byte) string {
+func valueOf(t testing.TB, c *kvcodec.Codec, row []byte) string {
 	rec, err := c.DecodeRows(memory.DefaultAllocator, [][]byte{row})
 	if err != nil {
 		t.Fatal(err)
@@ -229,12 +230,12 @@ func TestKVBucketChangelog(t *testing.T) {
 		first  uint64
 		n      int
 	}{
-		{[]kw{{kv.OpInsert, 1, "a"}, {kv.OpInsert, 2, "b"}}, 0, 2},
-		{[]kw{{kv.OpUpsert, 1, "a2"}, {kv.OpUpsert, 3, "c"}}, 2, 3},
-		{[]kw{{kv.OpUpdate, 2, "b2"}, {kv.OpUpdate, 9, "none"}}, 5, 2},
-		{[]kw{{kv.OpInsertIfAbsent, 3, "ignored"}, {kv.OpInsertIfAbsent, 4, "d"}}, 7, 1},
-		{[]kw{{kv.OpDelete, 1, ""}, {kv.OpDelete, 9, ""}}, 8, 1},
-		{[]kw{{kv.OpInsert, 1, "a3"}, {kv.OpDelete, 1, ""}}, 9, 2},
+		{[]kw{{kvcodec.OpInsert, 1, "a"}, {kvcodec.OpInsert, 2, "b"}}, 0, 2},
+		{[]kw{{kvcodec.OpUpsert, 1, "a2"}, {kvcodec.OpUpsert, 3, "c"}}, 2, 3},
+		{[]kw{{kvcodec.OpUpdate, 2, "b2"}, {kvcodec.OpUpdate, 9, "none"}}, 5, 2},
+		{[]kw{{kvcodec.OpInsertIfAbsent, 3, "ignored"}, {kvcodec.OpInsertIfAbsent, 4, "d"}}, 7, 1},
+		{[]kw{{kvcodec.OpDelete, 1, ""}, {kvcodec.OpDelete, 9, ""}}, 8, 1},
+		{[]kw{{kvcodec.OpInsert, 1, "a3"}, {kvcodec.OpDelete, 1, ""}}, 9, 2},
 	}
 	for i, s := range steps {
 		recs, first, err := b.Write(ctx, encodeWrites(t, c, s.writes))
@@ -243,13 +244,13 @@ func TestKVBucketChangelog(t *testing.T) {
 		}
 	}
 	// No-ops append nothing.
-	recs, end, err := b.Write(ctx, encodeWrites(t, c, []kw{{kv.OpDelete, 1, ""}, {kv.OpInsertIfAbsent, 2, "x"}}))
+	recs, end, err := b.Write(ctx, encodeWrites(t, c, []kw{{kvcodec.OpDelete, 1, ""}, {kvcodec.OpInsertIfAbsent, 2, "x"}}))
 	if err != nil || len(recs) != 0 || end != 11 {
 		t.Fatalf("no-op batch: %d records, end %d, %v", len(recs), end, err)
 	}
 	// A duplicate key fails the batch; nothing is appended, not even the
 	// batch's other writes.
-	_, _, err = b.Write(ctx, encodeWrites(t, c, []kw{{kv.OpInsert, 7, "x"}, {kv.OpInsert, 2, "dup"}}))
+	_, _, err = b.Write(ctx, encodeWrites(t, c, []kw{{kvcodec.OpInsert, 7, "x"}, {kvcodec.OpInsert, 2, "dup"}}))
 	var dup *kv.DuplicateKeyError
 	if !errors.As(err, &dup) || dup.Write != 1 {
 		t.Fatalf("duplicate insert: %v", err)
@@ -305,22 +306,22 @@ func (m kvModel) apply(ws []kw) (kvModel, bool) {
 	for _, w := range ws {
 		_, exists := out[w.k]
 		switch w.op {
-		case kv.OpInsert:
+		case kvcodec.OpInsert:
 			if exists {
 				return m, false
 			}
 			out[w.k] = w.v
-		case kv.OpInsertIfAbsent:
+		case kvcodec.OpInsertIfAbsent:
 			if !exists {
 				out[w.k] = w.v
 			}
-		case kv.OpUpsert:
+		case kvcodec.OpUpsert:
 			out[w.k] = w.v
-		case kv.OpUpdate:
+		case kvcodec.OpUpdate:
 			if exists {
 				out[w.k] = w.v
 			}
-		case kv.OpDelete:
+		case kvcodec.OpDelete:
 			delete(out, w.k)
 		}
 	}
@@ -343,7 +344,7 @@ func (m kvModel) String() string {
 func randomBatch(rng *rand.Rand, step int) []kw {
 	ws := make([]kw, 1+rng.IntN(4))
 	for i := range ws {
-		ws[i] = kw{op: kv.WriteOp(rng.IntN(5)), k: int64(rng.IntN(40)), v: fmt.Sprintf("s%d.%d", step, i)}
+		ws[i] = kw{op: kvcodec.WriteOp(rng.IntN(5)), k: int64(rng.IntN(40)), v: fmt.Sprintf("s%d.%d", step, i)}
 	}
 	return ws
 }

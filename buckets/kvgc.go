@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/objstore"
 )
 
 // KVCollector deletes KV snapshot objects no retained snapshot needs

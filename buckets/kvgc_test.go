@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 func countKV(t *testing.T, store objstore.Store, prefix string) int {
@@ -35,7 +36,7 @@ func TestKVCollector(t *testing.T) {
 	model := kvModel{}
 	for round := 0; round < 5; round++ {
 		for i := 0; i < 30; i++ {
-			model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, int64(i + round*7), fmt.Sprintf("r%d", round)}, {kv.OpDelete, int64(i * round), ""}})
+			model, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, int64(i + round*7), fmt.Sprintf("r%d", round)}, {kvcodec.OpDelete, int64(i * round), ""}})
 		}
 		if err := b.Snapshot(ctx); err != nil {
 			t.Fatal(err)

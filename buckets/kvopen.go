@@ -15,6 +15,7 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // isPrimaryKey reports whether bucket b belongs to a primary-key table.
@@ -175,7 +176,7 @@ func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) 
 
 // kvCodec returns the codec of bucket id's table in the current view, or
 // of spec if the view no longer has it.
-func (m *Manager) kvCodec(id catalog.BucketID, spec catalog.TableSpec) (*kv.Codec, error) {
+func (m *Manager) kvCodec(id catalog.BucketID, spec catalog.TableSpec) (*kvcodec.Codec, error) {
 	if current, ok := m.primaryKeySpec(id); ok {
 		spec = current
 	}
@@ -234,7 +235,7 @@ type LakeRows func(ctx context.Context, table catalog.TableID, snapshot int64, b
 // stand for; the changelog is replayed from there. It is the last resort
 // when no retained snapshot is usable and the changelog is trimmed (a trim
 // never passes the tiered offset of a table with tiering on).
-func (m *Manager) restoreFromLake(ctx context.Context, id catalog.BucketID, codec *kv.Codec, t *kv.Tablet) (uint64, error) {
+func (m *Manager) restoreFromLake(ctx context.Context, id catalog.BucketID, codec *kvcodec.Codec, t *kv.Tablet) (uint64, error) {
 	if m.cfg.KVLake == nil {
 		return 0, errors.New("this node reads no lake")
 	}
@@ -295,7 +296,7 @@ const replayChunk = 1 << 16
 // restoreKV builds the tablet of a bucket whose stream is open: restore
 // from the view's snapshots, then replay the stream from the restored
 // offset to its end.
-func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint64, codec *kv.Codec, stream *s3stream.Stream) (*KVBucket, error) {
+func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint64, codec *kvcodec.Codec, stream *s3stream.Stream) (*KVBucket, error) {
 	start := time.Now()
 	if err := m.removeKVDirs(id); err != nil {
 		return nil, fmt.Errorf("remove stale tablet directories of bucket %d: %w", id, err)
@@ -361,7 +362,7 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 				break
 			}
 			err = t.ApplyEntry(codec, e.Offset, e.Count, e.Payload)
-			if errors.Is(err, kv.ErrNewerColumns) {
+			if errors.Is(err, kvcodec.ErrNewerColumns) {
 				// Written by a leader that knew of columns added after this
 				// open read the view; the view may have them by now.
 				if newer, nerr := m.kvCodec(id, catalog.TableSpec{}); nerr == nil && newer.NumColumns() > codec.NumColumns() {

@@ -18,9 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent log writes.
@@ -85,9 +86,9 @@ func TestKVBucketSnapshotDuringWrites(t *testing.T) {
 		for i := 0; i < 800; i++ {
 			ws := make([]kw, 1+rng.IntN(3))
 			for j := range ws {
-				op := kv.OpUpsert
+				op := kvcodec.OpUpsert
 				if rng.IntN(3) == 0 {
-					op = kv.OpDelete
+					op = kvcodec.OpDelete
 				}
 				ws[j] = kw{op: op, k: int64(rng.IntN(60)), v: fmt.Sprintf("w%d.%d", i, j)}
 			}
@@ -199,7 +200,7 @@ func TestKVBucketCorruptSnapshot(t *testing.T) {
 	model := kvModel{}
 	for i := 0; i < 3; i++ {
 		for j := 0; j < 20; j++ {
-			model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, int64(j*3 + i), fmt.Sprintf("r%d.%d", i, j)}, {kv.OpDelete, int64(j + i), ""}})
+			model, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, int64(j*3 + i), fmt.Sprintf("r%d.%d", i, j)}, {kvcodec.OpDelete, int64(j + i), ""}})
 		}
 		if i < 2 {
 			if err := b.Snapshot(ctx); err != nil {
@@ -246,7 +247,7 @@ func TestKVBucketCorruptSnapshot(t *testing.T) {
 	if err := env.store.Delete(ctx, snaps[0].Manifest); err != nil {
 		t.Fatal(err)
 	}
-	model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, 1000, "late"}})
+	model, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, 1000, "late"}})
 	m.Close()
 	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
 	b = waitKV(t, m, id)
@@ -273,12 +274,12 @@ func TestKVBucketMoveAndFailover(t *testing.T) {
 	b := waitKV(t, m1, id)
 	model := kvModel{}
 	for i := 0; i < 50; i++ {
-		model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, int64(i % 17), fmt.Sprintf("n1.%d", i)}})
+		model, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, int64(i % 17), fmt.Sprintf("n1.%d", i)}})
 	}
 	if err := b.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	model, _ = writeModel(t, b, model, []kw{{kv.OpDelete, 3, ""}, {kv.OpInsert, 100, "after-snapshot"}})
+	model, _ = writeModel(t, b, model, []kw{{kvcodec.OpDelete, 3, ""}, {kvcodec.OpInsert, 100, "after-snapshot"}})
 	var nle *NotLeaderError
 	if _, err := m2.KVBucket(id); !errors.As(err, &nle) || nle.Leader != 1 || nle.To != "node1:1" {
 		t.Fatalf("node 2 before the move: %v", err)
@@ -307,11 +308,11 @@ func TestKVBucketMoveAndFailover(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, _, err := b.Write(ctx, encodeWrites(t, b.Codec(), []kw{{kv.OpUpsert, 1, "stale"}})); !errors.Is(err, ErrUnavailable) {
+	if _, _, err := b.Write(ctx, encodeWrites(t, b.Codec(), []kw{{kvcodec.OpUpsert, 1, "stale"}})); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("write through the old leader's handle: %v", err)
 	}
 	for i := 0; i < 20; i++ {
-		model, _ = writeModel(t, b2, model, []kw{{kv.OpUpsert, int64(i % 7), fmt.Sprintf("n2.%d", i)}})
+		model, _ = writeModel(t, b2, model, []kw{{kvcodec.OpUpsert, int64(i % 7), fmt.Sprintf("n2.%d", i)}})
 	}
 
 	// Node 2 dies; node 1 takes over.
@@ -326,10 +327,10 @@ func TestKVBucketMoveAndFailover(t *testing.T) {
 	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
 		t.Fatalf("node 1 after the takeover: %v\nwant %v", got, model)
 	}
-	if _, _, err := b.Write(ctx, encodeWrites(t, b.Codec(), []kw{{kv.OpInsert, 0, "dup"}})); err == nil {
+	if _, _, err := b.Write(ctx, encodeWrites(t, b.Codec(), []kw{{kvcodec.OpInsert, 0, "dup"}})); err == nil {
 		t.Fatal("insert of an existing key after the takeover succeeded")
 	}
-	_, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, 500, "n1 again"}})
+	_, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, 500, "n1 again"}})
 	if row, ok, err := b.Get(keyOf(t, b.Codec(), 500)); err != nil || !ok || valueOf(t, b.Codec(), row) != "n1 again" {
 		t.Fatalf("Get after takeover: %v %v", ok, err)
 	}
@@ -353,13 +354,13 @@ func TestKVBucketOpenRetriesThroughOutage(t *testing.T) {
 	ctx := context.Background()
 	model := kvModel{}
 	for i := 0; i < 40; i++ {
-		model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, int64(i % 13), fmt.Sprintf("a%d", i)}})
+		model, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, int64(i % 13), fmt.Sprintf("a%d", i)}})
 	}
 	if err := b.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {
-		model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, int64(i % 7), fmt.Sprintf("b%d", i)}, {kv.OpDelete, int64(i % 5), ""}})
+		model, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, int64(i % 7), fmt.Sprintf("b%d", i)}, {kvcodec.OpDelete, int64(i % 5), ""}})
 	}
 	if err := m.CloseBuckets(ctx); err != nil {
 		t.Fatal(err)
@@ -440,7 +441,7 @@ func TestKVBucketConcurrentWritersWithFaults(t *testing.T) {
 					t.Errorf("bucket: %v", err)
 					return
 				}
-				_, _, err = b.Write(ctx, encodeWrites(t, b.Codec(), []kw{{kv.OpUpsert, k, v}}))
+				_, _, err = b.Write(ctx, encodeWrites(t, b.Codec(), []kw{{kvcodec.OpUpsert, k, v}}))
 				switch {
 				case err == nil:
 					acked.Add(1)

@@ -17,10 +17,11 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 // waitCommitted waits until the bucket's stream has committed everything
@@ -73,8 +74,8 @@ func TestKVBucketTrimmedChangelogReopen(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		for j := 0; j < 20; j++ {
 			model, _ = writeModel(t, b, model, []kw{
-				{kv.OpUpsert, int64(j*3 + round), fmt.Sprintf("r%d.%d", round, j)},
-				{kv.OpDelete, int64(j + round), ""},
+				{kvcodec.OpUpsert, int64(j*3 + round), fmt.Sprintf("r%d.%d", round, j)},
+				{kvcodec.OpDelete, int64(j + round), ""},
 			})
 		}
 		waitCommitted(t, cat, b)
@@ -127,7 +128,7 @@ func TestKVBucketTrimmedChangelogReopen(t *testing.T) {
 	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
 		t.Fatalf("reopened after the trim: %v\nwant %v", got, model)
 	}
-	model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, 500, "after reopen"}})
+	model, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, 500, "after reopen"}})
 
 	// The newest snapshot's manifest is gone: the older one (at or above
 	// the trim point) still restores the exact state.
@@ -238,8 +239,8 @@ func TestKVBucketTrimmedRestoreFromLake(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		for j := 0; j < 20; j++ {
 			model, _ = writeModel(t, b, model, []kw{
-				{kv.OpUpsert, int64(j*3 + round), fmt.Sprintf("r%d.%d", round, j)},
-				{kv.OpDelete, int64(j + round), ""},
+				{kvcodec.OpUpsert, int64(j*3 + round), fmt.Sprintf("r%d.%d", round, j)},
+				{kvcodec.OpDelete, int64(j + round), ""},
 			})
 		}
 		waitCommitted(t, cat, b)
@@ -316,7 +317,7 @@ func TestKVBucketTrimmedRestoreFromLake(t *testing.T) {
 		t.Fatalf("the restore from the lake was not logged; log:\n%s", l)
 	}
 	// It writes on, and its next snapshot makes the lake unnecessary again.
-	model, _ = writeModel(t, b, model, []kw{{kv.OpUpsert, 900, "after the lake"}})
+	model, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, 900, "after the lake"}})
 	if err := b.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/objstore"
 )
 
 // Metadata is what the manager needs from the metadata log;

@@ -12,14 +12,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 // widerCodec is the codec of the test table after ALTER TABLE … ADD
 // COLUMN x integer DEFAULT 5: rows stored without x read x = 5.
-func widerCodec(t testing.TB) *Codec {
+func widerCodec(t testing.TB) *kvcodec.Codec {
 	var cols []sqltypes.Column
 	for _, c := range []struct{ name, typ string }{{"id", "bigint"}, {"name", "text"}, {"v", "text"}, {"n", "bigint"}, {"x", "integer"}} {
 		typ, err := sqltypes.Parse(c.typ)
@@ -29,7 +30,7 @@ func widerCodec(t testing.TB) *Codec {
 		cols = append(cols, sqltypes.Column{Name: c.name, Type: typ})
 	}
 	cols[4].Missing = ptr("5")
-	c, err := NewTableCodec(cols, 4, []int{0, 1})
+	c, err := kvcodec.NewTableCodec(cols, 4, []int{0, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func widerCodec(t testing.TB) *Codec {
 }
 
 // readAll formats every row of tab, in key order, as the codec reads it.
-func readAll(t testing.TB, c *Codec, tab *Tablet) []string {
+func readAll(t testing.TB, c *kvcodec.Codec, tab *Tablet) []string {
 	t.Helper()
 	r, err := tab.NewReader()
 	if err != nil {
@@ -78,7 +79,7 @@ func formatRows(rec arrow.RecordBatch) []string {
 // readModifyWrite is what the SQL layer's UPDATE does: read the row of key
 // with c, set v, re-encode it with c and write it conditionally on the row
 // it read (re-encoded, as pk_update does).
-func readModifyWrite(t testing.TB, c *Codec, r RowReader, key []byte, v string) Write {
+func readModifyWrite(t testing.TB, c *kvcodec.Codec, r RowReader, key []byte, v string) kvcodec.Write {
 	t.Helper()
 	stored, ok, err := r.Get(key)
 	if err != nil || !ok {
@@ -110,7 +111,7 @@ func readModifyWrite(t testing.TB, c *Codec, r RowReader, key []byte, v string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Write{Op: OpUpdate, Key: key, Row: row, CheckRow: true, IfRow: ifRow}
+	return kvcodec.Write{Op: kvcodec.OpUpdate, Key: key, Row: row, CheckRow: true, IfRow: ifRow}
 }
 
 // TestAddedColumnWrites: rows stored before ADD COLUMN read with the
@@ -131,7 +132,7 @@ func TestAddedColumnWrites(t *testing.T) {
 	defer tab.Close()
 	var log memLog
 	p := NewPending(tab)
-	apply := func(c *Codec, writes []Write) error {
+	apply := func(c *kvcodec.Codec, writes []kvcodec.Write) error {
 		t.Helper()
 		records, err := p.Changes(c, writes)
 		if err != nil || len(records) == 0 {
@@ -142,9 +143,9 @@ func TestAddedColumnWrites(t *testing.T) {
 
 	// Before the ALTER: format-1 rows, old-width changelog entries.
 	keys, rows := encodeRows(t, old, testRow{id: 1, name: "a", v: ptr("one")}, testRow{id: 2, name: "b"}, testRow{id: 3, name: "c", n: ptr(int64(30))})
-	var writes []Write
+	var writes []kvcodec.Write
 	for i := range keys {
-		writes = append(writes, Write{Op: OpInsert, Key: keys[i], Row: rows[i]})
+		writes = append(writes, kvcodec.Write{Op: kvcodec.OpInsert, Key: keys[i], Row: rows[i]})
 	}
 	if err := apply(old, writes); err != nil {
 		t.Fatal(err)
@@ -163,23 +164,23 @@ func TestAddedColumnWrites(t *testing.T) {
 	// UPDATE of a row stored before the ALTER: the re-encoded old row is
 	// 5 columns in format 2, the stored one 4 in format 1.
 	upd := readModifyWrite(t, wide, p, keys[0], "uno")
-	if _, err := Changes(p, []Write{upd}); !errors.Is(err, ErrConflict) {
+	if _, err := Changes(p, []kvcodec.Write{upd}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("a bytewise CheckRow of a re-encoded format-1 row: %v (the test no longer shows why ChangesWith compares semantically)", err)
 	}
-	if err := apply(wide, []Write{upd}); err != nil {
+	if err := apply(wide, []kvcodec.Write{upd}); err != nil {
 		t.Fatalf("UPDATE of a row stored before ADD COLUMN: %v", err)
 	}
 	// DELETE conditional on a re-encoded row stored before the ALTER.
 	del := readModifyWrite(t, wide, p, keys[1], "")
-	del.Op, del.Row = OpDelete, nil
-	if err := apply(wide, []Write{del}); err != nil {
+	del.Op, del.Row = kvcodec.OpDelete, nil
+	if err := apply(wide, []kvcodec.Write{del}); err != nil {
 		t.Fatalf("DELETE of a row stored before ADD COLUMN: %v", err)
 	}
 	// A writer that has not learned of x yet: a 4-column upsert,
 	// conditional on the format-1 row it read.
 	_, rows3 := encodeRows(t, old, testRow{id: 3, name: "c", v: ptr("three"), n: ptr(int64(31))})
 	stored3, _, _ := p.Get(keys[2])
-	if err := apply(wide, []Write{{Op: OpUpsert, Key: keys[2], Row: rows3[0], CheckRow: true, IfRow: stored3}}); err != nil {
+	if err := apply(wide, []kvcodec.Write{{Op: kvcodec.OpUpsert, Key: keys[2], Row: rows3[0], CheckRow: true, IfRow: stored3}}); err != nil {
 		t.Fatalf("a narrower upsert after ADD COLUMN: %v", err)
 	}
 	// An UPDATE computed from x = 6 (not what the row holds) conflicts.
@@ -208,7 +209,7 @@ func TestAddedColumnWrites(t *testing.T) {
 	}
 	six.Release()
 	var ce *ConflictError
-	if _, err := p.Changes(wide, []Write{stale}); !errors.As(err, &ce) || ce.Write != 0 {
+	if _, err := p.Changes(wide, []kvcodec.Write{stale}); !errors.As(err, &ce) || ce.Write != 0 {
 		t.Fatalf("an UPDATE conditional on x = 6 of a row reading x = 5: %v, want a conflict", err)
 	}
 	// A new row with all five columns.
@@ -223,7 +224,7 @@ func TestAddedColumnWrites(t *testing.T) {
 		return b.NewRecordBatch()
 	}()
 	defer newRec.Release()
-	w4, err := wide.Writes(OpInsert, newRec)
+	w4, err := wide.Writes(kvcodec.OpInsert, newRec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,8 +270,8 @@ func TestAddedColumnWrites(t *testing.T) {
 			break
 		}
 	}
-	if !errors.Is(replayErr, ErrNewerColumns) {
-		t.Errorf("replay of entries holding x with the old codec: %v, want ErrNewerColumns", replayErr)
+	if !errors.Is(replayErr, kvcodec.ErrNewerColumns) {
+		t.Errorf("replay of entries holding x with the old codec: %v, want kvcodec.ErrNewerColumns", replayErr)
 	}
 }
 
@@ -311,12 +312,12 @@ func TestLoadRowsAddedColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wideRec.Release()
-	if err := other.LoadRows(testCodec(t), wideRec); !errors.Is(err, ErrNewerColumns) {
-		t.Fatalf("a load of 5 columns with a 4-column codec: %v, want ErrNewerColumns", err)
+	if err := other.LoadRows(testCodec(t), wideRec); !errors.Is(err, kvcodec.ErrNewerColumns) {
+		t.Fatalf("a load of 5 columns with a 4-column codec: %v, want kvcodec.ErrNewerColumns", err)
 	}
 }
 
-func mustRow(t testing.TB, c *Codec, rec arrow.RecordBatch) []byte {
+func mustRow(t testing.TB, c *kvcodec.Codec, rec arrow.RecordBatch) []byte {
 	t.Helper()
 	row, err := c.AppendRow(nil, rec, 0)
 	if err != nil {

@@ -18,8 +18,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"go.uber.org/goleak"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 // The benchmark table: id bigint primary key, name text, payload text,
@@ -39,14 +40,14 @@ var benchTablet struct {
 	once  sync.Once
 	root  string
 	tab   *Tablet
-	codec *Codec
+	codec *kvcodec.Codec
 	err   error
 	// load is the time to apply 1M rows; settle the time the background
 	// compactions took after it.
 	load, settle time.Duration
 }
 
-func loadBenchTablet(b *testing.B) (*Tablet, *Codec, string) {
+func loadBenchTablet(b *testing.B) (*Tablet, *kvcodec.Codec, string) {
 	benchTablet.once.Do(func() {
 		root, err := os.MkdirTemp("", "kv-bench-")
 		if err != nil {
@@ -54,7 +55,7 @@ func loadBenchTablet(b *testing.B) (*Tablet, *Codec, string) {
 			return
 		}
 		benchTablet.root = root
-		c, err := NewCodec(benchSchema, []int{0})
+		c, err := kvcodec.NewCodec(benchSchema, []int{0})
 		if err != nil {
 			benchTablet.err = err
 			return
@@ -87,11 +88,11 @@ func loadBenchTablet(b *testing.B) (*Tablet, *Codec, string) {
 			}
 			rec := bld.NewRecordBatch()
 			bld.Release()
-			records := make([]ChangeRecord, batch)
+			records := make([]kvcodec.ChangeRecord, batch)
 			for i := range records {
 				k, _ := c.AppendKey(nil, rec, i)
 				v, _ := c.AppendRow(nil, rec, i)
-				records[i] = ChangeRecord{Type: Insert, Key: k, Row: v}
+				records[i] = kvcodec.ChangeRecord{Type: kvcodec.Insert, Key: k, Row: v}
 			}
 			rec.Release()
 			if err := tab.Apply(records, uint64(from+batch)); err != nil {
@@ -144,7 +145,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func benchKey(c *Codec, id int64) []byte {
+func benchKey(c *kvcodec.Codec, id int64) []byte {
 	// The key of a single bigint column: what Codec.AppendKey yields.
 	k, err := c.AppendKeyValues(nil, []any{id})
 	if err != nil {
@@ -226,14 +227,14 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 
 		// 10,000 updates, then an incremental snapshot.
 		rng := rand.New(rand.NewPCG(uint64(n), 4))
-		var records []ChangeRecord
+		var records []kvcodec.ChangeRecord
 		for range 10_000 {
 			k := benchKey(c, rng.Int64N(benchRows))
 			old, _, err := tab.Get(k)
 			if err != nil {
 				b.Fatal(err)
 			}
-			records = append(records, ChangeRecord{Type: UpdateBefore, Key: k, Row: old}, ChangeRecord{Type: UpdateAfter, Key: k, Row: old})
+			records = append(records, kvcodec.ChangeRecord{Type: kvcodec.UpdateBefore, Key: k, Row: old}, kvcodec.ChangeRecord{Type: kvcodec.UpdateAfter, Key: k, Row: old})
 		}
 		if err := tab.Apply(records, tab.AppliedOffset()+uint64(len(records))); err != nil {
 			b.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // ErrDuplicateKey is wrapped by *DuplicateKeyError.
@@ -63,7 +65,7 @@ type RowReader interface {
 // A conditional write (CheckRow) compares rows bytewise, which is right
 // only while every row of the table has one encoding; ChangesWith compares
 // them as a codec reads them.
-func Changes(r RowReader, writes []Write) ([]ChangeRecord, error) {
+func Changes(r RowReader, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, error) {
 	return ChangesWith(nil, r, writes)
 }
 
@@ -72,7 +74,7 @@ func Changes(r RowReader, writes []Write) ([]ChangeRecord, error) {
 // before columns were added matches the same row re-encoded with the
 // columns' missing values. A nil c compares bytewise. A row c cannot read
 // fails the batch (kv.ErrBadRow, kv.ErrNewerColumns).
-func ChangesWith(c *Codec, r RowReader, writes []Write) ([]ChangeRecord, error) {
+func ChangesWith(c *kvcodec.Codec, r RowReader, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, error) {
 	// batch holds the rows written earlier in this batch: nil means deleted.
 	var batch map[string][]byte
 	if len(writes) > 1 {
@@ -84,9 +86,9 @@ func ChangesWith(c *Codec, r RowReader, writes []Write) ([]ChangeRecord, error) 
 		}
 		return r.Get(key)
 	}
-	records := make([]ChangeRecord, 0, len(writes))
+	records := make([]kvcodec.ChangeRecord, 0, len(writes))
 	for i, w := range writes {
-		if w.Op != OpDelete && w.Row == nil {
+		if w.Op != kvcodec.OpDelete && w.Row == nil {
 			return nil, fmt.Errorf("kv: write %d (%s) has no row", i, w.Op)
 		}
 		old, exists, err := current(w.Key)
@@ -108,35 +110,35 @@ func ChangesWith(c *Codec, r RowReader, writes []Write) ([]ChangeRecord, error) 
 		}
 		var after []byte // the row after this write; nil: deleted
 		switch w.Op {
-		case OpInsert:
+		case kvcodec.OpInsert:
 			if exists {
 				return nil, &DuplicateKeyError{Write: i, Key: bytes.Clone(w.Key)}
 			}
-			records = append(records, ChangeRecord{Type: Insert, Key: w.Key, Row: w.Row, Write: i})
+			records = append(records, kvcodec.ChangeRecord{Type: kvcodec.Insert, Key: w.Key, Row: w.Row, Write: i})
 			after = w.Row
-		case OpInsertIfAbsent:
+		case kvcodec.OpInsertIfAbsent:
 			if exists {
 				continue
 			}
-			records = append(records, ChangeRecord{Type: Insert, Key: w.Key, Row: w.Row, Write: i})
+			records = append(records, kvcodec.ChangeRecord{Type: kvcodec.Insert, Key: w.Key, Row: w.Row, Write: i})
 			after = w.Row
-		case OpUpsert, OpUpdate:
+		case kvcodec.OpUpsert, kvcodec.OpUpdate:
 			if !exists {
-				if w.Op == OpUpdate {
+				if w.Op == kvcodec.OpUpdate {
 					continue
 				}
-				records = append(records, ChangeRecord{Type: Insert, Key: w.Key, Row: w.Row, Write: i})
+				records = append(records, kvcodec.ChangeRecord{Type: kvcodec.Insert, Key: w.Key, Row: w.Row, Write: i})
 			} else {
 				records = append(records,
-					ChangeRecord{Type: UpdateBefore, Key: w.Key, Row: old, Write: i},
-					ChangeRecord{Type: UpdateAfter, Key: w.Key, Row: w.Row, Write: i})
+					kvcodec.ChangeRecord{Type: kvcodec.UpdateBefore, Key: w.Key, Row: old, Write: i},
+					kvcodec.ChangeRecord{Type: kvcodec.UpdateAfter, Key: w.Key, Row: w.Row, Write: i})
 			}
 			after = w.Row
-		case OpDelete:
+		case kvcodec.OpDelete:
 			if !exists {
 				continue
 			}
-			records = append(records, ChangeRecord{Type: Delete, Key: w.Key, Row: old, Write: i})
+			records = append(records, kvcodec.ChangeRecord{Type: kvcodec.Delete, Key: w.Key, Row: old, Write: i})
 		default:
 			return nil, fmt.Errorf("kv: write %d: unknown op %s", i, w.Op)
 		}

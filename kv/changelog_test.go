@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // TestChanges checks the exact changelog records that a sequence of write
@@ -11,7 +13,7 @@ import (
 func TestChanges(t *testing.T) {
 	c := testCodec(t)
 	type w struct {
-		op WriteOp
+		op kvcodec.WriteOp
 		id int64
 		v  string // "" writes a null v
 	}
@@ -25,31 +27,31 @@ func TestChanges(t *testing.T) {
 		batches []batch
 	}{
 		{"insert update delete", []batch{
-			{writes: []w{{OpInsert, 1, "a"}, {OpInsert, 2, "b"}}, want: []string{"+I 1/k=a,NULL", "+I 2/k=b,NULL"}, dup: -1},
-			{writes: []w{{OpUpsert, 1, "a2"}}, want: []string{"-U 1/k=a,NULL", "+U 1/k=a2,NULL"}, dup: -1},
-			{writes: []w{{OpDelete, 2, ""}}, want: []string{"-D 2/k=b,NULL"}, dup: -1},
-			{writes: []w{{OpUpsert, 2, "b2"}}, want: []string{"+I 2/k=b2,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpInsert, 1, "a"}, {kvcodec.OpInsert, 2, "b"}}, want: []string{"+I 1/k=a,NULL", "+I 2/k=b,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpUpsert, 1, "a2"}}, want: []string{"-U 1/k=a,NULL", "+U 1/k=a2,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpDelete, 2, ""}}, want: []string{"-D 2/k=b,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpUpsert, 2, "b2"}}, want: []string{"+I 2/k=b2,NULL"}, dup: -1},
 		}},
 		{"writes to one key apply in batch order", []batch{
-			{writes: []w{{OpUpsert, 1, "a"}, {OpUpsert, 1, "b"}, {OpDelete, 1, ""}, {OpInsert, 1, "c"}, {OpUpdate, 1, "d"}},
+			{writes: []w{{kvcodec.OpUpsert, 1, "a"}, {kvcodec.OpUpsert, 1, "b"}, {kvcodec.OpDelete, 1, ""}, {kvcodec.OpInsert, 1, "c"}, {kvcodec.OpUpdate, 1, "d"}},
 				want: []string{"+I 1/k=a,NULL", "-U 1/k=a,NULL", "+U 1/k=b,NULL", "-D 1/k=b,NULL", "+I 1/k=c,NULL", "-U 1/k=c,NULL", "+U 1/k=d,NULL"}, dup: -1},
 		}},
 		{"duplicate key against the tablet fails the whole batch", []batch{
-			{writes: []w{{OpInsert, 1, "a"}}, want: []string{"+I 1/k=a,NULL"}, dup: -1},
-			{writes: []w{{OpInsert, 2, "b"}, {OpInsert, 1, "x"}}, dup: 1},
-			{writes: []w{{OpInsert, 2, "b"}}, want: []string{"+I 2/k=b,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpInsert, 1, "a"}}, want: []string{"+I 1/k=a,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpInsert, 2, "b"}, {kvcodec.OpInsert, 1, "x"}}, dup: 1},
+			{writes: []w{{kvcodec.OpInsert, 2, "b"}}, want: []string{"+I 2/k=b,NULL"}, dup: -1},
 		}},
 		{"duplicate key within a batch", []batch{
-			{writes: []w{{OpInsert, 5, "a"}, {OpInsert, 5, "b"}}, dup: 1},
-			{writes: []w{{OpInsert, 5, "a"}, {OpDelete, 5, ""}, {OpInsert, 5, "b"}}, want: []string{"+I 5/k=a,NULL", "-D 5/k=a,NULL", "+I 5/k=b,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpInsert, 5, "a"}, {kvcodec.OpInsert, 5, "b"}}, dup: 1},
+			{writes: []w{{kvcodec.OpInsert, 5, "a"}, {kvcodec.OpDelete, 5, ""}, {kvcodec.OpInsert, 5, "b"}}, want: []string{"+I 5/k=a,NULL", "-D 5/k=a,NULL", "+I 5/k=b,NULL"}, dup: -1},
 		}},
 		{"no-ops: insert-if-absent on a present key, update and delete of a missing key", []batch{
-			{writes: []w{{OpInsertIfAbsent, 1, "a"}, {OpInsertIfAbsent, 1, "b"}, {OpUpdate, 2, "x"}, {OpDelete, 3, ""}}, want: []string{"+I 1/k=a,NULL"}, dup: -1},
-			{writes: []w{{OpInsertIfAbsent, 1, "c"}, {OpDelete, 2, ""}}, dup: -1},
-			{writes: []w{{OpUpdate, 1, "d"}}, want: []string{"-U 1/k=a,NULL", "+U 1/k=d,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpInsertIfAbsent, 1, "a"}, {kvcodec.OpInsertIfAbsent, 1, "b"}, {kvcodec.OpUpdate, 2, "x"}, {kvcodec.OpDelete, 3, ""}}, want: []string{"+I 1/k=a,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpInsertIfAbsent, 1, "c"}, {kvcodec.OpDelete, 2, ""}}, dup: -1},
+			{writes: []w{{kvcodec.OpUpdate, 1, "d"}}, want: []string{"-U 1/k=a,NULL", "+U 1/k=d,NULL"}, dup: -1},
 		}},
 		{"an upsert to the same row still updates", []batch{
-			{writes: []w{{OpUpsert, 1, "a"}, {OpUpsert, 1, "a"}}, want: []string{"+I 1/k=a,NULL", "-U 1/k=a,NULL", "+U 1/k=a,NULL"}, dup: -1},
+			{writes: []w{{kvcodec.OpUpsert, 1, "a"}, {kvcodec.OpUpsert, 1, "a"}}, want: []string{"+I 1/k=a,NULL", "-U 1/k=a,NULL", "+U 1/k=a,NULL"}, dup: -1},
 		}},
 	}
 	for _, tt := range tests {
@@ -61,15 +63,15 @@ func TestChanges(t *testing.T) {
 			defer tab.Close()
 			var end uint64
 			for bi, b := range tt.batches {
-				var writes []Write
+				var writes []kvcodec.Write
 				for _, x := range b.writes {
 					r := testRow{id: x.id, name: "k"}
 					if x.v != "" {
 						r.v = ptr(x.v)
 					}
 					keys, rows := encodeRows(t, c, r)
-					wr := Write{Op: x.op, Key: keys[0], Row: rows[0]}
-					if x.op == OpDelete {
+					wr := kvcodec.Write{Op: x.op, Key: keys[0], Row: rows[0]}
+					if x.op == kvcodec.OpDelete {
 						wr.Row = nil
 					}
 					writes = append(writes, wr)
@@ -131,10 +133,10 @@ func TestChangesWriteIndex(t *testing.T) {
 	}
 	defer tab.Close()
 	keys, rows := encodeRows(t, c, testRow{id: 1, name: "a"}, testRow{id: 2, name: "b"})
-	records, err := Changes(tab, []Write{
-		{Op: OpDelete, Key: keys[1]},
-		{Op: OpInsert, Key: keys[0], Row: rows[0]},
-		{Op: OpUpsert, Key: keys[0], Row: rows[0]},
+	records, err := Changes(tab, []kvcodec.Write{
+		{Op: kvcodec.OpDelete, Key: keys[1]},
+		{Op: kvcodec.OpInsert, Key: keys[0], Row: rows[0]},
+		{Op: kvcodec.OpUpsert, Key: keys[0], Row: rows[0]},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,26 +161,26 @@ func TestChangesConditional(t *testing.T) {
 	defer tab.Close()
 	keys, rows := encodeRows(t, c, testRow{id: 1, name: "a", v: ptr("old")}, testRow{id: 1, name: "a", v: ptr("new")})
 	var log memLog
-	write(t, c, tab, &log, []Write{{Op: OpInsert, Key: keys[0], Row: rows[0]}})
+	write(t, c, tab, &log, []kvcodec.Write{{Op: kvcodec.OpInsert, Key: keys[0], Row: rows[0]}})
 
 	tests := []struct {
 		name     string
-		writes   []Write
+		writes   []kvcodec.Write
 		conflict int // -1: none
 		records  int
 	}{
-		{"the row read is current", []Write{{Op: OpUpdate, Key: keys[0], Row: rows[1], CheckRow: true, IfRow: rows[0]}}, -1, 2},
-		{"the row changed", []Write{{Op: OpUpdate, Key: keys[0], Row: rows[1], CheckRow: true, IfRow: rows[1]}}, 0, 0},
-		{"the row was absent when read", []Write{{Op: OpUpsert, Key: keys[0], Row: rows[1], CheckRow: true}}, 0, 0},
-		{"a delete conditional on the current row", []Write{{Op: OpDelete, Key: keys[0], CheckRow: true, IfRow: rows[0]}}, -1, 1},
-		{"checked after the batch's earlier writes", []Write{
-			{Op: OpUpdate, Key: keys[0], Row: rows[1]},
-			{Op: OpDelete, Key: keys[0], CheckRow: true, IfRow: rows[1]},
-			{Op: OpInsert, Key: keys[0], Row: rows[0], CheckRow: true},
+		{"the row read is current", []kvcodec.Write{{Op: kvcodec.OpUpdate, Key: keys[0], Row: rows[1], CheckRow: true, IfRow: rows[0]}}, -1, 2},
+		{"the row changed", []kvcodec.Write{{Op: kvcodec.OpUpdate, Key: keys[0], Row: rows[1], CheckRow: true, IfRow: rows[1]}}, 0, 0},
+		{"the row was absent when read", []kvcodec.Write{{Op: kvcodec.OpUpsert, Key: keys[0], Row: rows[1], CheckRow: true}}, 0, 0},
+		{"a delete conditional on the current row", []kvcodec.Write{{Op: kvcodec.OpDelete, Key: keys[0], CheckRow: true, IfRow: rows[0]}}, -1, 1},
+		{"checked after the batch's earlier writes", []kvcodec.Write{
+			{Op: kvcodec.OpUpdate, Key: keys[0], Row: rows[1]},
+			{Op: kvcodec.OpDelete, Key: keys[0], CheckRow: true, IfRow: rows[1]},
+			{Op: kvcodec.OpInsert, Key: keys[0], Row: rows[0], CheckRow: true},
 		}, -1, 4},
-		{"a conflict fails the whole batch", []Write{
-			{Op: OpUpdate, Key: keys[0], Row: rows[1]},
-			{Op: OpDelete, Key: keys[0], CheckRow: true, IfRow: rows[0]},
+		{"a conflict fails the whole batch", []kvcodec.Write{
+			{Op: kvcodec.OpUpdate, Key: keys[0], Row: rows[1]},
+			{Op: kvcodec.OpDelete, Key: keys[0], CheckRow: true, IfRow: rows[0]},
 		}, 1, 0},
 	}
 	for _, tt := range tests {
@@ -204,14 +206,14 @@ func TestCodecWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Release()
-	for _, op := range []WriteOp{OpUpsert, OpDelete} {
+	for _, op := range []kvcodec.WriteOp{kvcodec.OpUpsert, kvcodec.OpDelete} {
 		writes, err := c.Writes(op, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, w := range writes {
 			wantRow := encoded[i]
-			if op == OpDelete {
+			if op == kvcodec.OpDelete {
 				wantRow = nil
 			}
 			if w.Op != op || string(w.Key) != string(keys[i]) || string(w.Row) != string(wantRow) {

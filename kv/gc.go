@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 )
 
 // Garbage returns the snapshot objects of bucket that can be deleted, given

@@ -17,8 +17,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 var verbose = flag.Bool("kv.verbose", false, "log the tablet's lines (pebble, restore) to stderr")
@@ -43,8 +44,8 @@ var testSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 }, nil)
 
-func testCodec(t testing.TB) *Codec {
-	c, err := NewCodec(testSchema, []int{0, 1})
+func testCodec(t testing.TB) *kvcodec.Codec {
+	c, err := kvcodec.NewCodec(testSchema, []int{0, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ type testRow struct {
 func ptr[T any](v T) *T { return &v }
 
 // encodeRows returns the keys and encoded rows of rows.
-func encodeRows(t testing.TB, c *Codec, rows ...testRow) (keys, encoded [][]byte) {
+func encodeRows(t testing.TB, c *kvcodec.Codec, rows ...testRow) (keys, encoded [][]byte) {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, testSchema)
 	defer b.Release()
 	for _, r := range rows {
@@ -96,7 +97,7 @@ func encodeRows(t testing.TB, c *Codec, rows ...testRow) (keys, encoded [][]byte
 }
 
 // describeRow formats an encoded testSchema row as "id/name=v,n".
-func describeRow(t testing.TB, c *Codec, row []byte) string {
+func describeRow(t testing.TB, c *kvcodec.Codec, row []byte) string {
 	rec, err := c.DecodeRows(nil, [][]byte{row})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +135,7 @@ type memLog struct {
 }
 
 // append adds an entry of records and returns its end offset.
-func (l *memLog) append(t testing.TB, c *Codec, records []ChangeRecord) uint64 {
+func (l *memLog) append(t testing.TB, c *kvcodec.Codec, records []kvcodec.ChangeRecord) uint64 {
 	payload, err := c.EncodeChanges(records)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +148,7 @@ func (l *memLog) append(t testing.TB, c *Codec, records []ChangeRecord) uint64 {
 // replay applies the entries from offset on to tab. The entry holding
 // offset (if offset is inside one) is applied whole, to exercise Apply's
 // overlap rule.
-func (l *memLog) replay(t testing.TB, c *Codec, tab *Tablet, from uint64) {
+func (l *memLog) replay(t testing.TB, c *kvcodec.Codec, tab *Tablet, from uint64) {
 	for _, e := range l.entries {
 		if e.end() <= from {
 			continue
@@ -171,7 +172,7 @@ func (l *memLog) replay(t testing.TB, c *Codec, tab *Tablet, from uint64) {
 
 // stateAt is the state the changelog defines at offset: every key's row
 // after records [0, offset).
-func (l *memLog) stateAt(t testing.TB, c *Codec, offset uint64) map[string]string {
+func (l *memLog) stateAt(t testing.TB, c *kvcodec.Codec, offset uint64) map[string]string {
 	state := map[string]string{}
 	for _, e := range l.entries {
 		if e.offset >= offset {
@@ -186,9 +187,9 @@ func (l *memLog) stateAt(t testing.TB, c *Codec, offset uint64) map[string]strin
 				break
 			}
 			switch r.Type {
-			case Insert, UpdateAfter:
+			case kvcodec.Insert, kvcodec.UpdateAfter:
 				state[string(r.Key)] = string(r.Row)
-			case Delete:
+			case kvcodec.Delete:
 				delete(state, string(r.Key))
 			}
 		}
@@ -219,7 +220,7 @@ func tabletState(t testing.TB, tab *Tablet) map[string]string {
 }
 
 // diffStates describes how got differs from want, or "" if they are equal.
-func diffStates(t testing.TB, c *Codec, got, want map[string]string) string {
+func diffStates(t testing.TB, c *kvcodec.Codec, got, want map[string]string) string {
 	if maps.Equal(got, want) {
 		return ""
 	}
@@ -335,11 +336,11 @@ func (m *metaView) restore(ctx context.Context, store objstore.Store, root strin
 	return tab, res
 }
 
-var sharedCodec *Codec
+var sharedCodec *kvcodec.Codec
 
-func testCodecNoT() *Codec {
+func testCodecNoT() *kvcodec.Codec {
 	if sharedCodec == nil {
-		c, err := NewCodec(testSchema, []int{0, 1})
+		c, err := kvcodec.NewCodec(testSchema, []int{0, 1})
 		if err != nil {
 			panic(err)
 		}

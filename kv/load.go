@@ -6,6 +6,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // LoadRows writes rows (in the codec's schema, one per key) into a tablet
@@ -15,7 +17,7 @@ import (
 // offset stays 0 until FinishLoad sets it; a tablet whose load was
 // interrupted holds partial state at offset 0 and must be discarded (the
 // buckets package rebuilds a tablet's directory at every open).
-func (t *Tablet) LoadRows(c *Codec, rec arrow.RecordBatch) error {
+func (t *Tablet) LoadRows(c *kvcodec.Codec, rec arrow.RecordBatch) error {
 	t.applyMu.Lock()
 	defer t.applyMu.Unlock()
 	if t.closed.Load() {

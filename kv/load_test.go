@@ -6,6 +6,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // A tablet loaded with a base state at offset 10 holds those rows, replays
@@ -38,13 +40,13 @@ func TestLoadBase(t *testing.T) {
 		t.Fatalf("loaded row 2: %v %v, applied %d", ok, err, tab.AppliedOffset())
 	}
 	// The changelog before 10 is skipped, from 10 on applied.
-	if err := tab.Apply([]ChangeRecord{{Type: Delete, Key: keys[0], Row: rows[0]}}, 10); err != nil {
+	if err := tab.Apply([]kvcodec.ChangeRecord{{Type: kvcodec.Delete, Key: keys[0], Row: rows[0]}}, 10); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := tab.Get(keys[0]); !ok {
 		t.Fatal("a record below the loaded offset was applied")
 	}
-	if err := tab.Apply([]ChangeRecord{{Type: Delete, Key: keys[0], Row: rows[0]}, {Type: Insert, Key: keys[2], Row: rows[2]}}, 12); err != nil {
+	if err := tab.Apply([]kvcodec.ChangeRecord{{Type: kvcodec.Delete, Key: keys[0], Row: rows[0]}, {Type: kvcodec.Insert, Key: keys[2], Row: rows[2]}}, 12); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := tab.Get(keys[0]); ok {

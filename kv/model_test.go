@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 var (
@@ -31,23 +32,23 @@ func testSeed(t *testing.T) uint64 {
 // modelChanges is the model of Changes: the records a batch of writes
 // yields against state, or the index of the write that fails with a
 // duplicate key or a conflict (-1 if none).
-func modelChanges(state map[string]string, writes []Write) ([]ChangeRecord, int) {
+func modelChanges(state map[string]string, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, int) {
 	state = maps.Clone(state)
-	var out []ChangeRecord
+	var out []kvcodec.ChangeRecord
 	for i, w := range writes {
 		old, exists := state[string(w.Key)]
 		if w.CheckRow && (exists != (w.IfRow != nil) || old != string(w.IfRow)) {
 			return nil, i
 		}
 		switch {
-		case w.Op == OpInsert && exists:
+		case w.Op == kvcodec.OpInsert && exists:
 			return nil, i
-		case (w.Op == OpInsert || w.Op == OpInsertIfAbsent || w.Op == OpUpsert) && !exists:
-			out = append(out, ChangeRecord{Type: Insert, Key: w.Key, Row: w.Row})
-		case (w.Op == OpUpsert || w.Op == OpUpdate) && exists:
-			out = append(out, ChangeRecord{Type: UpdateBefore, Key: w.Key, Row: []byte(old)}, ChangeRecord{Type: UpdateAfter, Key: w.Key, Row: w.Row})
-		case w.Op == OpDelete && exists:
-			out = append(out, ChangeRecord{Type: Delete, Key: w.Key, Row: []byte(old)})
+		case (w.Op == kvcodec.OpInsert || w.Op == kvcodec.OpInsertIfAbsent || w.Op == kvcodec.OpUpsert) && !exists:
+			out = append(out, kvcodec.ChangeRecord{Type: kvcodec.Insert, Key: w.Key, Row: w.Row})
+		case (w.Op == kvcodec.OpUpsert || w.Op == kvcodec.OpUpdate) && exists:
+			out = append(out, kvcodec.ChangeRecord{Type: kvcodec.UpdateBefore, Key: w.Key, Row: []byte(old)}, kvcodec.ChangeRecord{Type: kvcodec.UpdateAfter, Key: w.Key, Row: w.Row})
+		case w.Op == kvcodec.OpDelete && exists:
+			out = append(out, kvcodec.ChangeRecord{Type: kvcodec.Delete, Key: w.Key, Row: []byte(old)})
 			delete(state, string(w.Key))
 			continue
 		default:
@@ -58,12 +59,12 @@ func modelChanges(state map[string]string, writes []Write) ([]ChangeRecord, int)
 	return out, -1
 }
 
-func applyModel(state map[string]string, records []ChangeRecord) {
+func applyModel(state map[string]string, records []kvcodec.ChangeRecord) {
 	for _, r := range records {
 		switch r.Type {
-		case Insert, UpdateAfter:
+		case kvcodec.Insert, kvcodec.UpdateAfter:
 			state[string(r.Key)] = string(r.Row)
-		case Delete:
+		case kvcodec.Delete:
 			delete(state, string(r.Key))
 		}
 	}
@@ -87,7 +88,7 @@ func TestModel(t *testing.T) {
 }
 
 type stagedBatchModel struct {
-	records []ChangeRecord
+	records []kvcodec.ChangeRecord
 }
 
 func runModel(t *testing.T, seed uint64, ops int) {
@@ -121,7 +122,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	var queue []stagedBatchModel
 	stats := map[string]int{}
 
-	randomWrite := func() Write {
+	randomWrite := func() kvcodec.Write {
 		r := testRow{id: rng.Int64N(40), name: []string{"a", "b"}[rng.IntN(2)]}
 		if rng.IntN(3) > 0 {
 			r.v = ptr(fmt.Sprintf("v%d", rng.IntN(1000)))
@@ -130,11 +131,11 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			r.n = ptr(rng.Int64())
 		}
 		keys, rows := encodeRows(t, c, r)
-		op := WriteOp(rng.IntN(5))
-		if op == OpDelete {
-			return Write{Op: op, Key: keys[0]}
+		op := kvcodec.WriteOp(rng.IntN(5))
+		if op == kvcodec.OpDelete {
+			return kvcodec.Write{Op: op, Key: keys[0]}
 		}
-		return Write{Op: op, Key: keys[0], Row: rows[0]}
+		return kvcodec.Write{Op: op, Key: keys[0], Row: rows[0]}
 	}
 	check := func(what string) {
 		t.Helper()
@@ -184,7 +185,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		switch x := rng.IntN(100); {
 		case x < 35: // a batch of writes
 			stats["batch"]++
-			writes := make([]Write, 1+rng.IntN(4))
+			writes := make([]kvcodec.Write, 1+rng.IntN(4))
 			for i := range writes {
 				writes[i] = randomWrite()
 			}
@@ -206,7 +207,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 				var de *DuplicateKeyError
 				var ce *ConflictError
 				switch {
-				case errors.As(err, &de) && de.Write == failed && writes[failed].Op == OpInsert:
+				case errors.As(err, &de) && de.Write == failed && writes[failed].Op == kvcodec.OpInsert:
 					stats["duplicate"]++
 				case errors.As(err, &ce) && ce.Write == failed && writes[failed].CheckRow:
 					stats["conflict"]++

@@ -3,6 +3,8 @@ package kv
 import (
 	"fmt"
 	"sync"
+
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // Pending is the leader's write-side view of a primary-key bucket: the
@@ -93,7 +95,7 @@ func (p *Pending) Staged() int {
 // batches (see ChangesWith: conditional writes compare rows as c reads
 // them; nil c compares bytewise) and stages them. A batch that produces no
 // records (every write a no-op) stages nothing and needs no append.
-func (p *Pending) Changes(c *Codec, writes []Write) ([]ChangeRecord, error) {
+func (p *Pending) Changes(c *kvcodec.Codec, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	records, err := ChangesWith(c, pendingReader{p}, writes)
@@ -103,9 +105,9 @@ func (p *Pending) Changes(c *Codec, writes []Write) ([]ChangeRecord, error) {
 	p.mu.seq++
 	for _, r := range records {
 		row := r.Row
-		if r.Type == Delete {
+		if r.Type == kvcodec.Delete {
 			row = nil
-		} else if r.Type == UpdateBefore {
+		} else if r.Type == kvcodec.UpdateBefore {
 			continue
 		}
 		p.mu.rows[string(r.Key)] = pendingRow{row: row, seq: p.mu.seq}
@@ -122,7 +124,7 @@ func (r pendingReader) Get(key []byte) ([]byte, bool, error) { return r.p.getLoc
 // Apply applies the oldest staged batch, whose append was acknowledged with
 // end offset endOffset, to the tablet (Tablet.Apply), and unstages it.
 // records must be exactly what Changes returned for that batch.
-func (p *Pending) Apply(records []ChangeRecord, endOffset uint64) error {
+func (p *Pending) Apply(records []kvcodec.ChangeRecord, endOffset uint64) error {
 	p.mu.Lock()
 	if len(p.mu.staged) == 0 || p.mu.staged[0].records != len(records) {
 		staged := p.mu.staged

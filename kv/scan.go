@@ -8,6 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // DefaultBatchRows is the number of rows per batch of a RecordReader.
@@ -19,9 +21,9 @@ const DefaultBatchRows = 8192
 // Not safe for concurrent use.
 type RecordReader struct {
 	refs  atomic.Int64
-	codec *Codec
+	codec *kvcodec.Codec
 	it    *pebble.Iterator
-	rb    *RowBuilder
+	rb    *kvcodec.RowBuilder
 	rows  int
 	cur   arrow.RecordBatch
 	err   error
@@ -33,7 +35,7 @@ var _ array.RecordReader = (*RecordReader)(nil)
 // NewRecordReader returns a reader of every row of r, batchRows rows per
 // batch (DefaultBatchRows if 0). It holds r's state; release it before
 // closing r.
-func NewRecordReader(r *Reader, c *Codec, mem memory.Allocator, batchRows int) (*RecordReader, error) {
+func NewRecordReader(r *Reader, c *kvcodec.Codec, mem memory.Allocator, batchRows int) (*RecordReader, error) {
 	if batchRows <= 0 {
 		batchRows = DefaultBatchRows
 	}

@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 // write runs one batch through the write path (Changes, the changelog,
 // Apply) and returns the records.
-func write(t testing.TB, c *Codec, tab *Tablet, l *memLog, writes []Write) []ChangeRecord {
+func write(t testing.TB, c *kvcodec.Codec, tab *Tablet, l *memLog, writes []kvcodec.Write) []kvcodec.ChangeRecord {
 	t.Helper()
 	records, err := Changes(tab, writes)
 	if err != nil {
@@ -33,7 +34,7 @@ func write(t testing.TB, c *Codec, tab *Tablet, l *memLog, writes []Write) []Cha
 }
 
 // fill upserts rows ids [from, to) with value v, in batches of 100.
-func fill(t testing.TB, c *Codec, tab *Tablet, l *memLog, from, to int, v string) {
+func fill(t testing.TB, c *kvcodec.Codec, tab *Tablet, l *memLog, from, to int, v string) {
 	t.Helper()
 	for start := from; start < to; start += 100 {
 		var rows []testRow
@@ -41,25 +42,25 @@ func fill(t testing.TB, c *Codec, tab *Tablet, l *memLog, from, to int, v string
 			rows = append(rows, testRow{id: int64(id), name: "r", v: ptr(v), n: ptr(int64(id))})
 		}
 		keys, encoded := encodeRows(t, c, rows...)
-		writes := make([]Write, len(keys))
+		writes := make([]kvcodec.Write, len(keys))
 		for i := range keys {
-			writes[i] = Write{Op: OpUpsert, Key: keys[i], Row: encoded[i]}
+			writes[i] = kvcodec.Write{Op: kvcodec.OpUpsert, Key: keys[i], Row: encoded[i]}
 		}
 		write(t, c, tab, l, writes)
 	}
 }
 
 // deleteRange deletes rows ids [from, to).
-func deleteRange(t testing.TB, c *Codec, tab *Tablet, l *memLog, from, to int) {
+func deleteRange(t testing.TB, c *kvcodec.Codec, tab *Tablet, l *memLog, from, to int) {
 	t.Helper()
 	var rows []testRow
 	for id := from; id < to; id++ {
 		rows = append(rows, testRow{id: int64(id), name: "r"})
 	}
 	keys, _ := encodeRows(t, c, rows...)
-	var writes []Write
+	var writes []kvcodec.Write
 	for _, k := range keys {
-		writes = append(writes, Write{Op: OpDelete, Key: k})
+		writes = append(writes, kvcodec.Write{Op: kvcodec.OpDelete, Key: k})
 	}
 	write(t, c, tab, l, writes)
 }
@@ -128,14 +129,14 @@ func TestSnapshotWhileWriting(t *testing.T) {
 				return
 			default:
 			}
-			var writes []Write
+			var writes []kvcodec.Write
 			for range 1 + rng.IntN(8) {
 				r := testRow{id: rng.Int64N(300), name: "w", v: ptr(fmt.Sprint(n)), n: ptr(int64(n))}
 				keys, rows := encodeRows(t, c, r)
 				if rng.IntN(3) == 0 {
-					writes = append(writes, Write{Op: OpDelete, Key: keys[0]})
+					writes = append(writes, kvcodec.Write{Op: kvcodec.OpDelete, Key: keys[0]})
 				} else {
-					writes = append(writes, Write{Op: OpUpsert, Key: keys[0], Row: rows[0]})
+					writes = append(writes, kvcodec.Write{Op: kvcodec.OpUpsert, Key: keys[0], Row: rows[0]})
 				}
 			}
 			records, err := Changes(tab, writes)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // The tablet's pebble keyspace (docs/format/kv.md): rows under rowPrefix,
@@ -315,7 +317,7 @@ func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
 //
 // The records and the new applied offset are written in one pebble batch, so
 // the tablet on disk is always at some applied offset, never in between.
-func (t *Tablet) Apply(records []ChangeRecord, endOffset uint64) error {
+func (t *Tablet) Apply(records []kvcodec.ChangeRecord, endOffset uint64) error {
 	t.applyMu.Lock()
 	defer t.applyMu.Unlock()
 	if t.closed.Load() {
@@ -341,11 +343,11 @@ func (t *Tablet) Apply(records []ChangeRecord, endOffset uint64) error {
 		buf = rowKey(buf, r.Key)
 		var err error
 		switch r.Type {
-		case Insert, UpdateAfter:
+		case kvcodec.Insert, kvcodec.UpdateAfter:
 			err = b.Set(buf, r.Row, nil)
-		case Delete:
+		case kvcodec.Delete:
 			err = b.Delete(buf, nil)
-		case UpdateBefore:
+		case kvcodec.UpdateBefore:
 			// The +U that follows carries the new row.
 		default:
 			return fmt.Errorf("kv: apply: record %s has an unknown change type", r)
@@ -369,7 +371,7 @@ func (t *Tablet) Apply(records []ChangeRecord, endOffset uint64) error {
 // ApplyEntry applies a changelog stream entry (see Apply): count records
 // at offsets [offset, offset+count), encoded in payload by EncodeChanges.
 // Replay calls it for every entry from the restored offset on.
-func (t *Tablet) ApplyEntry(c *Codec, offset uint64, count uint32, payload []byte) error {
+func (t *Tablet) ApplyEntry(c *kvcodec.Codec, offset uint64, count uint32, payload []byte) error {
 	if offset+uint64(count) <= t.AppliedOffset() {
 		return nil
 	}
@@ -378,7 +380,7 @@ func (t *Tablet) ApplyEntry(c *Codec, offset uint64, count uint32, payload []byt
 		return fmt.Errorf("kv: entry at offset %d: %w", offset, err)
 	}
 	if len(records) != int(count) {
-		return fmt.Errorf("kv: entry at offset %d: %w: %d records, the entry says %d", offset, ErrBadRow, len(records), count)
+		return fmt.Errorf("kv: entry at offset %d: %w: %d records, the entry says %d", offset, kvcodec.ErrBadRow, len(records), count)
 	}
 	return t.Apply(records, offset+uint64(count))
 }

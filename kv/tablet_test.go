@@ -10,7 +10,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 func TestApplyOffsets(t *testing.T) {
@@ -21,13 +22,15 @@ func TestApplyOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys, rows := encodeRows(t, c, testRow{id: 1, name: "a"}, testRow{id: 2, name: "b"}, testRow{id: 3, name: "c"})
-	ins := func(i int) ChangeRecord { return ChangeRecord{Type: Insert, Key: keys[i], Row: rows[i]} }
+	ins := func(i int) kvcodec.ChangeRecord {
+		return kvcodec.ChangeRecord{Type: kvcodec.Insert, Key: keys[i], Row: rows[i]}
+	}
 
-	if err := tab.Apply([]ChangeRecord{ins(0), ins(1)}, 2); err != nil {
+	if err := tab.Apply([]kvcodec.ChangeRecord{ins(0), ins(1)}, 2); err != nil {
 		t.Fatal(err)
 	}
 	// A gap changes nothing.
-	if err := tab.Apply([]ChangeRecord{ins(2)}, 4); !errors.Is(err, ErrOffsetGap) {
+	if err := tab.Apply([]kvcodec.ChangeRecord{ins(2)}, 4); !errors.Is(err, ErrOffsetGap) {
 		t.Fatalf("apply after a gap: %v, want ErrOffsetGap", err)
 	}
 	if _, ok, _ := tab.Get(keys[2]); ok || tab.AppliedOffset() != 2 {
@@ -35,8 +38,8 @@ func TestApplyOffsets(t *testing.T) {
 	}
 	// An overlap applies only the new suffix: the delete of key 0 at offset
 	// 1 is not re-applied; the insert of key 2 at offset 2 is.
-	del0 := ChangeRecord{Type: Delete, Key: keys[0], Row: rows[0]}
-	if err := tab.Apply([]ChangeRecord{del0, ins(2)}, 3); err != nil {
+	del0 := kvcodec.ChangeRecord{Type: kvcodec.Delete, Key: keys[0], Row: rows[0]}
+	if err := tab.Apply([]kvcodec.ChangeRecord{del0, ins(2)}, 3); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := tab.Get(keys[0]); !ok {
@@ -46,7 +49,7 @@ func TestApplyOffsets(t *testing.T) {
 		t.Fatalf("overlapping apply: key 2 present %v, offset %d", ok, tab.AppliedOffset())
 	}
 	// Entirely old records are a no-op.
-	if err := tab.Apply([]ChangeRecord{del0}, 1); err != nil || tab.AppliedOffset() != 3 {
+	if err := tab.Apply([]kvcodec.ChangeRecord{del0}, 1); err != nil || tab.AppliedOffset() != 3 {
 		t.Fatalf("old records: %v, offset %d", err, tab.AppliedOffset())
 	}
 
@@ -55,7 +58,7 @@ func TestApplyOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tab.Apply([]ChangeRecord{{Type: Delete, Key: keys[1], Row: rows[1]}}, 4); err != nil {
+	if err := tab.Apply([]kvcodec.ChangeRecord{{Type: kvcodec.Delete, Key: keys[1], Row: rows[1]}}, 4); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := r.Get(keys[1]); !ok || r.Offset() != 3 {
@@ -103,9 +106,9 @@ func TestRecordReader(t *testing.T) {
 		rows = append(rows, r)
 	}
 	keys, encoded := encodeRows(t, c, rows...)
-	var records []ChangeRecord
+	var records []kvcodec.ChangeRecord
 	for i := range keys {
-		records = append(records, ChangeRecord{Type: Insert, Key: keys[i], Row: encoded[i]})
+		records = append(records, kvcodec.ChangeRecord{Type: kvcodec.Insert, Key: keys[i], Row: encoded[i]})
 	}
 	if err := tab.Apply(records, uint64(len(records))); err != nil {
 		t.Fatal(err)
@@ -161,22 +164,22 @@ func TestPending(t *testing.T) {
 	keys, rows := encodeRows(t, c, testRow{id: 1, name: "a"}, testRow{id: 1, name: "a", v: ptr("x")})
 	var log memLog
 
-	b1, err := p.Changes(nil, []Write{{Op: OpInsert, Key: keys[0], Row: rows[0]}})
+	b1, err := p.Changes(nil, []kvcodec.Write{{Op: kvcodec.OpInsert, Key: keys[0], Row: rows[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Batch 2, computed before batch 1 is acknowledged, sees batch 1's row.
-	if _, err := p.Changes(nil, []Write{{Op: OpInsert, Key: keys[0], Row: rows[1]}}); !errors.Is(err, ErrDuplicateKey) {
+	if _, err := p.Changes(nil, []kvcodec.Write{{Op: kvcodec.OpInsert, Key: keys[0], Row: rows[1]}}); !errors.Is(err, ErrDuplicateKey) {
 		t.Fatalf("insert over a staged row: %v, want ErrDuplicateKey", err)
 	}
-	b2, err := p.Changes(nil, []Write{{Op: OpUpsert, Key: keys[0], Row: rows[1]}})
+	b2, err := p.Changes(nil, []kvcodec.Write{{Op: kvcodec.OpUpsert, Key: keys[0], Row: rows[1]}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b2) != 2 || b2[0].Type != UpdateBefore || string(b2[0].Row) != string(rows[0]) {
+	if len(b2) != 2 || b2[0].Type != kvcodec.UpdateBefore || string(b2[0].Row) != string(rows[0]) {
 		t.Fatalf("batch 2 records %v: want -U of the staged row, +U", b2)
 	}
-	b3, err := p.Changes(nil, []Write{{Op: OpDelete, Key: keys[0]}})
+	b3, err := p.Changes(nil, []kvcodec.Write{{Op: kvcodec.OpDelete, Key: keys[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +188,7 @@ func TestPending(t *testing.T) {
 	}
 	// No-op batches stage nothing.
 	otherKeys, otherRows := encodeRows(t, c, testRow{id: 2, name: "b"})
-	if recs, err := p.Changes(nil, []Write{{Op: OpDelete, Key: otherKeys[0]}, {Op: OpUpdate, Key: otherKeys[0], Row: otherRows[0]}}); err != nil || len(recs) != 0 || p.Staged() != 4 {
+	if recs, err := p.Changes(nil, []kvcodec.Write{{Op: kvcodec.OpDelete, Key: otherKeys[0]}, {Op: kvcodec.OpUpdate, Key: otherKeys[0], Row: otherRows[0]}}); err != nil || len(recs) != 0 || p.Staged() != 4 {
 		t.Fatalf("a no-op batch: %v %v, %d staged", recs, err, p.Staged())
 	}
 
@@ -252,14 +255,14 @@ func TestTabletDirGuards(t *testing.T) {
 	}
 	defer tab.Close()
 	keys, rows := encodeRows(t, c, testRow{id: 1, name: "a"})
-	payload, err := c.EncodeChanges([]ChangeRecord{{Type: Insert, Key: keys[0], Row: rows[0]}})
+	payload, err := c.EncodeChanges([]kvcodec.ChangeRecord{{Type: kvcodec.Insert, Key: keys[0], Row: rows[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := tab.ApplyEntry(c, 10, 1, payload); !errors.Is(err, ErrOffsetGap) {
 		t.Fatalf("replay from a trimmed stream: %v, want ErrOffsetGap", err)
 	}
-	if err := tab.ApplyEntry(c, 0, 2, payload); !errors.Is(err, ErrBadRow) {
-		t.Fatalf("an entry whose count disagrees with its payload: %v, want ErrBadRow", err)
+	if err := tab.ApplyEntry(c, 0, 2, payload); !errors.Is(err, kvcodec.ErrBadRow) {
+		t.Fatalf("an entry whose count disagrees with its payload: %v, want kvcodec.ErrBadRow", err)
 	}
 }

@@ -13,10 +13,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/minkdb/mink/buckets"
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/minktest"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 	"github.com/minkdb/mink/server"
 )
 
@@ -70,7 +71,7 @@ func TestKVSnapshotLoopAndGC(t *testing.T) {
 		}
 		rec := bld.NewRecordBatch()
 		bld.Release()
-		ws, err := b.Codec().Writes(kv.OpUpsert, rec)
+		ws, err := b.Codec().Writes(kvcodec.OpUpsert, rec)
 		rec.Release()
 		if err != nil {
 			t.Fatal(err)

@@ -19,10 +19,10 @@ import (
 
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/buckets"
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/objstore"
 	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/server/flightsvc"
 	"github.com/minkdb/mink/server/kafka"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -136,7 +136,7 @@ func (s *session) addColumn(ctx context.Context, t *tableInfo, a addColumn) (*pg
 		}
 		return nil, errorf(pgwire.CodeDuplicateColumn, "column %q of relation %q already exists", col.Name, t.name)
 	}
-	if t.isPK() && col.Name == kv.ChangeTypeColumn {
+	if t.isPK() && col.Name == kvcodec.ChangeTypeColumn {
 		return nil, errorf(codeReservedName, "column name %q is reserved in primary-key tables (it is the change type of the table's changelog)", col.Name)
 	}
 	typ, err := sqltypes.Parse(col.Type)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
@@ -33,7 +33,7 @@ type Remote interface {
 	ReadBucket(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error)
 	AppendBucket(ctx context.Context, addr string, bucket catalog.BucketID, rec arrow.RecordBatch) error
 	// Primary-key buckets (flightsvc.Pool's KV methods; sqlfront/pk.go).
-	WriteKV(ctx context.Context, addr string, bucket catalog.BucketID, writes []kv.Write) ([]kv.ChangeRecord, uint64, error)
+	WriteKV(ctx context.Context, addr string, bucket catalog.BucketID, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, uint64, error)
 	GetKV(ctx context.Context, addr string, bucket catalog.BucketID, key []byte) ([]byte, bool, error)
 	ScanKV(ctx context.Context, addr string, bucket catalog.BucketID) ([]arrow.RecordBatch, error)
 	ReadChangelog(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error)

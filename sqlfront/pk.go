@@ -16,15 +16,16 @@ import (
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
 // kvBucket is what SQL uses of a primary-key bucket: a local
 // buckets.KVBucket, or one led by another node, reached through Remote.
 type kvBucket interface {
-	Codec() *kv.Codec
+	Codec() *kvcodec.Codec
 	// Write applies writes as one atomic batch (buckets.KVBucket.Write).
-	Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRecord, uint64, error)
+	Write(ctx context.Context, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, uint64, error)
 	// Get returns the row of key in the acknowledged state.
 	Get(ctx context.Context, key []byte) ([]byte, bool, error)
 	// Scan returns the acknowledged state, in key order, from one
@@ -55,7 +56,7 @@ type hookedKV struct {
 	id catalog.BucketID
 }
 
-func (h hookedKV) Write(ctx context.Context, writes []kv.Write) (recs []kv.ChangeRecord, first uint64, err error) {
+func (h hookedKV) Write(ctx context.Context, writes []kvcodec.Write) (recs []kvcodec.ChangeRecord, first uint64, err error) {
 	err = kvWriteHook(h.id, func() (err error) {
 		recs, first, err = h.kvBucket.Write(ctx, writes)
 		return err
@@ -73,7 +74,7 @@ type remoteKV struct {
 	r     Remote
 	addr  string
 	id    catalog.BucketID
-	codec *kv.Codec
+	codec *kvcodec.Codec
 	wait  time.Duration
 	// leader is the Flight address of the bucket's leader in the current
 	// view ("" if none). A retry goes there: the leader at addr may have
@@ -102,8 +103,8 @@ func (b *remoteKV) retry(ctx context.Context, fn func(addr string) error) error 
 	}
 }
 
-func (b *remoteKV) Codec() *kv.Codec { return b.codec }
-func (b *remoteKV) Write(ctx context.Context, writes []kv.Write) (recs []kv.ChangeRecord, first uint64, err error) {
+func (b *remoteKV) Codec() *kvcodec.Codec { return b.codec }
+func (b *remoteKV) Write(ctx context.Context, writes []kvcodec.Write) (recs []kvcodec.ChangeRecord, first uint64, err error) {
 	err = b.retry(ctx, func(addr string) (err error) {
 		recs, first, err = b.r.WriteKV(ctx, addr, b.id, writes)
 		return err
@@ -147,7 +148,7 @@ func (f *Frontend) leaderFlightAddr(id catalog.BucketID) string {
 }
 
 // codecOf returns the codec of the primary-key table of bucket id.
-func (f *Frontend) codecOf(id catalog.BucketID) (*kv.Codec, error) {
+func (f *Frontend) codecOf(id catalog.BucketID) (*kvcodec.Codec, error) {
 	var spec *catalog.TableSpec
 	f.cfg.Meta.Read(func(v *catalog.View) {
 		if b, ok := v.Buckets[id]; ok {
@@ -407,7 +408,7 @@ func valueText(a arrow.Array, i int) string {
 
 // pkWrite applies writes made from rec (one write per row, in row order)
 // to bucket b, mapping kv's errors to PostgreSQL's.
-func (s *session) pkWrite(ctx context.Context, table *tableInfo, b kvBucket, rec arrow.RecordBatch, writes []kv.Write) ([]kv.ChangeRecord, error) {
+func (s *session) pkWrite(ctx context.Context, table *tableInfo, b kvBucket, rec arrow.RecordBatch, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, error) {
 	records, _, err := b.Write(ctx, writes)
 	var dup *kv.DuplicateKeyError
 	if errors.As(err, &dup) {
@@ -445,7 +446,7 @@ func (s *session) checkAbsent(ctx context.Context, table *tableInfo, parts []buc
 
 // checkNoDuplicates fails with 23505 if two rows of rec (bound for one
 // bucket: one key always routes to one bucket) have the same key.
-func checkNoDuplicates(table *tableInfo, codec *kv.Codec, rec arrow.RecordBatch) error {
+func checkNoDuplicates(table *tableInfo, codec *kvcodec.Codec, rec arrow.RecordBatch) error {
 	seen := map[string]bool{}
 	var key []byte
 	for i := 0; i < int(rec.NumRows()); i++ {
@@ -463,7 +464,7 @@ func checkNoDuplicates(table *tableInfo, codec *kv.Codec, rec arrow.RecordBatch)
 
 // changedRows decodes the rows of the records of the given types, in
 // record order, as one batch of the table's schema.
-func changedRows(codec *kv.Codec, records []kv.ChangeRecord, types ...kv.ChangeType) (arrow.RecordBatch, error) {
+func changedRows(codec *kvcodec.Codec, records []kvcodec.ChangeRecord, types ...kvcodec.ChangeType) (arrow.RecordBatch, error) {
 	var rows [][]byte
 	for _, r := range records {
 		for _, t := range types {
@@ -476,7 +477,7 @@ func changedRows(codec *kv.Codec, records []kv.ChangeRecord, types ...kv.ChangeT
 }
 
 // countType counts the records of type t.
-func countType(records []kv.ChangeRecord, t kv.ChangeType) int {
+func countType(records []kvcodec.ChangeRecord, t kvcodec.ChangeType) int {
 	n := 0
 	for _, r := range records {
 		if r.Type == t {

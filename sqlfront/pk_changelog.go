@@ -12,7 +12,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // ChangelogSuffix names the changelog view of a primary-key table:
@@ -31,7 +31,7 @@ const (
 // the offsets Kafka consumers see.
 func (r *tableRegistry) registerChangelog(ctx context.Context, info *tableInfo, release func()) (func(), error) {
 	cols := []sqltypes.Column{
-		{Name: kv.ChangeTypeColumn, Type: mustType("text"), NotNull: true},
+		{Name: kvcodec.ChangeTypeColumn, Type: mustType("text"), NotNull: true},
 		{Name: offsetColumn, Type: mustType("bigint"), NotNull: true},
 		{Name: bucketColumn, Type: mustType("bigint"), NotNull: true},
 	}
@@ -128,7 +128,7 @@ func (c *changelogSource) logChanges(rec arrow.RecordBatch, first uint64, bucket
 	types := tb.NewArray()
 	defer types.Release()
 	cols := append([]arrow.Array{types}, wide.Columns()...)
-	fields := append([]arrow.Field{{Name: kv.ChangeTypeColumn, Type: arrow.BinaryTypes.String}}, wide.Schema().Fields()...)
+	fields := append([]arrow.Field{{Name: kvcodec.ChangeTypeColumn, Type: arrow.BinaryTypes.String}}, wide.Schema().Fields()...)
 	changes := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, wide.NumRows())
 	defer changes.Release()
 	return c.withOffsets(changes, first, bucket)
@@ -139,7 +139,7 @@ func (c *changelogSource) logChanges(rec arrow.RecordBatch, first uint64, bucket
 // has fewer columns: the added ones read as their missing values.
 func (c *changelogSource) withOffsets(rec arrow.RecordBatch, first uint64, bucket catalog.BucketID) (arrow.RecordBatch, error) {
 	if int(rec.NumCols()) < 1+len(c.info.cols) {
-		cols := append([]sqltypes.Column{{Name: kv.ChangeTypeColumn, Type: mustType("text"), NotNull: true}}, c.info.cols...)
+		cols := append([]sqltypes.Column{{Name: kvcodec.ChangeTypeColumn, Type: mustType("text"), NotNull: true}}, c.info.cols...)
 		wide, err := sqltypes.Widen(rec, cols, nil)
 		if err != nil {
 			return nil, err

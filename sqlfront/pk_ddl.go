@@ -6,7 +6,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -25,7 +25,7 @@ func checkPrimaryKey(spec *catalog.TableSpec) error {
 	idx := map[string]int{}
 	for i, c := range spec.Columns {
 		idx[c.Name] = i
-		if c.Name == kv.ChangeTypeColumn {
+		if c.Name == kvcodec.ChangeTypeColumn {
 			return errorf(codeReservedName, "column name %q is reserved in primary-key tables (it is the change type of the table's changelog)", c.Name)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -346,8 +347,8 @@ func (s *session) insertPK(ctx context.Context, table *tableInfo, batches []arro
 				r.err = err
 				return
 			}
-			r.n += int64(countType(records, kv.Insert) + countType(records, kv.UpdateAfter))
-			rows, err := changedRows(codec, records, kv.Insert, kv.UpdateAfter)
+			r.n += int64(countType(records, kvcodec.Insert) + countType(records, kvcodec.UpdateAfter))
+			rows, err := changedRows(codec, records, kvcodec.Insert, kvcodec.UpdateAfter)
 			if err != nil {
 				r.err = err
 				return
@@ -392,15 +393,15 @@ func (s *session) insertPK(ctx context.Context, table *tableInfo, batches []arro
 const pkWriteRows = 32 << 10
 
 // insertChunk writes rows of an INSERT (or COPY) to one bucket in one write.
-func (s *session) insertChunk(ctx context.Context, table *tableInfo, b kvBucket, rec arrow.RecordBatch, plan *conflictPlan, args []any) ([]kv.ChangeRecord, error) {
-	var op kv.WriteOp
+func (s *session) insertChunk(ctx context.Context, table *tableInfo, b kvBucket, rec arrow.RecordBatch, plan *conflictPlan, args []any) ([]kvcodec.ChangeRecord, error) {
+	var op kvcodec.WriteOp
 	switch {
 	case plan.action == pg.OnConflictAction_ONCONFLICT_NONE:
-		op = kv.OpInsert
+		op = kvcodec.OpInsert
 	case plan.action == pg.OnConflictAction_ONCONFLICT_NOTHING:
-		op = kv.OpInsertIfAbsent
+		op = kvcodec.OpInsertIfAbsent
 	case plan.replace:
-		op = kv.OpUpsert // DO UPDATE SET every column = excluded.column
+		op = kvcodec.OpUpsert // DO UPDATE SET every column = excluded.column
 	default:
 		return s.upsertBucket(ctx, table, b, rec, plan, args)
 	}
@@ -415,9 +416,9 @@ func (s *session) insertChunk(ctx context.Context, table *tableInfo, b kvBucket,
 // the existing row of every proposed key, computes the new rows of those
 // that exist with the engine, and writes inserts and updates conditionally
 // on the rows read, retrying when another writer got in between.
-func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket, rec arrow.RecordBatch, plan *conflictPlan, args []any) ([]kv.ChangeRecord, error) {
+func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket, rec arrow.RecordBatch, plan *conflictPlan, args []any) ([]kvcodec.ChangeRecord, error) {
 	codec := b.Codec()
-	proposed, err := codec.Writes(kv.OpInsert, rec)
+	proposed, err := codec.Writes(kvcodec.OpInsert, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +426,7 @@ func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket
 	for {
 		var existing [][]byte // rows of the keys that exist
 		var conflicting []int // their row numbers in rec
-		writes := make([]kv.Write, len(proposed))
+		writes := make([]kvcodec.Write, len(proposed))
 		skip := make([]bool, len(proposed))
 		for i, w := range proposed {
 			row, ok, err := b.Get(ctx, w.Key)
@@ -438,7 +439,7 @@ func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket
 				skip[i] = true
 				continue
 			}
-			writes[i] = kv.Write{Op: kv.OpInsert, Key: w.Key, Row: w.Row, CheckRow: true}
+			writes[i] = kvcodec.Write{Op: kvcodec.OpInsert, Key: w.Key, Row: w.Row, CheckRow: true}
 		}
 		if len(conflicting) > 0 {
 			updated, err := s.computeUpdates(ctx, table, codec, existing, proposed, conflicting, plan, args)
@@ -450,11 +451,11 @@ func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket
 				if row == nil {
 					continue // the WHERE of DO UPDATE said no
 				}
-				writes[i] = kv.Write{Op: kv.OpUpdate, Key: proposed[i].Key, Row: row, CheckRow: true, IfRow: existing[j]}
+				writes[i] = kvcodec.Write{Op: kvcodec.OpUpdate, Key: proposed[i].Key, Row: row, CheckRow: true, IfRow: existing[j]}
 				skip[i] = false
 			}
 		}
-		var list []kv.Write
+		var list []kvcodec.Write
 		var from []int
 		for i, w := range writes {
 			if !skip[i] {
@@ -484,7 +485,7 @@ func (s *session) upsertBucket(ctx context.Context, table *tableInfo, b kvBucket
 // computeUpdates evaluates DO UPDATE SET … WHERE … for the conflicting
 // rows: existing[j] is the current row of proposed[conflicting[j]]. It
 // returns the encoded new row of each, nil where the WHERE excludes it.
-func (s *session) computeUpdates(ctx context.Context, table *tableInfo, codec *kv.Codec, existing [][]byte, proposed []kv.Write, conflicting []int, plan *conflictPlan, args []any) ([][]byte, error) {
+func (s *session) computeUpdates(ctx context.Context, table *tableInfo, codec *kvcodec.Codec, existing [][]byte, proposed []kvcodec.Write, conflicting []int, plan *conflictPlan, args []any) ([][]byte, error) {
 	exRows := make([][]byte, len(conflicting))
 	for j, i := range conflicting {
 		exRows[j] = proposed[i].Row
@@ -553,7 +554,7 @@ func (s *session) computeUpdates(ctx context.Context, table *tableInfo, codec *k
 
 // withRowNumbers decodes rows into a batch of the table's columns plus
 // rowColumn, the row's index.
-func withRowNumbers(codec *kv.Codec, rows [][]byte) (arrow.RecordBatch, error) {
+func withRowNumbers(codec *kvcodec.Codec, rows [][]byte) (arrow.RecordBatch, error) {
 	rec, err := codec.DecodeRows(memory.DefaultAllocator, rows)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 func init() {
@@ -24,8 +25,8 @@ func init() {
 // localKV is a primary-key bucket this node leads.
 type localKV struct{ b *buckets.KVBucket }
 
-func (l localKV) Codec() *kv.Codec { return l.b.Codec() }
-func (l localKV) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRecord, uint64, error) {
+func (l localKV) Codec() *kvcodec.Codec { return l.b.Codec() }
+func (l localKV) Write(ctx context.Context, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, uint64, error) {
 	return l.b.Write(ctx, writes)
 }
 func (l localKV) Get(_ context.Context, key []byte) ([]byte, bool, error) { return l.b.Get(key) }

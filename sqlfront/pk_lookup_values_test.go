@@ -15,7 +15,7 @@ import (
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/sqlfront/engine"
 )
 
@@ -121,7 +121,7 @@ func TestLookupKeyValues(t *testing.T) {
 		for j := range keyIdx {
 			keyIdx[j] = j
 		}
-		codec, err := kv.NewCodec(sqltypes.Schema(cols), keyIdx)
+		codec, err := kvcodec.NewCodec(sqltypes.Schema(cols), keyIdx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +203,7 @@ func TestLookupRowValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Release()
-	codec, err := kv.NewCodec(rec.Schema(), []int{0})
+	codec, err := kvcodec.NewCodec(rec.Schema(), []int{0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -49,7 +50,7 @@ type txBucket struct {
 
 var _ kvBucket = (*txBucket)(nil)
 
-func (t *txBucket) Codec() *kv.Codec { return t.base.Codec() }
+func (t *txBucket) Codec() *kvcodec.Codec { return t.base.Codec() }
 
 func (t *txBucket) Changelog(ctx context.Context) ([]buckets.Batch, error) {
 	return t.base.Changelog(ctx)
@@ -157,7 +158,7 @@ func (r overlayReader) Get(key []byte) ([]byte, bool, error) {
 
 // Write applies writes to the overlay as one atomic batch, with the
 // errors and change records a bucket write would give.
-func (t *txBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRecord, uint64, error) {
+func (t *txBucket) Write(ctx context.Context, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	records, err := kv.ChangesWith(t.base.Codec(), overlayReader{ctx: ctx, t: t}, writes)
@@ -165,20 +166,20 @@ func (t *txBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRec
 		return nil, 0, err
 	}
 	for _, rec := range records {
-		if rec.Type == kv.UpdateBefore {
+		if rec.Type == kvcodec.UpdateBefore {
 			continue // its UpdateAfter follows
 		}
 		k := string(rec.Key)
 		if _, ok := t.overlay[k]; !ok {
 			t.order = append(t.order, k)
-			if w := writes[rec.Write]; rec.Type == kv.Insert && w.Op == kv.OpInsert && !w.CheckRow && t.read[k] == nil {
+			if w := writes[rec.Write]; rec.Type == kvcodec.Insert && w.Op == kvcodec.OpInsert && !w.CheckRow && t.read[k] == nil {
 				t.inserted[k] = true
 			}
 		}
 		switch rec.Type {
-		case kv.Insert, kv.UpdateAfter:
+		case kvcodec.Insert, kvcodec.UpdateAfter:
 			t.overlay[k] = bytes.Clone(rec.Row)
-		case kv.Delete:
+		case kvcodec.Delete:
 			t.overlay[k] = nil
 		}
 	}
@@ -187,25 +188,25 @@ func (t *txBucket) Write(ctx context.Context, writes []kv.Write) ([]kv.ChangeRec
 
 // commitWrites are the bucket's net writes for COMMIT: each key the block
 // wrote, conditional on its acknowledged row being the one the block read.
-func (t *txBucket) commitWrites() []kv.Write {
+func (t *txBucket) commitWrites() []kvcodec.Write {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []kv.Write
+	var out []kvcodec.Write
 	for _, k := range t.order {
 		row, read := t.overlay[k], t.read[k]
 		switch {
 		case row == nil && read == nil:
 			// Inserted and deleted again by the block.
 		case t.inserted[k] && row != nil:
-			out = append(out, kv.Write{Op: kv.OpInsert, Key: []byte(k), Row: row})
+			out = append(out, kvcodec.Write{Op: kvcodec.OpInsert, Key: []byte(k), Row: row})
 		case row == nil:
-			out = append(out, kv.Write{Op: kv.OpDelete, Key: []byte(k), CheckRow: true, IfRow: read})
+			out = append(out, kvcodec.Write{Op: kvcodec.OpDelete, Key: []byte(k), CheckRow: true, IfRow: read})
 		case bytes.Equal(row, read):
 			// Changed back to the row read: nothing to write, but the
 			// row must still be the one read.
-			out = append(out, kv.Write{Op: kv.OpUpdate, Key: []byte(k), Row: row, CheckRow: true, IfRow: read})
+			out = append(out, kvcodec.Write{Op: kvcodec.OpUpdate, Key: []byte(k), Row: row, CheckRow: true, IfRow: read})
 		default:
-			out = append(out, kv.Write{Op: kv.OpUpsert, Key: []byte(k), Row: row, CheckRow: true, IfRow: read})
+			out = append(out, kvcodec.Write{Op: kvcodec.OpUpsert, Key: []byte(k), Row: row, CheckRow: true, IfRow: read})
 		}
 	}
 	return out
@@ -294,7 +295,7 @@ func (s *session) commitPK(ctx context.Context, kvs map[catalog.BucketID]*txBuck
 }
 
 // duplicateKeyRow is duplicateKey for an encoded row.
-func duplicateKeyRow(table *tableInfo, codec *kv.Codec, row []byte) error {
+func duplicateKeyRow(table *tableInfo, codec *kvcodec.Codec, row []byte) error {
 	rec, err := codec.DecodeRows(memory.DefaultAllocator, [][]byte{row})
 	if err != nil {
 		return err

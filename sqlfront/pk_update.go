@@ -16,6 +16,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -329,7 +330,7 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any) (ar
 			}
 			codec := b.Codec()
 			seen := map[string]bool{}
-			var writes []kv.Write
+			var writes []kvcodec.Write
 			for _, r := range groups[id] {
 				key, err := codec.AppendKey(nil, newRec, r)
 				if err != nil {
@@ -347,7 +348,7 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any) (ar
 					newRec.Release()
 					return nil, err
 				}
-				w := kv.Write{Op: kv.OpDelete, Key: key, CheckRow: true, IfRow: old}
+				w := kvcodec.Write{Op: kvcodec.OpDelete, Key: key, CheckRow: true, IfRow: old}
 				if !cs.del {
 					row, err := codec.AppendRow(nil, newRec, r)
 					if err != nil {
@@ -355,7 +356,7 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any) (ar
 						newRec.Release()
 						return nil, err
 					}
-					w.Op, w.Row = kv.OpUpdate, row
+					w.Op, w.Row = kvcodec.OpUpdate, row
 				}
 				writes = append(writes, w)
 			}
@@ -389,9 +390,9 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any) (ar
 				continue
 			}
 			done[j.id] = true
-			typ := kv.UpdateAfter
+			typ := kvcodec.UpdateAfter
 			if cs.del {
-				typ = kv.Delete
+				typ = kvcodec.Delete
 			}
 			rows, err := changedRows(j.b.Codec(), j.records, typ)
 			if err != nil && firstErr == nil {
@@ -415,8 +416,8 @@ func (s *session) runChange(ctx context.Context, cs *changeStmt, args []any) (ar
 type writeJob struct {
 	id      catalog.BucketID
 	b       kvBucket
-	writes  []kv.Write
-	records []kv.ChangeRecord
+	writes  []kvcodec.Write
+	records []kvcodec.ChangeRecord
 	err     error
 }
 

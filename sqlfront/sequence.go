@@ -14,7 +14,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -242,7 +242,7 @@ func inInputOrder(table *tableInfo, input []arrow.RecordBatch, applied arrow.Rec
 	if applied.NumRows() < 2 {
 		return applied, nil
 	}
-	codec, err := kv.NewCodec(table.schema, table.pkCols())
+	codec, err := kvcodec.NewCodec(table.schema, table.pkCols())
 	if err != nil {
 		applied.Release()
 		return nil, err

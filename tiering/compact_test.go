@@ -14,8 +14,8 @@ import (
 
 	"github.com/apache/iceberg-go"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 )
 
 // lakeDataFiles lists the data files of the current lake snapshot: object

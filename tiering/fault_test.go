@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 )
 
 // faultEnv is a table with two buckets and rows in both, ready for a round.

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/objstore"
 )
 
 // FileCache is a bounded local directory of lake objects (data files and

@@ -12,7 +12,7 @@ import (
 
 	iceio "github.com/apache/iceberg-go/io"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/objstore"
 )
 
 // storeIO is iceberg-go's file system over mink's object store. Iceberg

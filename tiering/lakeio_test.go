@@ -9,7 +9,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/objstore"
 )
 
 // TestStoreIORangeFile reads a large object through ranges: ReadAt anywhere,

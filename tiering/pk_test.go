@@ -15,9 +15,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/objstore"
 )
 
 // pkRow is the model of one row of the primary-key test table
@@ -197,7 +197,7 @@ func (m *pkModel) deleteAll(bucket catalog.BucketID) {
 		Objects: []catalog.StreamObject{{Key: fmt.Sprintf("fake/%d/%d", bucket, end), Start: end, End: end + uint64(n), Size: 1}}})
 }
 
-// changelogSchema is the schema of a changelog entry of spec (kv.Codec's
+// changelogSchema is the schema of a changelog entry of spec (kvcodec.Codec's
 // ChangelogSchema): _change_type, then the table's columns.
 func changelogSchema(t *testing.T, spec catalog.TableSpec) *arrow.Schema {
 	t.Helper()

@@ -19,9 +19,9 @@ import (
 	"github.com/apache/iceberg-go"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/objstore"
 )
 
 // Batch is a run of rows read from a bucket's stream: row i of Record has

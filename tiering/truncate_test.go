@@ -11,8 +11,8 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 )
 
 // truncate proposes TruncateTable and opens the table's new buckets; for

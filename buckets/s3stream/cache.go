@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/objstore"
 )
 
 // Cache keeps immutable objects on local disk, evicting the least recently

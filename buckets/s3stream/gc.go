@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 )
 
 // Collector deletes objects that nothing in the view references. It is the

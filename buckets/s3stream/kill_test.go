@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/internal/s3test"
+	"github.com/minkdb/mink/objstore"
 )
 
 const helperEnv = "MINK_S3STREAM_KILL_HELPER"

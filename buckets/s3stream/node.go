@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 )
 
 var (

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 )
 
 // writeStreamObjects writes entries, which start at offset start and are

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 )
 
 // TestRandomHistory runs a seeded random history of appends, flushes, clean

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 )
 
 const sid = catalog.StreamID(7)

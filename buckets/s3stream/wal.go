@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/objstore"
 )
 
 // pendingEntry is one append on its way through the WAL.

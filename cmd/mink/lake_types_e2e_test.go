@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 	"github.com/minkdb/mink/tiering"
 )
 

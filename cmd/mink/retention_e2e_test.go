@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/objstore"
 	"github.com/minkdb/mink/server"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/minkdb/mink/buckets/objstore"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/objstore"
 	"github.com/minkdb/mink/server"
 	"github.com/minkdb/mink/tiering"
 )

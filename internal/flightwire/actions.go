@@ -35,7 +35,7 @@ type KVLookupResult struct {
 	Offset uint64 `json:"offset"`
 }
 
-// KVWrite is one write of a kv-write: Op is the kv.WriteOp number
+// KVWrite is one write of a kv-write: Op is the kvcodec.WriteOp number
 // (0 insert, 1 insert-if-absent, 2 upsert, 3 update, 4 delete); Key and
 // Row are encoded (docs/format/kv.md).
 type KVWrite struct {

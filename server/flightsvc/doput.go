@@ -22,7 +22,7 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // DoPut writes batches to a table (routed and forwarded here) or to one
@@ -206,9 +206,9 @@ func (s *Service) putBucketKV(stream flight.FlightService_DoPutServer, rdr *flig
 			return toStatus(err)
 		}
 		err = checkRoute(t, ref.partition, rec, index, count)
-		var writes []kv.Write
+		var writes []kvcodec.Write
 		if err == nil {
-			if writes, err = codec.Writes(kv.OpUpsert, rec); errors.Is(err, kv.ErrNullKey) {
+			if writes, err = codec.Writes(kvcodec.OpUpsert, rec); errors.Is(err, kvcodec.ErrNullKey) {
 				err = status.Errorf(codes.InvalidArgument, "table %q: %v", t.name, err)
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 )
 
 // Primary-key buckets over Flight: kv-write and lookup actions run on the
@@ -49,15 +50,15 @@ func (s *Service) kvWrite(ctx context.Context, req flightwire.KVWriteRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	writes := make([]kv.Write, len(req.Writes))
+	writes := make([]kvcodec.Write, len(req.Writes))
 	for i, w := range req.Writes {
-		if w.Op > uint8(kv.OpDelete) {
+		if w.Op > uint8(kvcodec.OpDelete) {
 			return nil, status.Errorf(codes.InvalidArgument, "kv-write: write %d: unknown op %d", i, w.Op)
 		}
-		if len(w.Key) == 0 || (kv.WriteOp(w.Op) != kv.OpDelete && len(w.Row) == 0) {
+		if len(w.Key) == 0 || (kvcodec.WriteOp(w.Op) != kvcodec.OpDelete && len(w.Row) == 0) {
 			return nil, status.Errorf(codes.InvalidArgument, "kv-write: write %d: a key (and a row, unless a delete) is required", i)
 		}
-		writes[i] = kv.Write{Op: kv.WriteOp(w.Op), Key: w.Key, Row: w.Row, CheckRow: w.CheckRow, IfRow: w.IfRow}
+		writes[i] = kvcodec.Write{Op: kvcodec.WriteOp(w.Op), Key: w.Key, Row: w.Row, CheckRow: w.CheckRow, IfRow: w.IfRow}
 	}
 	records, first, err := b.Write(ctx, writes)
 	if err != nil {
@@ -276,9 +277,9 @@ func (s *Service) upsertKV(ctx context.Context, t *table, id catalog.BucketID, r
 	if err != nil {
 		return toStatus(err)
 	}
-	writes, err := codec.Writes(kv.OpUpsert, rec)
+	writes, err := codec.Writes(kvcodec.OpUpsert, rec)
 	if err != nil {
-		if errors.Is(err, kv.ErrNullKey) {
+		if errors.Is(err, kvcodec.ErrNullKey) {
 			return status.Errorf(codes.InvalidArgument, "table %q: %v", t.name, err)
 		}
 		return toStatus(err)
@@ -325,7 +326,7 @@ func (s *Service) upsertKV(ctx context.Context, t *table, id catalog.BucketID, r
 // as for Transport, and buckets.ErrUnavailable also when the node could
 // not be reached at all (the request was never sent, so a retry cannot
 // apply the writes twice).
-func (p *Pool) WriteKV(ctx context.Context, addr string, bucket catalog.BucketID, writes []kv.Write) ([]kv.ChangeRecord, uint64, error) {
+func (p *Pool) WriteKV(ctx context.Context, addr string, bucket catalog.BucketID, writes []kvcodec.Write) ([]kvcodec.ChangeRecord, uint64, error) {
 	req := flightwire.KVWriteRequest{Bucket: uint64(bucket), Writes: make([]flightwire.KVWrite, len(writes))}
 	for i, w := range writes {
 		req.Writes[i] = flightwire.KVWrite{Op: uint8(w.Op), Key: w.Key, Row: w.Row, CheckRow: w.CheckRow, IfRow: w.IfRow}
@@ -338,9 +339,9 @@ func (p *Pool) WriteKV(ctx context.Context, addr string, bucket catalog.BucketID
 		var res flightwire.KVWriteResult
 		err = flightwire.DoAction(ctx, c, flightwire.ActionKVWrite, req, &res)
 		if err == nil {
-			out := make([]kv.ChangeRecord, len(res.Records))
+			out := make([]kvcodec.ChangeRecord, len(res.Records))
 			for i, r := range res.Records {
-				out[i] = kv.ChangeRecord{Type: kv.ChangeType(r.Type), Key: r.Key, Row: r.Row, Write: r.Write}
+				out[i] = kvcodec.ChangeRecord{Type: kvcodec.ChangeType(r.Type), Key: r.Key, Row: r.Row, Write: r.Write}
 			}
 			return out, res.First, nil
 		}
@@ -436,7 +437,7 @@ func (p *Pool) ScanKV(ctx context.Context, addr string, bucket catalog.BucketID)
 }
 
 // ReadChangelog returns every acknowledged changelog batch of the
-// primary-key bucket led at addr (schema kv.Codec.ChangelogSchema), with
+// primary-key bucket led at addr (schema kvcodec.Codec.ChangelogSchema), with
 // the offset of each batch's first record, following redirects. The caller
 // releases them.
 func (p *Pool) ReadChangelog(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error) {
@@ -470,5 +471,5 @@ func (p *Pool) ReadChangelog(ctx context.Context, addr string, bucket catalog.Bu
 // changelogColumns are the columns of a primary-key table's changelog
 // batches: the change type, then the table's.
 func changelogColumns(tb *table) []sqltypes.Column {
-	return append([]sqltypes.Column{{Name: kv.ChangeTypeColumn, Type: sqltypes.Of(sqltypes.Text), NotNull: true}}, tb.cols...)
+	return append([]sqltypes.Column{{Name: kvcodec.ChangeTypeColumn, Type: sqltypes.Of(sqltypes.Text), NotNull: true}}, tb.cols...)
 }

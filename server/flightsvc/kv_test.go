@@ -18,6 +18,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/server/flightsvc"
 )
 
@@ -25,7 +26,7 @@ var kvtSpec = catalog.TableSpec{Name: "kvt", Columns: []catalog.Column{{Name: "k
 	PrimaryKey: []string{"k"}, Buckets: 2}
 
 // kvtWrites encodes one write of op per (key, value).
-func kvtWrites(t *testing.T, c *kv.Codec, op kv.WriteOp, keys []int64, vals []string) []kv.Write {
+func kvtWrites(t *testing.T, c *kvcodec.Codec, op kvcodec.WriteOp, keys []int64, vals []string) []kvcodec.Write {
 	t.Helper()
 	b := array.NewRecordBuilder(memory.DefaultAllocator, c.Schema())
 	defer b.Release()
@@ -42,7 +43,7 @@ func kvtWrites(t *testing.T, c *kv.Codec, op kv.WriteOp, keys []int64, vals []st
 	return ws
 }
 
-func kvtKey(t *testing.T, c *kv.Codec, k int64) []byte {
+func kvtKey(t *testing.T, c *kvcodec.Codec, k int64) []byte {
 	t.Helper()
 	b := array.NewInt64Builder(memory.DefaultAllocator)
 	b.Append(k)
@@ -61,7 +62,7 @@ func kvtText(recs ...arrow.RecordBatch) []string {
 	var out []string
 	for _, rec := range recs {
 		ct := -1
-		if rec.Schema().Field(0).Name == kv.ChangeTypeColumn {
+		if rec.Schema().Field(0).Name == kvcodec.ChangeTypeColumn {
 			ct = 0
 		}
 		ks := rec.Column(ct + 1).(*array.Int64)
@@ -97,11 +98,11 @@ func TestKVTransport(t *testing.T) {
 	defer pool.Close()
 	addr := n1.Config.FlightAddr
 
-	var recs []kv.ChangeRecord
+	var recs []kvcodec.ChangeRecord
 	var first uint64
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		recs, first, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kv.OpInsert, []int64{1, 2, 3}, []string{"a", "b", "c"}))
+		recs, first, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kvcodec.OpInsert, []int64{1, 2, 3}, []string{"a", "b", "c"}))
 		if err == nil {
 			break
 		}
@@ -110,19 +111,19 @@ func TestKVTransport(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(recs) != 3 || first != 0 || recs[0].Type != kv.Insert || recs[2].Write != 2 {
+	if len(recs) != 3 || first != 0 || recs[0].Type != kvcodec.Insert || recs[2].Write != 2 {
 		t.Fatalf("insert: %v at %d", recs, first)
 	}
-	recs, first, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kv.OpUpsert, []int64{2, 4}, []string{"b2", "d"}))
-	if err != nil || first != 3 || len(recs) != 3 || recs[0].Type != kv.UpdateBefore || recs[1].Type != kv.UpdateAfter || recs[2].Type != kv.Insert {
+	recs, first, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kvcodec.OpUpsert, []int64{2, 4}, []string{"b2", "d"}))
+	if err != nil || first != 3 || len(recs) != 3 || recs[0].Type != kvcodec.UpdateBefore || recs[1].Type != kvcodec.UpdateAfter || recs[2].Type != kvcodec.Insert {
 		t.Fatalf("upsert: %v at %d, %v", recs, first, err)
 	}
-	del := kvtWrites(t, codec, kv.OpDelete, []int64{1}, []string{""})
-	if recs, first, err = pool.WriteKV(ctx, addr, id, del); err != nil || first != 6 || len(recs) != 1 || recs[0].Type != kv.Delete {
+	del := kvtWrites(t, codec, kvcodec.OpDelete, []int64{1}, []string{""})
+	if recs, first, err = pool.WriteKV(ctx, addr, id, del); err != nil || first != 6 || len(recs) != 1 || recs[0].Type != kvcodec.Delete {
 		t.Fatalf("delete: %v at %d, %v", recs, first, err)
 	}
 	// A duplicate key: nothing written, the error keeps its write index.
-	_, _, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kv.OpInsert, []int64{9, 3}, []string{"x", "dup"}))
+	_, _, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kvcodec.OpInsert, []int64{9, 3}, []string{"x", "dup"}))
 	var dup *kv.DuplicateKeyError
 	if !errors.As(err, &dup) || dup.Write != 1 || !slices.Equal(dup.Key, kvtKey(t, codec, 3)) {
 		t.Fatalf("duplicate insert: %v", err)

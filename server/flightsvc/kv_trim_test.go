@@ -11,7 +11,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/server/flightsvc"
 )
 
@@ -66,11 +66,11 @@ func TestKVChangelogAfterTrim(t *testing.T) {
 		for k := range 10 {
 			keys, vals = append(keys, int64(k)), append(vals, fmt.Sprintf("s%d", step))
 		}
-		var recs []kv.ChangeRecord
+		var recs []kvcodec.ChangeRecord
 		var first uint64
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			recs, first, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kv.OpUpsert, keys, vals))
+			recs, first, err = pool.WriteKV(ctx, addr, id, kvtWrites(t, codec, kvcodec.OpUpsert, keys, vals))
 			if err == nil || time.Now().After(deadline) {
 				break
 			}

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/minkdb/mink/buckets"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/server/flightsvc"
 )
 
@@ -34,7 +34,7 @@ func TestWriteKVSentOrNot(t *testing.T) {
 	pool := flightsvc.NewPool()
 	defer pool.Close()
 	ctx := context.Background()
-	writes := []kv.Write{{Op: kv.OpUpsert, Key: []byte{1}, Row: []byte{1, 0}}}
+	writes := []kvcodec.Write{{Op: kvcodec.OpUpsert, Key: []byte{1}, Row: []byte{1, 0}}}
 
 	// Nothing listens at this address: the request is never sent.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
-	"github.com/minkdb/mink/kv"
+	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/server/access"
 )
 
@@ -84,14 +84,14 @@ func writeNeed(t *table) need {
 func kvWriteNeed(writes []flightwire.KVWrite) need {
 	var p catalog.Privileges
 	for _, w := range writes {
-		switch kv.WriteOp(w.Op) {
-		case kv.OpInsert, kv.OpInsertIfAbsent:
+		switch kvcodec.WriteOp(w.Op) {
+		case kvcodec.OpInsert, kvcodec.OpInsertIfAbsent:
 			p |= catalog.PrivInsert
-		case kv.OpUpdate:
+		case kvcodec.OpUpdate:
 			p |= catalog.PrivUpdate
-		case kv.OpDelete:
+		case kvcodec.OpDelete:
 			p |= catalog.PrivDelete
-		case kv.OpUpsert:
+		case kvcodec.OpUpsert:
 			switch {
 			case w.CheckRow && w.IfRow != nil: // only if the row read is there
 				p |= catalog.PrivUpdate

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/objstore"
 )
 
 // Run runs the suite. open must return a new, empty store for each call

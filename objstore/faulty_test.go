@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/buckets/objstore"
+	"github.com/minkdb/mink/objstore"
 )
 
 func TestFaultyErrorsThenSuccess(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/minkdb/mink/buckets/objstore"
-	"github.com/minkdb/mink/buckets/objstore/objstoretest"
 	"github.com/minkdb/mink/internal/s3test"
+	"github.com/minkdb/mink/objstore"
+	"github.com/minkdb/mink/objstore/objstoretest"
 )
 
 func TestDirConformance(t *testing.T) {

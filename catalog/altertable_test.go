@@ -1,8 +1,10 @@
-package catalog
+package catalog_test
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/minkdb/mink/catalog"
 )
 
 // TestAddColumn: an added column follows the table's columns, marked Added
@@ -10,18 +12,18 @@ import (
 // table is rejected and changes nothing; a view taken before the record
 // keeps its columns.
 func TestAddColumn(t *testing.T) {
-	v := NewView()
-	o := applyChecked(t, v, CreateTable{Spec: TableSpec{Name: "t", Columns: []Column{{Name: "id", Type: "bigint"}}, Buckets: 1}})
+	v := catalog.NewView()
+	o := applyChecked(t, v, catalog.CreateTable{Spec: catalog.TableSpec{Name: "t", Columns: []catalog.Column{{Name: "id", Type: "bigint"}}, Buckets: 1}})
 	if o.Err != nil {
 		t.Fatal(o.Err)
 	}
 	table := o.Table
 	before := v.Clone()
 	one := "1"
-	if o := applyChecked(t, v, AddColumn{Table: table, Column: Column{Name: "n", Type: "integer", NotNull: true, Default: "1", Missing: &one}}); o.Err != nil {
+	if o := applyChecked(t, v, catalog.AddColumn{Table: table, Column: catalog.Column{Name: "n", Type: "integer", NotNull: true, Default: "1", Missing: &one}}); o.Err != nil {
 		t.Fatal(o.Err)
 	}
-	if o := applyChecked(t, v, AddColumn{Table: table, Column: Column{Name: "note", Type: "text"}}); o.Err != nil {
+	if o := applyChecked(t, v, catalog.AddColumn{Table: table, Column: catalog.Column{Name: "note", Type: "text"}}); o.Err != nil {
 		t.Fatal(o.Err)
 	}
 	cols := v.Tables[table].Spec.Columns
@@ -33,13 +35,13 @@ func TestAddColumn(t *testing.T) {
 		t.Fatalf("a view cloned before AddColumn has columns %+v", got)
 	}
 	for _, r := range []struct {
-		rec  AddColumn
+		rec  catalog.AddColumn
 		want error
 	}{
-		{AddColumn{Table: table, Column: Column{Name: "n", Type: "text"}}, ErrInvalid},
-		{AddColumn{Table: table, Column: Column{Name: "s", Type: "bigint", Sequence: SequenceSerial}}, ErrInvalid},
-		{AddColumn{Table: table, Column: Column{Name: "", Type: "bigint"}}, ErrInvalid},
-		{AddColumn{Table: table + 100, Column: Column{Name: "x", Type: "bigint"}}, ErrNotFound},
+		{catalog.AddColumn{Table: table, Column: catalog.Column{Name: "n", Type: "text"}}, catalog.ErrInvalid},
+		{catalog.AddColumn{Table: table, Column: catalog.Column{Name: "s", Type: "bigint", Sequence: catalog.SequenceSerial}}, catalog.ErrInvalid},
+		{catalog.AddColumn{Table: table, Column: catalog.Column{Name: "", Type: "bigint"}}, catalog.ErrInvalid},
+		{catalog.AddColumn{Table: table + 100, Column: catalog.Column{Name: "x", Type: "bigint"}}, catalog.ErrNotFound},
 	} {
 		if o := applyChecked(t, v, r.rec); !errors.Is(o.Err, r.want) {
 			t.Errorf("%+v: %v, want %v", r.rec, o.Err, r.want)
@@ -55,12 +57,12 @@ func TestAddColumn(t *testing.T) {
 // loses its partitions; columns, sequences and the lake snapshot stay,
 // tiered offsets go.
 func TestTruncateTable(t *testing.T) {
-	v := NewView()
-	o := applyChecked(t, v, CreateTable{Spec: TableSpec{Name: "t", Columns: []Column{{Name: "id", Type: "bigint", Sequence: SequenceSerial}}, Buckets: 2}})
+	v := catalog.NewView()
+	o := applyChecked(t, v, catalog.CreateTable{Spec: catalog.TableSpec{Name: "t", Columns: []catalog.Column{{Name: "id", Type: "bigint", Sequence: catalog.SequenceSerial}}, Buckets: 2}})
 	table, old := o.Table, o.Buckets
-	v.Tables[table].Tiering = TieringState{Offsets: map[BucketID]uint64{old[0]: 5}, LakeSnapshotID: 9}
+	v.Tables[table].Tiering = catalog.TieringState{Offsets: map[catalog.BucketID]uint64{old[0]: 5}, LakeSnapshotID: 9}
 	v.Tables[table].Sequences = map[string]int64{"id": 40}
-	o = applyChecked(t, v, TruncateTable{Table: table})
+	o = applyChecked(t, v, catalog.TruncateTable{Table: table})
 	if o.Err != nil || len(o.Buckets) != 2 || o.Buckets[0] == old[0] || o.Buckets[1] == old[1] {
 		t.Fatalf("truncate: %+v (old buckets %v)", o, old)
 	}
@@ -79,18 +81,18 @@ func TestTruncateTable(t *testing.T) {
 		}
 	}
 
-	o = applyChecked(t, v, CreateTable{Spec: TableSpec{Name: "p", Columns: []Column{{Name: "d", Type: "text"}}, PartitionBy: "d", Buckets: 1}})
+	o = applyChecked(t, v, catalog.CreateTable{Spec: catalog.TableSpec{Name: "p", Columns: []catalog.Column{{Name: "d", Type: "text"}}, PartitionBy: "d", Buckets: 1}})
 	part := o.Table
-	if o := applyChecked(t, v, CreatePartition{Table: part, Value: "x"}); o.Err != nil {
+	if o := applyChecked(t, v, catalog.CreatePartition{Table: part, Value: "x"}); o.Err != nil {
 		t.Fatal(o.Err)
 	}
-	if o := applyChecked(t, v, TruncateTable{Table: part}); o.Err != nil || o.Buckets != nil {
+	if o := applyChecked(t, v, catalog.TruncateTable{Table: part}); o.Err != nil || o.Buckets != nil {
 		t.Fatalf("truncate partitioned: %+v", o)
 	}
 	if tb := v.Tables[part]; tb.Partitions != nil || len(v.BucketsOf(part)) != 0 {
 		t.Fatalf("partitioned table after truncate: %+v", tb)
 	}
-	if o := applyChecked(t, v, TruncateTable{Table: 999}); !errors.Is(o.Err, ErrNotFound) {
+	if o := applyChecked(t, v, catalog.TruncateTable{Table: 999}); !errors.Is(o.Err, catalog.ErrNotFound) {
 		t.Fatalf("truncate of an unknown table: %v", o.Err)
 	}
 }
@@ -99,26 +101,26 @@ func TestTruncateTable(t *testing.T) {
 // or table, or a column with a sequence, is rejected; a view cloned
 // before keeps the old default.
 func TestSetColumnDefault(t *testing.T) {
-	v := NewView()
-	o := applyChecked(t, v, CreateTable{Spec: TableSpec{Name: "t", Columns: []Column{{Name: "id", Type: "bigint", Sequence: SequenceSerial}, {Name: "n", Type: "integer", Default: "1"}}, Buckets: 1}})
+	v := catalog.NewView()
+	o := applyChecked(t, v, catalog.CreateTable{Spec: catalog.TableSpec{Name: "t", Columns: []catalog.Column{{Name: "id", Type: "bigint", Sequence: catalog.SequenceSerial}, {Name: "n", Type: "integer", Default: "1"}}, Buckets: 1}})
 	table := o.Table
 	before := v.Clone()
-	if o := applyChecked(t, v, SetColumnDefault{Table: table, Column: "n", Default: "42"}); o.Err != nil || v.Tables[table].Spec.Columns[1].Default != "42" {
+	if o := applyChecked(t, v, catalog.SetColumnDefault{Table: table, Column: "n", Default: "42"}); o.Err != nil || v.Tables[table].Spec.Columns[1].Default != "42" {
 		t.Fatalf("set default: %v, %+v", o.Err, v.Tables[table].Spec.Columns)
 	}
 	if before.Tables[table].Spec.Columns[1].Default != "1" {
 		t.Fatal("a view cloned before SetColumnDefault changed")
 	}
-	if o := applyChecked(t, v, SetColumnDefault{Table: table, Column: "n"}); o.Err != nil || v.Tables[table].Spec.Columns[1].Default != "" {
+	if o := applyChecked(t, v, catalog.SetColumnDefault{Table: table, Column: "n"}); o.Err != nil || v.Tables[table].Spec.Columns[1].Default != "" {
 		t.Fatalf("drop default: %v, %+v", o.Err, v.Tables[table].Spec.Columns)
 	}
 	for _, r := range []struct {
-		rec  SetColumnDefault
+		rec  catalog.SetColumnDefault
 		want error
 	}{
-		{SetColumnDefault{Table: table, Column: "nosuch", Default: "1"}, ErrNotFound},
-		{SetColumnDefault{Table: table + 50, Column: "n", Default: "1"}, ErrNotFound},
-		{SetColumnDefault{Table: table, Column: "id", Default: "1"}, ErrInvalid},
+		{catalog.SetColumnDefault{Table: table, Column: "nosuch", Default: "1"}, catalog.ErrNotFound},
+		{catalog.SetColumnDefault{Table: table + 50, Column: "n", Default: "1"}, catalog.ErrNotFound},
+		{catalog.SetColumnDefault{Table: table, Column: "id", Default: "1"}, catalog.ErrInvalid},
 	} {
 		if o := applyChecked(t, v, r.rec); !errors.Is(o.Err, r.want) {
 			t.Errorf("%+v: %v, want %v", r.rec, o.Err, r.want)

@@ -1,4 +1,4 @@
-package catalog
+package catalog_test
 
 import (
 	"bytes"
@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/catalog/catalogtest"
 )
 
 // TestEncoding runs the scripts in testdata/encoding. Commands:
@@ -48,17 +51,17 @@ import (
 // is a format change (docs/format/metadata-log.md).
 func TestEncoding(t *testing.T) {
 	datadriven.Walk(t, "testdata/encoding", func(t *testing.T, path string) {
-		v := NewView()
+		v := catalog.NewView()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			var out strings.Builder
 			switch d.Cmd {
 			case "encode":
 				for _, line := range scriptLines(d.Input) {
-					rec, err := parseRecord(line)
+					rec, err := catalogtest.ParseRecord(line)
 					if err != nil {
 						d.Fatalf(t, "%s: %v", line, err)
 					}
-					data, err := EncodeRecord(rec)
+					data, err := catalog.EncodeRecord(rec)
 					if err != nil {
 						fmt.Fprintf(&out, "error: %v\n", err)
 						continue
@@ -71,9 +74,9 @@ func TestEncoding(t *testing.T) {
 					if err != nil {
 						d.Fatalf(t, "%s: %v", line, err)
 					}
-					rec, err := DecodeRecord(data)
+					rec, err := catalog.DecodeRecord(data)
 					if err != nil {
-						if !errors.Is(err, ErrInvalid) {
+						if !errors.Is(err, catalog.ErrInvalid) {
 							d.Fatalf(t, "%s: error %v does not wrap ErrInvalid", line, err)
 						}
 						fmt.Fprintf(&out, "error: %v\n", err)
@@ -83,7 +86,7 @@ func TestEncoding(t *testing.T) {
 				}
 			case "apply":
 				for _, line := range scriptLines(d.Input) {
-					rec, err := parseRecord(line)
+					rec, err := catalogtest.ParseRecord(line)
 					if err != nil {
 						d.Fatalf(t, "%s: %v", line, err)
 					}
@@ -93,7 +96,7 @@ func TestEncoding(t *testing.T) {
 			case "encode-view":
 				data := mustEncodeView(t, v)
 				var body bytes.Buffer
-				if err := json.Indent(&body, data[viewHeaderLen:], "", "  "); err != nil {
+				if err := json.Indent(&body, data[catalog.ViewHeaderLen:], "", "  "); err != nil {
 					d.Fatalf(t, "view body is not JSON: %v", err)
 				}
 				fmt.Fprintf(&out, "%q %02x\n%s\n", data[:4], data[4], body.Bytes())
@@ -106,15 +109,15 @@ func TestEncoding(t *testing.T) {
 					d.Fatalf(t, "%s: %v", header, err)
 				}
 				data = append(data, body...)
-				decoded, err := DecodeView(data)
+				decoded, err := catalog.DecodeView(data)
 				if err != nil {
-					if !errors.Is(err, ErrInvalid) {
+					if !errors.Is(err, catalog.ErrInvalid) {
 						d.Fatalf(t, "error %v does not wrap ErrInvalid", err)
 					}
 					fmt.Fprintf(&out, "error: %v\n", err)
 					break
 				}
-				out.WriteString(dumpView(decoded))
+				out.WriteString(catalogtest.DumpView(decoded))
 				roundTripView(t, decoded)
 			default:
 				d.Fatalf(t, "unknown command %q", d.Cmd)
@@ -160,54 +163,54 @@ func parseHexHeaderLine(line string, headerLen int) ([]byte, error) {
 
 // sampleRecords has one record of every kind with every field set, so that a
 // field without a JSON tag or a kind without a decoder shows up.
-func sampleRecords() []Record {
+func sampleRecords() []catalog.Record {
 	missing := "x"
 	yes, no, verifier := true, false, ""
-	return []Record{
-		RegisterNode{Node: 3, ExpectEpoch: 7, Addrs: Addrs{PG: "10.0.0.3:5433", Flight: "10.0.0.3:8815", Admin: "10.0.0.3:9480", Kafka: "10.0.0.3:9092"}},
-		RegisterCoordinator{Node: 3, NodeEpoch: 8, ExpectEpoch: 4},
-		CreateTable{Spec: TableSpec{
+	return []catalog.Record{
+		catalog.RegisterNode{Node: 3, ExpectEpoch: 7, Addrs: catalog.Addrs{PG: "10.0.0.3:5433", Flight: "10.0.0.3:8815", Admin: "10.0.0.3:9480", Kafka: "10.0.0.3:9092"}},
+		catalog.RegisterCoordinator{Node: 3, NodeEpoch: 8, ExpectEpoch: 4},
+		catalog.CreateTable{Spec: catalog.TableSpec{
 			Name: "orders",
-			Columns: []Column{{Name: "id", Type: "bigint", NotNull: true, Default: "0", Sequence: SequenceByDefault},
+			Columns: []catalog.Column{{Name: "id", Type: "bigint", NotNull: true, Default: "0", Sequence: catalog.SequenceByDefault},
 				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'", Sequence: "x", Added: true, Missing: &missing}},
 			PrimaryKey: []string{"id", "dt"}, PartitionBy: "dt", Buckets: 8, BucketKey: []string{"id"},
 			Options: map[string]string{"partition_retention": "7d", "é": "<&>"},
 		}, Owner: 16385},
-		DropTable{Table: 12},
-		CreatePartition{Table: 12, Value: "2025-01-01"},
-		DropPartition{Table: 12, Partition: 13},
-		LeadBucket{Bucket: 14, Node: 3, CoordinatorEpoch: 5, ExpectLeaderEpoch: 6, NodeEpoch: 8},
-		OpenStream{Stream: 14, Epoch: 7, Node: 3, NodeEpoch: 8},
-		CloseStream{Stream: 14, Epoch: 7},
-		CommitStreamObjects{Stream: 14, Epoch: 7, Objects: []StreamObject{
+		catalog.DropTable{Table: 12},
+		catalog.CreatePartition{Table: 12, Value: "2025-01-01"},
+		catalog.DropPartition{Table: 12, Partition: 13},
+		catalog.LeadBucket{Bucket: 14, Node: 3, CoordinatorEpoch: 5, ExpectLeaderEpoch: 6, NodeEpoch: 8},
+		catalog.OpenStream{Stream: 14, Epoch: 7, Node: 3, NodeEpoch: 8},
+		catalog.CloseStream{Stream: 14, Epoch: 7},
+		catalog.CommitStreamObjects{Stream: 14, Epoch: 7, Objects: []catalog.StreamObject{
 			{Key: "streams/14/0-10.e7", Start: 0, End: 10, Size: 1000},
 			{Key: "streams/14/10-18446744073709551615.e7", Start: 10, End: 1<<64 - 1, Size: 1<<63 - 1,
 				At: time.Date(2025, 3, 4, 5, 6, 7, 891, time.UTC)}}},
-		CommitWALTrim{Node: 3, NodeEpoch: 8, TrimSeq: 99, By: 4, ByEpoch: 2},
-		CommitKVSnapshot{Bucket: 14, LeaderEpoch: 7, SnapshotID: 3, LogOffset: 1234, Manifest: "kv/14/3/MANIFEST"},
-		CommitTieringRound{Table: 12, CoordinatorEpoch: 5, Offsets: map[BucketID]uint64{14: 100, 15: 200},
+		catalog.CommitWALTrim{Node: 3, NodeEpoch: 8, TrimSeq: 99, By: 4, ByEpoch: 2},
+		catalog.CommitKVSnapshot{Bucket: 14, LeaderEpoch: 7, SnapshotID: 3, LogOffset: 1234, Manifest: "kv/14/3/MANIFEST"},
+		catalog.CommitTieringRound{Table: 12, CoordinatorEpoch: 5, Offsets: map[catalog.BucketID]uint64{14: 100, 15: 200},
 			LakeSnapshotID: -5, LakeSequence: 9, At: time.Date(2025, 3, 4, 5, 6, 7, 890, time.UTC)},
-		CompactStreamObjects{Stream: 14, Epoch: 7, Replaces: []StreamObject{
+		catalog.CompactStreamObjects{Stream: 14, Epoch: 7, Replaces: []catalog.StreamObject{
 			{Key: "streams/14/5-10.7", Start: 5, End: 10, Size: 1000}, {Key: "streams/14/10-12.7", Start: 10, End: 12, Size: 20,
 				At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
-			With: StreamObject{Key: "streams/14/5-12.7c", Start: 5, End: 12, Size: 1020, At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
-		TrimStream{Stream: 14, Start: 10, CoordinatorEpoch: 5},
-		AllocateSequence{Table: 12, Column: "id", Count: 100, Epoch: 2},
-		TruncateTable{Table: 12, RestartSequences: true},
-		SetColumnDefault{Table: 12, Column: "n", Default: "42"},
-		AddColumn{Table: 12, Column: Column{Name: "note", Type: "text", NotNull: true, Default: "'x'", Sequence: "x", Added: true, Missing: &missing}},
-		CommitGroupOffsets{Group: "billing", CoordinatorEpoch: 5, Offsets: []GroupOffset{
+			With: catalog.StreamObject{Key: "streams/14/5-12.7c", Start: 5, End: 12, Size: 1020, At: time.Date(2025, 3, 4, 5, 6, 8, 0, time.UTC)}},
+		catalog.TrimStream{Stream: 14, Start: 10, CoordinatorEpoch: 5},
+		catalog.AllocateSequence{Table: 12, Column: "id", Count: 100, Epoch: 2},
+		catalog.TruncateTable{Table: 12, RestartSequences: true},
+		catalog.SetColumnDefault{Table: 12, Column: "n", Default: "42"},
+		catalog.AddColumn{Table: 12, Column: catalog.Column{Name: "note", Type: "text", NotNull: true, Default: "'x'", Sequence: "x", Added: true, Missing: &missing}},
+		catalog.CommitGroupOffsets{Group: "billing", CoordinatorEpoch: 5, Offsets: []catalog.GroupOffset{
 			{Topic: "events", Partition: 0, Offset: 0, LeaderEpoch: -1},
 			{Topic: "évents", Partition: 2147483647, Offset: 9223372036854775807, LeaderEpoch: 4, Metadata: "m\x00<&>"}}},
-		DeleteGroupOffsets{Group: "billing", CoordinatorEpoch: 5, All: true, Partitions: []GroupPartition{
+		catalog.DeleteGroupOffsets{Group: "billing", CoordinatorEpoch: 5, All: true, Partitions: []catalog.GroupPartition{
 			{Topic: "events", Partition: 0}, {Topic: "events", Partition: 3}}},
-		CreateRole{Name: "alice", Login: true, Superuser: true, Verifier: "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy"},
-		AlterRole{Role: 16385, Name: "bob", Login: &yes, Superuser: &no, Verifier: &verifier},
-		DropRole{Role: 16385},
-		GrantRole{Role: 16384, Member: 16385, Revoke: true},
-		GrantTable{Tables: []TableID{12, 13}, Grantee: 16385, Privileges: PrivSelect | PrivInsert, Revoke: true},
-		SetTableOwner{Table: 12, Owner: 16385},
-		SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
+		catalog.CreateRole{Name: "alice", Login: true, Superuser: true, Verifier: "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy"},
+		catalog.AlterRole{Role: 16385, Name: "bob", Login: &yes, Superuser: &no, Verifier: &verifier},
+		catalog.DropRole{Role: 16385},
+		catalog.GrantRole{Role: 16384, Member: 16385, Revoke: true},
+		catalog.GrantTable{Tables: []catalog.TableID{12, 13}, Grantee: 16385, Privileges: catalog.PrivSelect | catalog.PrivInsert, Revoke: true},
+		catalog.SetTableOwner{Table: 12, Owner: 16385},
+		catalog.SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}
 }
 
@@ -215,20 +218,20 @@ func sampleRecords() []Record {
 // record, that a pointer encodes like its value, and that the header carries
 // version 1 and the kind.
 func TestEncodingRecordRoundTrip(t *testing.T) {
-	kinds := map[Kind]bool{}
+	kinds := map[catalog.Kind]bool{}
 	for _, rec := range sampleRecords() {
 		kinds[rec.Kind()] = true
 		if path, ok := zeroField(reflect.ValueOf(rec), fmt.Sprintf("%T", rec)); ok {
 			t.Errorf("sample %s is zero: set it so the round trip covers it", path)
 		}
-		data, err := EncodeRecord(rec)
+		data, err := catalog.EncodeRecord(rec)
 		if err != nil {
 			t.Fatalf("encode %+v: %v", rec, err)
 		}
-		if data[0] != 1 || Kind(binary.BigEndian.Uint16(data[1:3])) != rec.Kind() {
+		if data[0] != 1 || catalog.Kind(binary.BigEndian.Uint16(data[1:3])) != rec.Kind() {
 			t.Errorf("%T: header % x, want version 1 and kind %d", rec, data[:3], rec.Kind())
 		}
-		got, err := DecodeRecord(data)
+		got, err := catalog.DecodeRecord(data)
 		if err != nil {
 			t.Fatalf("decode %T %s: %v", rec, data, err)
 		}
@@ -237,11 +240,11 @@ func TestEncodingRecordRoundTrip(t *testing.T) {
 		}
 		ptr := reflect.New(reflect.TypeOf(rec))
 		ptr.Elem().Set(reflect.ValueOf(rec))
-		if pdata, err := EncodeRecord(ptr.Interface().(Record)); err != nil || !bytes.Equal(pdata, data) {
+		if pdata, err := catalog.EncodeRecord(ptr.Interface().(catalog.Record)); err != nil || !bytes.Equal(pdata, data) {
 			t.Errorf("%T: a pointer encodes to %q, %v; the value to %q", rec, pdata, err, data)
 		}
 	}
-	for k := KindRegisterNode; k <= maxKnownKind; k++ {
+	for k := catalog.KindRegisterNode; k <= catalog.MaxKnownKind; k++ {
 		if !kinds[k] {
 			t.Errorf("no sample record of kind %v", k)
 		}
@@ -280,61 +283,61 @@ func zeroField(rv reflect.Value, path string) (string, bool) {
 // TestEncodingRejects checks that what EncodeRecord must not write and what
 // DecodeRecord and DecodeView must not read are errors wrapping ErrInvalid.
 func TestEncodingRejects(t *testing.T) {
-	for _, rec := range []Record{
+	for _, rec := range []catalog.Record{
 		nil,
-		(*DropTable)(nil),
+		(*catalog.DropTable)(nil),
 		foreignRecord{},
-		CreatePartition{Table: 1, Value: "\xff"},
-		CreateTable{Spec: TableSpec{Name: "t", Options: map[string]string{"\xfe": "x"}}},
+		catalog.CreatePartition{Table: 1, Value: "\xff"},
+		catalog.CreateTable{Spec: catalog.TableSpec{Name: "t", Options: map[string]string{"\xfe": "x"}}},
 	} {
-		if data, err := EncodeRecord(rec); !errors.Is(err, ErrInvalid) {
+		if data, err := catalog.EncodeRecord(rec); !errors.Is(err, catalog.ErrInvalid) {
 			t.Errorf("EncodeRecord(%#v) = %q, %v; want ErrInvalid", rec, data, err)
 		}
 	}
-	if _, err := EncodeRecord(CommitTieringRound{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}); err == nil {
+	if _, err := catalog.EncodeRecord(catalog.CommitTieringRound{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}); err == nil {
 		t.Errorf("EncodeRecord of a time in year 10000 succeeded")
 	}
 
-	header := func(version byte, kind Kind) string {
+	header := func(version byte, kind catalog.Kind) string {
 		return string([]byte{version, byte(kind >> 8), byte(kind)})
 	}
 	for _, data := range []string{
 		"",
 		"\x01",
 		"\x01\x00",
-		header(0, KindDropTable) + `{"table":1}`,
-		header(2, KindDropTable) + `{"table":1}`,
+		header(0, catalog.KindDropTable) + `{"table":1}`,
+		header(2, catalog.KindDropTable) + `{"table":1}`,
 		header(1, 0) + `{}`,
-		header(1, maxKnownKind+1) + `{}`,
+		header(1, catalog.MaxKnownKind+1) + `{}`,
 		header(1, 0xffff) + `{}`,
-		header(1, KindDropTable),
-		header(1, KindDropTable) + `null`,
-		header(1, KindDropTable) + `[]`,
-		header(1, KindDropTable) + `"x"`,
-		header(1, KindDropTable) + `{`,
-		header(1, KindDropTable) + `{"table":1} {}`,
-		header(1, KindDropTable) + `{"table":1}x`,
-		header(1, KindDropTable) + `{"table":"1"}`,
-		header(1, KindDropTable) + `{"table":-1}`,
-		header(1, KindDropTable) + `{"table":1.5}`,
-		header(1, KindDropTable) + `{"table":18446744073709551616}`,
-		header(1, KindRegisterNode) + `{"node":4294967296}`,
-		header(1, KindCommitTieringRound) + `{"offsets":{"x":1}}`,
-		header(1, KindCommitTieringRound) + `{"at":"yesterday"}`,
-		header(1, KindCommitStreamObjects) + `{"objects":{}}`,
+		header(1, catalog.KindDropTable),
+		header(1, catalog.KindDropTable) + `null`,
+		header(1, catalog.KindDropTable) + `[]`,
+		header(1, catalog.KindDropTable) + `"x"`,
+		header(1, catalog.KindDropTable) + `{`,
+		header(1, catalog.KindDropTable) + `{"table":1} {}`,
+		header(1, catalog.KindDropTable) + `{"table":1}x`,
+		header(1, catalog.KindDropTable) + `{"table":"1"}`,
+		header(1, catalog.KindDropTable) + `{"table":-1}`,
+		header(1, catalog.KindDropTable) + `{"table":1.5}`,
+		header(1, catalog.KindDropTable) + `{"table":18446744073709551616}`,
+		header(1, catalog.KindRegisterNode) + `{"node":4294967296}`,
+		header(1, catalog.KindCommitTieringRound) + `{"offsets":{"x":1}}`,
+		header(1, catalog.KindCommitTieringRound) + `{"at":"yesterday"}`,
+		header(1, catalog.KindCommitStreamObjects) + `{"objects":{}}`,
 	} {
-		if rec, err := DecodeRecord([]byte(data)); !errors.Is(err, ErrInvalid) {
+		if rec, err := catalog.DecodeRecord([]byte(data)); !errors.Is(err, catalog.ErrInvalid) {
 			t.Errorf("DecodeRecord(%q) = %#v, %v; want ErrInvalid", data, rec, err)
 		}
 	}
 
-	good := mustEncodeView(t, NewView())
+	good := mustEncodeView(t, catalog.NewView())
 	for _, data := range []string{
 		"",
 		"MKVW",
 		"MKVX\x01{}",
 		"MKVW\x00{}",
-		"MKVW\x02" + string(good[viewHeaderLen:]),
+		"MKVW\x02" + string(good[catalog.ViewHeaderLen:]),
 		"MKVW\x01",
 		"MKVW\x01null",
 		"MKVW\x01{}", // next_id 0
@@ -343,15 +346,15 @@ func TestEncodingRejects(t *testing.T) {
 		"MKVW\x01" + `{"next_id":1,"wal_trims":[{"node":1,"epoch":1,"trim_seq":1}]}`,
 		"MKVW\x01" + `{"next_id":1} trailing`,
 	} {
-		if v, err := DecodeView([]byte(data)); !errors.Is(err, ErrInvalid) {
+		if v, err := catalog.DecodeView([]byte(data)); !errors.Is(err, catalog.ErrInvalid) {
 			t.Errorf("DecodeView(%q) = %v, %v; want ErrInvalid", data, v, err)
 		}
 	}
 }
 
 // fuzzFixture is a view with some of everything for fuzzed records to act on.
-func fuzzFixture(t testing.TB) *View {
-	v := NewView()
+func fuzzFixture(t testing.TB) *catalog.View {
+	v := catalog.NewView()
 	for _, line := range []string{
 		"register-node node=1 expect=0 pg=a",
 		"register-node node=2 expect=0",
@@ -368,11 +371,11 @@ func fuzzFixture(t testing.TB) *View {
 		"commit-tiering-round table=1 coord=1 offsets=(3:4) lake=1 seq=1",
 		"commit-group-offsets group=g coord=1 offsets=(u/0=3, u/1=4~1:m)",
 	} {
-		rec, err := parseRecord(line)
+		rec, err := catalogtest.ParseRecord(line)
 		if err != nil {
 			t.Fatalf("%s: %v", line, err)
 		}
-		if o := Apply(v, v.Index+1, rec); o.Err != nil {
+		if o := catalog.Apply(v, v.Index+1, rec); o.Err != nil {
 			t.Fatalf("%s: %v", line, o.Err)
 		}
 	}
@@ -385,7 +388,7 @@ func fuzzFixture(t testing.TB) *View {
 // in testdata/fuzz/FuzzEncodingDecodeRecord (see -write-fuzz-seeds).
 func FuzzEncodingDecodeRecord(f *testing.F) {
 	for _, rec := range sampleRecords() {
-		data, err := EncodeRecord(rec)
+		data, err := catalog.EncodeRecord(rec)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -393,27 +396,27 @@ func FuzzEncodingDecodeRecord(f *testing.F) {
 	}
 	fixture := fuzzFixture(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rec, err := DecodeRecord(data)
+		rec, err := catalog.DecodeRecord(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
+			if !errors.Is(err, catalog.ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
 			}
 			return
 		}
-		enc, err := EncodeRecord(rec)
+		enc, err := catalog.EncodeRecord(rec)
 		if err != nil {
 			t.Fatalf("decoded %#v does not encode: %v", rec, err)
 		}
-		again, err := DecodeRecord(enc)
+		again, err := catalog.DecodeRecord(enc)
 		if err != nil {
 			t.Fatalf("re-encoded %q does not decode: %v", enc, err)
 		}
-		if enc2, err := EncodeRecord(again); err != nil || !bytes.Equal(enc, enc2) {
+		if enc2, err := catalog.EncodeRecord(again); err != nil || !bytes.Equal(enc, enc2) {
 			t.Fatalf("encoding is not a fixed point:\n%q\n%q (%v)", enc, enc2, err)
 		}
 		v := fixture.Clone()
-		o := Apply(v, v.Index+1, rec)
-		if err := v.checkInvariants(); err != nil {
+		o := catalog.Apply(v, v.Index+1, rec)
+		if err := catalog.CheckInvariants(v); err != nil {
 			t.Fatalf("%#v (outcome %v) broke the view: %v", rec, o.Err, err)
 		}
 		if o.Err != nil {
@@ -424,7 +427,7 @@ func FuzzEncodingDecodeRecord(f *testing.F) {
 	})
 }
 
-func withIndex(v *View, index uint64) *View {
+func withIndex(v *catalog.View, index uint64) *catalog.View {
 	v.Index = index
 	return v
 }
@@ -432,18 +435,18 @@ func withIndex(v *View, index uint64) *View {
 // FuzzEncodingDecodeView: decoding arbitrary bytes never panics and fails
 // only with ErrInvalid; a decoded view re-encodes to a fixed point.
 func FuzzEncodingDecodeView(f *testing.F) {
-	f.Add(mustEncodeView(f, NewView()))
+	f.Add(mustEncodeView(f, catalog.NewView()))
 	f.Add(mustEncodeView(f, fuzzFixture(f)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := DecodeView(data)
+		v, err := catalog.DecodeView(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
+			if !errors.Is(err, catalog.ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
 			}
 			return
 		}
 		enc := mustEncodeView(t, v)
-		again, err := DecodeView(enc)
+		again, err := catalog.DecodeView(enc)
 		if err != nil {
 			t.Fatalf("re-encoded view does not decode: %v\n%s", err, enc)
 		}
@@ -473,7 +476,7 @@ func TestEncodingWriteFuzzSeeds(t *testing.T) {
 		}
 	}
 	for _, rec := range sampleRecords() {
-		data, err := EncodeRecord(rec)
+		data, err := catalog.EncodeRecord(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,6 +486,6 @@ func TestEncodingWriteFuzzSeeds(t *testing.T) {
 	write("FuzzEncodingDecodeRecord", "unknown-kind", []byte("\x01\x00\x0e{}"))
 	write("FuzzEncodingDecodeRecord", "version-2", []byte("\x02\x00\x04{}"))
 	write("FuzzEncodingDecodeRecord", "empty-objects", []byte("\x01\x00\x0a"+`{"stream":3,"epoch":1,"objects":[]}`))
-	write("FuzzEncodingDecodeView", "empty", mustEncodeView(t, NewView()))
+	write("FuzzEncodingDecodeView", "empty", mustEncodeView(t, catalog.NewView()))
 	write("FuzzEncodingDecodeView", "fixture", mustEncodeView(t, fuzzFixture(t)))
 }

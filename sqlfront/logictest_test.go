@@ -76,6 +76,28 @@ package sqlfront_test
 // use; the first session is "default"). Sessions are how a test shows what
 // another connection sees.
 //
+//	restart [mirrors=on|off]
+//
+// closes every session and stops the node cleanly (Server.Close: buckets
+// flushed and handed back, the metadata log and etcd closed), then starts
+// a new node on the same data directory: the embedded etcd's metadata log,
+// the object store (streams, KV snapshots, the lake) and the local caches,
+// so what follows reads only what the node made durable. Sessions reopen
+// on first use (a session's settings are gone, as after any reconnect).
+// mirrors=off starts the new node with the engine's mirrors of log tables
+// off (server.Config.DisableSQLMirrors: every SELECT reads the buckets and
+// the lake directly), mirrors=on with them on again (the default). On
+// PostgreSQL only the sessions are closed.
+//
+//	tier TABLE
+//
+// runs a tiering round of TABLE and waits for it to finish (the admin API's
+// POST /api/v1/tiering/run?wait=1, what `mink tiering run --wait` does),
+// so that TABLE's committed rows are read from the lake from then on; the
+// round is retried while no node holds the coordinator lease yet (right
+// after a restart). Rounds run only on tier: the harness's nodes have a
+// tiering freshness of an hour. On PostgreSQL it does nothing.
+//
 //	onlyif mink|pg
 //	knownbug <text>   (mink still differs here: logged, not failed; see the record's comment)
 //	skipif mink|pg
@@ -103,6 +125,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/minkdb/mink/internal/minktest"
+	"github.com/minkdb/mink/server"
 )
 
 var (
@@ -193,7 +216,9 @@ type logicRecord struct {
 	// record, checked when it has a ---- section (hasNotices).
 	notices    []string
 	hasNotices bool
-	conn       string // for "connection"
+	conn       string // for "connection"; the TABLE of "tier"
+	// mirrors is restart's mirrors=on|off ("" keeps the node's setting).
+	mirrors string
 
 	// got is the outcome, for rewrites.
 	got *logicOutcome
@@ -273,6 +298,26 @@ func parseLogicFile(path string) ([]*logicRecord, error) {
 		case "connection":
 			if len(f) != 2 {
 				return nil, bad(i, "connection NAME")
+			}
+			rec.conn = f[1]
+			i++
+			recs = append(recs, rec)
+			continue
+		case "restart":
+			for _, opt := range f[1:] {
+				switch opt {
+				case "mirrors=on", "mirrors=off":
+					rec.mirrors = strings.TrimPrefix(opt, "mirrors=")
+				default:
+					return nil, bad(i, "restart [mirrors=on|off], not %q", opt)
+				}
+			}
+			i++
+			recs = append(recs, rec)
+			continue
+		case "tier":
+			if len(f) != 2 {
+				return nil, bad(i, "tier TABLE")
 			}
 			rec.conn = f[1]
 			i++
@@ -378,14 +423,22 @@ func formatLogicFile(recs []*logicRecord) string {
 			b.WriteString("\n")
 			continue
 		}
-		if i > 0 && recs[i-1].kind != "" && recs[i-1].kind != "connection" {
+		if i > 0 && recs[i-1].kind != "" && !recs[i-1].oneLine() {
 			b.WriteString("\n") // records always end with a blank line
 		}
 		for _, c := range rec.conds {
 			b.WriteString(c + "\n")
 		}
-		if rec.kind == "connection" {
-			fmt.Fprintf(&b, "connection %s\n", rec.conn)
+		switch rec.kind {
+		case "connection", "tier":
+			fmt.Fprintf(&b, "%s %s\n", rec.kind, rec.conn)
+			continue
+		case "restart":
+			b.WriteString("restart")
+			if rec.mirrors != "" {
+				b.WriteString(" mirrors=" + rec.mirrors)
+			}
+			b.WriteString("\n")
 			continue
 		}
 		if rec.got != nil {
@@ -436,6 +489,12 @@ func formatLogicFile(recs []*logicRecord) string {
 	return strings.TrimRight(out, "\n") + "\n"
 }
 
+// oneLine reports whether the record is a one-line directive (no SQL, no
+// blank line after it).
+func (rec *logicRecord) oneLine() bool {
+	return rec.kind == "connection" || rec.kind == "restart" || rec.kind == "tier"
+}
+
 // apply turns a record's expectation into what it got.
 func (rec *logicRecord) apply(got *logicOutcome) {
 	if got.err != nil {
@@ -482,13 +541,18 @@ type logicRunner struct {
 	pg      bool
 	drop    func()
 	tmap    *pgtype.Map
+	// node is the running node (mink only), on dataDir; direct is whether
+	// it runs with the engine's mirrors off.
+	node    *minktest.Node
+	dataDir string
+	direct  bool
 }
 
 func newLogicRunner(t *testing.T, file string, mode logicMode) *logicRunner {
 	r := &logicRunner{t: t, mode: mode, conns: map[string]*pgconn.PgConn{}, cur: "default", tmap: pgtype.NewMap()}
 	if *logicPG == "" {
-		n := minktest.Start(t, minktest.Options{})
-		r.url = n.URL
+		r.dataDir = t.TempDir()
+		r.startNode()
 		return r
 	}
 	// A fresh database on PostgreSQL, in UTC like mink's default.
@@ -517,12 +581,75 @@ func newLogicRunner(t *testing.T, file string, mode logicMode) *logicRunner {
 	return r
 }
 
-func (r *logicRunner) close() {
-	for _, c := range r.conns {
+// startNode starts a node on r.dataDir.
+func (r *logicRunner) startNode() {
+	n, err := minktest.StartNode(minktest.Options{DataDir: r.dataDir, Tweak: func(cfg *server.Config) {
+		cfg.TieringFreshness = time.Hour // rounds run on tier only
+		cfg.DisableSQLMirrors = r.direct
+	}}, r.t.TempDir)
+	if err != nil {
+		r.t.Fatalf("start a node on %s: %v", r.dataDir, err)
+	}
+	r.node, r.url = n, n.URL
+}
+
+func (r *logicRunner) closeConns() {
+	for name, c := range r.conns {
 		c.Close(context.Background())
+		delete(r.conns, name)
+	}
+}
+
+func (r *logicRunner) close() {
+	r.closeConns()
+	if r.node != nil {
+		r.node.Server.Close()
+		r.node = nil
 	}
 	if r.drop != nil {
 		r.drop()
+	}
+}
+
+// restart stops the node cleanly and starts it again on the same data
+// directory (see the file comment); on PostgreSQL it only reconnects.
+func (r *logicRunner) restart(rec *logicRecord) {
+	r.closeConns()
+	if r.pg {
+		return
+	}
+	if err := r.node.Server.Close(); err != nil {
+		r.t.Fatalf("line %d: restart: close the node: %v", rec.line, err)
+	}
+	r.node = nil
+	switch rec.mirrors {
+	case "on":
+		r.direct = false
+	case "off":
+		r.direct = true
+	}
+	r.startNode()
+}
+
+// tier runs a tiering round of a table and waits for it (mink only).
+func (r *logicRunner) tier(rec *logicRecord) {
+	if r.pg {
+		return
+	}
+	admin := server.NewAdminClient(r.node.Config.AdminAddr)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := admin.TieringRun(ctx, rec.conn, true, func(server.TieringRunEvent) {})
+		cancel()
+		if err == nil {
+			return
+		}
+		// Right after a start no node may hold the coordinator lease yet.
+		if !strings.Contains(err.Error(), "retry") || time.Now().After(deadline) {
+			r.t.Fatalf("line %d: tier %s: %v", rec.line, rec.conn, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -560,8 +687,15 @@ func (r *logicRunner) run(rec *logicRecord) {
 	if (rec.onlyif != "" && rec.onlyif != target) || rec.skipif == target {
 		return
 	}
-	if rec.kind == "connection" {
+	switch rec.kind {
+	case "connection":
 		r.cur = rec.conn
+		return
+	case "restart":
+		r.restart(rec)
+		return
+	case "tier":
+		r.tier(rec)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

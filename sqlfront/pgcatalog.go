@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -26,8 +28,8 @@ type catalogState struct {
 	macros bool
 	// index is the metadata index tables was read at.
 	index  uint64
-	tables []*catalogTable
-	roles  *catalogRoles
+	tables []*pgcatalog.Table
+	roles  *pgcatalog.Roles
 	views  map[string]*catalogView
 	// started is when the session first read a catalog (pg_stat_activity).
 	started time.Time
@@ -199,36 +201,36 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 		c.started = time.Now()
 	}
 	if index := s.f.cfg.Meta.AppliedIndex(); index != c.index || c.tables == nil {
-		var tables []*catalogTable
-		var roles *catalogRoles
+		var tables []*pgcatalog.Table
+		var roles *pgcatalog.Roles
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
-			tables = newCatalogTables(v, s.bucketRows)
-			roles = newCatalogRoles(v, s.identity)
+			tables = pgcatalog.NewTables(v, s.bucketRows, defaultExpr)
+			roles = pgcatalog.NewRoles(v, s.identity)
 		})
 		c.tables, c.roles, c.index = tables, roles, index
 	}
 	createMacros := macros && !c.macros
 	if createMacros {
 		// DuckDB binds a macro's relations when it creates it.
-		keys = append(keys, allMacroDeps()...)
+		keys = append(keys, pgcatalog.AllMacroDeps()...)
 	}
-	var in *catalogInput
+	var in *pgcatalog.Input
 	for _, key := range keys {
-		if key == settingsVarKey {
+		if key == pgcatalog.SettingsVarKey {
 			if err := s.conn.Exec(ctx, s.settingsVariable()); err != nil {
 				return fmt.Errorf("set mink_settings: %w", err)
 			}
 			continue
 		}
 		old := c.views[key]
-		if old != nil && old.index == c.index && !sessionRelations[key] {
+		if old != nil && old.index == c.index && !pgcatalog.SessionRelation(key) {
 			continue
 		}
 		if in == nil {
 			in = s.catalogInput(sql)
 		}
-		schema, batch := buildRelation(key, in)
-		release, err := s.conn.RegisterRecords(ctx, catalogViewName(key), schema, []arrow.RecordBatch{batch})
+		schema, batch := pgcatalog.Build(key, in)
+		release, err := s.conn.RegisterRecords(ctx, pgcatalog.ViewName(key), schema, []arrow.RecordBatch{batch})
 		if err != nil {
 			return fmt.Errorf("register %s: %w", key, err)
 		}
@@ -238,7 +240,7 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 		c.views[key] = &catalogView{index: c.index, release: release}
 	}
 	if createMacros {
-		if err := s.conn.Exec(ctx, catalogMacroSQL()); err != nil {
+		if err := s.conn.Exec(ctx, pgcatalog.MacroSQL()); err != nil {
 			return fmt.Errorf("create catalog macros: %w", err)
 		}
 		c.macros = true
@@ -268,68 +270,52 @@ func (s *session) settingsVariable() string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(catQuoteLiteral(strings.ToLower(row.name)) + ": " + catQuoteLiteral(row.value))
+		b.WriteString(pgcatalog.QuoteLiteral(strings.ToLower(row.Name)) + ": " + pgcatalog.QuoteLiteral(row.Value))
 	}
 	b.WriteString("}")
 	return b.String()
 }
 
-// buildRelation computes the rows of the relation key.
-func buildRelation(key string, in *catalogInput) (*arrow.Schema, arrow.RecordBatch) {
-	cols := relationCols(key)
-	if cols == nil {
-		panic(fmt.Sprintf("sqlfront: no emulated relation %q", key))
-	}
-	b := newRelBuilder(cols)
-	if fill := relationBuilders[key]; fill != nil {
-		fill(in, b)
-	}
-	return b.record()
-}
-
 // extraSettings are read-only settings that drivers and tools read from
 // pg_settings, beyond the ones SHOW knows.
-var extraSettings = []settingRow{
-	{name: "block_size", value: "8192", def: "8192", readOnly: true, description: "Shows the size of a disk block."},
-	{name: "lc_collate", value: "C", def: "C", readOnly: true, description: "Shows the collation order locale."},
-	{name: "lc_ctype", value: "C", def: "C", readOnly: true, description: "Shows the character classification and case conversion locale."},
-	{name: "max_connections", value: "100", def: "100", readOnly: true, description: "Sets the maximum number of concurrent connections."},
-	{name: "max_function_args", value: "100", def: "100", readOnly: true, description: "Shows the maximum number of function arguments."},
-	{name: "max_index_keys", value: "32", def: "32", readOnly: true, description: "Shows the maximum number of index keys."},
+var extraSettings = []pgcatalog.Setting{
+	{Name: "block_size", Value: "8192", Default: "8192", ReadOnly: true, Description: "Shows the size of a disk block."},
+	{Name: "lc_collate", Value: "C", Default: "C", ReadOnly: true, Description: "Shows the collation order locale."},
+	{Name: "lc_ctype", Value: "C", Default: "C", ReadOnly: true, Description: "Shows the character classification and case conversion locale."},
+	{Name: "max_connections", Value: "100", Default: "100", ReadOnly: true, Description: "Sets the maximum number of concurrent connections."},
+	{Name: "max_function_args", Value: "100", Default: "100", ReadOnly: true, Description: "Shows the maximum number of function arguments."},
+	{Name: "max_index_keys", Value: "32", Default: "32", ReadOnly: true, Description: "Shows the maximum number of index keys."},
 }
 
 // catalogSettings are the rows of pg_settings: the session's settings
 // (settings.go), custom ones ("app.x") and extraSettings, by name.
-func (s *session) catalogSettings() []settingRow {
+func (s *session) catalogSettings() []pgcatalog.Setting {
 	s.settings.refreshRole()
-	var rows []settingRow
+	var rows []pgcatalog.Setting
 	for name, def := range knownSettings {
-		rows = append(rows, settingRow{name: display(name), value: s.settings.values[name],
-			def: def.def, description: def.description, readOnly: def.readOnly})
+		rows = append(rows, pgcatalog.Setting{Name: display(name), Value: s.settings.values[name],
+			Default: def.def, Description: def.description, ReadOnly: def.readOnly})
 	}
 	for name, value := range s.settings.values {
 		if _, known := knownSettings[name]; !known {
-			rows = append(rows, settingRow{name: name, value: value})
+			rows = append(rows, pgcatalog.Setting{Name: name, Value: value})
 		}
 	}
 	for _, extra := range extraSettings {
-		if _, known := knownSettings[extra.name]; !known {
+		if _, known := knownSettings[extra.Name]; !known {
 			rows = append(rows, extra)
 		}
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	return rows
 }
 
 // catalogInput gathers what the relations are computed from.
-func (s *session) catalogInput(sql string) *catalogInput {
-	in := &catalogInput{database: s.f.cfg.Database, tables: s.catalog.tables, roles: s.catalog.roles, settings: s.catalogSettings()}
+func (s *session) catalogInput(sql string) *pgcatalog.Input {
+	in := &pgcatalog.Input{Database: s.f.cfg.Database, Tables: s.catalog.tables, Roles: s.catalog.roles, Settings: s.catalogSettings()}
 	// The session's role as the roles read with the tables have it (a
 	// role dropped while its session is open is no superuser).
-	in.session = catalogSession{role: uint32(s.identity.Role), name: s.identity.Name}
-	if r := in.roles.view.Roles[s.identity.Role]; r != nil {
-		in.session.super = r.Superuser
-	}
+	in.Session = pgcatalog.Session{Role: uint32(s.identity.Role), Name: s.identity.Name, Super: in.Roles.Superuser(s.identity.Role)}
 	addr := ""
 	if s.info.RemoteAddr != nil {
 		addr = s.info.RemoteAddr.String()
@@ -337,8 +323,8 @@ func (s *session) catalogInput(sql string) *catalogInput {
 			addr = host
 		}
 	}
-	in.activity = activityRow{pid: int32(s.info.ProcessID), application: s.settings.values["application_name"],
-		clientAddr: addr, query: sql, backendStart: s.catalog.started}
+	in.Activity = pgcatalog.Activity{PID: int32(s.info.ProcessID), Application: s.settings.values["application_name"],
+		ClientAddr: addr, Query: sql, BackendStart: s.catalog.started}
 	return in
 }
 
@@ -388,8 +374,7 @@ func selectEmpty(sel *pg.SelectStmt) bool {
 func fromEmpty(n *pg.Node) bool {
 	switch e := n.Node.(type) {
 	case *pg.Node_RangeVar:
-		key, isCatalog := catalogViewKeys[e.RangeVar.Relname]
-		return isCatalog && e.RangeVar.Schemaname == "" && relationBuilders[key] == nil
+		return e.RangeVar.Schemaname == "" && pgcatalog.AlwaysEmpty(e.RangeVar.Relname)
 	case *pg.Node_JoinExpr:
 		j := e.JoinExpr
 		switch j.Jointype {
@@ -465,4 +450,89 @@ func emptyStmt(s *session, cols []pgwire.Column, params []uint32) *stmt {
 		}
 		return pgwire.Result{Rows: pgwire.RowsFromSlice(cols, nil)}, nil
 	}}
+}
+
+// defaultExpr renders a column's stored default the way PostgreSQL's
+// pg_get_expr prints the default expression it would have stored: bare
+// non-negative numbers and booleans, other constants quoted and cast to
+// the column's type ('x'::text, '-1'::integer).
+func defaultExpr(def string, typ sqltypes.Type) string {
+	if def == "" {
+		return ""
+	}
+	tree, err := pg.Parse("SELECT " + def)
+	if err != nil || len(tree.Stmts) != 1 {
+		return def
+	}
+	targets := tree.Stmts[0].Stmt.GetSelectStmt().GetTargetList()
+	if len(targets) != 1 {
+		return def
+	}
+	expr := targets[0].GetResTarget().GetVal()
+	if neg := expr.GetAExpr(); neg != nil && neg.Lexpr == nil && len(neg.Name) == 1 && neg.Name[0].GetString_().GetSval() == "-" {
+		if c := neg.Rexpr.GetAConst(); c != nil {
+			switch v := c.Val.(type) {
+			case *pg.A_Const_Ival:
+				return pgcatalog.QuoteLiteral(fmt.Sprint(-v.Ival.Ival)) + "::integer"
+			case *pg.A_Const_Fval:
+				return pgcatalog.QuoteLiteral("-"+v.Fval.Fval) + "::numeric"
+			}
+		}
+	}
+	if tc := expr.GetTypeCast(); tc != nil {
+		if c := tc.Arg.GetAConst(); c != nil && c.GetSval() != nil {
+			names := tc.TypeName.Names
+			name := names[len(names)-1].GetString_().GetSval()
+			var mods []int32
+			for _, m := range tc.TypeName.Typmods {
+				mods = append(mods, m.GetAConst().GetIval().GetIval())
+			}
+			if t, err := sqltypes.Lookup(name, mods); err == nil {
+				return pgcatalog.QuoteLiteral(c.GetSval().Sval) + "::" + pgcatalog.TypeNameNoTypmod(t)
+			}
+		}
+		return def
+	}
+	c := expr.GetAConst()
+	if c == nil {
+		return def
+	}
+	switch v := c.Val.(type) {
+	case *pg.A_Const_Ival:
+		if v.Ival.Ival < 0 {
+			return pgcatalog.QuoteLiteral(fmt.Sprint(v.Ival.Ival)) + "::integer"
+		}
+		return fmt.Sprint(v.Ival.Ival)
+	case *pg.A_Const_Fval:
+		if strings.HasPrefix(v.Fval.Fval, "-") {
+			return pgcatalog.QuoteLiteral(v.Fval.Fval) + "::numeric"
+		}
+		if strings.ContainsAny(v.Fval.Fval, ".eE") {
+			return v.Fval.Fval
+		}
+		return pgcatalog.QuoteLiteral(v.Fval.Fval) + "::bigint" // an integer beyond int4
+	case *pg.A_Const_Boolval:
+		return fmt.Sprint(v.Boolval.Boolval)
+	case *pg.A_Const_Sval:
+		// The literal was coerced to the column's type when the table was
+		// created.
+		switch typ.Kind() {
+		case sqltypes.Int4:
+			if n, err := strconv.ParseInt(strings.TrimSpace(v.Sval.Sval), 10, 32); err == nil && n >= 0 {
+				return strconv.FormatInt(n, 10)
+			}
+		case sqltypes.Bool:
+			switch strings.ToLower(strings.TrimSpace(v.Sval.Sval)) {
+			case "t", "true", "y", "yes", "on", "1":
+				return "true"
+			case "f", "false", "n", "no", "off", "0":
+				return "false"
+			}
+		}
+		return pgcatalog.QuoteLiteral(v.Sval.Sval) + "::" + pgcatalog.TypeNameNoTypmod(typ)
+	}
+	if c.Isnull {
+		return ""
+	}
+	return def
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -19,7 +20,7 @@ import (
 //   - pg_catalog.x, bare pg_catalog names and information_schema.x become
 //     the session's views of the emulated relations (named "schema.x");
 //   - PostgreSQL functions become constants, DuckDB expressions or the
-//     session's mink_* macros (pgcatalog_macros.go);
+//     session's mink_* macros (pgcatalog/macros.go);
 //   - casts to reg* types, oid, name, "char", int2vector, … become lookups
 //     or DuckDB types; OPERATOR(pg_catalog.~) and friends become regexp
 //     matches (PostgreSQL's ~ searches, DuckDB's matches the whole string);
@@ -104,7 +105,7 @@ func visitMessage(m protoreflect.Message, fn func(*pg.Node) bool) {
 // useMacro notes a call of a session macro, and the relations it reads.
 func (rw *catalogRewriter) useMacro(name string) {
 	rw.macros = true
-	for _, dep := range macroDeps(name) {
+	for _, dep := range pgcatalog.MacroDeps(name) {
 		rw.rels[dep] = true
 	}
 }
@@ -187,12 +188,12 @@ func (rw *catalogRewriter) selectStmt(sel *pg.SelectStmt) {
 	for _, from := range sel.FromClause {
 		visitNode(from, func(n *pg.Node) bool {
 			if rv := n.GetRangeVar(); rv != nil {
-				if key, ok := catalogKey(rv.Schemaname, rv.Relname); ok {
+				if key, ok := pgcatalog.Key(rv.Schemaname, rv.Relname); ok {
 					alias := rv.Relname
 					if rv.Alias != nil {
 						alias = rv.Alias.Aliasname
 					}
-					rw.aliasOIDs[alias] = catalogByName[key].oid
+					rw.aliasOIDs[alias], _ = pgcatalog.RelationOID(key)
 				}
 			}
 			return n.GetRangeSubselect() == nil
@@ -218,7 +219,7 @@ func isDefaultCollation(names []*pg.Node) bool {
 }
 
 func (rw *catalogRewriter) rangeVar(rv *pg.RangeVar) {
-	key, ok := catalogKey(rv.Schemaname, rv.Relname)
+	key, ok := pgcatalog.Key(rv.Schemaname, rv.Relname)
 	if !ok {
 		switch strings.ToLower(rv.Schemaname) {
 		case "pg_catalog", "information_schema":
@@ -238,7 +239,7 @@ func (rw *catalogRewriter) rangeVar(rv *pg.RangeVar) {
 	if rv.Alias == nil {
 		rv.Alias = &pg.Alias{Aliasname: rv.Relname}
 	}
-	rv.Schemaname, rv.Catalogname, rv.Relname = "", "", catalogViewName(key)
+	rv.Schemaname, rv.Catalogname, rv.Relname = "", "", pgcatalog.ViewName(key)
 }
 
 // rangeFunction handles set-returning functions in FROM; it returns a
@@ -249,12 +250,12 @@ func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 			if fc := l.Items[0].GetFuncCall(); fc != nil {
 				if schema, name := funcName(fc); (schema == "" || schema == "pg_catalog") && name == "pg_get_keywords" {
 					rw.catalog = true
-					rw.rels[keywordsKey] = true
+					rw.rels[pgcatalog.KeywordsKey] = true
 					alias := rf.Alias
 					if alias == nil {
 						alias = &pg.Alias{Aliasname: name}
 					}
-					return &pg.Node{Node: &pg.Node_RangeVar{RangeVar: &pg.RangeVar{Relname: catalogViewName(keywordsKey), Inh: true, Relpersistence: "p", Alias: alias}}}
+					return &pg.Node{Node: &pg.Node_RangeVar{RangeVar: &pg.RangeVar{Relname: pgcatalog.ViewName(pgcatalog.KeywordsKey), Inh: true, Relpersistence: "p", Alias: alias}}}
 				}
 			}
 		}
@@ -419,7 +420,7 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		return catCast(fc.Args[1], "varchar")
 	case name == "pg_char_to_encoding":
 		hit()
-		return catCast(catInt(encodingUTF8), "int4")
+		return catCast(catInt(pgcatalog.EncodingUTF8), "int4")
 	case name == "pg_get_indexdef" && len(fc.Args) > 0:
 		// pg_get_indexdef(index [, column, pretty]): the primary keys'
 		// indexes only (mink.keydefs).
@@ -634,7 +635,7 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 		if key == "" {
 			key = "pg_catalog"
 		}
-		if catalogByName[key+"."+parts[len(parts)-1]] != nil {
+		if _, ok := pgcatalog.RelationOID(key + "." + parts[len(parts)-1]); ok {
 			return lookup // an emulated catalog: it exists
 		}
 		// A relation that does not exist fails the statement (42P01), as
@@ -652,11 +653,11 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 	case "regnamespace":
 		switch strings.Trim(lit, `"`) {
 		case "pg_catalog":
-			return catCast(catInt(int64(oidPgCatalog)), "uinteger")
+			return catCast(catInt(int64(pgcatalog.OIDPgCatalog)), "uinteger")
 		case "public":
-			return catCast(catInt(int64(oidPublic)), "uinteger")
+			return catCast(catInt(int64(pgcatalog.OIDPublic)), "uinteger")
 		case "information_schema":
-			return catCast(catInt(int64(oidInformationSchema)), "uinteger")
+			return catCast(catInt(int64(pgcatalog.OIDInformationSchema)), "uinteger")
 		}
 		rw.fail(errorf(pgwire.CodeUndefinedObject, "schema %q does not exist", lit))
 		return nil
@@ -665,7 +666,7 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 		// quoted.
 		parts, err := parseQualifiedName(lit)
 		if err != nil || len(parts) != 1 {
-			rw.fail(errorf(codeInvalidNameSyntax, "invalid name syntax"))
+			rw.fail(errorf(pgwire.CodeInvalidName, "invalid name syntax"))
 			return nil
 		}
 		return rw.macroCall("mink_role_oid", catString(parts[0]), catBool(false))
@@ -705,7 +706,7 @@ func (rw *catalogRewriter) regLookup(typ string, arg *pg.Node) *pg.Node {
 func typeOIDByName(name string) (uint32, bool) {
 	n := strings.ToLower(strings.TrimSpace(name))
 	n = strings.TrimPrefix(n, "pg_catalog.")
-	if oid, ok := typeAliases()[n]; ok {
+	if oid, ok := pgcatalog.TypeAliases()[n]; ok {
 		return oid, true
 	}
 	if t, err := sqltypes.Parse(n); err == nil {

@@ -6,85 +6,13 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
-	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/server/access"
+	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgcatalog"
 )
 
 // The expected texts are what PostgreSQL 15's pg_get_expr prints for the
 // same column definitions.
-func TestCatalogDefaultExpr(t *testing.T) {
-	for _, tc := range []struct {
-		typ, def, want string
-	}{
-		{"integer", "7", "7"},
-		{"integer", "-1", "'-1'::integer"},
-		{"integer", "'3'", "3"},
-		{"bigint", "5", "5"},
-		{"bigint", "10000000000", "'10000000000'::bigint"},
-		{"double precision", "7", "7"},
-		{"numeric(12,2)", "9.5", "9.5"},
-		{"numeric", "-2.5", "'-2.5'::numeric"},
-		{"text", "'x'", "'x'::text"},
-		{"text", "'it''s'", "'it''s'::text"},
-		{"varchar(20)", "'x'", "'x'::character varying"},
-		{"char(3)", "'ab'", "'ab'::bpchar"},
-		{"date", "'2024-01-01'", "'2024-01-01'::date"},
-		{"timestamptz", "'2024-01-01 00:00:00+00'", "'2024-01-01 00:00:00+00'::timestamp with time zone"},
-		{"interval", "'1 day'::interval", "'1 day'::interval"},
-		{"boolean", "true", "true"},
-		{"boolean", "'off'", "false"},
-		{"text", "NULL", ""},
-		{"text", "", ""},
-	} {
-		typ, err := sqltypes.Parse(tc.typ)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := defaultExpr(tc.def, typ); got != tc.want {
-			t.Errorf("%s DEFAULT %s: %q, want %q", tc.typ, tc.def, got, tc.want)
-		}
-	}
-}
-
-func TestCatalogFormatType(t *testing.T) {
-	for _, tc := range []struct {
-		oid    uint32
-		typmod int32
-		want   string
-	}{
-		{23, -1, "integer"},
-		{1043, 24, "character varying(20)"},
-		{1043, -1, "character varying"},
-		{1015, 24, "character varying(20)[]"},
-		{1042, 7, "character(3)"},
-		{1042, -1, "bpchar"},
-		{1700, 12<<16 | 2 + 4, "numeric(12,2)"},
-		{1700, -1, "numeric"},
-		{1184, -1, "timestamp with time zone"},
-		{1184, 3, "timestamp(3) with time zone"},
-		{1186, -1, "interval"},
-		{18, -1, `"char"`},
-		{3802, -1, "jsonb"},
-		{99999, -1, "???"},
-	} {
-		if got := formatType(tc.oid, tc.typmod); got != tc.want {
-			t.Errorf("formatType(%d, %d) = %q, want %q", tc.oid, tc.typmod, got, tc.want)
-		}
-	}
-}
-
-func TestCatalogQuoteIdent(t *testing.T) {
-	for in, want := range map[string]string{
-		"orders": "orders", "Mixed Case": `"Mixed Case"`, "select": `"select"`, "numeric": `"numeric"`,
-		"name": "name", "a$b": "a$b", "1a": `"1a"`, `q"t`: `"q""t"`, "": `""`,
-	} {
-		if got := quoteIdentIfNeeded(in); got != want {
-			t.Errorf("quoteIdentIfNeeded(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 func TestCatalogArrayLiteral(t *testing.T) {
 	for _, tc := range []struct {
 		lit  string
@@ -144,8 +72,8 @@ func TestCatalogRewrite(t *testing.T) {
 		{sql: "SELECT 'int4'::regtype::oid, '{1,2}'::oid[]", catalog: true, want: "23::uinteger|ARRAY['1', '2']::uinteger[]"},
 		{sql: "SELECT x FROM pg_catalog.generate_series(1, 3) AS x", catalog: true, want: "generate_series(1, 3) x(x)"},
 		{sql: "SELECT s FROM string_to_array(current_setting('search_path'), ',') s", catalog: true,
-			want: "FROM (SELECT string_split(mink_current_setting('search_path'), ',') AS s) s", rels: settingsVarKey},
-		{sql: "SELECT * FROM pg_catalog.pg_get_keywords()", catalog: true, want: "FROM mink_keywords pg_get_keywords", rels: keywordsKey},
+			want: "FROM (SELECT string_split(mink_current_setting('search_path'), ',') AS s) s", rels: pgcatalog.SettingsVarKey},
+		{sql: "SELECT * FROM pg_catalog.pg_get_keywords()", catalog: true, want: "FROM mink_keywords pg_get_keywords", rels: pgcatalog.KeywordsKey},
 		{sql: "SELECT l.tableoid FROM pg_language l", catalog: true, want: "SELECT 2612::uinteger FROM"},
 		{sql: "SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid, true), pg_catalog.obj_description(1, 'pg_class') FROM pg_attrdef d",
 			catalog: true, want: `SELECT d.adbin, NULL::"varchar"`},
@@ -189,22 +117,45 @@ func TestCatalogRewrite(t *testing.T) {
 
 // Every relation a builder fills, and every macro dependency, has columns;
 // every builder's rows fit its relation.
-func TestCatalogRelationsBuild(t *testing.T) {
-	in := &catalogInput{database: "mink", roles: newCatalogRoles(&catalog.View{}, access.Identity{Role: catalog.BootstrapRole, Name: "mink"})}
-	for key := range relationBuilders {
-		if relationCols(key) == nil {
-			t.Errorf("%s has a builder and no columns", key)
-			continue
-		}
-		schema, rec := buildRelation(key, in)
-		if int(rec.NumCols()) != len(schema.Fields()) {
-			t.Errorf("%s: %d columns, schema has %d", key, rec.NumCols(), len(schema.Fields()))
-		}
-		rec.Release()
+
+// TestCatalogRaisedAgrees: the errors the catalogs' macros raise carry
+// their SQLSTATE the way the engine reads it back.
+func TestCatalogRaisedAgrees(t *testing.T) {
+	if got, want := pgcatalog.Raised("42704", "x"), engine.Raised("42704", "x"); got != want {
+		t.Fatalf("pgcatalog.Raised = %q, engine.Raised = %q", got, want)
 	}
-	for _, dep := range allMacroDeps() {
-		if dep != settingsVarKey && relationCols(dep) == nil {
-			t.Errorf("a macro reads %s, which has no columns", dep)
+}
+
+func TestCatalogDefaultExpr(t *testing.T) {
+	for _, tc := range []struct {
+		typ, def, want string
+	}{
+		{"integer", "7", "7"},
+		{"integer", "-1", "'-1'::integer"},
+		{"integer", "'3'", "3"},
+		{"bigint", "5", "5"},
+		{"bigint", "10000000000", "'10000000000'::bigint"},
+		{"double precision", "7", "7"},
+		{"numeric(12,2)", "9.5", "9.5"},
+		{"numeric", "-2.5", "'-2.5'::numeric"},
+		{"text", "'x'", "'x'::text"},
+		{"text", "'it''s'", "'it''s'::text"},
+		{"varchar(20)", "'x'", "'x'::character varying"},
+		{"char(3)", "'ab'", "'ab'::bpchar"},
+		{"date", "'2024-01-01'", "'2024-01-01'::date"},
+		{"timestamptz", "'2024-01-01 00:00:00+00'", "'2024-01-01 00:00:00+00'::timestamp with time zone"},
+		{"interval", "'1 day'::interval", "'1 day'::interval"},
+		{"boolean", "true", "true"},
+		{"boolean", "'off'", "false"},
+		{"text", "NULL", ""},
+		{"text", "", ""},
+	} {
+		typ, err := sqltypes.Parse(tc.typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := defaultExpr(tc.def, typ); got != tc.want {
+			t.Errorf("%s DEFAULT %s: %q, want %q", tc.typ, tc.def, got, tc.want)
 		}
 	}
 }

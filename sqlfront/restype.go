@@ -6,6 +6,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -158,7 +159,7 @@ func (s *session) addFromItem(scope *fromScope, item *pg.Node, ctes map[string]b
 			return
 		}
 		for i, c := range ti.cols {
-			rel.cols = append(rel.cols, resultOrigin{typ: c.Type, table: tableOID(ti.id), attr: int16(i + 1)})
+			rel.cols = append(rel.cols, resultOrigin{typ: c.Type, table: pgcatalog.TableOID(ti.id), attr: int16(i + 1)})
 			rel.names = append(rel.names, c.Name)
 		}
 		if rv.Alias != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
+	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -783,15 +784,11 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 // statement).
 func quoteIdentExpr(a *pg.Node) *pg.Node {
 	if c := a.GetAConst(); c != nil && c.GetSval() != nil {
-		return catString(quoteIdentIfNeeded(c.GetSval().Sval))
+		return catString(pgcatalog.QuoteIdentIfNeeded(c.GetSval().Sval))
 	}
 	x := catCast(a, "text")
 	quoted := concatText(catString(`"`), catCall("replace", x, catString(`"`), catString(`""`)), catString(`"`))
-	keywords := make([]string, 0, len(quotedKeywords))
-	for k := range quotedKeywords {
-		keywords = append(keywords, k)
-	}
-	sort.Strings(keywords)
+	keywords := pgcatalog.QuotedKeywords()
 	list := make([]*pg.Node, len(keywords))
 	for i, k := range keywords {
 		list[i] = catString(k)

@@ -29,6 +29,7 @@ const (
 	CodeSerializationFailure              = "40001"
 	CodeDeadlockDetected                  = "40P01"
 	CodeSyntaxError                       = "42601"
+	CodeInvalidName                       = "42602"
 	CodeInsufficientPrivilege             = "42501"
 	CodeUndefinedColumn                   = "42703"
 	CodeUndefinedFunction                 = "42883"

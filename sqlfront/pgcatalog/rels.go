@@ -1,10 +1,12 @@
-package sqlfront
+package pgcatalog
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -13,10 +15,10 @@ import (
 // The rows of each emulated relation. A relation without a builder here is
 // always empty (pg_inherits, pg_description, …): mink has no indexes or
 // constraints other than primary keys and NOT NULL, no inheritance or
-// comments, and catalogStaticallyEmpty relies on that.
+// comments, and AlwaysEmpty (sqlfront's staticallyEmpty) relies on that.
 
 // relationBuilders fill the relations that have rows, by "schema.name".
-var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
+var relationBuilders = map[string]func(in *Input, b *relBuilder){
 	"pg_catalog.pg_namespace":         buildNamespaces,
 	"pg_catalog.pg_class":             buildClasses,
 	"pg_catalog.pg_attribute":         buildAttributes,
@@ -42,22 +44,22 @@ var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
 	"pg_catalog.pg_indexes":           buildPgIndexes,
 	"pg_catalog.pg_stat_activity":     buildActivity,
 	"pg_catalog.pg_stat_user_tables":  buildStatUserTables,
-	"pg_catalog.pg_statio_user_tables": func(in *catalogInput, b *relBuilder) {
-		for _, t := range in.tables {
+	"pg_catalog.pg_statio_user_tables": func(in *Input, b *relBuilder) {
+		for _, t := range in.Tables {
 			b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name)
 		}
 	},
-	"information_schema.information_schema_catalog_name": func(in *catalogInput, b *relBuilder) {
-		b.add("catalog_name", in.database)
+	"information_schema.information_schema_catalog_name": func(in *Input, b *relBuilder) {
+		b.add("catalog_name", in.Database)
 	},
 	"information_schema.enabled_roles":     buildEnabledRoles,
 	"information_schema.applicable_roles":  buildApplicableRoles,
 	"information_schema.table_privileges":  buildTablePrivileges,
 	"information_schema.role_table_grants": buildRoleTableGrants,
 	"information_schema.column_privileges": buildColumnPrivileges,
-	"information_schema.character_sets": func(in *catalogInput, b *relBuilder) {
+	"information_schema.character_sets": func(in *Input, b *relBuilder) {
 		b.add("character_set_name", "UTF8", "character_repertoire", "UCS", "form_of_use", "UTF8",
-			"default_collate_catalog", in.database, "default_collate_schema", "pg_catalog", "default_collate_name", "C")
+			"default_collate_catalog", in.Database, "default_collate_schema", "pg_catalog", "default_collate_name", "C")
 	},
 	"information_schema.schemata":                buildSchemata,
 	"information_schema.tables":                  buildISTables,
@@ -66,7 +68,7 @@ var relationBuilders = map[string]func(in *catalogInput, b *relBuilder){
 	"information_schema.table_constraints":       buildISTableConstraints,
 	"information_schema.key_column_usage":        buildISKeyColumnUsage,
 	"information_schema.constraint_column_usage": buildISConstraintColumnUsage,
-	// Private relations the macros read (pgcatalog_macros.go).
+	// Private relations the macros read (macros.go).
 	"mink.keywords":     buildKeywords,
 	"mink.types":        buildTypeNames,
 	"mink.type_aliases": buildTypeAliases,
@@ -104,17 +106,17 @@ var privateRelations = map[string][]catalogCol{
 	membersKey: {
 		{"member", 26, -1, true}, {"roleid", 26, -1, true},
 	},
-	keywordsKey: {
+	KeywordsKey: {
 		{"word", 25, -1, true}, {"catcode", 18, -1, true}, {"barelabel", 16, -1, true},
 		{"catdesc", 25, -1, true}, {"baredesc", 25, -1, true},
 	},
 }
 
-// catalogViewName is the name of the session's DuckDB view of the relation
+// ViewName is the name of the session's DuckDB view of the relation
 // key ("pg_catalog.pg_class" → mink_pg_catalog__pg_class; private
 // "mink.types" → mink_types). Macros re-parse their bodies, so the names
 // are plain identifiers.
-func catalogViewName(key string) string {
+func ViewName(key string) string {
 	if rest, ok := strings.CutPrefix(key, "mink."); ok {
 		return "mink_" + rest
 	}
@@ -125,7 +127,7 @@ func catalogViewName(key string) string {
 var catalogViewKeys = func() map[string]string {
 	m := map[string]string{}
 	for key := range catalogByName {
-		m[catalogViewName(key)] = key
+		m[ViewName(key)] = key
 	}
 	return m
 }()
@@ -147,7 +149,7 @@ type catalogRelation struct {
 	name      string
 	kind      string
 	cols      []attribute
-	table     *catalogTable // nil for a catalog
+	table     *Table // nil for a catalog
 }
 
 type attribute struct {
@@ -166,16 +168,16 @@ type attribute struct {
 func schemaOID(schema string) uint32 {
 	switch schema {
 	case "pg_catalog":
-		return oidPgCatalog
+		return OIDPgCatalog
 	case "information_schema":
-		return oidInformationSchema
+		return OIDInformationSchema
 	}
-	return oidPublic
+	return OIDPublic
 }
 
 // relations lists the catalogs and the user tables.
-func (in *catalogInput) relations() []*catalogRelation {
-	out := make([]*catalogRelation, 0, len(catalogDefs)+len(in.tables))
+func (in *Input) relations() []*catalogRelation {
+	out := make([]*catalogRelation, 0, len(catalogDefs)+len(in.Tables))
 	for i := range catalogDefs {
 		d := &catalogDefs[i]
 		r := &catalogRelation{oid: d.oid, namespace: schemaOID(d.schema), schema: d.schema, name: d.name, kind: string(d.kind)}
@@ -184,16 +186,16 @@ func (in *catalogInput) relations() []*catalogRelation {
 		}
 		out = append(out, r)
 	}
-	for _, t := range in.tables {
-		r := &catalogRelation{oid: t.oid, namespace: oidPublic, schema: "public", name: t.spec.Name, kind: t.relkind(), table: t}
+	for _, t := range in.Tables {
+		r := &catalogRelation{oid: t.oid, namespace: OIDPublic, schema: "public", name: t.spec.Name, kind: t.relkind(), table: t}
 		for i, c := range t.spec.Columns {
 			typ := t.types[i]
 			a := attribute{name: c.Name, typ: typ.OID(), typmod: typ.TypMod(), notNull: c.NotNull,
-				def: defaultExpr(c.Default, typ), sqlType: typ, hasType: true}
+				def: t.defaults[i], sqlType: typ, hasType: true}
 			switch c.Sequence {
 			case catalog.SequenceSerial:
 				// As PostgreSQL shows a serial column's default.
-				a.def = "nextval(" + catQuoteLiteral(t.spec.Name+"_"+c.Name+"_seq") + "::regclass)"
+				a.def = "nextval(" + QuoteLiteral(t.spec.Name+"_"+c.Name+"_seq") + "::regclass)"
 			case catalog.SequenceAlways:
 				a.identity = "a"
 			case catalog.SequenceByDefault:
@@ -206,15 +208,15 @@ func (in *catalogInput) relations() []*catalogRelation {
 	return out
 }
 
-func buildNamespaces(in *catalogInput, b *relBuilder) {
-	b.add("oid", oidPgCatalog, "nspname", "pg_catalog", "nspowner", oidBootstrapSuperuser,
+func buildNamespaces(in *Input, b *relBuilder) {
+	b.add("oid", OIDPgCatalog, "nspname", "pg_catalog", "nspowner", oidBootstrapSuperuser,
 		"nspacl", in.namespaceACL(oidBootstrapSuperuser))
-	b.add("oid", oidPublic, "nspname", "public", "nspowner", oidDatabaseOwner, "nspacl", in.namespaceACL(oidDatabaseOwner))
-	b.add("oid", oidInformationSchema, "nspname", "information_schema", "nspowner", oidBootstrapSuperuser,
+	b.add("oid", OIDPublic, "nspname", "public", "nspowner", oidDatabaseOwner, "nspacl", in.namespaceACL(oidDatabaseOwner))
+	b.add("oid", OIDInformationSchema, "nspname", "information_schema", "nspowner", oidBootstrapSuperuser,
 		"nspacl", in.namespaceACL(oidBootstrapSuperuser))
 }
 
-func buildClasses(in *catalogInput, b *relBuilder) {
+func buildClasses(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		am := uint32(0)
 		if r.kind == "r" {
@@ -261,7 +263,7 @@ func attrInfo(a attribute) (length int16, byVal bool, align, storage string, col
 	return
 }
 
-func buildAttributes(in *catalogInput, b *relBuilder) {
+func buildAttributes(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		for i, a := range r.cols {
 			length, byVal, align, storage, collation := attrInfo(a)
@@ -293,7 +295,7 @@ func buildAttributes(in *catalogInput, b *relBuilder) {
 	}
 }
 
-func buildAttrdefs(in *catalogInput, b *relBuilder) {
+func buildAttrdefs(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		for i, a := range r.cols {
 			if a.def == "" {
@@ -312,14 +314,14 @@ func regprocName(s string) any {
 	return s
 }
 
-func buildTypes(in *catalogInput, b *relBuilder) {
+func buildTypes(in *Input, b *relBuilder) {
 	for i := range builtinTypes {
 		t := &builtinTypes[i]
 		subscript := "-"
 		if t.category == 'A' {
 			subscript = "array_subscript_handler"
 		}
-		b.add("oid", t.oid, "typname", t.name, "typnamespace", oidPgCatalog, "typowner", oidBootstrapSuperuser,
+		b.add("oid", t.oid, "typname", t.name, "typnamespace", OIDPgCatalog, "typowner", oidBootstrapSuperuser,
 			"typlen", t.len, "typbyval", t.byVal, "typtype", string(t.typtype), "typcategory", string(t.category),
 			"typispreferred", t.preferred, "typisdefined", true, "typdelim", string(t.delim), "typrelid", uint32(0),
 			"typsubscript", subscript, "typelem", t.elem, "typarray", t.array, "typinput", regprocName(t.input),
@@ -334,7 +336,7 @@ func buildTypes(in *catalogInput, b *relBuilder) {
 		if t == nil {
 			continue
 		}
-		b.add("oid", rowTypeOID(t.id), "typname", t.spec.Name, "typnamespace", oidPublic, "typowner", r.owner(),
+		b.add("oid", rowTypeOID(t.id), "typname", t.spec.Name, "typnamespace", OIDPublic, "typowner", r.owner(),
 			"typlen", int16(-1), "typbyval", false, "typtype", "c", "typcategory", "C", "typispreferred", false,
 			"typisdefined", true, "typdelim", ",", "typrelid", t.oid, "typsubscript", "-", "typelem", uint32(0),
 			"typarray", uint32(0), "typinput", "record_in", "typoutput", "record_out", "typreceive", "record_recv",
@@ -344,34 +346,34 @@ func buildTypes(in *catalogInput, b *relBuilder) {
 	}
 }
 
-func buildDatabases(in *catalogInput, b *relBuilder) {
-	b.add("oid", oidDatabase, "datname", in.database, "datdba", oidBootstrapSuperuser, "encoding", int32(encodingUTF8),
+func buildDatabases(in *Input, b *relBuilder) {
+	b.add("oid", oidDatabase, "datname", in.Database, "datdba", oidBootstrapSuperuser, "encoding", int32(EncodingUTF8),
 		"datlocprovider", "c", "datistemplate", false, "datallowconn", true, "datconnlimit", int32(-1),
 		"datfrozenxid", uint32(0), "datminmxid", uint32(1), "dattablespace", oidDefaultTablespace,
 		"datcollate", "C", "datctype", "C")
 }
 
-func buildAccessMethods(in *catalogInput, b *relBuilder) {
+func buildAccessMethods(in *Input, b *relBuilder) {
 	b.add("oid", oidHeap, "amname", "heap", "amhandler", "heap_tableam_handler", "amtype", "t")
 	b.add("oid", oidBtree, "amname", "btree", "amhandler", "bthandler", "amtype", "i")
 	b.add("oid", uint32(405), "amname", "hash", "amhandler", "hashhandler", "amtype", "i")
 }
 
-func buildCollations(in *catalogInput, b *relBuilder) {
-	b.add("oid", oidDefaultCollation, "collname", "default", "collnamespace", oidPgCatalog, "collowner", oidBootstrapSuperuser,
+func buildCollations(in *Input, b *relBuilder) {
+	b.add("oid", oidDefaultCollation, "collname", "default", "collnamespace", OIDPgCatalog, "collowner", oidBootstrapSuperuser,
 		"collprovider", "d", "collisdeterministic", true, "collencoding", int32(-1))
-	b.add("oid", uint32(950), "collname", "C", "collnamespace", oidPgCatalog, "collowner", oidBootstrapSuperuser,
+	b.add("oid", uint32(950), "collname", "C", "collnamespace", OIDPgCatalog, "collowner", oidBootstrapSuperuser,
 		"collprovider", "c", "collisdeterministic", true, "collencoding", int32(-1), "collcollate", "C", "collctype", "C")
-	b.add("oid", uint32(951), "collname", "POSIX", "collnamespace", oidPgCatalog, "collowner", oidBootstrapSuperuser,
+	b.add("oid", uint32(951), "collname", "POSIX", "collnamespace", OIDPgCatalog, "collowner", oidBootstrapSuperuser,
 		"collprovider", "c", "collisdeterministic", true, "collencoding", int32(-1), "collcollate", "POSIX", "collctype", "POSIX")
 }
 
-func buildTablespaces(in *catalogInput, b *relBuilder) {
+func buildTablespaces(in *Input, b *relBuilder) {
 	b.add("oid", oidDefaultTablespace, "spcname", "pg_default", "spcowner", oidBootstrapSuperuser)
 	b.add("oid", uint32(1664), "spcname", "pg_global", "spcowner", oidBootstrapSuperuser)
 }
 
-func buildLanguages(in *catalogInput, b *relBuilder) {
+func buildLanguages(in *Input, b *relBuilder) {
 	for _, l := range []struct {
 		oid  uint32
 		name string
@@ -381,25 +383,25 @@ func buildLanguages(in *catalogInput, b *relBuilder) {
 	}
 }
 
-func buildPgTables(in *catalogInput, b *relBuilder) {
+func buildPgTables(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		if r.kind == "r" || r.kind == "p" {
-			b.add("schemaname", r.schema, "tablename", r.name, "tableowner", in.roles.name(r.owner()),
+			b.add("schemaname", r.schema, "tablename", r.name, "tableowner", in.Roles.name(r.owner()),
 				"hasindexes", r.table != nil && r.table.hasPK(), "hasrules", false, "hastriggers", false, "rowsecurity", false)
 		}
 	}
 }
 
-func buildPgViews(in *catalogInput, b *relBuilder) {
+func buildPgViews(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		if r.kind == "v" {
-			b.add("schemaname", r.schema, "viewname", r.name, "viewowner", in.roles.name(r.owner()))
+			b.add("schemaname", r.schema, "viewname", r.name, "viewowner", in.Roles.name(r.owner()))
 		}
 	}
 }
 
-func buildPartitionedTables(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
+func buildPartitionedTables(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
 		if t.spec.PartitionBy == "" {
 			continue
 		}
@@ -408,25 +410,25 @@ func buildPartitionedTables(in *catalogInput, b *relBuilder) {
 	}
 }
 
-func buildSettings(in *catalogInput, b *relBuilder) {
-	for _, s := range in.settings {
+func buildSettings(in *Input, b *relBuilder) {
+	for _, s := range in.Settings {
 		context, source := "user", "default"
-		if s.readOnly {
+		if s.ReadOnly {
 			context = "internal"
 		}
-		if s.value != s.def {
+		if s.Value != s.Default {
 			source = "session"
 		}
-		b.add("name", s.name, "setting", s.value, "category", "", "short_desc", s.description, "context", context,
-			"vartype", "string", "source", source, "boot_val", s.def, "reset_val", s.def, "pending_restart", false)
+		b.add("name", s.Name, "setting", s.Value, "category", "", "short_desc", s.Description, "context", context,
+			"vartype", "string", "source", source, "boot_val", s.Default, "reset_val", s.Default, "pending_restart", false)
 	}
 }
 
-func buildActivity(in *catalogInput, b *relBuilder) {
-	a := in.activity
-	b.add("datid", oidDatabase, "datname", in.database, "pid", a.pid, "usesysid", in.session.role, "usename", in.session.name,
-		"application_name", a.application, "client_addr", nilIfEmpty(a.clientAddr), "backend_start", a.backendStart,
-		"query_start", a.backendStart, "state", "active", "query", a.query, "backend_type", "client backend")
+func buildActivity(in *Input, b *relBuilder) {
+	a := in.Activity
+	b.add("datid", oidDatabase, "datname", in.Database, "pid", a.PID, "usesysid", in.Session.Role, "usename", in.Session.Name,
+		"application_name", a.Application, "client_addr", nilIfEmpty(a.ClientAddr), "backend_start", a.BackendStart,
+		"query_start", a.BackendStart, "state", "active", "query", a.Query, "backend_type", "client backend")
 }
 
 // nilIfNoItems is NULL for a nil list (an empty one is '{}').
@@ -444,22 +446,22 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
-func buildStatUserTables(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
+func buildStatUserTables(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
 		b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name, "seq_scan", int64(0), "n_live_tup", max(t.rows, 0))
 	}
 }
 
-func buildSchemata(in *catalogInput, b *relBuilder) {
+func buildSchemata(in *Input, b *relBuilder) {
 	for _, s := range []struct{ name, owner string }{
-		{"information_schema", in.roles.name(oidBootstrapSuperuser)}, {"pg_catalog", in.roles.name(oidBootstrapSuperuser)},
+		{"information_schema", in.Roles.name(oidBootstrapSuperuser)}, {"pg_catalog", in.Roles.name(oidBootstrapSuperuser)},
 		{"public", "pg_database_owner"},
 	} {
-		b.add("catalog_name", in.database, "schema_name", s.name, "schema_owner", s.owner)
+		b.add("catalog_name", in.Database, "schema_name", s.name, "schema_owner", s.owner)
 	}
 }
 
-func buildISTables(in *catalogInput, b *relBuilder) {
+func buildISTables(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		if !in.visible(r, anyTablePrivilege) {
 			continue
@@ -468,22 +470,22 @@ func buildISTables(in *catalogInput, b *relBuilder) {
 		if r.kind == "v" {
 			typ, insertable = "VIEW", "NO"
 		}
-		b.add("table_catalog", in.database, "table_schema", r.schema, "table_name", r.name, "table_type", typ,
+		b.add("table_catalog", in.Database, "table_schema", r.schema, "table_name", r.name, "table_type", typ,
 			"is_insertable_into", insertable, "is_typed", "NO")
 	}
 }
 
-func buildISViews(in *catalogInput, b *relBuilder) {
+func buildISViews(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		if r.kind == "v" && in.visible(r, anyTablePrivilege) {
-			b.add("table_catalog", in.database, "table_schema", r.schema, "table_name", r.name, "check_option", "NONE",
+			b.add("table_catalog", in.Database, "table_schema", r.schema, "table_name", r.name, "check_option", "NONE",
 				"is_updatable", "NO", "is_insertable_into", "NO", "is_trigger_updatable", "NO",
 				"is_trigger_deletable", "NO", "is_trigger_insertable_into", "NO")
 		}
 	}
 }
 
-func buildISColumns(in *catalogInput, b *relBuilder) {
+func buildISColumns(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		if !in.visible(r, anyColumnPrivilege) {
 			continue
@@ -504,9 +506,9 @@ func buildISColumns(in *catalogInput, b *relBuilder) {
 			if a.notNull {
 				nullable = "NO"
 			}
-			row := []any{"table_catalog", in.database, "table_schema", r.schema, "table_name", r.name,
+			row := []any{"table_catalog", in.Database, "table_schema", r.schema, "table_name", r.name,
 				"column_name", a.name, "ordinal_position", int32(i + 1), "is_nullable", nullable, "data_type", dataType,
-				"udt_catalog", in.database, "udt_schema", "pg_catalog", "udt_name", t.name,
+				"udt_catalog", in.Database, "udt_schema", "pg_catalog", "udt_name", t.name,
 				"dtd_identifier", fmt.Sprint(i + 1), "is_self_referencing", "NO", "is_identity", "NO",
 				"is_generated", "NEVER", "is_updatable", map[bool]string{true: "YES", false: "NO"}[r.table != nil]}
 			if a.def != "" {
@@ -556,7 +558,7 @@ func columnPrecision(a attribute) []any {
 
 // buildTypeNames fills mink.types: each type's format_type name without
 // typmod, and an array's element.
-func buildTypeNames(in *catalogInput, b *relBuilder) {
+func buildTypeNames(in *Input, b *relBuilder) {
 	for i := range builtinTypes {
 		t := &builtinTypes[i]
 		if t.category == 'A' && t.elem != 0 && t.len == -1 {
@@ -565,8 +567,8 @@ func buildTypeNames(in *catalogInput, b *relBuilder) {
 		}
 		b.add("oid", t.oid, "name", typeDisplayName(t.oid), "typname", t.name, "elem", uint32(0))
 	}
-	for _, t := range in.tables {
-		b.add("oid", rowTypeOID(t.id), "name", quoteIdentIfNeeded(t.spec.Name), "typname", t.spec.Name, "elem", uint32(0))
+	for _, t := range in.Tables {
+		b.add("oid", rowTypeOID(t.id), "name", QuoteIdentIfNeeded(t.spec.Name), "typname", t.spec.Name, "elem", uint32(0))
 	}
 }
 
@@ -576,22 +578,22 @@ func typeDisplayName(oid uint32) string {
 		return n
 	}
 	if t := builtinByOID[oid]; t != nil {
-		return quoteIdentIfNeeded(t.name)
+		return QuoteIdentIfNeeded(t.name)
 	}
 	return "???"
 }
 
-func buildRelinfo(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
+func buildRelinfo(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
 		b.add("oid", t.oid, "size", t.size, "partkeydef", nilIfEmpty(t.partKeyDef()))
 	}
 }
 
-// catalogKey resolves a relation name as PostgreSQL would for catalog
+// Key resolves a relation name as PostgreSQL would for catalog
 // queries: pg_catalog relations also without a schema (pg_catalog is
 // searched first), information_schema ones only with theirs. ok is false
 // for every other name.
-func catalogKey(schema, name string) (key string, ok bool) {
+func Key(schema, name string) (key string, ok bool) {
 	switch strings.ToLower(schema) {
 	case "", "pg_catalog":
 		key = "pg_catalog." + name
@@ -606,9 +608,9 @@ func catalogKey(schema, name string) (key string, ok bool) {
 	return "", false
 }
 
-// typeAliases maps the names regtype input accepts (typname, format_type's
+// TypeAliases maps the names regtype input accepts (typname, format_type's
 // names, SQL's aliases, and name[] for arrays) to type OIDs.
-var typeAliases = sync.OnceValue(func() map[string]uint32 {
+var TypeAliases = sync.OnceValue(func() map[string]uint32 {
 	m := map[string]uint32{}
 	add := func(name string, oid uint32) {
 		if _, ok := m[name]; !ok {
@@ -635,8 +637,8 @@ var typeAliases = sync.OnceValue(func() map[string]uint32 {
 	return m
 })
 
-func buildTypeAliases(in *catalogInput, b *relBuilder) {
-	aliases := typeAliases()
+func buildTypeAliases(in *Input, b *relBuilder) {
+	aliases := TypeAliases()
 	keys := make([]string, 0, len(aliases))
 	for k := range aliases {
 		keys = append(keys, k)
@@ -645,15 +647,15 @@ func buildTypeAliases(in *catalogInput, b *relBuilder) {
 	for _, k := range keys {
 		b.add("alias", k, "oid", aliases[k])
 	}
-	for _, t := range in.tables {
+	for _, t := range in.Tables {
 		b.add("alias", t.spec.Name, "oid", rowTypeOID(t.id))
 	}
 }
 
-// keywordsKey is pg_get_keywords(), a relation here.
-const keywordsKey = "mink.keywords"
+// KeywordsKey is pg_get_keywords(), a relation here.
+const KeywordsKey = "mink.keywords"
 
-func buildKeywords(in *catalogInput, b *relBuilder) {
+func buildKeywords(in *Input, b *relBuilder) {
 	desc := map[byte]string{'U': "unreserved", 'C': "unreserved (cannot be function or type name)",
 		'T': "reserved (can be function or type name)", 'R': "reserved"}
 	for _, k := range pgKeywords {
@@ -663,4 +665,41 @@ func buildKeywords(in *catalogInput, b *relBuilder) {
 		}
 		b.add("word", k.word, "catcode", string(k.catcode), "barelabel", k.barelabel, "catdesc", desc[k.catcode], "baredesc", bare)
 	}
+}
+
+// Build computes the rows of the relation key ("schema.name", or one of
+// the private relations such as KeywordsKey) from in. It panics for a key
+// that names no emulated relation: the rewriter only asks for keys that
+// Key or the macros' dependencies gave it.
+func Build(key string, in *Input) (*arrow.Schema, arrow.RecordBatch) {
+	cols := relationCols(key)
+	if cols == nil {
+		panic(fmt.Sprintf("pgcatalog: no emulated relation %q", key))
+	}
+	b := newRelBuilder(cols)
+	if fill := relationBuilders[key]; fill != nil {
+		fill(in, b)
+	}
+	return b.record()
+}
+
+// SessionRelation reports whether the rows of relation key depend on the
+// session (its settings, its activity) and not only on the metadata view,
+// so that they are built again for every statement.
+func SessionRelation(key string) bool { return sessionRelations[key] }
+
+// AlwaysEmpty reports whether viewName (a name ViewName gave) is an
+// emulated relation that never has rows in mink.
+func AlwaysEmpty(viewName string) bool {
+	key, ok := catalogViewKeys[viewName]
+	return ok && relationBuilders[key] == nil
+}
+
+// RelationOID is the OID of the emulated catalog relation key, as
+// PostgreSQL 15 has it; ok is false if mink does not emulate key.
+func RelationOID(key string) (oid uint32, ok bool) {
+	if d := catalogByName[key]; d != nil {
+		return d.oid, true
+	}
+	return 0, false
 }

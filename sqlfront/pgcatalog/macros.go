@@ -1,4 +1,4 @@
-package sqlfront
+package pgcatalog
 
 import (
 	"fmt"
@@ -21,10 +21,10 @@ const (
 	relClass     = "pg_catalog.pg_class"
 	relNamespace = "pg_catalog.pg_namespace"
 	relRoles     = "pg_catalog.pg_roles"
-	// settingsVarKey is the DuckDB variable mink_settings, a MAP of the
+	// SettingsVarKey is the DuckDB variable mink_settings, a MAP of the
 	// session's settings by lower-case name, set before each statement
 	// that reads it.
-	settingsVarKey = "mink.settings_var"
+	SettingsVarKey = "mink.settings_var"
 )
 
 // catalogMacros are in dependency order. Their parameters are p_… and
@@ -86,12 +86,12 @@ var catalogMacros = append([]catalogMacro{
 	// A variable rather than a subquery of pg_settings: DuckDB does not
 	// take subqueries in table functions' arguments (generate_series(…,
 	// array_upper(string_to_array(current_setting('search_path'), …)))).
-	{name: "mink_current_setting", sql: `(p_s) AS getvariable('mink_settings')[lower(p_s)]`, deps: []string{settingsVarKey}},
+	{name: "mink_current_setting", sql: `(p_s) AS getvariable('mink_settings')[lower(p_s)]`, deps: []string{SettingsVarKey}},
 	// A relation is its own only ancestor: mink's partitions are not
 	// relations.
 	{name: "mink_partition_root", sql: `(p_r) AS p_r::UINTEGER`},
 	{name: "mink_partition_ancestors", sql: `(p_r) AS TABLE SELECT p_r::UINTEGER AS relid`},
-}, privilegeMacros...) // pgcatalog_roles.go's, which call mink_to_regclass
+}, privilegeMacros...) // roles.go's, which call mink_to_regclass
 
 var catalogMacroByName = func() map[string]*catalogMacro {
 	m := map[string]*catalogMacro{}
@@ -101,9 +101,9 @@ var catalogMacroByName = func() map[string]*catalogMacro {
 	return m
 }()
 
-// macroDeps are the relations a macro reads, directly or through the
+// MacroDeps are the relations a macro reads, directly or through the
 // macros it calls.
-func macroDeps(name string) []string {
+func MacroDeps(name string) []string {
 	m := catalogMacroByName[name]
 	if m == nil {
 		panic(fmt.Sprintf("sqlfront: no catalog macro %q", name))
@@ -111,17 +111,17 @@ func macroDeps(name string) []string {
 	deps := append([]string(nil), m.deps...)
 	for _, other := range catalogMacros {
 		if other.name != name && strings.Contains(m.sql, other.name+"(") {
-			deps = append(deps, macroDeps(other.name)...)
+			deps = append(deps, MacroDeps(other.name)...)
 		}
 	}
 	return deps
 }
 
-// catalogMacroSQL is the script that creates the macros.
-func catalogMacroSQL() string {
+// MacroSQL is the script that creates the macros.
+func MacroSQL() string {
 	keywords := make([]string, 0, len(quotedKeywords))
 	for k := range quotedKeywords {
-		keywords = append(keywords, catQuoteLiteral(k))
+		keywords = append(keywords, QuoteLiteral(k))
 	}
 	list := "[" + strings.Join(keywords, ", ") + "]"
 	r := strings.NewReplacer("{{keywords}}", list)
@@ -132,8 +132,8 @@ func catalogMacroSQL() string {
 	return b.String()
 }
 
-// allMacroDeps are the relations the macros read.
-func allMacroDeps() []string {
+// AllMacroDeps are the relations the macros read.
+func AllMacroDeps() []string {
 	var deps []string
 	for _, m := range catalogMacros {
 		deps = append(deps, m.deps...)

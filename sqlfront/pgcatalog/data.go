@@ -1,17 +1,16 @@
-package sqlfront
+package pgcatalog
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -22,7 +21,7 @@ import (
 // table ids (every node computes the same view), so a client may cache them.
 
 // catalogDef is one emulated relation, with PostgreSQL's OID and columns
-// (pgcatalog_defs.go).
+// (defs.go).
 type catalogDef struct {
 	oid    uint32
 	schema string
@@ -40,7 +39,7 @@ type catalogCol struct {
 	notNull bool
 }
 
-// builtinType is a row of PostgreSQL's pg_type (pgcatalog_defs.go).
+// builtinType is a row of PostgreSQL's pg_type (defs.go).
 type builtinType struct {
 	oid                                         uint32
 	name                                        string
@@ -57,9 +56,9 @@ type builtinType struct {
 
 // Fixed OIDs, PostgreSQL's where it has them.
 const (
-	oidPgCatalog         uint32 = 11
-	oidPublic            uint32 = 2200
-	oidInformationSchema uint32 = 13207
+	OIDPgCatalog         uint32 = 11
+	OIDPublic            uint32 = 2200
+	OIDInformationSchema uint32 = 13207
 	// oidBootstrapSuperuser is the bootstrap superuser's OID
 	// (catalog.BootstrapRole), owner of the catalogs and schemas.
 	oidBootstrapSuperuser uint32 = 10
@@ -69,7 +68,7 @@ const (
 	oidBtree              uint32 = 403
 	oidDefaultCollation   uint32 = 100
 	oidDefaultTablespace  uint32 = 1663
-	encodingUTF8                 = 6
+	EncodingUTF8                 = 6
 
 	// firstUserOID is PostgreSQL's FirstNormalObjectId: a table's OID is
 	// firstUserOID + its table id.
@@ -82,7 +81,7 @@ const (
 	attrdefOIDBase uint32 = 1 << 30
 )
 
-func tableOID(id catalog.TableID) uint32 { return firstUserOID + uint32(id) }
+func TableOID(id catalog.TableID) uint32 { return firstUserOID + uint32(id) }
 
 func rowTypeOID(id catalog.TableID) uint32 { return rowTypeOIDBase + uint32(id) }
 
@@ -361,55 +360,61 @@ func catalogFloat(v any) float64 {
 	return float64(catalogInt(v))
 }
 
-// catalogInput is what the emulated catalogs are computed from.
-type catalogInput struct {
-	database string
-	tables   []*catalogTable
-	roles    *catalogRoles
-	// session is the role the session acts as.
-	session catalogSession
-	// settings are the session's settings, for pg_settings.
-	settings []settingRow
-	activity activityRow
+// Input is what the emulated catalogs are computed from.
+type Input struct {
+	Database string
+	Tables   []*Table
+	Roles    *Roles
+	// Session is the role the session acts as.
+	Session Session
+	// Settings are the session's settings, for pg_settings.
+	Settings []Setting
+	Activity Activity
 }
 
-// catalogTable is a user table as the catalogs show it.
-type catalogTable struct {
-	oid    uint32
-	id     catalog.TableID
-	spec   catalog.TableSpec
-	types  []sqltypes.Type
-	size   int64 // bytes committed to the object store
-	nParts int
+// Table is a user table as the catalogs show it.
+type Table struct {
+	oid   uint32
+	id    catalog.TableID
+	spec  catalog.TableSpec
+	types []sqltypes.Type
+	// defaults are the columns' defaults as pg_get_expr prints them.
+	defaults []string
+	size     int64 // bytes committed to the object store
+	nParts   int
 	// rows is the number of rows in the table's buckets when the view was
 	// read, -1 if unknown (buckets led by other nodes): reltuples.
 	rows int64
 	// owner and acl are the table's owner (0: none recorded) and grants
-	// (catalog.Table's; pgcatalog_roles.go).
+	// (catalog.Table's; roles.go).
 	owner catalog.RoleID
 	acl   []catalog.ACLItem
 }
 
-type settingRow struct {
-	name, value, def, description string
-	readOnly                      bool
+// Setting is a row of pg_settings.
+type Setting struct {
+	Name, Value, Default, Description string
+	ReadOnly                          bool
 }
 
-type activityRow struct {
-	pid          int32
-	application  string
-	clientAddr   string
-	query        string
-	backendStart time.Time
+// Activity is the session's row of pg_stat_activity.
+type Activity struct {
+	PID          int32
+	Application  string
+	ClientAddr   string
+	Query        string
+	BackendStart time.Time
 }
 
-// newCatalogTables reads the user tables from the view. Tables whose
+// NewTables reads the user tables from the view. Tables whose
 // column types do not parse (a newer node's types) are left out.
-// bucketRows returns the number of rows in a bucket this node leads.
-func newCatalogTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool)) []*catalogTable {
-	var out []*catalogTable
+// bucketRows returns the number of rows in a bucket this node leads;
+// renderDefault turns a column's stored default (SQL text) into what
+// pg_get_expr prints for it (the caller parses SQL; pgcatalog does not).
+func NewTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool), renderDefault func(def string, typ sqltypes.Type) string) []*Table {
+	var out []*Table
 	for _, t := range v.Tables {
-		ct := &catalogTable{oid: tableOID(t.ID), id: t.ID, spec: t.Spec, nParts: len(t.Partitions),
+		ct := &Table{oid: TableOID(t.ID), id: t.ID, spec: t.Spec, nParts: len(t.Partitions),
 			owner: t.Owner, acl: slices.Clone(t.ACL)}
 		ok := true
 		for _, c := range t.Spec.Columns {
@@ -419,6 +424,7 @@ func newCatalogTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64,
 				break
 			}
 			ct.types = append(ct.types, typ)
+			ct.defaults = append(ct.defaults, renderDefault(c.Default, typ))
 		}
 		if !ok {
 			continue
@@ -442,7 +448,7 @@ func newCatalogTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64,
 }
 
 // relkind of a user table.
-func (t *catalogTable) relkind() string {
+func (t *Table) relkind() string {
 	if t.spec.PartitionBy != "" {
 		return "p"
 	}
@@ -450,7 +456,7 @@ func (t *catalogTable) relkind() string {
 }
 
 // reloptions are the table's WITH options as PostgreSQL lists them.
-func (t *catalogTable) reloptions() []string {
+func (t *Table) reloptions() []string {
 	opts := []string{fmt.Sprintf("buckets=%d", t.spec.Buckets)}
 	if len(t.spec.BucketKey) > 0 {
 		opts = append(opts, "bucket_key="+strings.Join(t.spec.BucketKey, ","))
@@ -467,14 +473,14 @@ func (t *catalogTable) reloptions() []string {
 }
 
 // partKeyDef is pg_get_partkeydef's text.
-func (t *catalogTable) partKeyDef() string {
+func (t *Table) partKeyDef() string {
 	if t.spec.PartitionBy == "" {
 		return ""
 	}
-	return "LIST (" + quoteIdentIfNeeded(t.spec.PartitionBy) + ")"
+	return "LIST (" + QuoteIdentIfNeeded(t.spec.PartitionBy) + ")"
 }
 
-func (t *catalogTable) attnum(col string) int16 {
+func (t *Table) attnum(col string) int16 {
 	for i, c := range t.spec.Columns {
 		if c.Name == col {
 			return int16(i + 1)
@@ -483,94 +489,9 @@ func (t *catalogTable) attnum(col string) int16 {
 	return 0
 }
 
-// defaultExpr renders a column's stored default the way PostgreSQL's
-// pg_get_expr prints the default expression it would have stored: bare
-// non-negative numbers and booleans, other constants quoted and cast to
-// the column's type ('x'::text, '-1'::integer).
-func defaultExpr(def string, typ sqltypes.Type) string {
-	if def == "" {
-		return ""
-	}
-	tree, err := pg.Parse("SELECT " + def)
-	if err != nil || len(tree.Stmts) != 1 {
-		return def
-	}
-	targets := tree.Stmts[0].Stmt.GetSelectStmt().GetTargetList()
-	if len(targets) != 1 {
-		return def
-	}
-	expr := targets[0].GetResTarget().GetVal()
-	if neg := expr.GetAExpr(); neg != nil && neg.Lexpr == nil && len(neg.Name) == 1 && neg.Name[0].GetString_().GetSval() == "-" {
-		if c := neg.Rexpr.GetAConst(); c != nil {
-			switch v := c.Val.(type) {
-			case *pg.A_Const_Ival:
-				return catQuoteLiteral(fmt.Sprint(-v.Ival.Ival)) + "::integer"
-			case *pg.A_Const_Fval:
-				return catQuoteLiteral("-"+v.Fval.Fval) + "::numeric"
-			}
-		}
-	}
-	if tc := expr.GetTypeCast(); tc != nil {
-		if c := tc.Arg.GetAConst(); c != nil && c.GetSval() != nil {
-			names := tc.TypeName.Names
-			name := names[len(names)-1].GetString_().GetSval()
-			var mods []int32
-			for _, m := range tc.TypeName.Typmods {
-				mods = append(mods, m.GetAConst().GetIval().GetIval())
-			}
-			if t, err := sqltypes.Lookup(name, mods); err == nil {
-				return catQuoteLiteral(c.GetSval().Sval) + "::" + typeNameNoTypmod(t)
-			}
-		}
-		return def
-	}
-	c := expr.GetAConst()
-	if c == nil {
-		return def
-	}
-	switch v := c.Val.(type) {
-	case *pg.A_Const_Ival:
-		if v.Ival.Ival < 0 {
-			return catQuoteLiteral(fmt.Sprint(v.Ival.Ival)) + "::integer"
-		}
-		return fmt.Sprint(v.Ival.Ival)
-	case *pg.A_Const_Fval:
-		if strings.HasPrefix(v.Fval.Fval, "-") {
-			return catQuoteLiteral(v.Fval.Fval) + "::numeric"
-		}
-		if strings.ContainsAny(v.Fval.Fval, ".eE") {
-			return v.Fval.Fval
-		}
-		return catQuoteLiteral(v.Fval.Fval) + "::bigint" // an integer beyond int4
-	case *pg.A_Const_Boolval:
-		return fmt.Sprint(v.Boolval.Boolval)
-	case *pg.A_Const_Sval:
-		// The literal was coerced to the column's type when the table was
-		// created.
-		switch typ.Kind() {
-		case sqltypes.Int4:
-			if n, err := strconv.ParseInt(strings.TrimSpace(v.Sval.Sval), 10, 32); err == nil && n >= 0 {
-				return strconv.FormatInt(n, 10)
-			}
-		case sqltypes.Bool:
-			switch strings.ToLower(strings.TrimSpace(v.Sval.Sval)) {
-			case "t", "true", "y", "yes", "on", "1":
-				return "true"
-			case "f", "false", "n", "no", "off", "0":
-				return "false"
-			}
-		}
-		return catQuoteLiteral(v.Sval.Sval) + "::" + typeNameNoTypmod(typ)
-	}
-	if c.Isnull {
-		return ""
-	}
-	return def
-}
-
-// typeNameNoTypmod is format_type(oid, NULL): the type's name without its
+// TypeNameNoTypmod is format_type(oid, NULL): the type's name without its
 // modifiers, as casts in default expressions print it.
-func typeNameNoTypmod(t sqltypes.Type) string {
+func TypeNameNoTypmod(t sqltypes.Type) string {
 	switch t.Kind() {
 	case sqltypes.Numeric:
 		return "numeric"
@@ -582,11 +503,11 @@ func typeNameNoTypmod(t sqltypes.Type) string {
 	return t.Name()
 }
 
-func catQuoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+func QuoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// quoteIdentIfNeeded is quote_ident: identifiers that are not lower-case
+// QuoteIdentIfNeeded is quote_ident: identifiers that are not lower-case
 // words, or that are keywords, get double quotes.
-func quoteIdentIfNeeded(s string) string {
+func QuoteIdentIfNeeded(s string) string {
 	plain := s != ""
 	for i, r := range s {
 		if !(r >= 'a' && r <= 'z' || r == '_' || i > 0 && (r >= '0' && r <= '9' || r == '$')) {
@@ -622,3 +543,6 @@ var quotedKeywords = func() map[string]bool {
 // isKeyword reports whether s is a PostgreSQL keyword that quote_ident
 // quotes.
 func isKeyword(s string) bool { return quotedKeywords[s] }
+
+// QuotedKeywords are the keywords quote_ident quotes, sorted.
+func QuotedKeywords() []string { return slices.Sorted(maps.Keys(quotedKeywords)) }

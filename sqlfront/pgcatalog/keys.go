@@ -1,4 +1,4 @@
-package sqlfront
+package pgcatalog
 
 import (
 	"strings"
@@ -26,13 +26,13 @@ func pkIndexOID(id catalog.TableID) uint32      { return pkIndexOIDBase + uint32
 func pkConstraintOID(id catalog.TableID) uint32 { return pkConstraintOIDBase + uint32(id) }
 
 // hasPK reports whether the table has a primary key.
-func (t *catalogTable) hasPK() bool { return len(t.spec.PrimaryKey) > 0 }
+func (t *Table) hasPK() bool { return len(t.spec.PrimaryKey) > 0 }
 
 // pkName is the key's constraint and index name, as PostgreSQL names it.
-func (t *catalogTable) pkName() string { return t.spec.Name + "_pkey" }
+func (t *Table) pkName() string { return t.spec.Name + "_pkey" }
 
 // pkAttnums are the key columns' attribute numbers, in key order.
-func (t *catalogTable) pkAttnums() []int16 {
+func (t *Table) pkAttnums() []int16 {
 	out := make([]int16, len(t.spec.PrimaryKey))
 	for i, name := range t.spec.PrimaryKey {
 		out[i] = t.attnum(name)
@@ -41,27 +41,27 @@ func (t *catalogTable) pkAttnums() []int16 {
 }
 
 // pkColumnList is "(a, b)" with identifiers quoted as needed.
-func (t *catalogTable) pkColumnList() string {
+func (t *Table) pkColumnList() string {
 	cols := make([]string, len(t.spec.PrimaryKey))
 	for i, c := range t.spec.PrimaryKey {
-		cols[i] = quoteIdentIfNeeded(c)
+		cols[i] = QuoteIdentIfNeeded(c)
 	}
 	return "(" + strings.Join(cols, ", ") + ")"
 }
 
 // pkIndexDef is pg_get_indexdef of the key's index.
-func (t *catalogTable) pkIndexDef() string {
-	return "CREATE UNIQUE INDEX " + quoteIdentIfNeeded(t.pkName()) + " ON public." + quoteIdentIfNeeded(t.spec.Name) +
+func (t *Table) pkIndexDef() string {
+	return "CREATE UNIQUE INDEX " + QuoteIdentIfNeeded(t.pkName()) + " ON public." + QuoteIdentIfNeeded(t.spec.Name) +
 		" USING btree " + t.pkColumnList()
 }
 
 // pkConstraintDef is pg_get_constraintdef of the key's constraint.
-func (t *catalogTable) pkConstraintDef() string { return "PRIMARY KEY " + t.pkColumnList() }
+func (t *Table) pkConstraintDef() string { return "PRIMARY KEY " + t.pkColumnList() }
 
 // addPKIndexClass adds the pg_class row of a table's primary-key index,
 // which has the table's owner.
-func (t *catalogTable) addPKIndexClass(b *relBuilder, owner uint32) {
-	b.add("oid", pkIndexOID(t.id), "relname", t.pkName(), "relnamespace", oidPublic, "reltype", uint32(0),
+func (t *Table) addPKIndexClass(b *relBuilder, owner uint32) {
+	b.add("oid", pkIndexOID(t.id), "relname", t.pkName(), "relnamespace", OIDPublic, "reltype", uint32(0),
 		"reloftype", uint32(0), "relowner", owner, "relam", oidBtree, "relfilenode", pkIndexOID(t.id),
 		"reltablespace", uint32(0), "relpages", int32(1), "reltuples", float32(max(t.rows, 0)), "relallvisible", int32(0),
 		"reltoastrelid", uint32(0), "relhasindex", false, "relisshared", false, "relpersistence", "p",
@@ -71,8 +71,8 @@ func (t *catalogTable) addPKIndexClass(b *relBuilder, owner uint32) {
 		"relfrozenxid", uint32(0), "relminmxid", uint32(0))
 }
 
-func buildIndexes(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
+func buildIndexes(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
 		if !t.hasPK() {
 			continue
 		}
@@ -94,12 +94,12 @@ func buildIndexes(in *catalogInput, b *relBuilder) {
 	}
 }
 
-func buildConstraints(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
+func buildConstraints(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
 		if !t.hasPK() {
 			continue
 		}
-		b.add("oid", pkConstraintOID(t.id), "conname", t.pkName(), "connamespace", oidPublic, "contype", "p",
+		b.add("oid", pkConstraintOID(t.id), "conname", t.pkName(), "connamespace", OIDPublic, "contype", "p",
 			"condeferrable", false, "condeferred", false, "convalidated", true, "conrelid", t.oid,
 			"contypid", uint32(0), "conindid", pkIndexOID(t.id), "conparentid", uint32(0), "confrelid", uint32(0),
 			"confupdtype", " ", "confdeltype", " ", "confmatchtype", " ", "conislocal", true,
@@ -107,8 +107,8 @@ func buildConstraints(in *catalogInput, b *relBuilder) {
 	}
 }
 
-func buildPgIndexes(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
+func buildPgIndexes(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
 		if t.hasPK() {
 			b.add("schemaname", "public", "tablename", t.spec.Name, "indexname", t.pkName(), "indexdef", t.pkIndexDef())
 		}
@@ -119,37 +119,37 @@ func buildPgIndexes(in *catalogInput, b *relBuilder) {
 // PostgreSQL 15's do: members of the owner, and (but for
 // constraint_column_usage) roles with a privilege on the table.
 
-func buildISTableConstraints(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
+func buildISTableConstraints(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
 		if t.hasPK() && in.visible(&catalogRelation{table: t}, constraintPrivileges) {
-			b.add("constraint_catalog", in.database, "constraint_schema", "public", "constraint_name", t.pkName(),
-				"table_catalog", in.database, "table_schema", "public", "table_name", t.spec.Name,
+			b.add("constraint_catalog", in.Database, "constraint_schema", "public", "constraint_name", t.pkName(),
+				"table_catalog", in.Database, "table_schema", "public", "table_name", t.spec.Name,
 				"constraint_type", "PRIMARY KEY", "is_deferrable", "NO", "initially_deferred", "NO", "enforced", "YES")
 		}
 	}
 }
 
-func buildISKeyColumnUsage(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
+func buildISKeyColumnUsage(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
 		if !in.visible(&catalogRelation{table: t}, anyColumnPrivilege) {
 			continue
 		}
 		for i, c := range t.spec.PrimaryKey {
-			b.add("constraint_catalog", in.database, "constraint_schema", "public", "constraint_name", t.pkName(),
-				"table_catalog", in.database, "table_schema", "public", "table_name", t.spec.Name,
+			b.add("constraint_catalog", in.Database, "constraint_schema", "public", "constraint_name", t.pkName(),
+				"table_catalog", in.Database, "table_schema", "public", "table_name", t.spec.Name,
 				"column_name", c, "ordinal_position", int32(i+1))
 		}
 	}
 }
 
-func buildISConstraintColumnUsage(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
-		if !in.roles.hasRole(in.session.role, (&catalogRelation{table: t}).owner()) {
+func buildISConstraintColumnUsage(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
+		if !in.Roles.hasRole(in.Session.Role, (&catalogRelation{table: t}).owner()) {
 			continue
 		}
 		for _, c := range t.spec.PrimaryKey {
-			b.add("table_catalog", in.database, "table_schema", "public", "table_name", t.spec.Name, "column_name", c,
-				"constraint_catalog", in.database, "constraint_schema", "public", "constraint_name", t.pkName())
+			b.add("table_catalog", in.Database, "table_schema", "public", "table_name", t.spec.Name, "column_name", c,
+				"constraint_catalog", in.Database, "constraint_schema", "public", "constraint_name", t.pkName())
 		}
 	}
 }
@@ -157,14 +157,14 @@ func buildISConstraintColumnUsage(in *catalogInput, b *relBuilder) {
 // buildKeyDefs fills mink.keydefs, what pg_get_indexdef and
 // pg_get_constraintdef return: by object OID and column (0 for the whole
 // definition, n for the index's n-th column).
-func buildKeyDefs(in *catalogInput, b *relBuilder) {
-	for _, t := range in.tables {
+func buildKeyDefs(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
 		if !t.hasPK() {
 			continue
 		}
 		b.add("oid", pkIndexOID(t.id), "col", int32(0), "def", t.pkIndexDef())
 		for i, c := range t.spec.PrimaryKey {
-			b.add("oid", pkIndexOID(t.id), "col", int32(i+1), "def", quoteIdentIfNeeded(c))
+			b.add("oid", pkIndexOID(t.id), "col", int32(i+1), "def", QuoteIdentIfNeeded(c))
 		}
 		b.add("oid", pkConstraintOID(t.id), "col", int32(0), "def", t.pkConstraintDef())
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/plan"
 )
 
 // Compaction of log tables' lakes. Every round appends at least one file
@@ -187,7 +188,7 @@ func cmpUint(a, b uint64) int {
 func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, pol CompactPolicy) (CompactResult, error) {
 	var (
 		res CompactResult
-		p   plan
+		p   plan.TableRound
 		err error
 	)
 	if pol.MinFiles <= 0 {
@@ -196,14 +197,14 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 	if pol.TargetFileSize <= 0 {
 		pol.TargetFileSize = DefaultTargetFileSize
 	}
-	t.cfg.Meta.Read(func(v *catalog.View) { p, err = planRound(v, id) })
+	t.cfg.Meta.Read(func(v *catalog.View) { p, err = plan.Round(v, id) })
 	if err != nil {
 		return res, err
 	}
-	if p.epoch != epoch {
-		return res, fmt.Errorf("%w: compaction of table %d under epoch %d, the coordinator is at %d", ErrFenced, id, epoch, p.epoch)
+	if p.Epoch != epoch {
+		return res, fmt.Errorf("%w: compaction of table %d under epoch %d, the coordinator is at %d", ErrFenced, id, epoch, p.Epoch)
 	}
-	if len(p.spec.PrimaryKey) > 0 {
+	if len(p.Spec.PrimaryKey) > 0 {
 		return res, nil
 	}
 	tbl, err := t.lake.Load(ctx, id)
@@ -212,35 +213,35 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 	}
 	lakeState, err := stateOf(tbl)
 	if err != nil {
-		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+		return res, fmt.Errorf("table %q: %w", p.Spec.Name, err)
 	}
 	tasks, err := tbl.Scan().PlanFiles(ctx)
 	if err != nil {
-		return res, fmt.Errorf("table %q: list lake files: %w", p.spec.Name, err)
+		return res, fmt.Errorf("table %q: list lake files: %w", p.Spec.Name, err)
 	}
 	res.FilesBefore, res.FilesAfter = len(tasks), len(tasks)
 	byBucket := map[catalog.BucketID][]logFile{}
 	for _, task := range tasks {
 		if len(task.DeleteFiles) > 0 {
-			return res, fmt.Errorf("table %q: lake file %s has delete files: mink's log lake has none", p.spec.Name, task.File.FilePath())
+			return res, fmt.Errorf("table %q: lake file %s has delete files: mink's log lake has none", p.Spec.Name, task.File.FilePath())
 		}
 		b, from, to, ok := parseLogFile(task.File.FilePath())
 		if !ok {
 			continue // not a file mink wrote for a log table: left alone
 		}
-		if p.isRetired(b) {
+		if p.IsRetired(b) {
 			// The lake still holds rows of a bucket the table no longer
 			// has (TRUNCATE, a dropped partition): the next round
 			// deletes them first. A compaction snapshot would carry them
 			// on, and be recorded.
 			return res, nil
 		}
-		if !p.current(b) {
+		if !p.Current(b) {
 			continue // a bucket newer than this view: the next pass
 		}
 		key, ok := strings.CutPrefix(task.File.FilePath(), t.lake.base+"/")
 		if !ok {
-			return res, fmt.Errorf("table %q: lake file %s is outside the object store %s", p.spec.Name, task.File.FilePath(), t.lake.base)
+			return res, fmt.Errorf("table %q: lake file %s is outside the object store %s", p.Spec.Name, task.File.FilePath(), t.lake.base)
 		}
 		byBucket[b] = append(byBucket[b], logFile{df: task.File, key: key, bucket: b, from: from, to: to})
 	}
@@ -251,15 +252,15 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 	if len(groups) == 0 {
 		return res, nil
 	}
-	ls, err := newLakeSchema(p.spec)
+	ls, err := newLakeSchema(p.Spec)
 	if err != nil {
-		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+		return res, fmt.Errorf("table %q: %w", p.Spec.Name, err)
 	}
 	// Compacted files have the table's current columns (files written
 	// before a column was added are widened with its missing value), so
 	// the lake schema gets them first.
 	if tbl, err = t.lake.evolve(ctx, id, tbl, ls); err != nil {
-		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+		return res, fmt.Errorf("table %q: %w", p.Spec.Name, err)
 	}
 	ps := ls.parquetSchema()
 	tokenBytes := make([]byte, 8)
@@ -277,7 +278,7 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 		g := groups[i]
 		f, read, rows, err := t.rewriteGroup(ctx, ls, ps, g, epoch, token)
 		if err != nil {
-			return fmt.Errorf("table %q bucket %d [%d, %d): compact %d files: %w", p.spec.Name, g[0].bucket, g[0].from, g[len(g)-1].to, len(g), err)
+			return fmt.Errorf("table %q bucket %d [%d, %d): compact %d files: %w", p.Spec.Name, g[0].bucket, g[0].from, g[len(g)-1].to, len(g), err)
 		}
 		written[i] = f
 		mu.Lock()
@@ -303,14 +304,14 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 		}
 		df, err := table.FileToDataFile(ctx, fsys, t.lake.Location(written[i].key), tbl.Schema(), tbl.Spec(), 0, tbl.Properties())
 		if err != nil {
-			return res, fmt.Errorf("table %q: lake file %s: %w", p.spec.Name, written[i].key, err)
+			return res, fmt.Errorf("table %q: lake file %s: %w", p.Spec.Name, written[i].key, err)
 		}
 		rw.AddDataFile(df)
 		res.Written++
 		res.BytesWritten += written[i].size
 	}
 	if err := rw.Commit(ctx); err != nil {
-		return res, fmt.Errorf("table %q: stage the compaction of %d lake files into %d: %w", p.spec.Name, res.Rewritten, res.Written, err)
+		return res, fmt.Errorf("table %q: stage the compaction of %d lake files into %d: %w", p.Spec.Name, res.Rewritten, res.Written, err)
 	}
 	// Heartbeat: do not commit to the lake under a stale epoch.
 	if err := t.checkEpoch(epoch); err != nil {
@@ -318,35 +319,24 @@ func (t *Tierer) Compact(ctx context.Context, id catalog.TableID, epoch uint64, 
 	}
 	committed, err := tx.Commit(ctx)
 	if err != nil {
-		return res, fmt.Errorf("table %q: commit the lake compaction: %w", p.spec.Name, err)
+		return res, fmt.Errorf("table %q: commit the lake compaction: %w", p.Spec.Name, err)
 	}
 	snap := committed.CurrentSnapshot()
 	res.Committed, res.SnapshotID, res.Sequence = true, snap.SnapshotID, uint64(snap.SequenceNumber)
 	res.FilesAfter = res.FilesBefore - res.Rewritten + res.Written
-	if err := t.recordCompaction(ctx, id, epoch, p, lakeState, res.SnapshotID, res.Sequence); err != nil {
+	if err := t.recordCompaction(ctx, epoch, p, lakeState, res.SnapshotID, res.Sequence); err != nil {
 		return res, fmt.Errorf("table %q: lake compaction snapshot %d is committed but not recorded (the next round repairs it): %w",
-			p.spec.Name, res.SnapshotID, err)
+			p.Spec.Name, res.SnapshotID, err)
 	}
 	return res, nil
 }
 
-// recordCompaction records a compaction snapshot, which tiers nothing new,
-// like a round (record), except that when the log was up to date with the
-// lake it keeps the log's tiering time: the time of the last round that
-// tiered rows, from which the status measures the lag.
-func (t *Tierer) recordCompaction(ctx context.Context, id catalog.TableID, epoch uint64, p plan, base LakeState, snapshotID int64, seq uint64) error {
-	at := t.cfg.Now().UTC()
-	if p.tiered.LakeSequence == base.Sequence && !p.tiered.At.IsZero() {
-		at = p.tiered.At.UTC()
-	}
-	rec := catalog.CommitTieringRound{Table: id, CoordinatorEpoch: epoch, Offsets: map[catalog.BucketID]uint64{},
-		LakeSnapshotID: snapshotID, LakeSequence: seq, At: at}
-	for _, b := range p.buckets {
-		if off, ok := base.Offsets[b]; ok {
-			rec.Offsets[b] = off
-		}
-	}
-	if len(rec.Offsets) == 0 {
+// recordCompaction proposes the CommitTieringRound of a compaction snapshot
+// (plan.TableRound.RecordCompaction: the lake's offsets, and the log's
+// tiering time when the log was up to date with the lake).
+func (t *Tierer) recordCompaction(ctx context.Context, epoch uint64, p plan.TableRound, base LakeState, snapshotID int64, seq uint64) error {
+	rec, ok := p.RecordCompaction(plan.Lake{SnapshotID: base.SnapshotID, Sequence: base.Sequence, Offsets: base.Offsets}, snapshotID, seq, epoch, t.cfg.Now())
+	if !ok {
 		return nil
 	}
 	o, err := t.cfg.Meta.Propose(ctx, rec)

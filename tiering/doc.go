@@ -13,7 +13,9 @@
 // round from the offsets in the lake snapshot, so no row is tiered twice or
 // skipped. A lake commit is the create-only put of the next metadata version,
 // so two rounds (an old and a new coordinator) can never both commit on the
-// same base.
+// same base. What a round takes and commits is decided by package plan
+// (plan.Round, plan.TableRound.Decide) from the view and what the round read
+// of the lake; RoundWithProgress does the I/O around that decision.
 //
 // A table's columns can grow (ALTER TABLE … ADD COLUMN): the first round or
 // compaction that writes after it adds the columns to the lake's Iceberg
@@ -23,7 +25,7 @@
 // the column's missing value (catalog Column.Missing).
 //
 // A bucket can leave its table (TRUNCATE, a dropped partition) with rows in
-// the lake: the next round's snapshot deletes its files (retired.go), also
+// the lake: the next round's snapshot deletes its files (plan.TableRound.RetiredFiles), also
 // when nothing new is tiered, and no lake snapshot still holding them is
 // recorded or compacted. Readers pass the table's current buckets
 // (ScanRequest.Buckets) so an older snapshot's retired rows are skipped.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/plan"
 )
 
 // Primary-key tables are tiered copy-on-write, per bucket: a round reads
@@ -129,11 +130,11 @@ func rowKey(r parquet.Row, leaves []int, buf []byte) (string, error) {
 // rewritePK rewrites every bucket in to (with its range [from, to) of the
 // changelog) as described above.
 // current are the lake's current data files per bucket (bucketFiles).
-func (t *Tierer) rewritePK(ctx context.Context, current map[catalog.BucketID][]string, ls *lakeSchema, p plan, from, to map[catalog.BucketID]uint64,
+func (t *Tierer) rewritePK(ctx context.Context, current map[catalog.BucketID][]string, ls *lakeSchema, p plan.TableRound, from, to map[catalog.BucketID]uint64,
 	epoch uint64, token string, progress func(Progress)) (pkPlan, error) {
 	var out pkPlan
 	ps := ls.parquetSchema()
-	leaves, types, err := pkKeyLeaves(ls, ps, p.spec)
+	leaves, types, err := pkKeyLeaves(ls, ps, p.Spec)
 	if err != nil {
 		return out, err
 	}
@@ -151,7 +152,7 @@ func (t *Tierer) rewritePK(ctx context.Context, current map[catalog.BucketID][]s
 	err = forEachBucket(ctx, buckets, func(ctx context.Context, i int, b catalog.BucketID) error {
 		res, ev, err := t.rewritePKBucket(ctx, ls, ps, p, b, from[b], to[b], current[b], leaves, cmp, epoch, token)
 		if err != nil {
-			return fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
+			return fmt.Errorf("table %q bucket %d [%d, %d): %w", p.Spec.Name, b, from[b], to[b], err)
 		}
 		results[i] = res
 		progressMu.Lock()
@@ -220,7 +221,7 @@ func (s *pkState) sorted(cmp func(x, y parquet.Row) int) []parquet.Row {
 
 // rewritePKBucket reads bucket b's current files, applies its changelog
 // [from, to) and writes its rows as new files.
-func (t *Tierer) rewritePKBucket(ctx context.Context, ls *lakeSchema, ps *parquet.Schema, p plan, b catalog.BucketID, from, to uint64,
+func (t *Tierer) rewritePKBucket(ctx context.Context, ls *lakeSchema, ps *parquet.Schema, p plan.TableRound, b catalog.BucketID, from, to uint64,
 	files []string, leaves []int, cmp func(x, y parquet.Row) int, epoch uint64, token string) (pkPlan, Progress, error) {
 	var out pkPlan
 	ev := Progress{Stage: "bucket", Bucket: b, From: from, To: to, Rows: int64(to - from)}
@@ -249,9 +250,9 @@ func (t *Tierer) rewritePKBucket(ctx context.Context, ls *lakeSchema, ps *parque
 		return out, ev, err
 	}
 	rows := state.sorted(cmp)
-	dir := LakePrefix(p.id) + "data/"
-	if p.spec.PartitionBy != "" {
-		dir += url.PathEscape(p.spec.PartitionBy) + "=" + url.PathEscape(p.partition[b]) + "/"
+	dir := LakePrefix(p.Table) + "data/"
+	if p.Spec.PartitionBy != "" {
+		dir += url.PathEscape(p.Spec.PartitionBy) + "=" + url.PathEscape(p.Partition[b]) + "/"
 	}
 	// No rows: the bucket's old files go and none come.
 	for i := 0; i*fileRows < len(rows); i++ {

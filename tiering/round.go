@@ -22,6 +22,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/objstore"
+	"github.com/minkdb/mink/plan"
 )
 
 // Batch is a run of rows read from a bucket's stream: row i of Record has
@@ -115,46 +116,6 @@ type RoundResult struct {
 	FilesDeleted int
 }
 
-// plan is a round's frozen view of one table.
-type plan struct {
-	id      catalog.TableID
-	spec    catalog.TableSpec
-	buckets []catalog.BucketID
-	// partition value of each bucket of a partitioned table
-	partition map[catalog.BucketID]string
-	tiered    catalog.TieringState
-	// ends are the committed stream ends at the start of the round.
-	ends  map[catalog.BucketID]uint64
-	epoch uint64 // the view's coordinator epoch
-	// nextID is the view's next table, partition or bucket id: every
-	// bucket below it that is not in buckets is retired (ids are never
-	// reused); one at or above it is newer than this view.
-	nextID uint64
-}
-
-func planRound(v *catalog.View, id catalog.TableID) (plan, error) {
-	t := v.Tables[id]
-	if t == nil {
-		return plan{}, fmt.Errorf("table %d: %w", id, catalog.ErrNotFound)
-	}
-	p := plan{id: id, spec: t.Spec, tiered: t.Tiering, ends: map[catalog.BucketID]uint64{},
-		partition: map[catalog.BucketID]string{}, epoch: v.Coordinator.Epoch, nextID: v.NextID}
-	p.buckets = append(p.buckets, t.Buckets...)
-	for _, part := range t.Partitions {
-		for _, b := range part.Buckets {
-			p.buckets = append(p.buckets, b)
-			p.partition[b] = part.Value
-		}
-	}
-	slices.Sort(p.buckets)
-	for _, b := range p.buckets {
-		if st := v.Streams[catalog.StreamID(b)]; st != nil {
-			p.ends[b] = st.End
-		}
-	}
-	return p, nil
-}
-
 // Round tiers table id once under coordinator epoch epoch: it freezes each
 // bucket's committed end, writes [tiered, end) of every bucket as Parquet,
 // commits one lake snapshot whose summary holds the new offsets, and records
@@ -193,19 +154,19 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 	}
 	res := RoundResult{Table: id}
 	var (
-		p   plan
+		p   plan.TableRound
 		err error
 	)
-	t.cfg.Meta.Read(func(v *catalog.View) { p, err = planRound(v, id) })
+	t.cfg.Meta.Read(func(v *catalog.View) { p, err = plan.Round(v, id) })
 	if err != nil {
 		return res, err
 	}
-	if p.epoch != epoch {
-		return res, fmt.Errorf("%w: round of table %d under epoch %d, the coordinator is at %d", ErrFenced, id, epoch, p.epoch)
+	if p.Epoch != epoch {
+		return res, fmt.Errorf("%w: round of table %d under epoch %d, the coordinator is at %d", ErrFenced, id, epoch, p.Epoch)
 	}
-	ls, err := newLakeSchema(p.spec)
+	ls, err := newLakeSchema(p.Spec)
 	if err != nil {
-		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+		return res, fmt.Errorf("table %q: %w", p.Spec.Name, err)
 	}
 	tbl, err := t.lake.open(ctx, id, ls)
 	if err != nil {
@@ -213,61 +174,41 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 	}
 	lakeState, err := stateOf(tbl)
 	if err != nil {
-		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+		return res, fmt.Errorf("table %q: %w", p.Spec.Name, err)
 	}
+	lake := plan.Lake{SnapshotID: lakeState.SnapshotID, Sequence: lakeState.Sequence, Offsets: lakeState.Offsets}
 
-	// The lake is the record of what is tiered; the log follows it.
-	for b, off := range p.tiered.Offsets {
-		if lakeState.Offsets[b] < off {
-			return res, fmt.Errorf("table %q: the metadata log says bucket %d is tiered to offset %d, the lake (snapshot %d) only to %d",
-				p.spec.Name, b, off, lakeState.SnapshotID, lakeState.Offsets[b])
-		}
+	// The decision is plan's (TableRound.Decide); the round reads what it
+	// needs for it and carries it out.
+	if err := p.CheckLake(lake); err != nil {
+		return res, err
 	}
-	res.From, res.To = map[catalog.BucketID]uint64{}, map[catalog.BucketID]uint64{}
-	for _, b := range p.buckets {
-		if from, end := lakeState.Offsets[b], p.ends[b]; end > from {
-			res.From[b], res.To[b] = from, end
-		}
-	}
-	// Rows of buckets the table no longer has leave the lake in the
-	// round's snapshot, before any new row is visible beside them; a
-	// round with no new rows still commits their deletion. A lake
-	// snapshot that still holds such rows is never recorded: the round's
-	// own snapshot, which carries its offsets too, is.
-	pk := len(p.spec.PrimaryKey) > 0
-	var (
-		current      map[catalog.BucketID][]string
-		retired      []catalog.BucketID
-		retiredFiles []string
-	)
-	if len(p.retired(lakeState.Offsets)) > 0 || (pk && len(res.To) > 0) {
+	var current map[catalog.BucketID][]string
+	if p.NeedsFiles(lake) {
 		if current, err = bucketFiles(ctx, tbl); err != nil {
-			return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+			return res, fmt.Errorf("table %q: %w", p.Spec.Name, err)
 		}
-		retired, retiredFiles = p.retiredFiles(lakeState.Offsets, current)
 	}
-	if lakeState.Sequence > p.tiered.LakeSequence && len(retiredFiles) == 0 {
-		// A snapshot that names none of the table's buckets has nothing
-		// to record.
-		recorded, err := t.record(ctx, id, epoch, p, lakeState.Offsets, lakeState.SnapshotID, lakeState.Sequence)
+	d := p.Decide(lake, current)
+	res.From, res.To = d.From, d.To
+	if d.Repair {
+		recorded, err := t.record(ctx, p, epoch, lake.Offsets, lake.SnapshotID, lake.Sequence)
 		if err != nil {
-			return res, fmt.Errorf("repair the tiered offsets of table %q from lake snapshot %d: %w", p.spec.Name, lakeState.SnapshotID, err)
+			return res, fmt.Errorf("repair the tiered offsets of table %q from lake snapshot %d: %w", p.Spec.Name, lake.SnapshotID, err)
 		}
 		if recorded {
 			res.Repaired = true
-			progress(Progress{Stage: "repaired", SnapshotID: lakeState.SnapshotID, Sequence: lakeState.Sequence})
+			progress(Progress{Stage: "repaired", SnapshotID: lake.SnapshotID, Sequence: lake.Sequence})
 			t.cfg.Logger.Info("tiering: recorded a lake snapshot the log had missed",
-				"table", p.spec.Name, "snapshot", lakeState.SnapshotID, "sequence", lakeState.Sequence)
+				"table", p.Spec.Name, "snapshot", lake.SnapshotID, "sequence", lake.Sequence)
 		}
 	}
-	// Retired buckets without files (their rows deleted already) are left
-	// in the offsets until a round commits anyway.
-	if len(res.To) == 0 && len(retiredFiles) == 0 {
+	if !d.Commit {
 		return res, nil
 	}
-	if len(retired) > 0 {
-		res.Retired, res.FilesDeleted = retired, len(retiredFiles)
-		progress(Progress{Stage: "retired", Buckets: retired, Files: len(retiredFiles)})
+	if len(d.Retired) > 0 {
+		res.Retired, res.FilesDeleted = d.Retired, len(d.RetiredFiles)
+		progress(Progress{Stage: "retired", Buckets: d.Retired, Files: len(d.RetiredFiles)})
 	}
 	ranges := map[catalog.BucketID][2]uint64{}
 	for b, to := range res.To {
@@ -277,9 +218,10 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 	// Columns added since the lake was last written join its schema
 	// before files with them are added.
 	if tbl, err = t.lake.evolve(ctx, id, tbl, ls); err != nil {
-		return res, fmt.Errorf("table %q: %w", p.spec.Name, err)
+		return res, fmt.Errorf("table %q: %w", p.Spec.Name, err)
 	}
 
+	pk := len(p.Spec.PrimaryKey) > 0
 	token := make([]byte, 8)
 	_, _ = rand.Read(token)
 	var (
@@ -313,20 +255,20 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 		return res, err
 	}
 
-	offsets := p.roundOffsets(lakeState.Offsets, res.To, res.Retired)
-	deleted = append(deleted, retiredFiles...)
+	offsets := d.Offsets
+	deleted = append(deleted, d.RetiredFiles...)
 	tx := tbl.NewTransaction()
 	props := iceberg.Properties{OffsetsProperty: encodeOffsets(offsets), EpochProperty: strconv.FormatUint(epoch, 10)}
 	if pk || len(deleted) > 0 {
 		if err := replaceFiles(ctx, tx, tbl, deleted, locations, props); err != nil {
-			return res, fmt.Errorf("table %q: replace %d lake files with %d: %w", p.spec.Name, len(deleted), len(locations), err)
+			return res, fmt.Errorf("table %q: replace %d lake files with %d: %w", p.Spec.Name, len(deleted), len(locations), err)
 		}
 	} else if err := tx.AddFiles(ctx, locations, props, true); err != nil {
-		return res, fmt.Errorf("table %q: add %d files to the lake: %w", p.spec.Name, len(locations), err)
+		return res, fmt.Errorf("table %q: add %d files to the lake: %w", p.Spec.Name, len(locations), err)
 	}
 	committed, err := tx.Commit(ctx)
 	if err != nil {
-		return res, fmt.Errorf("table %q: commit lake snapshot: %w", p.spec.Name, err)
+		return res, fmt.Errorf("table %q: commit lake snapshot: %w", p.Spec.Name, err)
 	}
 	snap := committed.CurrentSnapshot()
 	if snap == nil {
@@ -334,26 +276,21 @@ func (t *Tierer) RoundWithProgress(ctx context.Context, id catalog.TableID, epoc
 	}
 	res.Committed, res.SnapshotID, res.Sequence = true, snap.SnapshotID, uint64(snap.SequenceNumber)
 	progress(Progress{Stage: "committed", SnapshotID: res.SnapshotID, Sequence: res.Sequence, Rows: res.Rows, Files: res.Files, Bytes: res.Bytes})
-	if _, err := t.record(ctx, id, epoch, p, offsets, res.SnapshotID, res.Sequence); err != nil {
+	if _, err := t.record(ctx, p, epoch, offsets, res.SnapshotID, res.Sequence); err != nil {
 		return res, fmt.Errorf("table %q: lake snapshot %d is committed but not recorded (the next round repairs it): %w",
-			p.spec.Name, res.SnapshotID, err)
+			p.Spec.Name, res.SnapshotID, err)
 	}
 	progress(Progress{Stage: "recorded", SnapshotID: res.SnapshotID, Sequence: res.Sequence})
 	return res, nil
 }
 
-// record proposes CommitTieringRound with the offsets of the table's current
-// buckets. It records nothing, and reports false, when offsets name none of
-// them (a partitioned table without partitions).
-func (t *Tierer) record(ctx context.Context, id catalog.TableID, epoch uint64, p plan, offsets map[catalog.BucketID]uint64, snapshotID int64, seq uint64) (bool, error) {
-	rec := catalog.CommitTieringRound{Table: id, CoordinatorEpoch: epoch, Offsets: map[catalog.BucketID]uint64{},
-		LakeSnapshotID: snapshotID, LakeSequence: seq, At: t.cfg.Now().UTC()}
-	for _, b := range p.buckets {
-		if off, ok := offsets[b]; ok {
-			rec.Offsets[b] = off
-		}
-	}
-	if len(rec.Offsets) == 0 {
+// record proposes the CommitTieringRound of a lake snapshot with offsets
+// (plan.TableRound.Record). It records nothing, and reports false, when
+// offsets name none of the table's current buckets (a partitioned table
+// without partitions).
+func (t *Tierer) record(ctx context.Context, p plan.TableRound, epoch uint64, offsets map[catalog.BucketID]uint64, snapshotID int64, seq uint64) (bool, error) {
+	rec, ok := p.Record(offsets, snapshotID, seq, epoch, t.cfg.Now())
+	if !ok {
 		return false, nil
 	}
 	o, err := t.cfg.Meta.Propose(ctx, rec)
@@ -369,7 +306,7 @@ func (t *Tierer) record(ctx context.Context, id catalog.TableID, epoch uint64, p
 // writeBuckets writes the buckets' ranges, up to GOMAXPROCS buckets at a
 // time (Parquet encoding and zstd are CPU-bound), and returns the files in
 // bucket order. The first failure cancels the others.
-func (t *Tierer) writeBuckets(ctx context.Context, ls *lakeSchema, p plan, from, to map[catalog.BucketID]uint64,
+func (t *Tierer) writeBuckets(ctx context.Context, ls *lakeSchema, p plan.TableRound, from, to map[catalog.BucketID]uint64,
 	epoch uint64, token string, progress func(Progress)) ([]writtenFile, error) {
 	buckets := slices.Sorted(maps.Keys(to))
 	files := make([][]writtenFile, len(buckets))
@@ -377,7 +314,7 @@ func (t *Tierer) writeBuckets(ctx context.Context, ls *lakeSchema, p plan, from,
 	err := forEachBucket(ctx, buckets, func(ctx context.Context, i int, b catalog.BucketID) error {
 		fs, rows, err := t.writeBucket(ctx, ls, p, b, from[b], to[b], epoch, token)
 		if err != nil {
-			return fmt.Errorf("table %q bucket %d [%d, %d): %w", p.spec.Name, b, from[b], to[b], err)
+			return fmt.Errorf("table %q bucket %d [%d, %d): %w", p.Spec.Name, b, from[b], to[b], err)
 		}
 		files[i] = fs
 		ev := Progress{Stage: "bucket", Bucket: b, From: from[b], To: to[b], Rows: rows, Files: len(fs)}
@@ -419,10 +356,10 @@ type writtenFile struct {
 // table's data prefix. File names carry the bucket, the range, the epoch and
 // a per-round token, so a retried round never collides with the garbage of
 // a failed one.
-func (t *Tierer) writeBucket(ctx context.Context, ls *lakeSchema, p plan, b catalog.BucketID, from, to, epoch uint64, token string) ([]writtenFile, int64, error) {
-	dir := LakePrefix(p.id) + "data/"
-	if p.spec.PartitionBy != "" {
-		dir += url.PathEscape(p.spec.PartitionBy) + "=" + url.PathEscape(p.partition[b]) + "/"
+func (t *Tierer) writeBucket(ctx context.Context, ls *lakeSchema, p plan.TableRound, b catalog.BucketID, from, to, epoch uint64, token string) ([]writtenFile, int64, error) {
+	dir := LakePrefix(p.Table) + "data/"
+	if p.Spec.PartitionBy != "" {
+		dir += url.PathEscape(p.Spec.PartitionBy) + "=" + url.PathEscape(p.Partition[b]) + "/"
 	}
 	// One file per fileRows rows, read, encoded and written one at a time:
 	// a round's memory is bounded by a file's worth of rows, whatever the

@@ -37,7 +37,9 @@ package sqlfront_test
 //	<SQL>
 //
 // expects an error with that SQLSTATE (and exactly that primary message,
-// when given, with line breaks and tabs written \n and \t).
+// when given, with line breaks and tabs written \n and \t). A ---- section
+// after the SQL lists more fields the error must have, one a line as
+// "FIELD value": DETAIL, HINT or CONSTRAINT (the constraint name).
 //
 //	query TYPES [rowsort] [colnames]
 //	<SQL>
@@ -216,7 +218,10 @@ type logicRecord struct {
 	// record, checked when it has a ---- section (hasNotices).
 	notices    []string
 	hasNotices bool
-	conn       string // for "connection"; the TABLE of "tier"
+	// errFields are the "FIELD value" lines a statement error's ----
+	// section lists.
+	errFields []string
+	conn      string // for "connection"; the TABLE of "tier"
 	// mirrors is restart's mirrors=on|off ("" keeps the node's setting).
 	mirrors string
 
@@ -386,20 +391,23 @@ func parseLogicFile(path string) ([]*logicRecord, error) {
 		}
 		rec.sql = strings.Join(sql, "\n")
 		if i < len(lines) && lines[i] == "----" {
-			if rec.kind == "statement" {
-				if rec.wantErr {
-					return nil, bad(i, "statement error records have no ---- section")
-				}
+			if rec.kind == "statement" && !rec.wantErr {
 				rec.hasNotices = true
 			}
 			i++
 			for i < len(lines) && lines[i] != "" {
-				switch rec.kind {
-				case "copy":
+				switch {
+				case rec.kind == "copy":
 					rec.data = append(rec.data, lines[i])
-				case "statement":
+				case rec.kind == "statement" && rec.wantErr:
+					field, _, _ := strings.Cut(lines[i], " ")
+					if _, ok := errorField(&pgconn.PgError{}, field); !ok {
+						return nil, bad(i, "error field %q: DETAIL, HINT or CONSTRAINT", field)
+					}
+					rec.errFields = append(rec.errFields, lines[i])
+				case rec.kind == "statement":
 					rec.notices = append(rec.notices, lines[i])
-				default:
+				case rec.kind == "query":
 					rec.rows = append(rec.rows, lines[i])
 				}
 				i++
@@ -453,6 +461,8 @@ func formatLogicFile(recs []*logicRecord) string {
 			b.WriteString("\n" + rec.sql + "\n")
 			if rec.kind == "copy" {
 				b.WriteString("----\n" + strings.Join(rec.data, "\n") + "\n")
+			} else if len(rec.errFields) > 0 {
+				b.WriteString("----\n" + strings.Join(rec.errFields, "\n") + "\n")
 			}
 		case rec.kind == "copy":
 			fmt.Fprintf(&b, "copy ok %d\n%s\n----\n%s\n", rec.count, rec.sql, strings.Join(rec.data, "\n"))
@@ -504,6 +514,11 @@ func (rec *logicRecord) apply(got *logicOutcome) {
 		rec.wantErr, rec.code = true, got.err.Code
 		if rec.hasMsg {
 			rec.message = oneLine(got.err.Message)
+		}
+		for i, line := range rec.errFields {
+			field, _, _ := strings.Cut(line, " ")
+			v, _ := errorField(got.err, field)
+			rec.errFields[i] = field + " " + oneLine(v)
 		}
 		if rec.kind == "query" {
 			rec.kind = "statement"
@@ -746,6 +761,12 @@ func (r *logicRunner) run(rec *logicRecord) {
 		if got.err.Code != rec.code || (rec.hasMsg && oneLine(got.err.Message) != rec.message) {
 			fail("%s: want error %s %s\n got error %s %s", where, rec.code, rec.message, got.err.Code, got.err.Message)
 		}
+		for _, line := range rec.errFields {
+			field, want, _ := strings.Cut(line, " ")
+			if v, _ := errorField(got.err, field); oneLine(v) != want {
+				fail("%s: error %s %q, want %q", where, field, v, want)
+			}
+		}
 		return
 	}
 	if got.err != nil {
@@ -797,6 +818,20 @@ func (r *logicRunner) run(rec *logicRecord) {
 			fail("%s: rows differ\n got:\n%s\nwant:\n%s", where, indent(gotRows), indent(want))
 		}
 	}
+}
+
+// errorField is the field of an error a statement error's ---- section
+// names.
+func errorField(err *pgconn.PgError, field string) (string, bool) {
+	switch field {
+	case "DETAIL":
+		return err.Detail, true
+	case "HINT":
+		return err.Hint, true
+	case "CONSTRAINT":
+		return err.ConstraintName, true
+	}
+	return "", false
 }
 
 // oneLine writes a message's line breaks and tabs as \n and \t, so that it

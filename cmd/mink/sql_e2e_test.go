@@ -156,9 +156,10 @@ func TestSQLClients(t *testing.T) {
 	t.Run("pgx-uuid-binary", func(t *testing.T) { testPgxUUIDBinary(t, n) })
 	t.Run("pgx-copy", func(t *testing.T) { testPgxCopy(t, n) })
 	t.Run("pgx-copy-jsonb", func(t *testing.T) { testPgxCopyJSONB(t, n) })
-	t.Run("pgx-errors", func(t *testing.T) { testPgxErrors(t, n) })
+	t.Run("pgx-pk-params", func(t *testing.T) { testPgxPKParams(t, n) })
 	t.Run("libpq", func(t *testing.T) { testLibPQ(t, n) })
 	t.Run("psql", func(t *testing.T) { testPsql(t, n) })
+	t.Run("psql-pk", func(t *testing.T) { testPKPsql(t, n) })
 	t.Run("psycopg2", func(t *testing.T) { testPsycopg2(t, n) })
 	t.Run("pgjdbc", func(t *testing.T) { testPgJDBC(t, n) })
 }
@@ -481,50 +482,71 @@ func testPgxCopyJSONB(t *testing.T, n *node) {
 	}
 }
 
-// Errors carry PostgreSQL's SQLSTATEs, and the connection stays usable.
-func testPgxErrors(t *testing.T, n *node) {
+// Parameters and prepared statements on a primary-key table through pgx's
+// extended protocol: parameters for a key and a value in VALUES and in
+// INSERT … SELECT … ON CONFLICT, UPDATE … RETURNING by a parameter, point
+// lookups by a parameter (the fast path and the engine agree), and a
+// lookup prepared before a transaction block that sees the block's own
+// writes in it. The statements' tags, rows and SQLSTATEs are
+// sqlfront/testdata/logic/pk_statements.test.
+func testPgxPKParams(t *testing.T, n *node) {
 	ctx := context.Background()
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
-		conn := connect(t, n.pgURL(), mode)
-		table := fmt.Sprintf("pgx_err_%d", mode)
-		mustExec(t, conn, "CREATE TABLE "+table+" (id bigint NOT NULL, s smallint, v varchar(3), n numeric(4,2))")
-		for _, c := range []struct{ sql, code string }{
-			{"SELECT * FROM nosuch", "42P01"},
-			{"INSERT INTO nosuch VALUES (1)", "42P01"},
-			{"SELECT nosuch FROM " + table, "42703"},
-			{"INSERT INTO " + table + " (nosuch) VALUES (1)", "42703"},
-			{"SELEC 1", "42601"},
-			{"INSERT INTO " + table + " (id) VALUES ('x')", "22P02"},
-			{"SELECT 'x'::integer", "22P02"},
-			{"INSERT INTO " + table + " (s) VALUES (1)", "23502"},
-			{"UPDATE " + table + " SET s = 1", "0A000"},
-			{"DELETE FROM " + table, "0A000"},
-			{"CREATE TABLE uq (id bigint UNIQUE)", "0A000"},
-			{"CREATE VIEW v AS SELECT 1", "0A000"},
-			{"CREATE TABLE " + table + " (id bigint)", "42P07"},
-			{"INSERT INTO " + table + " (id, v) VALUES (1, 'abcd')", "22001"},
-			{"INSERT INTO " + table + " (id, s) VALUES (1, 40000)", "22003"},
-			{"INSERT INTO " + table + " (id, n) VALUES (1, 100)", "22003"},
-			{"SELECT 1/0", "22012"},
-			{"SELECT 5 % 0", "22012"},
-			{"SELECT 1.5::float8 / (2 - 2)", "22012"},
-		} {
-			_, err := conn.Exec(ctx, c.sql)
-			if got := sqlState(err); got != c.code {
-				t.Errorf("%s (%s): got %v, want SQLSTATE %s", c.sql, mode, err, c.code)
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeCacheStatement)
+	mustExec(t, conn, "CREATE TABLE pgx_pk (id bigint PRIMARY KEY, v text, n integer NOT NULL DEFAULT 0) WITH (buckets = 3)")
+	if tag := mustExec(t, conn, "INSERT INTO pgx_pk (id, v) VALUES (1, 'a'), (2, 'b'), ($1, $2)", int64(3), "c"); tag.String() != "INSERT 0 3" {
+		t.Fatalf("INSERT with parameters: %q", tag)
+	}
+	if tag := mustExec(t, conn, "INSERT INTO pgx_pk (id, v) SELECT $1, $2 UNION ALL SELECT 5, 'e' ON CONFLICT (id) DO UPDATE SET v = excluded.v || '!', n = pgx_pk.n + 1", int64(1), "a2"); tag.String() != "INSERT 0 2" {
+		t.Fatalf("INSERT … SELECT $1, $2 … ON CONFLICT: %q", tag)
+	}
+	var v string
+	if err := conn.QueryRow(ctx, "UPDATE pgx_pk SET v = 'g' WHERE id = $1 RETURNING v", int64(5)).Scan(&v); err != nil || v != "g" {
+		t.Fatalf("UPDATE … WHERE id = $1 RETURNING: %q %v", v, err)
+	}
+	for k, want := range map[int64][]string{1: {"a2!"}, 2: {"b"}, 3: {"c"}, 5: {"g"}, 404: {}} {
+		for _, sql := range []string{"SELECT v FROM pgx_pk WHERE id = $1", "SELECT v FROM pgx_pk WHERE id = $1 AND n >= 0"} {
+			rows, err := conn.Query(ctx, sql, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil || !reflect.DeepEqual(append([]string{}, got...), want) {
+				t.Fatalf("%s with $1 = %d: %q %v, want %q", sql, k, got, err, want)
 			}
 		}
-		// A failed block: 25P02 until ROLLBACK.
-		mustExec(t, conn, "BEGIN")
-		conn.Exec(ctx, "SELECT * FROM nosuch")
-		if _, err := conn.Exec(ctx, "SELECT 1"); sqlState(err) != "25P02" {
-			t.Errorf("in a failed block (%s): %v, want 25P02", mode, err)
+	}
+	// The lookup is prepared (and cached) before the block.
+	lookup := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}, id int64) string {
+		t.Helper()
+		var v string
+		if err := q.QueryRow(ctx, "SELECT v FROM pgx_pk WHERE id = $1", id).Scan(&v); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatalf("lookup %d: %v", id, err)
 		}
-		mustExec(t, conn, "ROLLBACK")
-		var count int64
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&count); err != nil || count != 0 {
-			t.Errorf("after the errors (%s): %d rows, %v", mode, count, err)
-		}
+		return v
+	}
+	if got := lookup(conn, 1); got != "a2!" {
+		t.Fatalf("lookup 1 before the block: %q", got)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO pgx_pk (id, v) VALUES ($1, $2)", int64(30), "tx"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO pgx_pk (id, v) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET v = excluded.v", int64(1), "tx-up"); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := lookup(tx, 30), lookup(tx, 1); a != "tx" || b != "tx-up" {
+		t.Fatalf("the block's lookups see %q and %q, want its own writes tx and tx-up", a, b)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := lookup(conn, 1); got != "tx-up" {
+		t.Fatalf("lookup 1 after COMMIT: %q", got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
 // benchMeta is an in-memory metadata log as a one-node cluster's
@@ -12,7 +13,7 @@ import (
 // lease, and one table whose buckets node 1 leads with their streams
 // open. Benchmarks that drive tiering directly start from it.
 type benchMeta struct {
-	cat *catalog.Catalog
+	cat *metalog.Catalog
 	// created is the CreateTable outcome (the table and its buckets);
 	// coord the RegisterCoordinator one (the coordinator epoch).
 	created, coord catalog.Outcome
@@ -20,7 +21,7 @@ type benchMeta struct {
 }
 
 func newBenchMeta(ctx context.Context, spec catalog.TableSpec) (*benchMeta, error) {
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: discardLogger()})
+	cat, err := metalog.Open(ctx, metalog.NewMemLog(), metalog.Options{Logger: discardLogger()})
 	if err != nil {
 		return nil, err
 	}

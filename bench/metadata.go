@@ -18,6 +18,8 @@ import (
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/etcdlog"
 )
 
 // MetadataConfig configures RunMetadata. Zero values mean the defaults.
@@ -113,12 +115,12 @@ func MeasureMetadata(ctx context.Context, cfg MetadataConfig) ([]MetadataResult,
 		return nil, err
 	}
 	defer etcd.Close()
-	client, err := catalog.Dial(ctx, etcd.Endpoints(), cfg.Logger, 30*time.Second)
+	client, err := etcdlog.Dial(ctx, etcd.Endpoints(), cfg.Logger, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	defer client.Close()
-	cat, err := catalog.Open(ctx, catalog.NewEtcdLog(client, "bench"), catalog.Options{
+	cat, err := metalog.Open(ctx, etcdlog.New(client, "bench"), metalog.Options{
 		SnapshotEvery: cfg.SnapshotEvery,
 		Logger:        cfg.Logger,
 	})
@@ -200,7 +202,7 @@ func (s *benchStream) next() catalog.Record {
 
 // openBenchStreams registers node 1 as node and coordinator, creates a table
 // with n buckets led by node 1 and opens their streams.
-func openBenchStreams(ctx context.Context, cat *catalog.Catalog, n int) ([]*benchStream, error) {
+func openBenchStreams(ctx context.Context, cat *metalog.Catalog, n int) ([]*benchStream, error) {
 	node, err := cat.Propose(ctx, catalog.RegisterNode{Node: 1})
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -96,10 +97,10 @@ func RunRecovery(ctx context.Context, w io.Writer, cfg RecoveryConfig) error {
 	if err != nil {
 		return err
 	}
-	log := catalog.NewMemLog()
+	log := metalog.NewMemLog()
 	opens := &openLog{}
 	logger := slog.New(opens)
-	cat, err := catalog.Open(ctx, log, catalog.Options{Logger: logger})
+	cat, err := metalog.Open(ctx, log, metalog.Options{Logger: logger})
 	if err != nil {
 		return err
 	}

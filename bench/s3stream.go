@@ -14,6 +14,7 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/s3test"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -147,7 +148,7 @@ func measureS3StreamOnce(ctx context.Context, cfg S3StreamConfig, backend string
 	defer store.Close()
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	meta, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: quiet})
+	meta, err := metalog.Open(ctx, metalog.NewMemLog(), metalog.Options{Logger: quiet})
 	if err != nil {
 		return res, err
 	}

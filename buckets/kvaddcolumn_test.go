@@ -17,6 +17,7 @@ import (
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -104,7 +105,7 @@ func write(t testing.TB, b *KVBucket, writes []kvcodec.Write) {
 	}
 }
 
-func addColumn(t testing.TB, cat *catalog.Catalog, id catalog.BucketID, col catalog.Column) {
+func addColumn(t testing.TB, cat *metalog.Catalog, id catalog.BucketID, col catalog.Column) {
 	t.Helper()
 	var table catalog.TableID
 	cat.Read(func(v *catalog.View) { table = v.Buckets[id].Table })
@@ -152,7 +153,7 @@ func updateOf(t testing.TB, b *KVBucket, c *kvcodec.Codec, key int64, set map[in
 // learn of a column a write holds, and another node that opens the bucket
 // from a snapshot taken before the ALTER replays to the same rows.
 func TestKVBucketAddColumn(t *testing.T) {
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem()}
 	live := func(catalog.NodeID) bool { return true }
 	m1, cat := env.startKVNode(1, live, t.TempDir(), time.Hour, nil)
 	m2, cat2 := env.startKVNode(2, live, t.TempDir(), time.Hour, nil)
@@ -280,7 +281,7 @@ func TestKVBucketAddColumn(t *testing.T) {
 // tables' added columns yet: a node that has not applied an AddColumn
 // another node has.
 type lagMeta struct {
-	*catalog.Catalog
+	*metalog.Catalog
 	lagging atomic.Bool
 }
 
@@ -303,11 +304,11 @@ func (m *lagMeta) Read(fn func(v *catalog.View)) {
 // state: the open fails and is retried until the catalog has the column.
 // Once open, a write holding a column it does not know waits for it.
 func TestKVBucketOpenBehindAddColumn(t *testing.T) {
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem()}
 	live := func(catalog.NodeID) bool { return true }
 	m1, cat := env.startKVNode(1, live, t.TempDir(), time.Hour, nil)
 	var lag *lagMeta
-	env.meta = func(c *catalog.Catalog) Metadata { lag = &lagMeta{Catalog: c}; return lag }
+	env.meta = func(c *metalog.Catalog) Metadata { lag = &lagMeta{Catalog: c}; return lag }
 	m2, cat2 := env.startKVNode(2, live, t.TempDir(), time.Hour, nil)
 	env.meta = nil
 	id := createKVTable(t, cat, 1)

@@ -22,6 +22,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -30,7 +31,7 @@ var kvSpec = catalog.TableSpec{Name: "kvt", Columns: []catalog.Column{{Name: "k"
 	PrimaryKey: []string{"k"}, Buckets: 1}
 
 // startKVNode is startNode with a data directory and a snapshot interval.
-func (e *testEnv) startKVNode(node catalog.NodeID, live func(catalog.NodeID) bool, dataDir string, snapEvery time.Duration, store objstore.Store) (*Manager, *catalog.Catalog) {
+func (e *testEnv) startKVNode(node catalog.NodeID, live func(catalog.NodeID) bool, dataDir string, snapEvery time.Duration, store objstore.Store) (*Manager, *metalog.Catalog) {
 	cat := e.catalog()
 	var expect uint64
 	cat.Read(func(v *catalog.View) {
@@ -64,7 +65,7 @@ func (e *testEnv) startKVNode(node catalog.NodeID, live func(catalog.NodeID) boo
 }
 
 // createKVTable creates kvSpec led by node 1 and returns its bucket.
-func createKVTable(t *testing.T, cat *catalog.Catalog, leader catalog.NodeID) catalog.BucketID {
+func createKVTable(t *testing.T, cat *metalog.Catalog, leader catalog.NodeID) catalog.BucketID {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := cat.Propose(ctx, catalog.RegisterCoordinator{Node: leader, NodeEpoch: 1}); err != nil {
@@ -216,7 +217,7 @@ func changelogText(t testing.TB, b *KVBucket) []string {
 // expected changelog, with dense offsets; no-op writes append nothing; a
 // duplicate insert appends nothing and fails the whole batch.
 func TestKVBucketChangelog(t *testing.T) {
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem()}
 	m, cat := env.startKVNode(1, func(catalog.NodeID) bool { return true }, t.TempDir(), time.Hour, nil)
 	id := createKVTable(t, cat, 1)
 	if _, err := m.Bucket(id); err == nil || !strings.Contains(err.Error(), "primary-key") {
@@ -367,9 +368,9 @@ func TestKVBucketModel(t *testing.T) {
 	faulty.Seed(seed)
 	logs := &syncBuffer{}
 	snapFaults := &snapshotCommitFaults{}
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: faulty,
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: faulty,
 		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError})),
-		meta:   func(c *catalog.Catalog) Metadata { return &faultyMeta{Catalog: c, f: snapFaults} }}
+		meta:   func(c *metalog.Catalog) Metadata { return &faultyMeta{Catalog: c, f: snapFaults} }}
 	live := func(catalog.NodeID) bool { return true }
 	dir := t.TempDir()
 	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)
@@ -558,7 +559,7 @@ func (f *snapshotCommitFaults) disarm() {
 
 // faultyMeta is the catalog with snapshotCommitFaults.
 type faultyMeta struct {
-	*catalog.Catalog
+	*metalog.Catalog
 	f *snapshotCommitFaults
 }
 

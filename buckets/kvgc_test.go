@@ -10,6 +10,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -26,7 +27,7 @@ func countKV(t *testing.T, store objstore.Store, prefix string) int {
 // never one a retained snapshot references (the bucket restores exactly
 // afterwards); a dropped table's snapshot objects all go.
 func TestKVCollector(t *testing.T) {
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem()}
 	live := func(catalog.NodeID) bool { return true }
 	dir := t.TempDir()
 	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)

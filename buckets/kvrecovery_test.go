@@ -21,6 +21,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -53,7 +54,7 @@ func writeModel(t testing.TB, b *KVBucket, model kvModel, ws []kw) (kvModel, uin
 	return next, first + uint64(len(recs))
 }
 
-func retained(cat *catalog.Catalog, id catalog.BucketID) []catalog.KVSnapshot {
+func retained(cat *metalog.Catalog, id catalog.BucketID) []catalog.KVSnapshot {
 	var out []catalog.KVSnapshot
 	cat.Read(func(v *catalog.View) { out = append(out, v.Buckets[id].Snapshots...) })
 	return out
@@ -67,7 +68,7 @@ func retained(cat *catalog.Catalog, id catalog.BucketID) []catalog.KVSnapshot {
 func TestKVBucketSnapshotDuringWrites(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem()}
 	live := func(catalog.NodeID) bool { return true }
 	dir := t.TempDir()
 	m, cat := env.startKVNode(1, live, dir, time.Hour, nil)
@@ -189,7 +190,7 @@ func corruptObject(t *testing.T, store objstore.Store, key string) {
 // manifest gone too, to a full replay. The state is exact every time.
 func TestKVBucketCorruptSnapshot(t *testing.T) {
 	logs := &syncBuffer{}
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem(),
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem(),
 		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))}
 	live := func(catalog.NodeID) bool { return true }
 	dir := t.TempDir()
@@ -263,7 +264,7 @@ func TestKVBucketCorruptSnapshot(t *testing.T) {
 // dies; node 1 takes over. Each new leader serves exactly the acknowledged
 // state and keeps writing; the old leader redirects.
 func TestKVBucketMoveAndFailover(t *testing.T) {
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem()}
 	var deadMu sync.Mutex
 	dead := map[catalog.NodeID]bool{}
 	live := func(n catalog.NodeID) bool { deadMu.Lock(); defer deadMu.Unlock(); return !dead[n] }
@@ -344,7 +345,7 @@ func TestKVBucketMoveAndFailover(t *testing.T) {
 func TestKVBucketOpenRetriesThroughOutage(t *testing.T) {
 	faulty := objstore.NewFaulty(objstore.NewMem())
 	logs := &syncBuffer{}
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: faulty,
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: faulty,
 		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	live := func(catalog.NodeID) bool { return true }
 	dir := t.TempDir()
@@ -406,7 +407,7 @@ func TestKVBucketConcurrentWritersWithFaults(t *testing.T) {
 	t.Logf("seed %d", seed)
 	faulty := objstore.NewFaulty(objstore.NewMem())
 	faulty.Seed(seed)
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: faulty}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: faulty}
 	live := func(catalog.NodeID) bool { return true }
 	dir := t.TempDir()
 	m, cat := env.startKVNode(1, live, dir, 20*time.Millisecond, nil)

@@ -21,12 +21,13 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
 // waitCommitted waits until the bucket's stream has committed everything
 // acknowledged (its objects reach b.End()).
-func waitCommitted(t *testing.T, cat *catalog.Catalog, b *KVBucket) {
+func waitCommitted(t *testing.T, cat *metalog.Catalog, b *KVBucket) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -50,7 +51,7 @@ func waitCommitted(t *testing.T, cat *catalog.Catalog, b *KVBucket) {
 // Once a snapshot is repaired the next attempt opens it exactly.
 func TestKVBucketTrimmedChangelogReopen(t *testing.T) {
 	logs := &syncBuffer{}
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem(),
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem(),
 		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))}
 	live := func(catalog.NodeID) bool { return true }
 	dir := t.TempDir()
@@ -201,7 +202,7 @@ func TestKVBucketTrimmedRestoreFromLake(t *testing.T) {
 		lakeErr   error
 		lakeReads int
 	)
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem(),
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem(),
 		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError})),
 		kvLake: func(ctx context.Context, table catalog.TableID, snapshot int64, bucket catalog.BucketID, schema *arrow.Schema, fn func(arrow.RecordBatch) error) error {
 			lakeMu.Lock()
@@ -352,7 +353,7 @@ func TestKVBucketTrimModel(t *testing.T) {
 	t.Logf("seed %d (rerun with MINK_TEST_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	logs := &syncBuffer{}
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem(), logger: slog.New(slog.NewTextHandler(logs, nil))}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem(), logger: slog.New(slog.NewTextHandler(logs, nil))}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(logs.String())

@@ -16,7 +16,7 @@ import (
 )
 
 // Metadata is what the manager needs from the metadata log;
-// *catalog.Catalog implements it.
+// *metalog.Catalog implements it.
 type Metadata interface {
 	s3stream.Metadata
 	Changed() <-chan struct{}

@@ -14,25 +14,26 @@ import (
 
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
 type testEnv struct {
 	t     *testing.T
-	log   *catalog.MemLog
+	log   *metalog.MemLog
 	store objstore.Store
 	// logger, if set, is the managers' logger (default: discard).
 	logger *slog.Logger
 	// meta, if set, wraps the catalog the managers see (fault seams).
-	meta func(*catalog.Catalog) Metadata
+	meta func(*metalog.Catalog) Metadata
 	// kvLake, if set, is the managers' Config.KVLake.
 	kvLake LakeRows
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func (e *testEnv) catalog() *catalog.Catalog {
-	c, err := catalog.Open(context.Background(), e.log, catalog.Options{Logger: quiet()})
+func (e *testEnv) catalog() *metalog.Catalog {
+	c, err := metalog.Open(context.Background(), e.log, metalog.Options{Logger: quiet()})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func (e *testEnv) catalog() *catalog.Catalog {
 }
 
 // startNode registers node with a new epoch and starts a Manager for it.
-func (e *testEnv) startNode(node catalog.NodeID, live func(catalog.NodeID) bool) (*Manager, *catalog.Catalog) {
+func (e *testEnv) startNode(node catalog.NodeID, live func(catalog.NodeID) bool) (*Manager, *metalog.Catalog) {
 	cat := e.catalog()
 	var expect uint64
 	cat.Read(func(v *catalog.View) {
@@ -113,7 +114,7 @@ func readIDs(t *testing.T, b *LogBucket) []int64 {
 // manager is abandoned) and restart through recovery and renewal, and a
 // clean shutdown and restart through renewal.
 func TestManagerSingleNodeRestarts(t *testing.T) {
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem()}
 	self := func(catalog.NodeID) bool { return true }
 	m, cat := env.startNode(1, self)
 	ctx := context.Background()
@@ -174,7 +175,7 @@ func TestManagerSingleNodeRestarts(t *testing.T) {
 // Two nodes: a bucket moves from node 1 to node 2 (clean close, open at the
 // next epoch), node 1 redirects, then node 2 dies and node 1 takes over.
 func TestManagerMoveAndTakeover(t *testing.T) {
-	env := &testEnv{t: t, log: catalog.NewMemLog(), store: objstore.NewMem()}
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem()}
 	dead := map[catalog.NodeID]bool{}
 	live := func(n catalog.NodeID) bool { return !dead[n] }
 	m1, cat := env.startNode(1, live)

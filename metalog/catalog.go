@@ -1,4 +1,4 @@
-package catalog
+package metalog
 
 import (
 	"context"
@@ -10,6 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/minkdb/mink/metalog/internal/backoff"
+
+	"github.com/minkdb/mink/catalog"
 )
 
 // DefaultSnapshotEvery is the default number of entries between view
@@ -25,16 +29,23 @@ type Options struct {
 	// Logger receives the driver's log lines. Default slog.Default().
 	Logger *slog.Logger
 
-	// snapshotJitter bounds the random delay before a node saves a snapshot,
-	// so that the nodes, which all reach the index together, do not all encode
-	// and upload it. 0: defaultSnapshotJitter; negative: none (tests).
-	snapshotJitter time.Duration
-	// onApply, if set, is called after each entry is applied, under the view
-	// lock (tests).
-	onApply func(index uint64, entry []byte, out Outcome)
-	// onReload, if set, is called after the view is replaced by a snapshot
-	// because the entries after it were truncated (tests).
-	onReload func(index uint64)
+	// TestingKnobs are hooks for tests (of this package and of other Logs,
+	// such as etcdlog's); production code leaves them zero.
+	TestingKnobs TestingKnobs
+}
+
+// TestingKnobs are the test hooks of a Catalog (Options.TestingKnobs).
+type TestingKnobs struct {
+	// SnapshotJitter bounds the random delay before a node saves a
+	// snapshot, so that the nodes, which all reach the index together, do
+	// not all encode and upload it. 0: defaultSnapshotJitter; negative: none.
+	SnapshotJitter time.Duration
+	// OnApply, if set, is called after each entry is applied, under the view
+	// lock.
+	OnApply func(index uint64, entry []byte, out catalog.Outcome)
+	// OnReload, if set, is called after the view is replaced by a snapshot
+	// because the entries after it were truncated.
+	OnReload func(index uint64)
 }
 
 const (
@@ -66,7 +77,7 @@ type Catalog struct {
 	// snapshots carries views to save from the tail goroutine to the
 	// snapshot goroutine. Capacity 1; the tail goroutine replaces an unsaved
 	// view with a newer one.
-	snapshots chan *View
+	snapshots chan *catalog.View
 	// appends carries entries from Propose to the append goroutine, which
 	// groups those that arrive while an append is in flight into one
 	// AppendBatch (group commit).
@@ -82,7 +93,7 @@ type Catalog struct {
 		sync.RWMutex
 		// view is the live view. Only the tail goroutine mutates it (or
 		// replaces it), and only with mu held for writing.
-		view *View
+		view *catalog.View
 		// changed is closed and replaced after every apply, reload and
 		// failure.
 		changed chan struct{}
@@ -102,7 +113,7 @@ type Catalog struct {
 // waiter is a pending Propose. REQUIRES: Catalog.mu held to read or write.
 type waiter struct {
 	done bool
-	out  Outcome
+	out  catalog.Outcome
 }
 
 // Open loads the latest view snapshot from log, replays the log after it
@@ -116,8 +127,8 @@ func Open(ctx context.Context, log Log, opts Options) (*Catalog, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.snapshotJitter == 0 {
-		opts.snapshotJitter = defaultSnapshotJitter
+	if opts.TestingKnobs.SnapshotJitter == 0 {
+		opts.TestingKnobs.SnapshotJitter = defaultSnapshotJitter
 	}
 	start := time.Now()
 	view, err := loadSnapshot(ctx, log)
@@ -132,7 +143,7 @@ func Open(ctx context.Context, log Log, opts Options) (*Catalog, error) {
 		log:       log,
 		opts:      opts,
 		logger:    opts.Logger,
-		snapshots: make(chan *View, 1),
+		snapshots: make(chan *catalog.View, 1),
 		appends:   make(chan *appendRequest),
 		closing:   make(chan struct{}),
 	}
@@ -161,15 +172,15 @@ func Open(ctx context.Context, log Log, opts Options) (*Catalog, error) {
 }
 
 // loadSnapshot returns the view stored in log's snapshot, or an empty view.
-func loadSnapshot(ctx context.Context, log Log) (*View, error) {
+func loadSnapshot(ctx context.Context, log Log) (*catalog.View, error) {
 	index, data, err := log.LoadSnapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load metadata snapshot: %w", err)
 	}
 	if index == 0 {
-		return NewView(), nil
+		return catalog.NewView(), nil
 	}
-	view, err := DecodeView(data)
+	view, err := catalog.DecodeView(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode metadata snapshot at index %d: %w", index, err)
 	}
@@ -193,7 +204,7 @@ func loadSnapshot(ctx context.Context, log Log) (*View, error) {
 // while ctx is live), and it is appended again. When the outcome cannot be
 // learnt (ctx ended, or the entry was skipped by a snapshot load), the error
 // wraps ErrUnknownOutcome and Outcome.Index is set if the index is known.
-func (c *Catalog) Propose(ctx context.Context, rec Record) (Outcome, error) {
+func (c *Catalog) Propose(ctx context.Context, rec catalog.Record) (catalog.Outcome, error) {
 	return c.propose(ctx, nil, rec)
 }
 
@@ -203,22 +214,22 @@ func (c *Catalog) Propose(ctx context.Context, rec Record) (Outcome, error) {
 // The entry is appended on its own, not grouped with concurrent proposals.
 // When the guard does not hold, the error wraps ErrGuardFailed and
 // ErrNotAppended and the record is not in the log.
-func (c *Catalog) ProposeGuarded(ctx context.Context, guard Guard, rec Record) (Outcome, error) {
+func (c *Catalog) ProposeGuarded(ctx context.Context, guard Guard, rec catalog.Record) (catalog.Outcome, error) {
 	if _, ok := c.log.(GuardedLog); !ok {
-		return Outcome{}, fmt.Errorf("propose %v: the metadata log cannot check a guard: %w", rec.Kind(), ErrNotAppended)
+		return catalog.Outcome{}, fmt.Errorf("propose %v: the metadata log cannot check a guard: %w", rec.Kind(), ErrNotAppended)
 	}
 	return c.propose(ctx, &guard, rec)
 }
 
-func (c *Catalog) propose(ctx context.Context, guard *Guard, rec Record) (Outcome, error) {
-	body, err := EncodeRecord(rec)
+func (c *Catalog) propose(ctx context.Context, guard *Guard, rec catalog.Record) (catalog.Outcome, error) {
+	body, err := catalog.EncodeRecord(rec)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("propose %v: %w", rec.Kind(), err)
+		return catalog.Outcome{}, fmt.Errorf("propose %v: %w", rec.Kind(), err)
 	}
 	id := newProposalID()
 	entry := encodeEntry(id, body)
 	if len(entry) > MaxAppendBytes {
-		return Outcome{}, fmt.Errorf("propose %v: record of %d bytes exceeds the metadata log's %d: %w",
+		return catalog.Outcome{}, fmt.Errorf("propose %v: record of %d bytes exceeds the metadata log's %d: %w",
 			rec.Kind(), len(body), MaxAppendBytes-entryHeaderSize, ErrNotAppended)
 	}
 
@@ -226,7 +237,7 @@ func (c *Catalog) propose(ctx context.Context, guard *Guard, rec Record) (Outcom
 	c.mu.Lock()
 	if err := c.mu.err; err != nil {
 		c.mu.Unlock()
-		return Outcome{}, fmt.Errorf("propose %v: %w", rec.Kind(), err)
+		return catalog.Outcome{}, fmt.Errorf("propose %v: %w", rec.Kind(), err)
 	}
 	c.mu.waiters[id] = w
 	// Every copy of the entry that could be in the log is above this index.
@@ -245,7 +256,7 @@ func (c *Catalog) propose(ctx context.Context, guard *Guard, rec Record) (Outcom
 			return c.await(ctx, rec, w, index)
 		}
 		if errors.Is(err, ErrNotAppended) {
-			return Outcome{}, fmt.Errorf("propose %v: %w", rec.Kind(), err)
+			return catalog.Outcome{}, fmt.Errorf("propose %v: %w", rec.Kind(), err)
 		}
 		appendErr = err
 		if ctx.Err() != nil {
@@ -253,7 +264,7 @@ func (c *Catalog) propose(ctx context.Context, guard *Guard, rec Record) (Outcom
 			if out, ok := c.outcome(w); ok {
 				return out, out.Err
 			}
-			return Outcome{}, fmt.Errorf("propose %v: %w: %w", rec.Kind(), ErrUnknownOutcome, err)
+			return catalog.Outcome{}, fmt.Errorf("propose %v: %w: %w", rec.Kind(), ErrUnknownOutcome, err)
 		}
 		found, out, err := c.search(ctx, w, searchFrom)
 		if found {
@@ -262,21 +273,21 @@ func (c *Catalog) propose(ctx context.Context, guard *Guard, rec Record) (Outcom
 			return out, out.Err
 		}
 		if err != nil {
-			return Outcome{}, fmt.Errorf("propose %v: append failed (%v), searching the log for the entry: %w",
+			return catalog.Outcome{}, fmt.Errorf("propose %v: append failed (%v), searching the log for the entry: %w",
 				rec.Kind(), appendErr, err)
 		}
 		c.logger.Warn("metadata append failed and the entry is not in the log; retrying",
 			"record", rec.Kind(), "attempt", attempt, "err", appendErr)
-		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
-			return Outcome{}, fmt.Errorf("propose %v: %w (last append error: %v)", rec.Kind(), err, appendErr)
+		if err := backoff.Sleep(ctx, backoff.Delay(attempt)); err != nil {
+			return catalog.Outcome{}, fmt.Errorf("propose %v: %w (last append error: %v)", rec.Kind(), err, appendErr)
 		}
 	}
-	return Outcome{}, fmt.Errorf("propose %v: %d appends failed: %w: %w", rec.Kind(), maxAppendAttempts, ErrNotAppended, appendErr)
+	return catalog.Outcome{}, fmt.Errorf("propose %v: %d appends failed: %w: %w", rec.Kind(), maxAppendAttempts, ErrNotAppended, appendErr)
 }
 
 // await waits until the entry appended at index is applied and returns the
 // outcome recorded in w.
-func (c *Catalog) await(ctx context.Context, rec Record, w *waiter, index uint64) (Outcome, error) {
+func (c *Catalog) await(ctx context.Context, rec catalog.Record, w *waiter, index uint64) (catalog.Outcome, error) {
 	for {
 		c.mu.RLock()
 		done, out, stopped, changed, applied := w.done, w.out, c.mu.err, c.mu.changed, c.mu.view.Index
@@ -285,23 +296,23 @@ func (c *Catalog) await(ctx context.Context, rec Record, w *waiter, index uint64
 		case done:
 			return out, out.Err
 		case stopped != nil:
-			return Outcome{Index: index}, fmt.Errorf("propose %v: appended at %d: %w: %w", rec.Kind(), index, ErrUnknownOutcome, stopped)
+			return catalog.Outcome{Index: index}, fmt.Errorf("propose %v: appended at %d: %w: %w", rec.Kind(), index, ErrUnknownOutcome, stopped)
 		case applied >= index:
 			// Applied without our waiter seeing it: the entry was inside a
 			// snapshot this node loaded instead of tailing.
-			return Outcome{Index: index}, fmt.Errorf("propose %v: appended at %d, skipped by a snapshot load: %w", rec.Kind(), index, ErrUnknownOutcome)
+			return catalog.Outcome{Index: index}, fmt.Errorf("propose %v: appended at %d, skipped by a snapshot load: %w", rec.Kind(), index, ErrUnknownOutcome)
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return Outcome{Index: index}, fmt.Errorf("propose %v: appended at %d, not yet applied: %w: %w", rec.Kind(), index, ErrUnknownOutcome, ctx.Err())
+			return catalog.Outcome{Index: index}, fmt.Errorf("propose %v: appended at %d, not yet applied: %w: %w", rec.Kind(), index, ErrUnknownOutcome, ctx.Err())
 		}
 	}
 }
 
 // search decides whether an entry whose append failed is in the log. It
 // reads the head, waits until the tail has applied it, then looks at w.
-func (c *Catalog) search(ctx context.Context, w *waiter, searchFrom uint64) (bool, Outcome, error) {
+func (c *Catalog) search(ctx context.Context, w *waiter, searchFrom uint64) (bool, catalog.Outcome, error) {
 	var head uint64
 	for attempt := 1; ; attempt++ {
 		var err error
@@ -309,18 +320,18 @@ func (c *Catalog) search(ctx context.Context, w *waiter, searchFrom uint64) (boo
 			break
 		}
 		if ctx.Err() != nil {
-			return false, Outcome{}, fmt.Errorf("%w: read log head: %w", ErrUnknownOutcome, err)
+			return false, catalog.Outcome{}, fmt.Errorf("%w: read log head: %w", ErrUnknownOutcome, err)
 		}
 		c.logger.Warn("reading the metadata log head failed; retrying", "err", err)
-		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
-			return false, Outcome{}, fmt.Errorf("%w: read log head: %w", ErrUnknownOutcome, err)
+		if err := backoff.Sleep(ctx, backoff.Delay(attempt)); err != nil {
+			return false, catalog.Outcome{}, fmt.Errorf("%w: read log head: %w", ErrUnknownOutcome, err)
 		}
 	}
 	if err := c.WaitIndex(ctx, head); err != nil {
 		if out, ok := c.outcome(w); ok {
 			return true, out, nil
 		}
-		return false, Outcome{}, fmt.Errorf("%w: wait for index %d: %w", ErrUnknownOutcome, head, err)
+		return false, catalog.Outcome{}, fmt.Errorf("%w: wait for index %d: %w", ErrUnknownOutcome, head, err)
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -328,13 +339,13 @@ func (c *Catalog) search(ctx context.Context, w *waiter, searchFrom uint64) (boo
 		return true, w.out, nil
 	}
 	if c.mu.reloadedThrough > searchFrom {
-		return false, Outcome{}, fmt.Errorf("%w: entries %d..%d were loaded from a snapshot, not applied one by one",
+		return false, catalog.Outcome{}, fmt.Errorf("%w: entries %d..%d were loaded from a snapshot, not applied one by one",
 			ErrUnknownOutcome, searchFrom+1, c.mu.reloadedThrough)
 	}
-	return false, Outcome{}, nil
+	return false, catalog.Outcome{}, nil
 }
 
-func (c *Catalog) outcome(w *waiter) (Outcome, bool) {
+func (c *Catalog) outcome(w *waiter) (catalog.Outcome, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return w.out, w.done
@@ -342,14 +353,14 @@ func (c *Catalog) outcome(w *waiter) (Outcome, bool) {
 
 // Read calls fn with the live view under a read lock. fn must not keep v,
 // modify it, or block: the tail goroutine waits for it.
-func (c *Catalog) Read(fn func(v *View)) {
+func (c *Catalog) Read(fn func(v *catalog.View)) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	fn(c.mu.view)
 }
 
 // View returns a deep copy of the live view, which the caller may keep.
-func (c *Catalog) View() *View {
+func (c *Catalog) View() *catalog.View {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.mu.view.Clone()
@@ -444,7 +455,7 @@ func (c *Catalog) tailLoop(ctx context.Context) {
 			c.logger.Warn("tailing the metadata log failed; retrying", "from", before+1, "err", err)
 		}
 		failures++
-		if sleepCtx(ctx, backoff(failures)) != nil {
+		if backoff.Sleep(ctx, backoff.Delay(failures)) != nil {
 			return
 		}
 	}
@@ -470,7 +481,7 @@ func (c *Catalog) applyEntry(index uint64, entry []byte) error {
 	if err != nil {
 		return &corruptEntryError{index: index, err: err}
 	}
-	rec, err := DecodeRecord(body)
+	rec, err := catalog.DecodeRecord(body)
 	if err != nil {
 		return &corruptEntryError{index: index, err: fmt.Errorf("decode record: %w", err)}
 	}
@@ -480,7 +491,7 @@ func (c *Catalog) applyEntry(index uint64, entry []byte) error {
 		c.mu.Unlock()
 		panic(fmt.Sprintf("catalog: log delivered index %d to a view at index %d", index, applied))
 	}
-	out := Apply(c.mu.view, index, rec)
+	out := catalog.Apply(c.mu.view, index, rec)
 	if c.mu.view.Index != index {
 		c.mu.Unlock()
 		panic(fmt.Sprintf("catalog: Apply of index %d left the view at index %d", index, c.mu.view.Index))
@@ -489,8 +500,8 @@ func (c *Catalog) applyEntry(index uint64, entry []byte) error {
 	if w, ok := c.mu.waiters[id]; ok && !w.done {
 		w.done, w.out = true, out
 	}
-	if c.opts.onApply != nil {
-		c.opts.onApply(index, entry, out)
+	if c.opts.TestingKnobs.OnApply != nil {
+		c.opts.TestingKnobs.OnApply(index, entry, out)
 	}
 	close(c.mu.changed)
 	c.mu.changed = make(chan struct{})
@@ -519,8 +530,8 @@ func (c *Catalog) reload(ctx context.Context) error {
 	c.mu.view = view
 	c.applied.Store(view.Index)
 	c.mu.reloadedThrough = view.Index
-	if c.opts.onReload != nil {
-		c.opts.onReload(view.Index)
+	if c.opts.TestingKnobs.OnReload != nil {
+		c.opts.TestingKnobs.OnReload(view.Index)
 	}
 	close(c.mu.changed)
 	c.mu.changed = make(chan struct{})
@@ -531,7 +542,7 @@ func (c *Catalog) reload(ctx context.Context) error {
 
 // offerSnapshot hands v to the snapshot goroutine, replacing a view it has
 // not picked up yet. Called only from the tail goroutine.
-func (c *Catalog) offerSnapshot(v *View) {
+func (c *Catalog) offerSnapshot(v *catalog.View) {
 	select {
 	case c.snapshots <- v:
 		return
@@ -548,14 +559,14 @@ func (c *Catalog) offerSnapshot(v *View) {
 // own goroutine, owned by the Catalog.
 func (c *Catalog) snapshotLoop(ctx context.Context) {
 	for {
-		var v *View
+		var v *catalog.View
 		select {
 		case <-ctx.Done():
 			return
 		case v = <-c.snapshots:
 		}
-		if c.opts.snapshotJitter > 0 {
-			if sleepCtx(ctx, mathrand.N(c.opts.snapshotJitter)) != nil {
+		if c.opts.TestingKnobs.SnapshotJitter > 0 {
+			if backoff.Sleep(ctx, mathrand.N(c.opts.TestingKnobs.SnapshotJitter)) != nil {
 				return
 			}
 			select {
@@ -568,9 +579,9 @@ func (c *Catalog) snapshotLoop(ctx context.Context) {
 	}
 }
 
-func (c *Catalog) saveSnapshot(ctx context.Context, v *View) {
+func (c *Catalog) saveSnapshot(ctx context.Context, v *catalog.View) {
 	start := time.Now()
-	data, err := EncodeView(v)
+	data, err := catalog.EncodeView(v)
 	if err != nil {
 		c.logger.Error("encode metadata snapshot", "index", v.Index, "err", err)
 		return
@@ -753,19 +764,3 @@ func decodeEntry(entry []byte) (proposalID, []byte, error) {
 
 // backoff is the delay before retry number attempt (1-based): 50 ms doubling
 // to 2 s, with up to 50% jitter.
-func backoff(attempt int) time.Duration {
-	d := 50 * time.Millisecond << min(attempt-1, 6)
-	d = min(d, 2*time.Second)
-	return d/2 + mathrand.N(d/2+1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -1,4 +1,4 @@
-package catalog
+package metalog
 
 import (
 	"bytes"
@@ -9,10 +9,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/minkdb/mink/catalog"
 )
 
 func testOptions(every uint64) Options {
-	return Options{SnapshotEvery: every, Logger: quietLogger(), snapshotJitter: -1}
+	return Options{SnapshotEvery: every, Logger: quietLogger(), TestingKnobs: TestingKnobs{SnapshotJitter: -1}}
 }
 
 func openCatalog(t *testing.T, l Log, opts Options) *Catalog {
@@ -25,17 +27,17 @@ func openCatalog(t *testing.T, l Log, opts Options) *Catalog {
 	return c
 }
 
-func testTable(name string) CreateTable {
-	return CreateTable{Spec: TableSpec{
+func testTable(name string) catalog.CreateTable {
+	return catalog.CreateTable{Spec: catalog.TableSpec{
 		Name:    name,
-		Columns: []Column{{Name: "id", Type: "bigint", NotNull: true}, {Name: "v", Type: "text"}},
+		Columns: []catalog.Column{{Name: "id", Type: "bigint", NotNull: true}, {Name: "v", Type: "text"}},
 		Buckets: 2,
 	}}
 }
 
-func encodeView(t testing.TB, v *View) []byte {
+func encodeView(t testing.TB, v *catalog.View) []byte {
 	t.Helper()
-	b, err := EncodeView(v)
+	b, err := catalog.EncodeView(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func TestProposeOutcome(t *testing.T) {
 	defer l.Close()
 	c := openCatalog(t, l, testOptions(0))
 
-	out, err := c.Propose(ctx, RegisterNode{Node: 1, Addrs: Addrs{PG: "127.0.0.1:5433"}})
+	out, err := c.Propose(ctx, catalog.RegisterNode{Node: 1, Addrs: catalog.Addrs{PG: "127.0.0.1:5433"}})
 	if err != nil || out.Index != 1 || out.Epoch != 1 {
 		t.Fatalf("RegisterNode = %+v, %v; want index 1, epoch 1", out, err)
 	}
@@ -60,7 +62,7 @@ func TestProposeOutcome(t *testing.T) {
 		t.Fatalf("AppliedIndex = %d, want 2", c.AppliedIndex())
 	}
 	// Propose returns after the record is applied locally.
-	c.Read(func(v *View) {
+	c.Read(func(v *catalog.View) {
 		if v.Nodes[1] == nil || v.Nodes[1].Epoch != 1 || v.Nodes[1].Addrs.PG != "127.0.0.1:5433" {
 			t.Errorf("node 1 in the view: %+v", v.Nodes[1])
 		}
@@ -71,7 +73,7 @@ func TestProposeOutcome(t *testing.T) {
 	// View is a copy the caller may keep and change.
 	kept := c.View()
 	kept.Nodes[1].Epoch = 99
-	c.Read(func(v *View) {
+	c.Read(func(v *catalog.View) {
 		if v.Nodes[1].Epoch != 1 {
 			t.Errorf("changing View()'s result changed the live view")
 		}
@@ -88,14 +90,14 @@ func TestProposeRejection(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := c.Propose(ctx, testTable("t"))
-	if !errors.Is(err, ErrExists) {
+	if !errors.Is(err, catalog.ErrExists) {
 		t.Fatalf("second CreateTable = %+v, %v; want ErrExists", out, err)
 	}
 	if out.Err != err || out.Index != 2 || out.Table != 0 {
 		t.Fatalf("outcome %+v: want Err == returned error, Index 2, no table", out)
 	}
-	out, err = c.Propose(ctx, RegisterNode{Node: 1, ExpectEpoch: 5})
-	if !errors.Is(err, ErrStaleEpoch) || out.Index != 3 {
+	out, err = c.Propose(ctx, catalog.RegisterNode{Node: 1, ExpectEpoch: 5})
+	if !errors.Is(err, catalog.ErrStaleEpoch) || out.Index != 3 {
 		t.Fatalf("RegisterNode with a wrong epoch = %+v, %v; want ErrStaleEpoch at 3", out, err)
 	}
 	// An unencodable record is not appended.
@@ -120,7 +122,7 @@ func TestChangedAndWaitIndex(t *testing.T) {
 		t.Fatal("Changed closed before anything was applied")
 	default:
 	}
-	out, err := a.Propose(ctx, RegisterNode{Node: 7})
+	out, err := a.Propose(ctx, catalog.RegisterNode{Node: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +137,7 @@ func TestChangedAndWaitIndex(t *testing.T) {
 	if b.Changed() == changed {
 		t.Fatal("Changed not replaced after an apply")
 	}
-	b.Read(func(v *View) {
+	b.Read(func(v *catalog.View) {
 		if v.Nodes[7] == nil {
 			t.Error("node 7 missing on the other catalog")
 		}
@@ -156,7 +158,7 @@ type applyLog struct {
 	entries map[string]int
 }
 
-func (a *applyLog) hook(index uint64, entry []byte, out Outcome) {
+func (a *applyLog) hook(index uint64, entry []byte, out catalog.Outcome) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.indexes = append(a.indexes, index)
@@ -173,12 +175,12 @@ func TestAmbiguousAppend(t *testing.T) {
 		// fault is installed for the first appends; nil after n of them.
 		commit   bool
 		failures int
-		record   Record
+		record   catalog.Record
 		wantErr  error
 	}{
-		{name: "CommittedButFailed", commit: true, failures: 1, record: RegisterNode{Node: 1}},
-		{name: "CommittedButFailedRejected", commit: true, failures: 1, record: RegisterNode{Node: 1, ExpectEpoch: 3}, wantErr: ErrStaleEpoch},
-		{name: "NotCommitted", commit: false, failures: 2, record: RegisterNode{Node: 1}},
+		{name: "CommittedButFailed", commit: true, failures: 1, record: catalog.RegisterNode{Node: 1}},
+		{name: "CommittedButFailedRejected", commit: true, failures: 1, record: catalog.RegisterNode{Node: 1, ExpectEpoch: 3}, wantErr: catalog.ErrStaleEpoch},
+		{name: "NotCommitted", commit: false, failures: 2, record: catalog.RegisterNode{Node: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t, 10*time.Second)
@@ -186,7 +188,7 @@ func TestAmbiguousAppend(t *testing.T) {
 			defer l.Close()
 			var applies applyLog
 			opts := testOptions(0)
-			opts.onApply = applies.hook
+			opts.TestingKnobs.OnApply = applies.hook
 			c := openCatalog(t, l, opts)
 
 			var mu sync.Mutex
@@ -225,7 +227,7 @@ func TestAmbiguousAppend(t *testing.T) {
 			cancel() // the caller gives up while the append is in doubt
 			return false, lost
 		})
-		_, err := c.Propose(ctx, RegisterNode{Node: 1})
+		_, err := c.Propose(ctx, catalog.RegisterNode{Node: 1})
 		if !errors.Is(err, ErrUnknownOutcome) {
 			t.Fatalf("Propose = %v, want ErrUnknownOutcome", err)
 		}
@@ -241,7 +243,7 @@ func TestAmbiguousAppend(t *testing.T) {
 			calls++
 			return false, fmt.Errorf("too large: %w", ErrNotAppended)
 		})
-		if _, err := c.Propose(ctx, RegisterNode{Node: 1}); !errors.Is(err, ErrNotAppended) || calls != 1 {
+		if _, err := c.Propose(ctx, catalog.RegisterNode{Node: 1}); !errors.Is(err, ErrNotAppended) || calls != 1 {
 			t.Fatalf("Propose = %v after %d appends; want ErrNotAppended after 1", err, calls)
 		}
 	})
@@ -303,7 +305,7 @@ func TestConcurrentProposeWithFaults(t *testing.T) {
 		got := encodeView(t, c.View())
 		if i == 0 {
 			want = got
-			c.Read(func(v *View) {
+			c.Read(func(v *catalog.View) {
 				if len(v.Tables) != 90 {
 					t.Fatalf("%d tables, want 90", len(v.Tables))
 				}
@@ -320,13 +322,13 @@ func TestRestartFromSnapshot(t *testing.T) {
 	defer l.Close()
 	var first applyLog
 	opts := testOptions(10)
-	opts.onApply = first.hook
+	opts.TestingKnobs.OnApply = first.hook
 	c, err := Open(ctx, l, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 35 {
-		if _, err := c.Propose(ctx, RegisterNode{Node: NodeID(i%3 + 1), ExpectEpoch: uint64(i / 3)}); err != nil {
+		if _, err := c.Propose(ctx, catalog.RegisterNode{Node: catalog.NodeID(i%3 + 1), ExpectEpoch: uint64(i / 3)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -341,7 +343,7 @@ func TestRestartFromSnapshot(t *testing.T) {
 
 	// Restart: the snapshot at 30, then entries 31..35 and nothing else.
 	var second applyLog
-	opts.onApply = second.hook
+	opts.TestingKnobs.OnApply = second.hook
 	c2 := openCatalog(t, l, opts)
 	if got := encodeView(t, c2.View()); !bytes.Equal(got, want) {
 		t.Fatalf("view after restart differs:\n%s\nwant\n%s", got, want)
@@ -364,7 +366,7 @@ func TestLaggingCatalogReloadsSnapshot(t *testing.T) {
 	l := NewMemLog()
 	defer l.Close()
 	a := openCatalog(t, l, testOptions(5))
-	if _, err := a.Propose(ctx, RegisterNode{Node: 1}); err != nil {
+	if _, err := a.Propose(ctx, catalog.RegisterNode{Node: 1}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -373,12 +375,12 @@ func TestLaggingCatalogReloadsSnapshot(t *testing.T) {
 	var reloaded []uint64
 	var mu sync.Mutex
 	opts := testOptions(5)
-	opts.onApply = func(index uint64, entry []byte, out Outcome) {
+	opts.TestingKnobs.OnApply = func(index uint64, entry []byte, out catalog.Outcome) {
 		if index == 2 {
 			once.Do(func() { <-release }) // the tail goroutine stalls at 2
 		}
 	}
-	opts.onReload = func(index uint64) {
+	opts.TestingKnobs.OnReload = func(index uint64) {
 		mu.Lock()
 		reloaded = append(reloaded, index)
 		mu.Unlock()
@@ -413,7 +415,7 @@ func TestCorruptEntryStopsCatalog(t *testing.T) {
 	l := NewMemLog()
 	defer l.Close()
 	c := openCatalog(t, l, testOptions(0))
-	if _, err := c.Propose(ctx, RegisterNode{Node: 1}); err != nil {
+	if _, err := c.Propose(ctx, catalog.RegisterNode{Node: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Append(ctx, []byte{9, 9, 9}); err != nil {
@@ -422,7 +424,7 @@ func TestCorruptEntryStopsCatalog(t *testing.T) {
 	if err := c.WaitIndex(ctx, 2); err == nil || !bytes.Contains([]byte(err.Error()), []byte("entry 2")) {
 		t.Fatalf("WaitIndex past a corrupt entry = %v, want an error naming entry 2", err)
 	}
-	if _, err := c.Propose(ctx, RegisterNode{Node: 2}); err == nil {
+	if _, err := c.Propose(ctx, catalog.RegisterNode{Node: 2}); err == nil {
 		t.Fatal("Propose on a stopped catalog succeeded")
 	}
 	if c.AppliedIndex() != 1 {
@@ -440,7 +442,7 @@ func TestProposeAfterClose(t *testing.T) {
 	}
 	c.Close()
 	c.Close()
-	if _, err := c.Propose(ctx, RegisterNode{Node: 1}); !errors.Is(err, ErrClosed) {
+	if _, err := c.Propose(ctx, catalog.RegisterNode{Node: 1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Propose after Close = %v, want ErrClosed", err)
 	}
 	if err := c.WaitIndex(ctx, 1); !errors.Is(err, ErrClosed) {

@@ -1,11 +1,11 @@
-package catalog
+package metalog
 
 import (
 	"context"
 	"errors"
 	"sync"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/minkdb/mink/catalog"
 )
 
 // Election is the coordinator lease: at most one node at a time holds it and
@@ -15,15 +15,15 @@ import (
 // Implementations: EtcdElection, MemElection.
 type Election interface {
 	// Campaign blocks until node holds the lease, or ctx ends.
-	Campaign(ctx context.Context, node NodeID) (*Leadership, error)
+	Campaign(ctx context.Context, node catalog.NodeID) (*Leadership, error)
 	// Leader returns the current holder, if any (for forwarding coordinator
 	// actions and for status).
-	Leader(ctx context.Context) (NodeID, bool, error)
+	Leader(ctx context.Context) (catalog.NodeID, bool, error)
 }
 
 // Leadership is a held coordinator lease. Safe for concurrent use.
 type Leadership struct {
-	node NodeID
+	node catalog.NodeID
 	// done is closed when the lease is lost or resigned.
 	done   <-chan struct{}
 	resign func(ctx context.Context) error
@@ -33,8 +33,16 @@ type Leadership struct {
 	resignErr  error
 }
 
+// NewLeadership returns the leadership of node, for Election
+// implementations: done is closed when the lease is lost or resigned, guard
+// holds while the lease does, and resign gives the lease up and waits for the
+// goroutine that closes done. Resign calls resign once.
+func NewLeadership(node catalog.NodeID, done <-chan struct{}, guard Guard, resign func(ctx context.Context) error) *Leadership {
+	return &Leadership{node: node, done: done, guard: guard, resign: resign}
+}
+
 // Node is the node holding the lease.
-func (l *Leadership) Node() NodeID { return l.node }
+func (l *Leadership) Node() catalog.NodeID { return l.node }
 
 // Done is closed when the lease is lost (its session expired: the process
 // was paused or cut off from etcd past the TTL; or its key was deleted) or
@@ -61,28 +69,35 @@ func (l *Leadership) Resign(ctx context.Context) error {
 // Guard is a condition that a guarded append (GuardedLog.AppendGuarded,
 // Catalog.ProposeGuarded) checks atomically with the append: the entry is
 // appended only if the condition holds at the moment it is appended. Make one
-// with Leadership.Guard, EtcdGuard or MemGuard. The zero Guard holds nothing:
-// an append guarded by it is refused.
+// with Leadership.Guard, MemGuard or etcdlog.NewGuard. The zero Guard holds
+// nothing: an append guarded by it is refused.
 type Guard struct {
 	// desc says what the guard checks, for errors.
 	desc string
-	// etcd are the comparisons EtcdLog adds to its append transaction.
-	etcd []clientv3.Cmp
-	// mem is the condition MemLog evaluates under its lock. It must not call
-	// the log.
-	mem func() bool
+	// cond is the condition in the form one kind of log evaluates (MemLog:
+	// memCondition; etcdlog.Log: its comparisons). A log refuses a guard
+	// whose condition is not of its kind.
+	cond any
 }
 
-// EtcdGuard returns a guard for EtcdLog: every cmp must hold in the append's
-// transaction. desc names the condition in errors.
-func EtcdGuard(desc string, cmps ...clientv3.Cmp) Guard {
-	return Guard{desc: desc, etcd: cmps}
+// NewGuard returns a guard with a condition for one kind of GuardedLog, for
+// implementations of GuardedLog outside this package (etcdlog.NewGuard). desc
+// names the condition in errors.
+func NewGuard(desc string, cond any) Guard {
+	return Guard{desc: desc, cond: cond}
 }
+
+// Condition returns the condition NewGuard was given, for the GuardedLog that
+// evaluates it; nil for the zero Guard.
+func (g Guard) Condition() any { return g.cond }
+
+// memCondition is the condition of a MemGuard.
+type memCondition func() bool
 
 // MemGuard returns a guard for MemLog: holds is called under the log's lock
 // at the append and must not call the log.
 func MemGuard(desc string, holds func() bool) Guard {
-	return Guard{desc: desc, mem: holds}
+	return Guard{desc: desc, cond: memCondition(holds)}
 }
 
 // String implements fmt.Stringer.

@@ -1,10 +1,12 @@
-package catalog
+package metalog
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/minkdb/mink/catalog"
 )
 
 // MemElection is an in-memory Election for tests: campaigners are served in
@@ -19,7 +21,7 @@ type MemElection struct {
 }
 
 type memCampaign struct {
-	node    NodeID
+	node    catalog.NodeID
 	elected chan struct{}
 	done    chan struct{}
 }
@@ -28,7 +30,7 @@ type memCampaign struct {
 func NewMemElection() *MemElection { return &MemElection{} }
 
 // Campaign implements Election.
-func (e *MemElection) Campaign(ctx context.Context, node NodeID) (*Leadership, error) {
+func (e *MemElection) Campaign(ctx context.Context, node catalog.NodeID) (*Leadership, error) {
 	c := &memCampaign{node: node, elected: make(chan struct{}), done: make(chan struct{})}
 	e.mu.Lock()
 	if e.mu.leader == nil {
@@ -50,21 +52,17 @@ func (e *MemElection) Campaign(ctx context.Context, node NodeID) (*Leadership, e
 		}
 		return nil, ctx.Err()
 	}
-	return &Leadership{
-		node: node,
-		done: c.done,
-		guard: MemGuard(fmt.Sprintf("coordinator lease of node %d", node), func() bool {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			return e.mu.leader == c
-		}),
-		resign: func(context.Context) error {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			e.endLocked(c)
-			return nil
-		},
-	}, nil
+	guard := MemGuard(fmt.Sprintf("coordinator lease of node %d", node), func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.mu.leader == c
+	})
+	return NewLeadership(node, c.done, guard, func(context.Context) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.endLocked(c)
+		return nil
+	}), nil
 }
 
 // Expire ends the current holder's lease (its Done closes) and hands the
@@ -93,7 +91,7 @@ func (e *MemElection) endLocked(c *memCampaign) {
 }
 
 // Leader implements Election.
-func (e *MemElection) Leader(ctx context.Context) (NodeID, bool, error) {
+func (e *MemElection) Leader(ctx context.Context) (catalog.NodeID, bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.mu.leader == nil {

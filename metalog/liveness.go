@@ -1,10 +1,12 @@
-package catalog
+package metalog
 
 import (
 	"context"
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/minkdb/mink/catalog"
 )
 
 // DefaultLeaseTTL is the default liveness lease TTL (lease_ttl): a node that
@@ -17,9 +19,9 @@ const DefaultLeaseTTL = 30 * time.Second
 type Liveness interface {
 	// KeepAlive makes node live, publishing info, until the session is
 	// revoked or its lease is lost. ttl <= 0 means DefaultLeaseTTL.
-	KeepAlive(ctx context.Context, node NodeID, info LiveInfo, ttl time.Duration) (*LivenessSession, error)
+	KeepAlive(ctx context.Context, node catalog.NodeID, info LiveInfo, ttl time.Duration) (*LivenessSession, error)
 	// LiveNodes reads the live nodes.
-	LiveNodes(ctx context.Context) (map[NodeID]LiveInfo, error)
+	LiveNodes(ctx context.Context) (map[catalog.NodeID]LiveInfo, error)
 	// Watch returns a cache of the live nodes kept current by a watch, for
 	// callers that look often (the coordinator, every tick). Close it.
 	Watch(ctx context.Context) (*LiveCache, error)
@@ -28,83 +30,100 @@ type Liveness interface {
 // LiveInfo is what a live node publishes: its node epoch (from RegisterNode)
 // and its advertised addresses.
 type LiveInfo struct {
-	Node  NodeID `json:"node"`
-	Epoch uint64 `json:"epoch"`
-	Addrs Addrs  `json:"addrs"`
+	Node  catalog.NodeID `json:"node"`
+	Epoch uint64         `json:"epoch"`
+	Addrs catalog.Addrs  `json:"addrs"`
 }
 
 // LivenessSession is one node's hold on its liveness key. It is safe for
 // concurrent use.
 type LivenessSession struct {
-	node NodeID
-	// lost is closed when the node stops being live through this session.
-	lost   <-chan struct{}
-	update func(ctx context.Context, info LiveInfo) error
-	revoke func(ctx context.Context) error
-	// closeTimeout bounds Close's revoke.
-	closeTimeout time.Duration
-	// ctx is the context Close revokes under (the client's).
-	ctx context.Context
+	node  catalog.NodeID
+	lease LivenessLease
+}
+
+// LivenessLease is what a Liveness implementation gives a LivenessSession:
+// the lease behind it.
+type LivenessLease struct {
+	// Lost is closed when the node stops being live through this lease.
+	Lost <-chan struct{}
+	// Update publishes info under the lease.
+	Update func(ctx context.Context, info LiveInfo) error
+	// Revoke ends the lease now; it is safe to call more than once.
+	Revoke func(ctx context.Context) error
+	// CloseContext is the context Close revokes under (the client's), and
+	// CloseTimeout bounds Close's revoke.
+	CloseContext context.Context
+	CloseTimeout time.Duration
+}
+
+// NewLivenessSession returns the session of node on lease, for Liveness
+// implementations.
+func NewLivenessSession(node catalog.NodeID, lease LivenessLease) *LivenessSession {
+	return &LivenessSession{node: node, lease: lease}
 }
 
 // Node is the node this session keeps live.
-func (s *LivenessSession) Node() NodeID { return s.node }
+func (s *LivenessSession) Node() catalog.NodeID { return s.node }
 
 // Lost is closed when the node is no longer live through this session: the
 // lease expired (the process was paused or cut off from etcd for longer
 // than the TTL, and other nodes may have declared it dead), was revoked, or
 // the session was closed. A lost session is never live again; the owner
 // registers the node again (new node epoch) and starts a new session.
-func (s *LivenessSession) Lost() <-chan struct{} { return s.lost }
+func (s *LivenessSession) Lost() <-chan struct{} { return s.lease.Lost }
 
 // Update publishes new info (for example a new node epoch) under the same
 // lease.
 func (s *LivenessSession) Update(ctx context.Context, info LiveInfo) error {
 	info.Node = s.node
-	return s.update(ctx, info)
+	return s.lease.Update(ctx, info)
 }
 
 // Revoke ends the session now: the key disappears at once instead of after
 // the TTL, and Lost is closed.
-func (s *LivenessSession) Revoke(ctx context.Context) error { return s.revoke(ctx) }
+func (s *LivenessSession) Revoke(ctx context.Context) error { return s.lease.Revoke(ctx) }
 
 // Close is Revoke with a short timeout of its own.
 func (s *LivenessSession) Close() error {
-	ctx, cancel := context.WithTimeout(s.ctx, s.closeTimeout)
+	ctx, cancel := context.WithTimeout(s.lease.CloseContext, s.lease.CloseTimeout)
 	defer cancel()
-	return s.revoke(ctx)
+	return s.lease.Revoke(ctx)
 }
 
 // LiveCache is a copy of the live nodes, kept current by the goroutine of a
 // watch that Close stops. It is safe for concurrent use.
 type LiveCache struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// stop stops what keeps the cache current and waits for it.
+	stop func()
 
 	mu struct {
 		sync.RWMutex
-		nodes map[NodeID]LiveInfo
+		nodes map[catalog.NodeID]LiveInfo
 		// changed is closed and replaced whenever nodes changes.
 		changed chan struct{}
 	}
 }
 
-func newLiveCache(nodes map[NodeID]LiveInfo) *LiveCache {
-	c := &LiveCache{}
+// NewLiveCache returns a cache holding nodes, for Liveness implementations,
+// which keep it current with Replace, Put and Remove. Close calls stop (if
+// not nil), which must stop what updates the cache and wait for it.
+func NewLiveCache(nodes map[catalog.NodeID]LiveInfo, stop func()) *LiveCache {
+	c := &LiveCache{stop: stop}
 	c.mu.nodes = nodes
 	c.mu.changed = make(chan struct{})
 	return c
 }
 
 // Nodes returns a copy of the live nodes.
-func (c *LiveCache) Nodes() map[NodeID]LiveInfo {
+func (c *LiveCache) Nodes() map[catalog.NodeID]LiveInfo {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return maps.Clone(c.mu.nodes)
 }
 
 // IsLive reports whether node is live.
-func (c *LiveCache) IsLive(node NodeID) bool {
+func (c *LiveCache) IsLive(node catalog.NodeID) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	_, ok := c.mu.nodes[node]
@@ -120,15 +139,14 @@ func (c *LiveCache) Changed() <-chan struct{} {
 
 // Close stops the watch and waits for its goroutine.
 func (c *LiveCache) Close() error {
-	if c.cancel != nil {
-		c.cancel()
+	if c.stop != nil {
+		c.stop()
 	}
-	c.wg.Wait()
 	return nil
 }
 
-// replace sets the whole live set.
-func (c *LiveCache) replace(nodes map[NodeID]LiveInfo) {
+// Replace sets the whole live set.
+func (c *LiveCache) Replace(nodes map[catalog.NodeID]LiveInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if maps.Equal(c.mu.nodes, nodes) {
@@ -138,7 +156,8 @@ func (c *LiveCache) replace(nodes map[NodeID]LiveInfo) {
 	c.changedLocked()
 }
 
-func (c *LiveCache) put(info LiveInfo) {
+// Put adds or updates the live node info.Node.
+func (c *LiveCache) Put(info LiveInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.mu.nodes[info.Node]; ok && old == info {
@@ -148,7 +167,8 @@ func (c *LiveCache) put(info LiveInfo) {
 	c.changedLocked()
 }
 
-func (c *LiveCache) remove(node NodeID) {
+// Remove drops node from the live set.
+func (c *LiveCache) Remove(node catalog.NodeID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.mu.nodes[node]; !ok {
@@ -162,11 +182,4 @@ func (c *LiveCache) remove(node NodeID) {
 func (c *LiveCache) changedLocked() {
 	close(c.mu.changed)
 	c.mu.changed = make(chan struct{})
-}
-
-func leaseSeconds(ttl time.Duration) int64 {
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
-	}
-	return max(1, int64((ttl+time.Second-1)/time.Second))
 }

@@ -1,4 +1,4 @@
-package catalog
+package metalog
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/minkdb/mink/catalog"
 )
 
 // MemLiveness is an in-memory Liveness for tests. Leases never expire by
@@ -15,7 +17,7 @@ import (
 type MemLiveness struct {
 	mu struct {
 		sync.Mutex
-		live   map[NodeID]*memLease
+		live   map[catalog.NodeID]*memLease
 		caches map[*LiveCache]struct{}
 	}
 }
@@ -31,13 +33,13 @@ type memLease struct {
 // NewMemLiveness returns an empty live set.
 func NewMemLiveness() *MemLiveness {
 	l := &MemLiveness{}
-	l.mu.live = make(map[NodeID]*memLease)
+	l.mu.live = make(map[catalog.NodeID]*memLease)
 	l.mu.caches = make(map[*LiveCache]struct{})
 	return l
 }
 
 // KeepAlive implements Liveness. ttl is ignored (see Expire).
-func (l *MemLiveness) KeepAlive(ctx context.Context, node NodeID, info LiveInfo, ttl time.Duration) (*LivenessSession, error) {
+func (l *MemLiveness) KeepAlive(ctx context.Context, node catalog.NodeID, info LiveInfo, ttl time.Duration) (*LivenessSession, error) {
 	if node == 0 {
 		return nil, errors.New("liveness: node ids start at 1")
 	}
@@ -49,10 +51,9 @@ func (l *MemLiveness) KeepAlive(ctx context.Context, node NodeID, info LiveInfo,
 	l.mu.live[node] = lease
 	l.notifyLocked()
 	l.mu.Unlock()
-	return &LivenessSession{
-		node: node,
-		lost: lease.lost,
-		update: func(ctx context.Context, info LiveInfo) error {
+	return NewLivenessSession(node, LivenessLease{
+		Lost: lease.lost,
+		Update: func(ctx context.Context, info LiveInfo) error {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if lease.ended || l.mu.live[node] != lease {
@@ -62,21 +63,21 @@ func (l *MemLiveness) KeepAlive(ctx context.Context, node NodeID, info LiveInfo,
 			l.notifyLocked()
 			return nil
 		},
-		revoke: func(ctx context.Context) error {
+		Revoke: func(ctx context.Context) error {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.endLocked(node, lease)
 			return nil
 		},
-		closeTimeout: time.Second,
-		ctx:          context.WithoutCancel(ctx),
-	}, nil
+		CloseTimeout: time.Second,
+		CloseContext: context.WithoutCancel(ctx),
+	}), nil
 }
 
 // Expire ends node's current lease as if its TTL had passed without renewal:
 // the node leaves the live set and its session's Lost is closed. It reports
 // whether the node was live.
-func (l *MemLiveness) Expire(node NodeID) bool {
+func (l *MemLiveness) Expire(node catalog.NodeID) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lease, ok := l.mu.live[node]
@@ -87,7 +88,7 @@ func (l *MemLiveness) Expire(node NodeID) bool {
 }
 
 // REQUIRES: l.mu held.
-func (l *MemLiveness) endLocked(node NodeID, lease *memLease) {
+func (l *MemLiveness) endLocked(node catalog.NodeID, lease *memLease) {
 	if lease.ended {
 		return
 	}
@@ -100,8 +101,8 @@ func (l *MemLiveness) endLocked(node NodeID, lease *memLease) {
 }
 
 // REQUIRES: l.mu held.
-func (l *MemLiveness) nodesLocked() map[NodeID]LiveInfo {
-	nodes := make(map[NodeID]LiveInfo, len(l.mu.live))
+func (l *MemLiveness) nodesLocked() map[catalog.NodeID]LiveInfo {
+	nodes := make(map[catalog.NodeID]LiveInfo, len(l.mu.live))
 	for node, lease := range l.mu.live {
 		nodes[node] = lease.info
 	}
@@ -112,12 +113,12 @@ func (l *MemLiveness) nodesLocked() map[NodeID]LiveInfo {
 func (l *MemLiveness) notifyLocked() {
 	nodes := l.nodesLocked()
 	for c := range l.mu.caches {
-		c.replace(maps.Clone(nodes))
+		c.Replace(maps.Clone(nodes))
 	}
 }
 
 // LiveNodes implements Liveness.
-func (l *MemLiveness) LiveNodes(ctx context.Context) (map[NodeID]LiveInfo, error) {
+func (l *MemLiveness) LiveNodes(ctx context.Context) (map[catalog.NodeID]LiveInfo, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.nodesLocked(), nil
@@ -128,12 +129,12 @@ func (l *MemLiveness) LiveNodes(ctx context.Context) (map[NodeID]LiveInfo, error
 func (l *MemLiveness) Watch(ctx context.Context) (*LiveCache, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := newLiveCache(l.nodesLocked())
-	l.mu.caches[c] = struct{}{}
-	c.cancel = func() {
+	var c *LiveCache
+	c = NewLiveCache(l.nodesLocked(), func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		delete(l.mu.caches, c)
-	}
+	})
+	l.mu.caches[c] = struct{}{}
 	return c, nil
 }

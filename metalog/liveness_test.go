@@ -1,108 +1,10 @@
-package catalog
+package metalog
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 )
-
-func TestEtcdLiveness(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
-	cluster := testCluster(t)
-	observer := NewEtcdLiveness(testClient(t), cluster)
-	cache, err := observer.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cache.Close()
-
-	// Node 1 heartbeats through a proxy that the test can freeze, as if the
-	// process were stopped (SIGSTOP) past the TTL.
-	proxy := newFaultProxy(t, strings.TrimPrefix(sharedEndpoints(t)[0], "http://"))
-	client, err := Dial(ctx, []string{proxy.addr()}, quietLogger(), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	one, err := NewEtcdLiveness(client, cluster).KeepAlive(ctx, 1, LiveInfo{Epoch: 3, Addrs: Addrs{PG: "127.0.0.1:5433"}}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer one.Close()
-	two, err := observer.KeepAlive(ctx, 2, LiveInfo{Epoch: 1}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	live, err := observer.LiveNodes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(live) != 2 || live[1] != (LiveInfo{Node: 1, Epoch: 3, Addrs: Addrs{PG: "127.0.0.1:5433"}}) || live[2].Epoch != 1 {
-		t.Fatalf("LiveNodes = %+v", live)
-	}
-	waitFor(t, "cache sees both nodes", func() bool { return cache.IsLive(1) && cache.IsLive(2) })
-
-	// Keepalives renew the lease: still live after more than one TTL.
-	time.Sleep(2500 * time.Millisecond)
-	if live, _ := observer.LiveNodes(ctx); len(live) != 2 {
-		t.Fatalf("after 2.5s with keepalives, live = %+v", live)
-	}
-
-	// Update publishes a new epoch under the same lease.
-	if err := two.Update(ctx, LiveInfo{Epoch: 2}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "cache sees epoch 2", func() bool { return cache.Nodes()[2].Epoch == 2 })
-
-	// Revoke: gone at once.
-	changed := cache.Changed()
-	if err := two.Revoke(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-two.Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Lost not closed after Revoke")
-	}
-	if live, _ := observer.LiveNodes(ctx); len(live) != 1 {
-		t.Fatalf("after revoking node 2, live = %+v", live)
-	}
-	select {
-	case <-changed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("cache did not report node 2 leaving")
-	}
-
-	// Freeze node 1: its lease expires after the TTL, the key disappears for
-	// everyone, and node 1's session reports the loss.
-	proxy.freeze()
-	frozen := time.Now()
-	select {
-	case <-one.Lost():
-	case <-time.After(10 * time.Second):
-		t.Fatal("Lost not closed after the TTL passed without keepalives")
-	}
-	waitFor(t, "node 1 gone from etcd", func() bool {
-		live, err := observer.LiveNodes(ctx)
-		return err == nil && len(live) == 0
-	})
-	waitFor(t, "node 1 gone from the cache", func() bool { return !cache.IsLive(1) })
-	// The lease was last renewed up to a keepalive interval (TTL/3) before
-	// the freeze, so it may expire as early as 2/3 of the TTL after it.
-	if d := time.Since(frozen); d < 1200*time.Millisecond {
-		t.Fatalf("node 1 dead %v after it stopped, well before its 2s TTL", d)
-	}
-	proxy.thaw()
-	// The lost session stays lost, and cannot resurrect the key.
-	if err := one.Update(ctx, LiveInfo{Epoch: 4}); err == nil {
-		t.Fatal("Update on a lost session succeeded")
-	}
-	if live, _ := observer.LiveNodes(ctx); len(live) != 0 {
-		t.Fatalf("live = %+v after a lost session's update", live)
-	}
-}
 
 func TestMemLiveness(t *testing.T) {
 	ctx := testContext(t, 10*time.Second)

@@ -1,4 +1,4 @@
-package catalog
+package metalog
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func (l *MemLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, err
 // AppendGuarded implements GuardedLog. The guard is a MemGuard, evaluated
 // under the log's lock before the fault hook.
 func (l *MemLog) AppendGuarded(ctx context.Context, guard Guard, data []byte) (uint64, error) {
-	if guard.mem == nil {
+	if holds, ok := guard.cond.(memCondition); !ok || holds == nil {
 		return 0, fmt.Errorf("memlog append: %v is not a MemGuard: %w", guard, ErrNotAppended)
 	}
 	return l.appendBatch(ctx, &guard, [][]byte{data})
@@ -84,7 +84,7 @@ func (l *MemLog) appendBatch(ctx context.Context, guard *Guard, entries [][]byte
 		return 0, fmt.Errorf("memlog append: %w: %w", ErrNotAppended, ErrClosed)
 	}
 	first := l.headLocked() + 1
-	if guard != nil && !guard.mem() {
+	if guard != nil && !guard.cond.(memCondition)() {
 		return 0, fmt.Errorf("memlog append at %d: %v: %w: %w", first, guard, ErrGuardFailed, ErrNotAppended)
 	}
 	commit, err := true, error(nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
 // The coordinator's decisions are pure functions of the view and the live
@@ -100,7 +101,7 @@ func planFailover(v *catalog.View, live []catalog.NodeID, epoch uint64) []catalo
 // coordinator lease at epoch: it assigns new buckets as soon as they appear
 // and fails over buckets of dead nodes on every tick. It returns when ctx is
 // done or a proposal shows the epoch is stale.
-func (s *Server) coordinate(ctx context.Context, epoch uint64, live *catalog.LiveCache) {
+func (s *Server) coordinate(ctx context.Context, epoch uint64, live *metalog.LiveCache) {
 	tick := time.NewTicker(s.cfg.CoordinatorTick)
 	defer tick.Stop()
 	// The lifecycle loops and the tiering worker run while this node
@@ -171,7 +172,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 
 // coordinateOnce proposes one round of assignments and failovers. It reports
 // whether the coordinator epoch turned out to be stale.
-func (s *Server) coordinateOnce(ctx context.Context, epoch uint64, live *catalog.LiveCache, failover bool) bool {
+func (s *Server) coordinateOnce(ctx context.Context, epoch uint64, live *metalog.LiveCache, failover bool) bool {
 	var nodes []catalog.NodeID
 	for id := range live.Nodes() {
 		nodes = append(nodes, id)

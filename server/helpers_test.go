@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -14,10 +15,10 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // memCatalog opens a catalog on an in-memory metadata log, closed when the
 // test ends, and returns it with a propose that fails the test unless the
 // record is accepted.
-func memCatalog(t *testing.T) (*catalog.Catalog, func(catalog.Record) catalog.Outcome) {
+func memCatalog(t *testing.T) (*metalog.Catalog, func(catalog.Record) catalog.Outcome) {
 	t.Helper()
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, catalog.NewMemLog(), catalog.Options{Logger: quietLogger()})
+	cat, err := metalog.Open(ctx, metalog.NewMemLog(), metalog.Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
 // Retention: the lifecycle loop of the coordinator lease holder that applies
@@ -230,7 +231,7 @@ func planRetiredCloses(v *catalog.View, live func(catalog.NodeID) bool) []catalo
 
 // retain runs the retention loop while this node holds the coordinator lease
 // at epoch. It returns when ctx is done or a trim shows the epoch is stale.
-func (s *Server) retain(ctx context.Context, epoch uint64, live *catalog.LiveCache) {
+func (s *Server) retain(ctx context.Context, epoch uint64, live *metalog.LiveCache) {
 	tick := time.NewTicker(min(s.cfg.CoordinatorTick, time.Second))
 	defer tick.Stop()
 	for {

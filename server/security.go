@@ -12,6 +12,7 @@ import (
 
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog/etcdlog"
 	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
@@ -216,8 +217,8 @@ func (c *Config) checkEtcdCredentials() error {
 }
 
 // etcdCredentials loads what the etcd credential flags name.
-func etcdCredentials(c *Config) (catalog.EtcdCredentials, error) {
-	var creds catalog.EtcdCredentials
+func etcdCredentials(c *Config) (etcdlog.Credentials, error) {
+	var creds etcdlog.Credentials
 	if c.EtcdUser != "" {
 		data, err := os.ReadFile(c.EtcdPasswordFile)
 		if err != nil {

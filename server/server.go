@@ -22,6 +22,8 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/etcdlog"
 	"github.com/minkdb/mink/objstore"
 	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/server/flightsvc"
@@ -43,10 +45,10 @@ type Server struct {
 	etcd     *embedetcd.Etcd // nil with an external etcd
 	client   *clientv3.Client
 	store    objstore.Store
-	cat      *catalog.Catalog
-	liveness *catalog.EtcdLiveness
-	live     *catalog.LiveCache // the live nodes, kept current by a watch
-	election *catalog.EtcdElection
+	cat      *metalog.Catalog
+	liveness *etcdlog.Liveness
+	live     *metalog.LiveCache // the live nodes, kept current by a watch
+	election *etcdlog.Election
 	admin    *http.Server
 	adminLn  net.Listener
 	engine   *engine.DB
@@ -166,20 +168,20 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	if err != nil {
 		return nil, err
 	}
-	if s.client, err = catalog.DialWith(ctx, endpoints, s.logger, cfg.EtcdDialTimeout, creds); err != nil {
+	if s.client, err = etcdlog.DialWith(ctx, endpoints, s.logger, cfg.EtcdDialTimeout, creds); err != nil {
 		return nil, err
 	}
 
-	log := catalog.NewEtcdLog(s.client, cfg.Cluster)
-	if s.cat, err = catalog.Open(ctx, log, catalog.Options{
+	log := etcdlog.New(s.client, cfg.Cluster)
+	if s.cat, err = metalog.Open(ctx, log, metalog.Options{
 		SnapshotEvery: cfg.MetadataSnapshotEvery,
 		Logger:        s.logger,
 	}); err != nil {
 		return nil, fmt.Errorf("open metadata log: %w", err)
 	}
 	s.tiering = newTieringWorker(s, storeURL)
-	s.liveness = catalog.NewEtcdLiveness(s.client, cfg.Cluster)
-	s.election = catalog.NewEtcdElection(s.client, cfg.Cluster)
+	s.liveness = etcdlog.NewLiveness(s.client, cfg.Cluster)
+	s.election = etcdlog.NewElection(s.client, cfg.Cluster)
 	// A dead coordinator must lose the lease as fast as a dead node loses
 	// liveness.
 	s.election.TTL = cfg.LeaseTTL
@@ -248,8 +250,8 @@ func (s *Server) addrs() catalog.Addrs {
 	}
 }
 
-func (s *Server) liveInfo(epoch uint64) catalog.LiveInfo {
-	return catalog.LiveInfo{Epoch: epoch, Addrs: s.addrs()}
+func (s *Server) liveInfo(epoch uint64) metalog.LiveInfo {
+	return metalog.LiveInfo{Epoch: epoch, Addrs: s.addrs()}
 }
 
 // register proposes RegisterNode until this node holds a new epoch. A
@@ -282,7 +284,7 @@ func (s *Server) register(ctx context.Context) (uint64, error) {
 // paused past lease_ttl, or etcd was unreachable), the node may already have
 // been declared dead and its buckets taken over: it registers again with a
 // fresh epoch, as the spec requires of a node that comes back.
-func (s *Server) heartbeat(ctx context.Context, session *catalog.LivenessSession) {
+func (s *Server) heartbeat(ctx context.Context, session *metalog.LivenessSession) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -340,7 +342,7 @@ func (s *Server) campaign(ctx context.Context) {
 		}
 		epoch, err := s.registerCoordinator(ctx, leadership.Guard())
 		if err != nil {
-			if errors.Is(err, catalog.ErrGuardFailed) {
+			if errors.Is(err, metalog.ErrGuardFailed) {
 				// The lease was lost between Campaign and the proposal
 				// (the process was paused): another node may hold it and
 				// be registered. Nothing was appended; campaign again.
@@ -391,8 +393,8 @@ func (s *Server) campaign(ctx context.Context) {
 // guard (the coordinator lease this node won) still holds when the record is
 // appended, so a node that lost the lease between Campaign and this proposal
 // cannot register over the holder (the error then wraps
-// catalog.ErrGuardFailed).
-func (s *Server) registerCoordinator(ctx context.Context, guard catalog.Guard) (uint64, error) {
+// metalog.ErrGuardFailed).
+func (s *Server) registerCoordinator(ctx context.Context, guard metalog.Guard) (uint64, error) {
 	id := catalog.NodeID(s.cfg.NodeID)
 	for attempt := 1; ; attempt++ {
 		var expect uint64
@@ -574,7 +576,7 @@ func (s *Server) stopBuckets(clean bool) {
 func (s *Server) SQLFrontend() pgwire.Handler { return s.front }
 
 // Catalog is the node's metadata catalog.
-func (s *Server) Catalog() *catalog.Catalog { return s.cat }
+func (s *Server) Catalog() *metalog.Catalog { return s.cat }
 
 // Buckets is the current bucket manager, or nil while re-registering.
 func (s *Server) Buckets() *buckets.Manager {

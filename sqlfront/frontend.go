@@ -18,7 +18,7 @@ import (
 )
 
 // Metadata is what the front end needs from the metadata log;
-// *catalog.Catalog implements it.
+// *metalog.Catalog implements it.
 type Metadata interface {
 	Propose(ctx context.Context, rec catalog.Record) (catalog.Outcome, error)
 	Read(fn func(v *catalog.View))

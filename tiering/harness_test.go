@@ -18,6 +18,7 @@ import (
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -29,8 +30,8 @@ const storeURL = "mem://lakehouse"
 type env struct {
 	t     *testing.T
 	ctx   context.Context
-	log   *catalog.MemLog
-	cat   *catalog.Catalog
+	log   *metalog.MemLog
+	cat   *metalog.Catalog
 	store *objstore.Faulty
 	src   *fakeSource
 	meta  *faultyMeta
@@ -40,10 +41,10 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{t: t, ctx: ctx, log: catalog.NewMemLog(), store: objstore.NewFaulty(objstore.NewMem()),
+	e := &env{t: t, ctx: ctx, log: metalog.NewMemLog(), store: objstore.NewFaulty(objstore.NewMem()),
 		src: &fakeSource{rows: map[catalog.BucketID][]Batch{}}}
 	var err error
-	if e.cat, err = catalog.Open(ctx, e.log, catalog.Options{}); err != nil {
+	if e.cat, err = metalog.Open(ctx, e.log, metalog.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

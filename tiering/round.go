@@ -42,7 +42,7 @@ type Source interface {
 	ReadCommitted(ctx context.Context, bucket catalog.BucketID, from, to uint64) ([]Batch, error)
 }
 
-// Metadata is the metadata log as tiering uses it (catalog.Catalog).
+// Metadata is the metadata log as tiering uses it (metalog.Catalog).
 type Metadata interface {
 	Propose(ctx context.Context, rec catalog.Record) (catalog.Outcome, error)
 	Read(fn func(v *catalog.View))

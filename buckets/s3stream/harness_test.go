@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -20,16 +21,16 @@ import (
 type harness struct {
 	t     testing.TB
 	ctx   context.Context
-	log   *catalog.MemLog
+	log   *metalog.MemLog
 	store *objstore.Faulty
-	cats  []*catalog.Catalog
+	cats  []*metalog.Catalog
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	h := &harness{t: t, ctx: context.Background(), log: catalog.NewMemLog(), store: objstore.NewFaulty(objstore.NewMem())}
+	h := &harness{t: t, ctx: context.Background(), log: metalog.NewMemLog(), store: objstore.NewFaulty(objstore.NewMem())}
 	t.Cleanup(func() {
 		for _, c := range h.cats {
 			c.Close()
@@ -38,9 +39,9 @@ func newHarness(t testing.TB) *harness {
 	return h
 }
 
-func (h *harness) catalog() *catalog.Catalog {
+func (h *harness) catalog() *metalog.Catalog {
 	h.t.Helper()
-	c, err := catalog.Open(h.ctx, h.log, catalog.Options{Logger: quietLogger()})
+	c, err := metalog.Open(h.ctx, h.log, metalog.Options{Logger: quietLogger()})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func (h *harness) register(meta Metadata, node catalog.NodeID) uint64 {
 type testNode struct {
 	*Node
 	id   catalog.NodeID
-	meta *catalog.Catalog
+	meta *metalog.Catalog
 }
 
 // start registers node with a new epoch and starts an s3stream Node for it.
@@ -141,7 +142,7 @@ func idsOf(t testing.TB, entries []Entry, from, end uint64) []uint64 {
 }
 
 // waitCatchUp waits until meta has applied everything in the log.
-func (h *harness) waitCatchUp(meta *catalog.Catalog) {
+func (h *harness) waitCatchUp(meta *metalog.Catalog) {
 	h.t.Helper()
 	head, err := h.log.Head(h.ctx)
 	if err != nil {

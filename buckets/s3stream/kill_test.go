@@ -15,6 +15,8 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/embedetcd"
 	"github.com/minkdb/mink/internal/s3test"
+	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/etcdlog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -32,11 +34,11 @@ func TestHelperAppender(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(3)
 	}
-	client, err := catalog.Dial(ctx, strings.Split(os.Getenv("MINK_ETCD"), ","), quietLogger(), 10*time.Second)
+	client, err := etcdlog.Dial(ctx, strings.Split(os.Getenv("MINK_ETCD"), ","), quietLogger(), 10*time.Second)
 	if err != nil {
 		fail(err)
 	}
-	meta, err := catalog.Open(ctx, catalog.NewEtcdLog(client, "killtest"), catalog.Options{Logger: quietLogger()})
+	meta, err := metalog.Open(ctx, etcdlog.New(client, "killtest"), metalog.Options{Logger: quietLogger()})
 	if err != nil {
 		fail(err)
 	}
@@ -114,7 +116,7 @@ func TestKillAppender(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			client, err := catalog.Dial(ctx, etcd.Endpoints(), quietLogger(), 10*time.Second)
+			client, err := etcdlog.Dial(ctx, etcd.Endpoints(), quietLogger(), 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +126,7 @@ func TestKillAppender(t *testing.T) {
 			for round := uint64(1); round <= 3; round++ {
 				if round > 1 {
 					// The restarted node: a new epoch, then recovery of the old one.
-					meta, err := catalog.Open(ctx, catalog.NewEtcdLog(client, "killtest"), catalog.Options{Logger: quietLogger()})
+					meta, err := metalog.Open(ctx, etcdlog.New(client, "killtest"), metalog.Options{Logger: quietLogger()})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -177,7 +179,7 @@ func TestKillAppender(t *testing.T) {
 				}
 			}
 			// Final recovery after the third kill.
-			meta, err := catalog.Open(ctx, catalog.NewEtcdLog(client, "killtest"), catalog.Options{Logger: quietLogger()})
+			meta, err := metalog.Open(ctx, etcdlog.New(client, "killtest"), metalog.Options{Logger: quietLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}

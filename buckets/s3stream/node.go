@@ -28,7 +28,7 @@ var (
 	ErrTrimmed = errors.New("s3stream: offsets trimmed")
 )
 
-// Metadata is what s3stream needs from the metadata log. *catalog.Catalog
+// Metadata is what s3stream needs from the metadata log. *metalog.Catalog
 // implements it; tests wrap it to inject faults.
 type Metadata interface {
 	Propose(ctx context.Context, rec catalog.Record) (catalog.Outcome, error)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -163,7 +164,7 @@ func TestOwnershipABA(t *testing.T) {
 	if err := s.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, meta := range []*catalog.Catalog{a.meta, b.meta, h.catalog()} {
+	for _, meta := range []*metalog.Catalog{a.meta, b.meta, h.catalog()} {
 		h.waitCatchUp(meta)
 		if got := readAll(t, h.store, meta, sid); !slices.Equal(got, []uint64{1000, 1001, 1002}) {
 			t.Fatalf("read: %v", got)

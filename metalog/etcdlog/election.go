@@ -1,4 +1,4 @@
-package catalog
+package etcdlog
 
 import (
 	"context"
@@ -7,13 +7,18 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/minkdb/mink/metalog/internal/backoff"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
-// EtcdElection is the coordinator lease as an etcd election
+// Election is the coordinator lease as an etcd election
 // (go.etcd.io/etcd/client/v3/concurrency) on the prefix /<cluster>/coordinator.
 // Each campaign holds a key /<cluster>/coordinator/<lease id> whose value is
 // the node id, attached to a lease with TTL; the campaigner whose key has the
@@ -21,7 +26,7 @@ import (
 //
 // Safe for concurrent use. Each Leadership owns a goroutine (and the
 // session's keepalive) until it is lost or resigned.
-type EtcdElection struct {
+type Election struct {
 	client *clientv3.Client
 	prefix string // without the trailing slash, as concurrency.NewElection wants
 	// TTL is the lease TTL of the campaigns started after it is set.
@@ -30,16 +35,16 @@ type EtcdElection struct {
 	TTL time.Duration
 }
 
-// NewEtcdElection returns the coordinator election of cluster ("" means
+// NewElection returns the coordinator election of cluster ("" means
 // DefaultCluster).
-func NewEtcdElection(client *clientv3.Client, cluster string) *EtcdElection {
+func NewElection(client *clientv3.Client, cluster string) *Election {
 	prefix := keysFor(cluster).coordinator
-	return &EtcdElection{client: client, prefix: prefix[:len(prefix)-1], TTL: DefaultLeaseTTL}
+	return &Election{client: client, prefix: prefix[:len(prefix)-1], TTL: metalog.DefaultLeaseTTL}
 }
 
 // Campaign implements Election. A campaign broken by an etcd hiccup (a
 // compacted watch, a lost leader) continues with the same key.
-func (e *EtcdElection) Campaign(ctx context.Context, node NodeID) (*Leadership, error) {
+func (e *Election) Campaign(ctx context.Context, node catalog.NodeID) (*metalog.Leadership, error) {
 	seconds := leaseSeconds(e.TTL)
 	grant, err := e.client.Grant(ctx, seconds)
 	if err != nil {
@@ -74,7 +79,7 @@ func (e *EtcdElection) Campaign(ctx context.Context, node NodeID) (*Leadership, 
 			e.abandon(session)
 			return nil, fmt.Errorf("coordinator campaign of node %d: %w", node, err)
 		}
-		if sleepCtx(ctx, backoff(attempt)) != nil {
+		if backoff.Sleep(ctx, backoff.Delay(attempt)) != nil {
 			e.abandon(session)
 			return nil, fmt.Errorf("coordinator campaign of node %d: %w", node, ctx.Err())
 		}
@@ -87,26 +92,22 @@ func (e *EtcdElection) Campaign(ctx context.Context, node NodeID) (*Leadership, 
 		e.holdUntilLost(session, election.Key(), election.Rev(), stop)
 	}()
 	key, rev := election.Key(), election.Rev()
-	return &Leadership{
-		node: node,
-		done: done,
-		guard: EtcdGuard(fmt.Sprintf("coordinator lease of node %d (key %s created at revision %d)", node, key, rev),
-			clientv3.Compare(clientv3.CreateRevision(key), "=", rev)),
-		resign: func(ctx context.Context) error {
-			err := election.Resign(ctx)
-			close(stop)
-			<-done
-			if err != nil && session.Ctx().Err() != nil {
-				err = nil // the lease is gone already, and the key with it
-			}
-			return errors.Join(err, closeSession(ctx, e.client, session))
-		},
-	}, nil
+	guard := NewGuard(fmt.Sprintf("coordinator lease of node %d (key %s created at revision %d)", node, key, rev),
+		clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+	return metalog.NewLeadership(node, done, guard, func(ctx context.Context) error {
+		err := election.Resign(ctx)
+		close(stop)
+		<-done
+		if err != nil && session.Ctx().Err() != nil {
+			err = nil // the lease is gone already, and the key with it
+		}
+		return errors.Join(err, closeSession(ctx, e.client, session))
+	}), nil
 }
 
 // checkFirst reports an error unless key, created at revision rev, is the
 // first key under the election prefix: the lease holder's.
-func (e *EtcdElection) checkFirst(ctx context.Context, key string, rev int64) error {
+func (e *Election) checkFirst(ctx context.Context, key string, rev int64) error {
 	resp, err := e.client.Get(ctx, e.prefix+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
 		return fmt.Errorf("check coordinator lease: %w", err)
@@ -131,7 +132,7 @@ func closeSession(ctx context.Context, client *clientv3.Client, session *concurr
 // abandon revokes the lease of a campaign that gave up, so that its key does
 // not stay queued until the TTL. The caller's ctx may be done: the revoke
 // gets a short timeout of its own.
-func (e *EtcdElection) abandon(session *concurrency.Session) {
+func (e *Election) abandon(session *concurrency.Session) {
 	ctx, cancel := context.WithTimeout(e.client.Ctx(), 5*time.Second)
 	defer cancel()
 	closeSession(ctx, e.client, session)
@@ -139,7 +140,7 @@ func (e *EtcdElection) abandon(session *concurrency.Session) {
 
 // holdUntilLost returns when the session ends, stop is closed, or the leader
 // key (created at revision rev) is deleted.
-func (e *EtcdElection) holdUntilLost(session *concurrency.Session, key string, rev int64, stop <-chan struct{}) {
+func (e *Election) holdUntilLost(session *concurrency.Session, key string, rev int64, stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(session.Ctx())
 	defer cancel()
 	go func() {
@@ -167,14 +168,14 @@ func (e *EtcdElection) holdUntilLost(session *concurrency.Session, key string, r
 				}
 			}
 		}
-		if sleepCtx(ctx, backoff(attempt)) != nil {
+		if backoff.Sleep(ctx, backoff.Delay(attempt)) != nil {
 			return
 		}
 	}
 }
 
 // Leader implements Election.
-func (e *EtcdElection) Leader(ctx context.Context) (NodeID, bool, error) {
+func (e *Election) Leader(ctx context.Context) (catalog.NodeID, bool, error) {
 	resp, err := e.client.Get(ctx, e.prefix+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
 		return 0, false, fmt.Errorf("read coordinator lease: %w", err)
@@ -186,5 +187,5 @@ func (e *EtcdElection) Leader(ctx context.Context) (NodeID, bool, error) {
 	if err != nil {
 		return 0, false, fmt.Errorf("coordinator lease key %q holds %q: %w", resp.Kvs[0].Key, resp.Kvs[0].Value, err)
 	}
-	return NodeID(n), true, nil
+	return catalog.NodeID(n), true, nil
 }

@@ -1,4 +1,4 @@
-package catalog
+package etcdlog
 
 import (
 	"context"
@@ -11,13 +11,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minkdb/mink/metalog/internal/backoff"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
-// EtcdLiveness keeps liveness in etcd: node n holds /<cluster>/live/<n>,
+// Liveness keeps liveness in etcd: node n holds /<cluster>/live/<n>,
 // attached to a lease with the liveness TTL that the session renews
 // (concurrency.Session keepalive). The value is the node's LiveInfo as JSON.
 // When the node stops renewing (crash, pause, partition), etcd deletes the
@@ -25,25 +30,25 @@ import (
 //
 // It starts no goroutines of its own; sessions and caches it returns own
 // theirs. Safe for concurrent use.
-type EtcdLiveness struct {
+type Liveness struct {
 	client *clientv3.Client
 	prefix string
 	// Logger receives the cache's log lines. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// NewEtcdLiveness returns the liveness of cluster ("" means DefaultCluster).
-func NewEtcdLiveness(client *clientv3.Client, cluster string) *EtcdLiveness {
-	return &EtcdLiveness{client: client, prefix: keysFor(cluster).livePrefix, Logger: slog.Default()}
+// NewLiveness returns the liveness of cluster ("" means DefaultCluster).
+func NewLiveness(client *clientv3.Client, cluster string) *Liveness {
+	return &Liveness{client: client, prefix: keysFor(cluster).livePrefix, Logger: slog.Default()}
 }
 
-func (l *EtcdLiveness) key(node NodeID) string {
+func (l *Liveness) key(node catalog.NodeID) string {
 	return l.prefix + strconv.FormatUint(uint64(node), 10)
 }
 
 // KeepAlive implements Liveness. A key left by an earlier incarnation of the
 // node (restart within the TTL) is taken over.
-func (l *EtcdLiveness) KeepAlive(ctx context.Context, node NodeID, info LiveInfo, ttl time.Duration) (*LivenessSession, error) {
+func (l *Liveness) KeepAlive(ctx context.Context, node catalog.NodeID, info metalog.LiveInfo, ttl time.Duration) (*metalog.LivenessSession, error) {
 	if node == 0 {
 		return nil, errors.New("liveness: node ids start at 1")
 	}
@@ -71,10 +76,9 @@ func (l *EtcdLiveness) KeepAlive(ctx context.Context, node NodeID, info LiveInfo
 	}
 	var revokeOnce sync.Once
 	var revokeErr error
-	return &LivenessSession{
-		node: node,
-		lost: session.Done(),
-		update: func(ctx context.Context, info LiveInfo) error {
+	return metalog.NewLivenessSession(node, metalog.LivenessLease{
+		Lost: session.Done(),
+		Update: func(ctx context.Context, info metalog.LiveInfo) error {
 			value, err := json.Marshal(info)
 			if err != nil {
 				return err
@@ -92,7 +96,7 @@ func (l *EtcdLiveness) KeepAlive(ctx context.Context, node NodeID, info LiveInfo
 			}
 			return nil
 		},
-		revoke: func(ctx context.Context) error {
+		Revoke: func(ctx context.Context) error {
 			revokeOnce.Do(func() {
 				session.Orphan() // stop the keepalive; Lost closes
 				_, err := l.client.Revoke(ctx, grant.ID)
@@ -102,23 +106,23 @@ func (l *EtcdLiveness) KeepAlive(ctx context.Context, node NodeID, info LiveInfo
 			})
 			return revokeErr
 		},
-		closeTimeout: time.Duration(seconds) * time.Second,
-		ctx:          l.client.Ctx(),
-	}, nil
+		CloseTimeout: time.Duration(seconds) * time.Second,
+		CloseContext: l.client.Ctx(),
+	}), nil
 }
 
 // LiveNodes implements Liveness.
-func (l *EtcdLiveness) LiveNodes(ctx context.Context) (map[NodeID]LiveInfo, error) {
+func (l *Liveness) LiveNodes(ctx context.Context) (map[catalog.NodeID]metalog.LiveInfo, error) {
 	nodes, _, err := l.read(ctx)
 	return nodes, err
 }
 
-func (l *EtcdLiveness) read(ctx context.Context) (map[NodeID]LiveInfo, int64, error) {
+func (l *Liveness) read(ctx context.Context) (map[catalog.NodeID]metalog.LiveInfo, int64, error) {
 	resp, err := l.client.Get(ctx, l.prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, fmt.Errorf("read live nodes: %w", err)
 	}
-	nodes := make(map[NodeID]LiveInfo, len(resp.Kvs))
+	nodes := make(map[catalog.NodeID]metalog.LiveInfo, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		info, err := l.parse(kv)
 		if err != nil {
@@ -129,22 +133,22 @@ func (l *EtcdLiveness) read(ctx context.Context) (map[NodeID]LiveInfo, int64, er
 	return nodes, resp.Header.Revision, nil
 }
 
-func (l *EtcdLiveness) nodeOf(key []byte) (NodeID, error) {
+func (l *Liveness) nodeOf(key []byte) (catalog.NodeID, error) {
 	n, err := strconv.ParseUint(strings.TrimPrefix(string(key), l.prefix), 10, 32)
 	if err != nil {
 		return 0, fmt.Errorf("liveness key %q: %w", key, err)
 	}
-	return NodeID(n), nil
+	return catalog.NodeID(n), nil
 }
 
-func (l *EtcdLiveness) parse(kv *mvccpb.KeyValue) (LiveInfo, error) {
+func (l *Liveness) parse(kv *mvccpb.KeyValue) (metalog.LiveInfo, error) {
 	node, err := l.nodeOf(kv.Key)
 	if err != nil {
-		return LiveInfo{}, err
+		return metalog.LiveInfo{}, err
 	}
-	var info LiveInfo
+	var info metalog.LiveInfo
 	if err := json.Unmarshal(kv.Value, &info); err != nil {
-		return LiveInfo{}, fmt.Errorf("liveness key %q: %w", kv.Key, err)
+		return metalog.LiveInfo{}, fmt.Errorf("liveness key %q: %w", kv.Key, err)
 	}
 	info.Node = node
 	return info, nil
@@ -153,24 +157,27 @@ func (l *EtcdLiveness) parse(kv *mvccpb.KeyValue) (LiveInfo, error) {
 // Watch implements Liveness: a read of the live keys, then a watch from the
 // read's revision. When the watch breaks (compaction, lost leader), the cache
 // reads again and watches again.
-func (l *EtcdLiveness) Watch(ctx context.Context) (*LiveCache, error) {
+func (l *Liveness) Watch(ctx context.Context) (*metalog.LiveCache, error) {
 	nodes, rev, err := l.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c := newLiveCache(nodes)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel = cancel
-	c.wg.Add(1)
+	var wg sync.WaitGroup
+	c := metalog.NewLiveCache(nodes, func() {
+		cancel()
+		wg.Wait()
+	})
+	wg.Add(1)
 	go func() {
-		defer c.wg.Done()
+		defer wg.Done()
 		l.follow(runCtx, c, rev)
 	}()
 	return c, nil
 }
 
 // follow keeps c current from revision rev on, until ctx is done.
-func (l *EtcdLiveness) follow(ctx context.Context, c *LiveCache, rev int64) {
+func (l *Liveness) follow(ctx context.Context, c *metalog.LiveCache, rev int64) {
 	logger := l.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -184,13 +191,13 @@ func (l *EtcdLiveness) follow(ctx context.Context, c *LiveCache, rev int64) {
 				}
 				attempt++
 				logger.Warn("live nodes cache: read failed; retrying", "err", err)
-				if sleepCtx(ctx, backoff(attempt)) != nil {
+				if backoff.Sleep(ctx, backoff.Delay(attempt)) != nil {
 					return
 				}
 				continue
 			}
 			attempt = 0
-			c.replace(nodes)
+			c.Replace(nodes)
 			rev = r
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -204,11 +211,11 @@ func (l *EtcdLiveness) follow(ctx context.Context, c *LiveCache, rev int64) {
 					continue
 				}
 				if ev.Type == mvccpb.DELETE {
-					c.remove(node)
+					c.Remove(node)
 					continue
 				}
 				if info, err := l.parse(ev.Kv); err == nil {
-					c.put(info)
+					c.Put(info)
 				}
 			}
 		}
@@ -218,4 +225,13 @@ func (l *EtcdLiveness) follow(ctx context.Context, c *LiveCache, rev int64) {
 		}
 		rev = 0 // read again
 	}
+}
+
+// leaseSeconds is ttl in whole seconds, at least 1; ttl <= 0 means
+// metalog.DefaultLeaseTTL.
+func leaseSeconds(ttl time.Duration) int64 {
+	if ttl <= 0 {
+		ttl = metalog.DefaultLeaseTTL
+	}
+	return max(1, int64((ttl+time.Second-1)/time.Second))
 }

@@ -1,4 +1,4 @@
-package catalog
+package etcdlog
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/minkdb/mink/metalog/internal/backoff"
+
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -25,6 +27,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/minkdb/mink/metalog"
 )
 
 // DefaultCluster is the default cluster name, the first element of every key
@@ -42,7 +46,7 @@ const (
 	truncateBatch = 1000
 )
 
-// EtcdLog is the metadata log in etcd. Under the prefix /<cluster>/ it uses:
+// Log is the metadata log in etcd. Under the prefix /<cluster>/ it uses:
 //
 //	log/<index, 20 digits>               one entry per key; index 1, 2, 3, ...
 //	log-head                             the last index, decimal
@@ -56,8 +60,8 @@ const (
 // deletes older chunks and the truncated entries, and compacts etcd's history
 // to the current revision.
 //
-// EtcdLog starts no goroutines; it is safe for concurrent use.
-type EtcdLog struct {
+// Log starts no goroutines; it is safe for concurrent use.
+type Log struct {
 	client *clientv3.Client
 	keys   etcdKeys
 	// head is the highest head seen, the guess for the next Append.
@@ -106,13 +110,13 @@ func (k etcdKeys) entryIndex(key []byte) (uint64, error) {
 	return strconv.ParseUint(s, 10, 64)
 }
 
-// NewEtcdLog returns the log of cluster ("" means DefaultCluster) in the etcd
+// New returns the log of cluster ("" means DefaultCluster) in the etcd
 // reached by client. The caller keeps ownership of client.
-func NewEtcdLog(client *clientv3.Client, cluster string) *EtcdLog {
-	return &EtcdLog{client: client, keys: keysFor(cluster), chunkBytes: SnapshotChunkBytes}
+func New(client *clientv3.Client, cluster string) *Log {
+	return &Log{client: client, keys: keysFor(cluster), chunkBytes: SnapshotChunkBytes}
 }
 
-func (l *EtcdLog) observeHead(h uint64) {
+func (l *Log) observeHead(h uint64) {
 	for {
 		cur := l.head.Load()
 		if h <= cur || l.head.CompareAndSwap(cur, h) {
@@ -132,7 +136,7 @@ func parseIndex(kvs []*mvccpb.KeyValue, what string) (uint64, error) {
 	return n, nil
 }
 
-func (l *EtcdLog) headIs(h uint64) clientv3.Cmp {
+func (l *Log) headIs(h uint64) clientv3.Cmp {
 	if h == 0 {
 		return clientv3.Compare(clientv3.CreateRevision(l.keys.head), "=", 0)
 	}
@@ -140,7 +144,7 @@ func (l *EtcdLog) headIs(h uint64) clientv3.Cmp {
 }
 
 // Append implements Log.
-func (l *EtcdLog) Append(ctx context.Context, data []byte) (uint64, error) {
+func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) {
 	return l.AppendBatch(ctx, [][]byte{data})
 }
 
@@ -155,35 +159,45 @@ func (l *EtcdLog) Append(ctx context.Context, data []byte) (uint64, error) {
 // to see whether the winner was its own attempt. So when it returns with ctx
 // still live, no attempt of it is in flight. If ctx ends first, the error
 // leaves the outcome unknown.
-func (l *EtcdLog) AppendBatch(ctx context.Context, entries [][]byte) (uint64, error) {
+func (l *Log) AppendBatch(ctx context.Context, entries [][]byte) (uint64, error) {
 	return l.appendBatch(ctx, nil, entries)
 }
 
-// AppendGuarded implements GuardedLog. The guard is an EtcdGuard: its
+// guardCmps is the condition of a guard made by NewGuard.
+type guardCmps []clientv3.Cmp
+
+// NewGuard returns a guard for Log: every cmp must hold in the append's
+// transaction. desc names the condition in errors.
+func NewGuard(desc string, cmps ...clientv3.Cmp) metalog.Guard {
+	return metalog.NewGuard(desc, guardCmps(cmps))
+}
+
+// AppendGuarded implements metalog.GuardedLog. The guard is one made by
+// NewGuard: its
 // comparisons join the head comparison in the append's transaction, and when
 // the transaction fails, a nested transaction in its else branch tells
 // whether the guard held. The ambiguity handling is AppendBatch's: after an
 // ambiguous failure the same conditional write is retried, and a guard seen
 // false with the head still at h means no attempt committed (nor can one
 // later: a guard does not become true again).
-func (l *EtcdLog) AppendGuarded(ctx context.Context, guard Guard, data []byte) (uint64, error) {
-	if len(guard.etcd) == 0 {
-		return 0, fmt.Errorf("etcd log append: %v is not an EtcdGuard: %w", guard, ErrNotAppended)
+func (l *Log) AppendGuarded(ctx context.Context, guard metalog.Guard, data []byte) (uint64, error) {
+	if cmps, _ := guard.Condition().(guardCmps); len(cmps) == 0 {
+		return 0, fmt.Errorf("etcd log append: %v is not an etcdlog guard: %w", guard, metalog.ErrNotAppended)
 	}
 	return l.appendBatch(ctx, &guard, [][]byte{data})
 }
 
-func (l *EtcdLog) appendBatch(ctx context.Context, guard *Guard, entries [][]byte) (uint64, error) {
+func (l *Log) appendBatch(ctx context.Context, guard *metalog.Guard, entries [][]byte) (uint64, error) {
 	size := 0
 	for _, e := range entries {
 		size += len(e)
 	}
 	switch {
 	case len(entries) == 0:
-		return 0, fmt.Errorf("etcd log append: no entries: %w", ErrNotAppended)
-	case len(entries) > MaxAppendEntries || size > MaxAppendBytes:
+		return 0, fmt.Errorf("etcd log append: no entries: %w", metalog.ErrNotAppended)
+	case len(entries) > metalog.MaxAppendEntries || size > metalog.MaxAppendBytes:
 		return 0, fmt.Errorf("etcd log append: %d entries of %d bytes exceed %d entries or %d bytes: %w",
-			len(entries), size, MaxAppendEntries, MaxAppendBytes, ErrNotAppended)
+			len(entries), size, metalog.MaxAppendEntries, metalog.MaxAppendBytes, metalog.ErrNotAppended)
 	}
 	n := uint64(len(entries))
 	h := l.head.Load()
@@ -199,8 +213,8 @@ func (l *EtcdLog) appendBatch(ctx context.Context, guard *Guard, entries [][]byt
 		cmps := []clientv3.Cmp{l.headIs(h)}
 		elses := []clientv3.Op{clientv3.OpGet(l.keys.head)}
 		if guard != nil {
-			cmps = append(cmps, guard.etcd...)
-			elses = append(elses, clientv3.OpTxn(guard.etcd, nil, nil))
+			cmps = append(cmps, guard.Condition().(guardCmps)...)
+			elses = append(elses, clientv3.OpTxn(guard.Condition().(guardCmps), nil, nil))
 		}
 		resp, err := l.client.Txn(ctx).If(cmps...).Then(puts...).Else(elses...).Commit()
 		var cur uint64
@@ -210,7 +224,7 @@ func (l *EtcdLog) appendBatch(ctx context.Context, guard *Guard, entries [][]byt
 			return h + 1, nil
 		case err == nil:
 			if cur, err = parseIndex(resp.Responses[0].GetResponseRange().Kvs, "log head"); err != nil {
-				return 0, fmt.Errorf("etcd log append: %w: %w", ErrNotAppended, err)
+				return 0, fmt.Errorf("etcd log append: %w: %w", metalog.ErrNotAppended, err)
 			}
 			if guard != nil && !resp.Responses[1].GetResponseTxn().GetSucceeded() {
 				if pending && cur > h {
@@ -226,7 +240,7 @@ func (l *EtcdLog) appendBatch(ctx context.Context, guard *Guard, entries [][]byt
 					}
 				}
 				l.observeHead(cur)
-				return 0, fmt.Errorf("etcd log append: %v: %w: %w", guard, ErrGuardFailed, ErrNotAppended)
+				return 0, fmt.Errorf("etcd log append: %v: %w: %w", guard, metalog.ErrGuardFailed, metalog.ErrNotAppended)
 			}
 		default:
 			lastErr = err
@@ -234,10 +248,10 @@ func (l *EtcdLog) appendBatch(ctx context.Context, guard *Guard, entries [][]byt
 				return 0, fmt.Errorf("etcd log append at %d: %w", h+1, err)
 			}
 			if !pending && definiteEtcdError(err) {
-				return 0, fmt.Errorf("etcd log append: %w: %w", ErrNotAppended, err)
+				return 0, fmt.Errorf("etcd log append: %w: %w", metalog.ErrNotAppended, err)
 			}
 			pending = true
-			if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+			if err := backoff.Sleep(ctx, backoff.Delay(attempt)); err != nil {
 				return 0, fmt.Errorf("etcd log append at %d: outcome unknown: %w (after %v)", h+1, err, lastErr)
 			}
 			if cur, err = l.Head(ctx); err != nil {
@@ -266,7 +280,7 @@ func (l *EtcdLog) appendBatch(ctx context.Context, guard *Guard, entries [][]byt
 
 // resolve reports whether entry index holds data, retrying reads until ctx
 // ends. A truncated entry cannot be resolved.
-func (l *EtcdLog) resolve(ctx context.Context, index uint64, data []byte) (bool, error) {
+func (l *Log) resolve(ctx context.Context, index uint64, data []byte) (bool, error) {
 	for attempt := 1; ; attempt++ {
 		resp, err := l.client.Get(ctx, l.keys.entry(index))
 		if err == nil {
@@ -275,7 +289,7 @@ func (l *EtcdLog) resolve(ctx context.Context, index uint64, data []byte) (bool,
 			}
 			return bytes.Equal(resp.Kvs[0].Value, data), nil
 		}
-		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+		if err := backoff.Sleep(ctx, backoff.Delay(attempt)); err != nil {
 			return false, err
 		}
 	}
@@ -298,7 +312,7 @@ func definiteEtcdError(err error) bool {
 }
 
 // Head implements Log with a linearizable read of log-head.
-func (l *EtcdLog) Head(ctx context.Context) (uint64, error) {
+func (l *Log) Head(ctx context.Context) (uint64, error) {
 	resp, err := l.client.Get(ctx, l.keys.head)
 	if err != nil {
 		return 0, fmt.Errorf("etcd log head: %w", err)
@@ -313,7 +327,7 @@ func (l *EtcdLog) Head(ctx context.Context) (uint64, error) {
 
 // Truncated returns the index at or below which entries may have been
 // deleted.
-func (l *EtcdLog) Truncated(ctx context.Context) (uint64, error) {
+func (l *Log) Truncated(ctx context.Context) (uint64, error) {
 	resp, err := l.client.Get(ctx, l.keys.truncated)
 	if err != nil {
 		return 0, fmt.Errorf("etcd log truncation point: %w", err)
@@ -329,7 +343,7 @@ var errRestartTail = errors.New("restart tail")
 // then a watch from the revision after it. A watch that fails (compaction,
 // lost leader) is replaced by a new range read from where it stopped.
 // fn must not modify data.
-func (l *EtcdLog) Tail(ctx context.Context, from uint64, fn func(index uint64, data []byte) error) error {
+func (l *Log) Tail(ctx context.Context, from uint64, fn func(index uint64, data []byte) error) error {
 	if from == 0 {
 		from = 1
 	}
@@ -352,7 +366,7 @@ func (l *EtcdLog) Tail(ctx context.Context, from uint64, fn func(index uint64, d
 
 // readFrom delivers the entries from *next to the head at one revision, which
 // it returns.
-func (l *EtcdLog) readFrom(ctx context.Context, next *uint64, fn func(uint64, []byte) error) (int64, error) {
+func (l *Log) readFrom(ctx context.Context, next *uint64, fn func(uint64, []byte) error) (int64, error) {
 	end := clientv3.WithRange(clientv3.GetPrefixRangeEnd(l.keys.logPrefix))
 	resp, err := l.client.Txn(ctx).Then(
 		clientv3.OpGet(l.keys.truncated),
@@ -367,7 +381,7 @@ func (l *EtcdLog) readFrom(ctx context.Context, next *uint64, fn func(uint64, []
 		return 0, err
 	}
 	if *next <= truncated {
-		return 0, fmt.Errorf("etcd log read from %d (truncated through %d): %w", *next, truncated, ErrTruncated)
+		return 0, fmt.Errorf("etcd log read from %d (truncated through %d): %w", *next, truncated, metalog.ErrTruncated)
 	}
 	page := resp.Responses[1].GetResponseRange()
 	for {
@@ -390,7 +404,7 @@ func (l *EtcdLog) readFrom(ctx context.Context, next *uint64, fn func(uint64, []
 	}
 }
 
-func (l *EtcdLog) deliver(next *uint64, kv *mvccpb.KeyValue, fn func(uint64, []byte) error) error {
+func (l *Log) deliver(next *uint64, kv *mvccpb.KeyValue, fn func(uint64, []byte) error) error {
 	index, err := l.keys.entryIndex(kv.Key)
 	if err != nil {
 		return err
@@ -410,7 +424,7 @@ func (l *EtcdLog) deliver(next *uint64, kv *mvccpb.KeyValue, fn func(uint64, []b
 	return nil
 }
 
-func (l *EtcdLog) watchFrom(ctx context.Context, next *uint64, rev int64, fn func(uint64, []byte) error) error {
+func (l *Log) watchFrom(ctx context.Context, next *uint64, rev int64, fn func(uint64, []byte) error) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for resp := range l.client.Watch(wctx, l.keys.logPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
@@ -459,7 +473,7 @@ type snapshotPointer struct {
 
 func chunkKey(prefix string, i int) string { return fmt.Sprintf("%s%06d", prefix, i) }
 
-func (l *EtcdLog) readPointer(ctx context.Context) (*snapshotPointer, *clientv3.GetResponse, error) {
+func (l *Log) readPointer(ctx context.Context) (*snapshotPointer, *clientv3.GetResponse, error) {
 	resp, err := l.client.Get(ctx, l.keys.snapshot)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read snapshot pointer: %w", err)
@@ -476,7 +490,7 @@ func (l *EtcdLog) readPointer(ctx context.Context) (*snapshotPointer, *clientv3.
 
 // LoadSnapshot implements Log. The chunks are read at the pointer's revision,
 // so a concurrent save cannot mix two snapshots.
-func (l *EtcdLog) LoadSnapshot(ctx context.Context) (uint64, []byte, error) {
+func (l *Log) LoadSnapshot(ctx context.Context) (uint64, []byte, error) {
 	for attempt := 1; ; attempt++ {
 		p, resp, err := l.readPointer(ctx)
 		if err != nil || p == nil {
@@ -493,7 +507,7 @@ func (l *EtcdLog) LoadSnapshot(ctx context.Context) (uint64, []byte, error) {
 	}
 }
 
-func (l *EtcdLog) readChunks(ctx context.Context, p *snapshotPointer, rev int64) ([]byte, error) {
+func (l *Log) readChunks(ctx context.Context, p *snapshotPointer, rev int64) ([]byte, error) {
 	data := make([]byte, 0, p.Bytes)
 	for i := range p.Chunks {
 		resp, err := l.client.Get(ctx, chunkKey(p.Prefix, i), clientv3.WithRev(rev))
@@ -528,7 +542,7 @@ func (l *EtcdLog) readChunks(ctx context.Context, p *snapshotPointer, rev int64)
 //
 // Keeping the entries of one snapshot interval lets nodes that lag by less
 // than that keep tailing instead of reloading the snapshot.
-func (l *EtcdLog) SaveSnapshot(ctx context.Context, index uint64, data []byte) error {
+func (l *Log) SaveSnapshot(ctx context.Context, index uint64, data []byte) error {
 	p, resp, err := l.readPointer(ctx)
 	if err != nil {
 		return err
@@ -602,14 +616,14 @@ func (l *EtcdLog) SaveSnapshot(ctx context.Context, index uint64, data []byte) e
 
 // deleteChunks removes the chunks of a snapshot that lost (best effort: the
 // next successful save deletes everything older than itself anyway).
-func (l *EtcdLog) deleteChunks(ctx context.Context, prefix string) {
+func (l *Log) deleteChunks(ctx context.Context, prefix string) {
 	l.client.Delete(ctx, prefix, clientv3.WithPrefix())
 }
 
 // truncate deletes the entries at or below through, in batches, starting at
 // the oldest entry still present (an earlier truncation may have stopped
 // half-way). It returns the revision after the last delete.
-func (l *EtcdLog) truncate(ctx context.Context, through uint64) (int64, error) {
+func (l *Log) truncate(ctx context.Context, through uint64) (int64, error) {
 	first, err := l.client.Get(ctx, l.keys.logPrefix, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
 	if err != nil {
 		return 0, err
@@ -633,8 +647,8 @@ func (l *EtcdLog) truncate(ctx context.Context, through uint64) (int64, error) {
 	return rev, nil
 }
 
-// Close implements Log. EtcdLog holds nothing but the caller's client.
-func (l *EtcdLog) Close() error { return nil }
+// Close implements Log. Log holds nothing but the caller's client.
+func (l *Log) Close() error { return nil }
 
 // DefaultDialTimeout is how long Dial retries an unreachable etcd by default.
 const DefaultDialTimeout = 30 * time.Second
@@ -644,20 +658,20 @@ const DefaultDialTimeout = 30 * time.Second
 // failure until timeout. The error after the last attempt names the
 // endpoints: "etcd at 127.0.0.1:2379 unreachable after 30s: ...".
 func Dial(ctx context.Context, endpoints []string, logger *slog.Logger, timeout time.Duration) (*clientv3.Client, error) {
-	return DialWith(ctx, endpoints, logger, timeout, EtcdCredentials{})
+	return DialWith(ctx, endpoints, logger, timeout, Credentials{})
 }
 
-// EtcdCredentials are what an etcd with authentication or TLS asks of its
+// Credentials are what an etcd with authentication or TLS asks of its
 // clients: a user and password (etcd's auth), and a TLS configuration
 // (server verification and a client certificate) for https endpoints.
-type EtcdCredentials struct {
+type Credentials struct {
 	User, Password string
 	TLS            *tls.Config
 }
 
 // DialWith is Dial with credentials. Credentials etcd refuses fail at
 // once, without retries: "etcd at …: the credentials are refused: …".
-func DialWith(ctx context.Context, endpoints []string, logger *slog.Logger, timeout time.Duration, creds EtcdCredentials) (*clientv3.Client, error) {
+func DialWith(ctx context.Context, endpoints []string, logger *slog.Logger, timeout time.Duration, creds Credentials) (*clientv3.Client, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -715,7 +729,7 @@ func DialWith(ctx context.Context, endpoints []string, logger *slog.Logger, time
 			return nil, fmt.Errorf("etcd at %s unreachable after %v: %w", where, timeout, err)
 		}
 		logger.Warn("etcd unreachable, retrying", "endpoints", endpoints, "attempt", attempt, "err", err)
-		if sleepCtx(ctx, min(backoff(attempt+3), time.Until(deadline))) != nil {
+		if backoff.Sleep(ctx, min(backoff.Delay(attempt+3), time.Until(deadline))) != nil {
 			continue // reported on the next pass
 		}
 	}

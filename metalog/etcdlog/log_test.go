@@ -1,4 +1,4 @@
-package catalog
+package etcdlog
 
 import (
 	"bytes"
@@ -15,6 +15,10 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/metalogtest"
 )
 
 func countKeys(t testing.TB, client *clientv3.Client, prefix string) int64 {
@@ -29,7 +33,7 @@ func countKeys(t testing.TB, client *clientv3.Client, prefix string) int64 {
 func TestEtcdLogTruncatesAndCompacts(t *testing.T) {
 	ctx := testContext(t, 30*time.Second)
 	client := testClient(t)
-	l := NewEtcdLog(client, testCluster(t))
+	l := New(client, testCluster(t))
 	for i := 1; i <= 30; i++ {
 		if _, err := l.Append(ctx, fmt.Appendf(nil, "e%d", i)); err != nil {
 			t.Fatal(err)
@@ -63,14 +67,14 @@ func TestEtcdLogTruncatesAndCompacts(t *testing.T) {
 		t.Fatalf("reading revision %d after the snapshot = %v, want ErrCompacted", oldRev, err)
 	}
 	// A tail started from the truncated part is told so; from 11 it works.
-	checkTail(t, l, 10, ErrTruncated)
-	checkTail(t, l, 11, nil)
+	metalogtest.CheckTail(t, l, 10, metalog.ErrTruncated)
+	metalogtest.CheckTail(t, l, 11, nil)
 }
 
 func TestEtcdSnapshotChunked(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	client := testClient(t)
-	l := NewEtcdLog(client, testCluster(t))
+	l := New(client, testCluster(t))
 	// Above etcd's default 1.5 MiB request limit.
 	big := make([]byte, 3*SnapshotChunkBytes+12345)
 	rand.Read(big)
@@ -112,7 +116,7 @@ func TestEtcdSnapshotRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := NewEtcdLog(client, cluster)
+			l := New(client, cluster)
 			l.chunkBytes = 1000
 			index := uint64(10 + i%3)
 			data := bytes.Repeat(fmt.Appendf(nil, "%d;", index), 2000)
@@ -122,7 +126,7 @@ func TestEtcdSnapshotRace(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	l := NewEtcdLog(client, cluster)
+	l := New(client, cluster)
 	index, data, err := l.LoadSnapshot(ctx)
 	if err != nil || index != 12 || !bytes.Equal(data, bytes.Repeat([]byte("12;"), 2000)) {
 		t.Fatalf("LoadSnapshot = %d, %d bytes, %v; want index 12 intact", index, len(data), err)
@@ -131,12 +135,12 @@ func TestEtcdSnapshotRace(t *testing.T) {
 
 func TestEtcdAppendTooLarge(t *testing.T) {
 	ctx := testContext(t, 10*time.Second)
-	l := NewEtcdLog(testClient(t), testCluster(t))
-	if _, err := l.Append(ctx, make([]byte, MaxAppendBytes+1)); !errors.Is(err, ErrNotAppended) {
-		t.Fatalf("Append of %d bytes = %v, want ErrNotAppended", MaxAppendBytes+1, err)
+	l := New(testClient(t), testCluster(t))
+	if _, err := l.Append(ctx, make([]byte, metalog.MaxAppendBytes+1)); !errors.Is(err, metalog.ErrNotAppended) {
+		t.Fatalf("Append of %d bytes = %v, want ErrNotAppended", metalog.MaxAppendBytes+1, err)
 	}
-	if _, err := l.AppendBatch(ctx, make([][]byte, MaxAppendEntries+1)); !errors.Is(err, ErrNotAppended) {
-		t.Fatalf("AppendBatch of %d entries = %v, want ErrNotAppended", MaxAppendEntries+1, err)
+	if _, err := l.AppendBatch(ctx, make([][]byte, metalog.MaxAppendEntries+1)); !errors.Is(err, metalog.ErrNotAppended) {
+		t.Fatalf("AppendBatch of %d entries = %v, want ErrNotAppended", metalog.MaxAppendEntries+1, err)
 	}
 	if h, err := l.Head(ctx); err != nil || h != 0 {
 		t.Fatalf("head = %d, %v; want 0", h, err)
@@ -144,8 +148,8 @@ func TestEtcdAppendTooLarge(t *testing.T) {
 	// The Catalog refuses such a record before appending it.
 	c := openCatalog(t, l, testOptions(0))
 	big := testTable("big")
-	big.Spec.Options = map[string]string{"comment": strings.Repeat("x", MaxAppendBytes)}
-	if _, err := c.Propose(ctx, big); !errors.Is(err, ErrNotAppended) {
+	big.Spec.Options = map[string]string{"comment": strings.Repeat("x", metalog.MaxAppendBytes)}
+	if _, err := c.Propose(ctx, big); !errors.Is(err, metalog.ErrNotAppended) {
 		t.Fatalf("Propose of a huge record = %v, want ErrNotAppended", err)
 	}
 }
@@ -163,7 +167,7 @@ func TestEtcdAppendLostResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	l := NewEtcdLog(client, cluster)
+	l := New(client, cluster)
 	indexes := map[uint64]string{}
 	cuts := 0
 	for i := range 12 {
@@ -184,7 +188,7 @@ func TestEtcdAppendLostResponse(t *testing.T) {
 	if cuts == 0 {
 		t.Fatal("no connection was cut")
 	}
-	direct := NewEtcdLog(testClient(t), cluster)
+	direct := New(testClient(t), cluster)
 	head, err := direct.Head(ctx)
 	if err != nil || head != 12 {
 		t.Fatalf("head = %d, %v; want 12 (one entry per append)", head, err)
@@ -207,15 +211,15 @@ func TestEtcdAppendLostResponse(t *testing.T) {
 func TestEtcdRestartAndBootstrap(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	cluster := testCluster(t)
-	l := NewEtcdLog(testClient(t), cluster)
-	a, err := Open(ctx, l, testOptions(5))
+	l := New(testClient(t), cluster)
+	a, err := metalog.Open(ctx, l, testOptions(5))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 33 {
-		rec := Record(testTable(fmt.Sprintf("t%d", i)))
+		rec := catalog.Record(testTable(fmt.Sprintf("t%d", i)))
 		if i%4 == 0 {
-			rec = RegisterNode{Node: 1, ExpectEpoch: uint64(i / 4)}
+			rec = catalog.RegisterNode{Node: 1, ExpectEpoch: uint64(i / 4)}
 		}
 		if _, err := a.Propose(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -230,7 +234,7 @@ func TestEtcdRestartAndBootstrap(t *testing.T) {
 
 	var applied applyLog
 	opts := testOptions(5)
-	opts.onApply = applied.hook
+	opts.TestingKnobs.OnApply = applied.hook
 	restarted := openCatalog(t, l, opts)
 	if got := encodeView(t, restarted.View()); !bytes.Equal(got, want) {
 		t.Fatal("restarted catalog's view differs")
@@ -239,7 +243,7 @@ func TestEtcdRestartAndBootstrap(t *testing.T) {
 		t.Fatalf("restarted catalog applied %v, want %v", applied.indexes, want)
 	}
 
-	fresh := openCatalog(t, NewEtcdLog(testClient(t), cluster), testOptions(5))
+	fresh := openCatalog(t, New(testClient(t), cluster), testOptions(5))
 	if got := encodeView(t, fresh.View()); !bytes.Equal(got, want) {
 		t.Fatal("new catalog's view differs")
 	}
@@ -263,9 +267,9 @@ func TestEtcdRestartAndBootstrap(t *testing.T) {
 func TestEtcdLaggingCatalogReloadsSnapshot(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	cluster := testCluster(t)
-	l := NewEtcdLog(testClient(t), cluster)
+	l := New(testClient(t), cluster)
 	a := openCatalog(t, l, testOptions(5))
-	if _, err := a.Propose(ctx, RegisterNode{Node: 1}); err != nil {
+	if _, err := a.Propose(ctx, catalog.RegisterNode{Node: 1}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -278,12 +282,12 @@ func TestEtcdLaggingCatalogReloadsSnapshot(t *testing.T) {
 	var mu sync.Mutex
 	var reloaded []uint64
 	opts := testOptions(5)
-	opts.onReload = func(index uint64) {
+	opts.TestingKnobs.OnReload = func(index uint64) {
 		mu.Lock()
 		reloaded = append(reloaded, index)
 		mu.Unlock()
 	}
-	b := openCatalog(t, NewEtcdLog(client, cluster), opts)
+	b := openCatalog(t, New(client, cluster), opts)
 	if b.AppliedIndex() != 1 {
 		t.Fatalf("b applied %d, want 1", b.AppliedIndex())
 	}
@@ -362,7 +366,7 @@ func TestDialUnreachable(t *testing.T) {
 func TestEtcdSnapshotInterruptedSave(t *testing.T) {
 	ctx := testContext(t, 30*time.Second)
 	client := testClient(t)
-	l := NewEtcdLog(client, testCluster(t))
+	l := New(client, testCluster(t))
 	for i := 1; i <= 30; i++ {
 		if _, err := l.Append(ctx, fmt.Appendf(nil, "e%d", i)); err != nil {
 			t.Fatal(err)
@@ -387,18 +391,23 @@ func TestEtcdSnapshotInterruptedSave(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkSnapshot(t, l, 20, "v20")
+	metalogtest.CheckSnapshot(t, l, 20, "v20")
 
 	if err := l.SaveSnapshot(ctx, 30, []byte("v30")); err != nil {
 		t.Fatal(err)
 	}
-	checkSnapshot(t, l, 30, "v30")
+	metalogtest.CheckSnapshot(t, l, 30, "v30")
 	if n := countKeys(t, client, l.keys.snapPrefix); n != 1 {
 		t.Fatalf("%d chunk keys after the next save, want 1 (the orphans deleted)", n)
 	}
 	if n := countKeys(t, client, l.keys.logPrefix); n != 10 {
 		t.Fatalf("%d log keys after truncating through 20, want 10 (21..30)", n)
 	}
-	checkTail(t, l, 21, nil)
-	checkTail(t, l, 20, ErrTruncated)
+	metalogtest.CheckTail(t, l, 21, nil)
+	metalogtest.CheckTail(t, l, 20, metalog.ErrTruncated)
+}
+func TestEtcdLogConformance(t *testing.T) {
+	metalogtest.LogConformance(t, func(t *testing.T) metalog.Log {
+		return New(testClient(t), testCluster(t))
+	})
 }

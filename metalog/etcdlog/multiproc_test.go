@@ -1,4 +1,4 @@
-package catalog
+package etcdlog
 
 import (
 	"bytes"
@@ -16,6 +16,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
 // The multi-process test: three helper processes (this test binary re-run
@@ -55,11 +58,11 @@ type appliedEntry struct {
 }
 
 type helperProposal struct {
-	Record   string `json:"record"` // sha256 of EncodeRecord
-	Index    uint64 `json:"index"`
-	Accepted bool   `json:"accepted"`
-	Unknown  bool   `json:"unknown"` // ErrUnknownOutcome
-	Node     NodeID `json:"node"`    // RegisterNode only
+	Record   string         `json:"record"` // sha256 of EncodeRecord
+	Index    uint64         `json:"index"`
+	Accepted bool           `json:"accepted"`
+	Unknown  bool           `json:"unknown"` // ErrUnknownOutcome
+	Node     catalog.NodeID `json:"node"`    // RegisterNode only
 }
 
 func hashHex(b []byte) string {
@@ -70,7 +73,7 @@ func hashHex(b []byte) string {
 // flakyLog loses an Append's request (not appended) or its response
 // (appended) at the given rate each.
 type flakyLog struct {
-	Log
+	metalog.Log
 	mu   sync.Mutex
 	rng  *rand.Rand
 	rate float64
@@ -158,7 +161,7 @@ func TestConcurrentProposersAcrossProcesses(t *testing.T) {
 	checkHelperResults(t, results)
 
 	// A new catalog bootstraps from the snapshot and the tail to the same view.
-	fresh := openCatalog(t, NewEtcdLog(testClient(t), cluster), testOptions(helperSnapEvery))
+	fresh := openCatalog(t, New(testClient(t), cluster), testOptions(helperSnapEvery))
 	if !bytes.Equal(encodeView(t, fresh.View()), results[0].FinalView) {
 		t.Fatal("a new catalog's view differs from the helpers'")
 	}
@@ -188,7 +191,7 @@ func checkHelperResults(t *testing.T, results []helperResult) {
 			t.Fatalf("helper %d's final view differs from helper 0's", i)
 		}
 	}
-	view, err := DecodeView(results[0].FinalView)
+	view, err := catalog.DecodeView(results[0].FinalView)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +209,7 @@ func checkHelperResults(t *testing.T, results []helperResult) {
 	}
 
 	var proposals, unknown, lost int
-	accepted := map[NodeID]uint64{}
+	accepted := map[catalog.NodeID]uint64{}
 	for i, r := range results {
 		lost += r.LostResponses
 		for _, p := range r.Proposals {
@@ -255,23 +258,23 @@ func TestHelperProposer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	log := &flakyLog{Log: NewEtcdLog(client, os.Getenv("MINK_HELPER_CLUSTER")), rng: rand.New(rand.NewPCG(uint64(seed), 1)), rate: 0.05}
+	log := &flakyLog{Log: New(client, os.Getenv("MINK_HELPER_CLUSTER")), rng: rand.New(rand.NewPCG(uint64(seed), 1)), rate: 0.05}
 
 	var res helperResult
 	var mu sync.Mutex // guards res
 	opts := testOptions(helperSnapEvery)
-	opts.snapshotJitter = 0 // the default: the processes race to save
-	opts.onApply = func(index uint64, entry []byte, out Outcome) {
+	opts.TestingKnobs.SnapshotJitter = 0 // the default: the processes race to save
+	opts.TestingKnobs.OnApply = func(index uint64, entry []byte, out catalog.Outcome) {
 		mu.Lock()
 		defer mu.Unlock()
 		res.Applied = append(res.Applied, appliedEntry{Index: index, Entry: hashHex(entry), Record: hashHex(entry[entryHeaderSize:])})
 	}
-	opts.onReload = func(index uint64) {
+	opts.TestingKnobs.OnReload = func(index uint64) {
 		mu.Lock()
 		defer mu.Unlock()
 		res.Reloads = append(res.Reloads, index)
 	}
-	c, err := Open(ctx, log, opts)
+	c, err := metalog.Open(ctx, log, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,21 +294,21 @@ func TestHelperProposer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := range helperProposals {
-				var rec Record = testTable(fmt.Sprintf("h%d-g%d-%d", id, g, j))
-				var node NodeID
+				var rec catalog.Record = testTable(fmt.Sprintf("h%d-g%d-%d", id, g, j))
+				var node catalog.NodeID
 				if j%5 == 0 {
 					// All processes register the same nodes: the state
 					// machine lets one registration per epoch win.
-					node = NodeID(j/5%3 + 1)
+					node = catalog.NodeID(j/5%3 + 1)
 					var expect uint64
-					c.Read(func(v *View) {
+					c.Read(func(v *catalog.View) {
 						if n := v.Nodes[node]; n != nil {
 							expect = n.Epoch
 						}
 					})
-					rec = RegisterNode{Node: node, ExpectEpoch: expect}
+					rec = catalog.RegisterNode{Node: node, ExpectEpoch: expect}
 				}
-				body, err := EncodeRecord(rec)
+				body, err := catalog.EncodeRecord(rec)
 				if err != nil {
 					t.Error(err)
 					return
@@ -313,9 +316,9 @@ func TestHelperProposer(t *testing.T) {
 				out, err := c.Propose(ctx, rec)
 				p := helperProposal{Record: hashHex(body), Index: out.Index, Accepted: err == nil, Node: node}
 				switch {
-				case errors.Is(err, ErrUnknownOutcome):
+				case errors.Is(err, metalog.ErrUnknownOutcome):
 					p.Unknown = true
-				case err != nil && !errors.Is(err, ErrStaleEpoch):
+				case err != nil && !errors.Is(err, catalog.ErrStaleEpoch):
 					t.Errorf("propose %+v: %v", rec, err)
 					return
 				}
@@ -339,7 +342,7 @@ func TestHelperProposer(t *testing.T) {
 	if err := c.WaitIndex(ctx, head); err != nil {
 		t.Fatal(err)
 	}
-	view, err := EncodeView(c.View())
+	view, err := catalog.EncodeView(c.View())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,3 +388,8 @@ func barrier(t *testing.T, dir, stage string, id int) {
 		time.Sleep(helperWaitPeriod)
 	}
 }
+
+// entryHeaderSize is the size of metalog's entry envelope before the encoded
+// record: a version byte and a 16-byte proposal id
+// (docs/format/metadata-log.md).
+const entryHeaderSize = 1 + 16

@@ -12,11 +12,12 @@ import (
 
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
-func openCatalog(t *testing.T) *catalog.Catalog {
+func openCatalog(t *testing.T) *metalog.Catalog {
 	t.Helper()
-	cat, err := catalog.Open(context.Background(), catalog.NewMemLog(), catalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cat, err := metalog.Open(context.Background(), metalog.NewMemLog(), metalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func openCatalog(t *testing.T) *catalog.Catalog {
 	return cat
 }
 
-func propose(t *testing.T, cat *catalog.Catalog, rec catalog.Record) catalog.Outcome {
+func propose(t *testing.T, cat *metalog.Catalog, rec catalog.Record) catalog.Outcome {
 	t.Helper()
 	out, err := cat.Propose(context.Background(), rec)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/server/access"
 )
 
@@ -111,7 +112,7 @@ func (f *fakeGroups) last() kmsg.Request {
 // carol (no LOGIN, "pw") and the topics t (owned by mink) and t2.
 type saslNode struct {
 	t      *testing.T
-	cat    *catalog.Catalog
+	cat    *metalog.Catalog
 	srv    *Server
 	addr   string
 	logs   *syncBuffer
@@ -130,7 +131,7 @@ func newSASLNode(t *testing.T, o saslNodeOpts) *saslNode {
 	t.Helper()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cat, err := catalog.Open(context.Background(), catalog.NewMemLog(), catalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cat, err := metalog.Open(context.Background(), metalog.NewMemLog(), metalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -766,7 +767,7 @@ func FuzzSASLToken(f *testing.F) {
 		f.Add([]byte(seed), uint8(1))
 		f.Add([]byte(seed), uint8(2))
 	}
-	cat, err := catalog.Open(context.Background(), catalog.NewMemLog(), catalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cat, err := metalog.Open(context.Background(), metalog.NewMemLog(), metalog.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		f.Fatal(err)
 	}

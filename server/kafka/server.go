@@ -20,7 +20,7 @@ import (
 )
 
 // Metadata is what the listener needs from the metadata log;
-// *catalog.Catalog implements it.
+// *metalog.Catalog implements it.
 type Metadata interface {
 	Read(fn func(v *catalog.View))
 	Propose(ctx context.Context, rec catalog.Record) (catalog.Outcome, error)

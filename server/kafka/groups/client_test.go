@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
 // The tests in this file run franz-go's consumer against a Coordinator
@@ -45,7 +46,7 @@ func startBroker(t *testing.T, topics map[string]int32) (*testBroker, *node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := openNode(t, catalog.NewMemLog(), 1, nil)
+	n := openNode(t, metalog.NewMemLog(), 1, nil)
 	n.propose(catalog.RegisterNode{Node: 1, Addrs: catalog.Addrs{Kafka: ln.Addr().String()}})
 	n.propose(catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1})
 	for name, partitions := range topics {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
 // Config configures a Coordinator.
@@ -18,7 +19,7 @@ type Config struct {
 	Node catalog.NodeID
 	// Meta is the node's metadata log: committed offsets are read from its
 	// view and proposed to it.
-	Meta *catalog.Catalog
+	Meta *metalog.Catalog
 	// Coordinator names the node that coordinates every group now, and that
 	// node's advertised Kafka address (host:port); ok is false while there
 	// is none. The listener passes the metadata view's coordinator lease

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
 func TestMain(m *testing.M) {
@@ -53,7 +54,7 @@ func (f *fakeClock) add(d time.Duration) {
 type node struct {
 	t     *testing.T
 	id    catalog.NodeID
-	cat   *catalog.Catalog
+	cat   *metalog.Catalog
 	coord *Coordinator
 	clock *fakeClock
 	// override, when set, replaces the view's coordinator (tests of
@@ -71,9 +72,9 @@ func (n *node) setOverride(f func() (catalog.NodeID, string, bool)) {
 
 // openNode opens node id's catalog on log and its Coordinator (on the real
 // clock when clock is nil); both are closed when the test ends.
-func openNode(t *testing.T, log *catalog.MemLog, id catalog.NodeID, clock *fakeClock) *node {
+func openNode(t *testing.T, log *metalog.MemLog, id catalog.NodeID, clock *fakeClock) *node {
 	t.Helper()
-	cat, err := catalog.Open(context.Background(), log, catalog.Options{Logger: quietLogger()})
+	cat, err := metalog.Open(context.Background(), log, metalog.Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func (n *node) propose(rec catalog.Record) catalog.Outcome {
 func newCluster(t *testing.T) *node {
 	t.Helper()
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	n := openNode(t, catalog.NewMemLog(), 1, clock)
+	n := openNode(t, metalog.NewMemLog(), 1, clock)
 	n.propose(catalog.RegisterNode{Node: 1, Addrs: catalog.Addrs{Kafka: "10.0.0.1:9092"}})
 	n.propose(catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1})
 	n.propose(catalog.CreateTable{Spec: catalog.TableSpec{Name: "events", Buckets: 4,

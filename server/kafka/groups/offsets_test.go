@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
 )
 
 // TestOffsetCommitFetch: commits are validated against the view's log
@@ -239,7 +240,7 @@ func TestCommitBatches(t *testing.T) {
 // rejoins on node 2.
 func TestCoordinatorMoves(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	log := catalog.NewMemLog()
+	log := metalog.NewMemLog()
 	a := openNode(t, log, 1, clock)
 	b := openNode(t, log, 2, clock)
 	a.propose(catalog.RegisterNode{Node: 1, Addrs: catalog.Addrs{Kafka: "10.0.0.1:9092"}})

@@ -95,8 +95,9 @@ package sqlfront_test
 //
 // runs a tiering round of TABLE and waits for it to finish (the admin API's
 // POST /api/v1/tiering/run?wait=1, what `mink tiering run --wait` does),
-// so that TABLE's committed rows are read from the lake from then on; the
-// round is retried while no node holds the coordinator lease yet (right
+// so that TABLE's committed rows are read from the lake from then on (the
+// round must leave no row untiered: nothing else writes while a file
+// runs); the round is retried while no node holds the coordinator lease yet (right
 // after a restart). Rounds run only on tier: the harness's nodes have a
 // tiering freshness of an hour. On PostgreSQL it does nothing.
 //
@@ -655,8 +656,16 @@ func (r *logicRunner) tier(rec *logicRecord) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		err := admin.TieringRun(ctx, rec.conn, true, func(server.TieringRunEvent) {})
+		var lag uint64
+		err := admin.TieringRun(ctx, rec.conn, true, func(ev server.TieringRunEvent) {
+			if ev.Type == "done" {
+				lag = ev.LagRows
+			}
+		})
 		cancel()
+		if err == nil && lag != 0 {
+			r.t.Fatalf("line %d: tier %s: %d rows left untiered, with nothing writing", rec.line, rec.conn, lag)
+		}
 		if err == nil {
 			return
 		}

@@ -205,3 +205,113 @@ func (v *View) Topic(name string) (*Table, int, bool) {
 	}
 	return t, topicPartitions(t), true
 }
+
+// TableByName returns the table named name (names compare exactly; sqlfront
+// folds identifiers before they get here).
+func (v *View) TableByName(name string) (*Table, bool) {
+	for _, t := range v.Tables {
+		if t.Spec.Name == name {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// LedBy returns the buckets whose leader is node, sorted.
+func (v *View) LedBy(node NodeID) []BucketID {
+	var ids []BucketID
+	for id, b := range v.Buckets {
+		if b.Leader == node {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// BucketsOf returns all buckets of table t, those of its partitions included,
+// sorted; nil for an unknown table.
+func (v *View) BucketsOf(t TableID) []BucketID {
+	table := v.Tables[t]
+	if table == nil {
+		return nil
+	}
+	ids := slices.Clone(table.Buckets)
+	for _, p := range table.Partitions {
+		ids = append(ids, p.Buckets...)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Clone returns a deep copy of v: nothing reachable from it is shared with v.
+func (v *View) Clone() *View {
+	c := &View{
+		Index:       v.Index,
+		Nodes:       make(map[NodeID]*Node, len(v.Nodes)),
+		Coordinator: v.Coordinator,
+		Tables:      make(map[TableID]*Table, len(v.Tables)),
+		Buckets:     make(map[BucketID]*Bucket, len(v.Buckets)),
+		Streams:     make(map[StreamID]*Stream, len(v.Streams)),
+		WALTrims:    maps.Clone(v.WALTrims),
+		Groups:      make(map[string]*Group, len(v.Groups)),
+		Roles:       make(map[RoleID]*Role, len(v.Roles)),
+		NextID:      v.NextID,
+		NextRoleID:  v.NextRoleID,
+		ClusterKey:  slices.Clone(v.ClusterKey),
+	}
+	for id, r := range v.Roles {
+		c.Roles[id] = r.clone()
+	}
+	for name, g := range v.Groups {
+		c.Groups[name] = g.clone()
+	}
+	if c.WALTrims == nil {
+		c.WALTrims = map[WALID]uint64{}
+	}
+	for id, n := range v.Nodes {
+		nc := *n
+		c.Nodes[id] = &nc
+	}
+	for id, t := range v.Tables {
+		c.Tables[id] = t.clone()
+	}
+	for id, b := range v.Buckets {
+		bc := *b
+		bc.Snapshots = slices.Clone(b.Snapshots)
+		c.Buckets[id] = &bc
+	}
+	for id, s := range v.Streams {
+		sc := *s
+		sc.Objects = slices.Clone(s.Objects)
+		c.Streams[id] = &sc
+	}
+	return c
+}
+
+func (t *Table) clone() *Table {
+	c := *t
+	c.Spec.Columns = slices.Clone(t.Spec.Columns)
+	for i, col := range c.Spec.Columns {
+		if col.Missing != nil {
+			m := *col.Missing
+			c.Spec.Columns[i].Missing = &m
+		}
+	}
+	c.Spec.PrimaryKey = slices.Clone(t.Spec.PrimaryKey)
+	c.Spec.BucketKey = slices.Clone(t.Spec.BucketKey)
+	c.Spec.Options = maps.Clone(t.Spec.Options)
+	c.Buckets = slices.Clone(t.Buckets)
+	if t.Partitions != nil {
+		c.Partitions = make(map[PartitionID]*Partition, len(t.Partitions))
+		for id, p := range t.Partitions {
+			pc := *p
+			pc.Buckets = slices.Clone(p.Buckets)
+			c.Partitions[id] = &pc
+		}
+	}
+	c.Tiering.Offsets = maps.Clone(t.Tiering.Offsets)
+	c.Sequences = maps.Clone(t.Sequences)
+	c.ACL = slices.Clone(t.ACL)
+	return &c
+}

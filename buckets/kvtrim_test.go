@@ -17,12 +17,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/objstore"
+	"github.com/minkdb/mink/plan"
 )
 
 // waitCommitted waits until the bucket's stream has committed everything
@@ -95,7 +95,7 @@ func TestKVBucketTrimmedChangelogReopen(t *testing.T) {
 	// below the oldest retained snapshot. Past it is refused.
 	var st catalog.Stream
 	cat.Read(func(v *catalog.View) { st = *v.Streams[catalog.StreamID(id)] })
-	point := s3stream.TrimPoint(&st, snaps[0].LogOffset, time.Time{})
+	point := plan.TrimPoint(&st, snaps[0].LogOffset, time.Time{})
 	if point == 0 {
 		t.Fatalf("no trim point below snapshot offset %d; objects %+v", snaps[0].LogOffset, st.Objects)
 	}
@@ -267,7 +267,7 @@ func TestKVBucketTrimmedRestoreFromLake(t *testing.T) {
 	snaps := retained(cat, id)
 	var st catalog.Stream
 	cat.Read(func(v *catalog.View) { st = *v.Streams[catalog.StreamID(id)] })
-	point := s3stream.TrimPoint(&st, min(snaps[0].LogOffset, tiered), time.Time{})
+	point := plan.TrimPoint(&st, min(snaps[0].LogOffset, tiered), time.Time{})
 	if point == 0 {
 		t.Fatalf("nothing to trim: snapshots %+v, tiered %d", snaps, tiered)
 	}
@@ -444,7 +444,7 @@ func TestKVBucketTrimModel(t *testing.T) {
 					t.Fatalf("seed %d step %d: trim to the end %d past snapshot offset %d: %v", seed, step, st.End, snaps[0].LogOffset, err)
 				}
 			}
-			if p := s3stream.TrimPoint(&st, snaps[0].LogOffset, time.Time{}); p > st.Start {
+			if p := plan.TrimPoint(&st, snaps[0].LogOffset, time.Time{}); p > st.Start {
 				if _, err := cat.Propose(ctx, catalog.TrimStream{Stream: st.ID, Start: p, CoordinatorEpoch: epoch}); err != nil {
 					t.Fatalf("seed %d step %d: trim to %d: %v", seed, step, p, err)
 				}

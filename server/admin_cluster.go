@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/plan"
 )
 
 // BucketStatus is one bucket in GET /api/v1/tables/{name}/buckets.
@@ -66,11 +67,11 @@ func (s *Server) handleTableBuckets(w http.ResponseWriter, r *http.Request) {
 // /api/v1/cluster/rebalance.
 type RebalanceEvent struct {
 	// Type is "plan", "moved", "done" or "error".
-	Type  string `json:"type"`
-	Moves []Move `json:"moves,omitempty"`
-	Move  *Move  `json:"move,omitempty"`
-	Done  int    `json:"done,omitempty"`
-	Total int    `json:"total,omitempty"`
+	Type  string      `json:"type"`
+	Moves []plan.Move `json:"moves,omitempty"`
+	Move  *plan.Move  `json:"move,omitempty"`
+	Done  int         `json:"done,omitempty"`
+	Total int         `json:"total,omitempty"`
 	// ElapsedMS is how long the move took, until the new leader had the
 	// bucket open.
 	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
@@ -111,8 +112,8 @@ func (s *Server) rebalance(ctx context.Context, epoch uint64, dryRun bool, emit 
 		live = append(live, id)
 	}
 	sort.Slice(live, func(i, j int) bool { return live[i] < live[j] })
-	var moves []Move
-	s.cat.Read(func(v *catalog.View) { moves = planRebalance(v, live) })
+	var moves []plan.Move
+	s.cat.Read(func(v *catalog.View) { moves = plan.Rebalance(v, live) })
 	emit(RebalanceEvent{Type: "plan", Moves: moves, Total: len(moves)})
 	if dryRun {
 		emit(RebalanceEvent{Type: "done", Total: len(moves)})

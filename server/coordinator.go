@@ -11,91 +11,12 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/plan"
 )
 
 // The coordinator's decisions are pure functions of the view and the live
-// set (spec: "Assignment"); coordinate is the thin loop that proposes them.
-
-// bucketGroup is the buckets of one table or one partition, by index.
-type bucketGroup struct {
-	table     catalog.TableID
-	partition catalog.PartitionID
-}
-
-// planAssign gives every bucket without a leader to a live node: bucket i of
-// a table or partition goes to live[(i + start) % n], with start derived from
-// the clock so that consecutive tables begin on different nodes. live must
-// be sorted.
-func planAssign(v *catalog.View, live []catalog.NodeID, clock uint64, epoch uint64) []catalog.LeadBucket {
-	if len(live) == 0 {
-		return nil
-	}
-	groups := map[bucketGroup][]*catalog.Bucket{}
-	for _, b := range v.Buckets {
-		if b.Leader == 0 {
-			g := bucketGroup{b.Table, b.Partition}
-			groups[g] = append(groups[g], b)
-		}
-	}
-	keys := make([]bucketGroup, 0, len(groups))
-	for g := range groups {
-		keys = append(keys, g)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].table != keys[j].table {
-			return keys[i].table < keys[j].table
-		}
-		return keys[i].partition < keys[j].partition
-	})
-	var out []catalog.LeadBucket
-	for gi, g := range keys {
-		start := int((clock + uint64(gi)) % uint64(len(live)))
-		bs := groups[g]
-		sort.Slice(bs, func(i, j int) bool { return bs[i].Index < bs[j].Index })
-		for _, b := range bs {
-			out = append(out, catalog.LeadBucket{Bucket: b.ID, Node: live[(b.Index+start)%len(live)], CoordinatorEpoch: epoch})
-		}
-	}
-	return out
-}
-
-// planFailover moves every bucket whose leader is not live to the
-// least-loaded live node (load = buckets led, counting the moves planned so
-// far), lowest id on ties. live must be sorted.
-func planFailover(v *catalog.View, live []catalog.NodeID, epoch uint64) []catalog.LeadBucket {
-	if len(live) == 0 {
-		return nil
-	}
-	isLive := map[catalog.NodeID]bool{}
-	load := map[catalog.NodeID]int{}
-	for _, n := range live {
-		isLive[n] = true
-		load[n] = 0
-	}
-	var orphans []*catalog.Bucket
-	for _, b := range v.Buckets {
-		switch {
-		case b.Leader == 0:
-		case isLive[b.Leader]:
-			load[b.Leader]++
-		default:
-			orphans = append(orphans, b)
-		}
-	}
-	sort.Slice(orphans, func(i, j int) bool { return orphans[i].ID < orphans[j].ID })
-	var out []catalog.LeadBucket
-	for _, b := range orphans {
-		best := live[0]
-		for _, n := range live[1:] {
-			if load[n] < load[best] {
-				best = n
-			}
-		}
-		load[best]++
-		out = append(out, catalog.LeadBucket{Bucket: b.ID, Node: best, CoordinatorEpoch: epoch})
-	}
-	return out
-}
+// set (package plan; spec: "Assignment"); coordinate is the thin loop that
+// proposes them.
 
 // coordinate runs the coordinator's loops while this node holds the
 // coordinator lease at epoch: it assigns new buckets as soon as they appear
@@ -178,14 +99,14 @@ func (s *Server) coordinateOnce(ctx context.Context, epoch uint64, live *metalog
 		nodes = append(nodes, id)
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i] < nodes[j] })
-	var plan []catalog.LeadBucket
+	var leads []catalog.LeadBucket
 	s.cat.Read(func(v *catalog.View) {
-		plan = planAssign(v, nodes, uint64(time.Now().UnixNano()/int64(time.Millisecond)), epoch)
+		leads = plan.Assign(v, nodes, uint64(time.Now().UnixNano()/int64(time.Millisecond)), epoch)
 		if failover {
-			plan = append(plan, planFailover(v, nodes, epoch)...)
+			leads = append(leads, plan.Failover(v, nodes, epoch)...)
 		}
 	})
-	for _, lb := range plan {
+	for _, lb := range leads {
 		_, err := s.cat.Propose(ctx, lb)
 		if errors.Is(err, catalog.ErrStaleEpoch) {
 			var current uint64

@@ -11,6 +11,7 @@ import (
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/plan"
 	"github.com/minkdb/mink/tiering"
 )
 
@@ -145,17 +146,6 @@ func (w *tieringWorker) policy(spec catalog.TableSpec) tablePolicy {
 	return p
 }
 
-// behind reports whether any bucket of t has committed rows past its tiered
-// offset.
-func behind(v *catalog.View, t *catalog.Table) bool {
-	for _, b := range v.BucketsOf(t.ID) {
-		if st := v.Streams[catalog.StreamID(b)]; st != nil && st.End > t.Tiering.Offsets[b] {
-			return true
-		}
-	}
-	return false
-}
-
 // run is the worker loop of one lease: every tick it starts the rounds that
 // are due, one table at a time, and collects lake garbage every GCInterval.
 // It returns when ctx is done or a round finds the epoch stale.
@@ -193,25 +183,16 @@ func (w *tieringWorker) run(ctx context.Context, epoch uint64) {
 	}
 }
 
-// lakeRetired reports whether the lake of t may hold rows of buckets t no
-// longer has: a lake snapshot is recorded but no offsets are (TRUNCATE
-// emptied them, or every partition was dropped). The next round deletes
-// those rows; with nothing left to delete it commits nothing, so a table
-// that stays so costs one read of its lake metadata per freshness.
-func lakeRetired(t *catalog.Table) bool {
-	return t.Tiering.LakeSnapshotID != 0 && len(t.Tiering.Offsets) == 0
-}
-
-// runDue runs a round of every table that is due: tiering on, new committed
-// rows that have waited its freshness, or a lake that may hold rows of
-// retired buckets (after TRUNCATE), and its freshness passed since the last
-// attempt (or a run was requested).
+// runDue runs a round of every table that is due (plan.Due): tiering on, new
+// committed rows that have waited its freshness, or a lake that may hold rows
+// of retired buckets (after TRUNCATE), and its freshness passed since the
+// last attempt (or a run was requested).
 func (w *tieringWorker) runDue(ctx context.Context, epoch uint64) (fenced bool) {
-	type due struct {
+	type dueTable struct {
 		id   catalog.TableID
 		name string
 	}
-	var todo []due
+	var todo []dueTable
 	now := time.Now()
 	w.s.cat.Read(func(v *catalog.View) {
 		w.mu.Lock()
@@ -220,23 +201,11 @@ func (w *tieringWorker) runDue(ctx context.Context, epoch uint64) (fenced bool) 
 			t := v.Tables[id]
 			p := w.policy(t.Spec)
 			st := w.tableLocked(id)
-			isBehind := behind(v, t)
-			switch {
-			case !isBehind:
-				st.behindSince = time.Time{}
-			case st.behindSince.IsZero():
-				st.behindSince = now
-			}
-			if !p.enabled || st.running {
-				continue
-			}
-			// Due when the oldest untiered rows have waited freshness (as
-			// far as the worker has seen) and the last attempt is that old
-			// too: rows reach the lake within about freshness, and a
-			// failing table is retried at that pace.
-			waited := now.Sub(st.lastAttempt) >= p.freshness
-			if st.requested || (isBehind && now.Sub(st.behindSince) >= p.freshness && waited) || (lakeRetired(t) && waited) {
-				todo = append(todo, due{id, t.Spec.Name})
+			due, behindSince := plan.Due(v, t, plan.TableWork{Enabled: p.enabled, Freshness: p.freshness,
+				Requested: st.requested, Running: st.running, LastAttempt: st.lastAttempt, BehindSince: st.behindSince}, now)
+			st.behindSince = behindSince
+			if due {
+				todo = append(todo, dueTable{id, t.Spec.Name})
 			}
 		}
 		for id := range w.mu.tables {

@@ -16,40 +16,6 @@ import (
 	"github.com/minkdb/mink/objstore"
 )
 
-func TestTrimPoint(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	st := &catalog.Stream{Start: 10, End: 40, Objects: []catalog.StreamObject{
-		{Key: "a", Start: 10, End: 20, At: t0.Add(1 * time.Minute)},
-		{Key: "b", Start: 20, End: 30, At: t0.Add(2 * time.Minute)},
-		{Key: "c", Start: 30, End: 40, At: t0.Add(3 * time.Minute)},
-	}}
-	for _, c := range []struct {
-		limit     uint64
-		olderThan time.Time
-		want      uint64
-	}{
-		{40, time.Time{}, 40},               // no age condition: up to the limit
-		{39, time.Time{}, 30},               // rounded down to a boundary
-		{15, time.Time{}, 10},               // nothing below the limit
-		{40, t0.Add(2 * time.Minute), 20},   // "b" is not older than the cutoff
-		{40, t0.Add(2*time.Minute + 1), 30}, // "b" is
-		{25, t0.Add(time.Hour), 20},         // the limit wins over age
-		{40, t0, 10},                        // nothing old enough
-	} {
-		if got := TrimPoint(st, c.limit, c.olderThan); got != c.want {
-			t.Errorf("TrimPoint(limit %d, older than %v) = %d, want %d", c.limit, c.olderThan, got, c.want)
-		}
-	}
-	// An object of unknown age stops an age-based trim.
-	st.Objects[1].At = time.Time{}
-	if got := TrimPoint(st, 40, t0.Add(time.Hour)); got != 20 {
-		t.Errorf("with an object of unknown age: %d, want 20", got)
-	}
-	if got := TrimPoint(&catalog.Stream{Start: 5, End: 5}, 100, time.Time{}); got != 5 {
-		t.Errorf("empty stream: %d, want 5", got)
-	}
-}
-
 // becomeCoordinator registers node as coordinator and returns the epoch.
 func (h *harness) becomeCoordinator(n *testNode) uint64 {
 	h.t.Helper()

@@ -9,9 +9,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/minkdb/mink/buckets"
-	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/plan"
 	"github.com/minkdb/mink/server/flightsvc"
 )
 
@@ -95,7 +95,7 @@ func TestKVChangelogAfterTrim(t *testing.T) {
 		oldest = v.Buckets[id].Snapshots[0].LogOffset
 		epoch = v.Coordinator.Epoch
 	})
-	point := s3stream.TrimPoint(&st, oldest, time.Time{})
+	point := plan.TrimPoint(&st, oldest, time.Time{})
 	if point == 0 {
 		t.Fatalf("nothing to trim below snapshot offset %d: %+v", oldest, st.Objects)
 	}

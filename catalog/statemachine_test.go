@@ -25,7 +25,7 @@ import (
 //	apply
 //	<one record per line, in the syntax of parseRecord>
 //	----
-//	<index>: ok [epoch=… table=… partition=… buckets=[…] end=…]
+//	<index>: ok [epoch=… table=… partition=… buckets=[…] end=… start=… role=…]
 //	<index>: rejected <sentinel>: <message>
 //
 //	view
@@ -146,6 +146,8 @@ var sentinels = []struct {
 	{"ErrNotFound", catalog.ErrNotFound},
 	{"ErrGap", catalog.ErrGap},
 	{"ErrInvalid", catalog.ErrInvalid},
+	{"ErrSequenceExhausted", catalog.ErrSequenceExhausted},
+	{"ErrInUse", catalog.ErrInUse},
 }
 
 // formatOutcome renders o for the scripts. It fails the test when a rejection
@@ -155,7 +157,7 @@ var sentinels = []struct {
 func formatOutcome(t testing.TB, rec catalog.Record, o catalog.Outcome) string {
 	t.Helper()
 	if o.Err != nil {
-		if o.Epoch != 0 || o.Table != 0 || o.Partition != 0 || o.Buckets != nil || o.End != 0 {
+		if o.Epoch != 0 || o.Table != 0 || o.Partition != 0 || o.Buckets != nil || o.End != 0 || o.SequenceStart != 0 || o.Role != 0 {
 			t.Fatalf("rejected outcome with results: %+v", o)
 		}
 		var names []string
@@ -203,6 +205,12 @@ func formatOutcome(t testing.TB, rec catalog.Record, o catalog.Outcome) string {
 	case catalog.KindCommitStreamObjects:
 		s += fmt.Sprintf(" end=%d", o.End)
 		want.End = o.End
+	case catalog.KindAllocateSequence:
+		s += fmt.Sprintf(" start=%d", o.SequenceStart)
+		want.SequenceStart = o.SequenceStart
+	case catalog.KindCreateRole, catalog.KindAlterRole:
+		s += fmt.Sprintf(" role=%d", o.Role)
+		want.Role = o.Role
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("%v outcome %+v sets fields its kind does not return", rec.Kind(), o)

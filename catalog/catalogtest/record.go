@@ -1,6 +1,7 @@
 package catalogtest
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/catalog"
 )
 
@@ -37,7 +39,7 @@ func parseObject(a *recordArgs, o string, stream catalog.StreamID, epoch uint64)
 //	register-node node=1 expect=0 [pg=… flight=… admin=…]
 //	register-coordinator node=1 node-epoch=1 expect=0
 //	create-table name=t cols=(id bigint not null, v text default 'x') [pk=(id)]
-//	             [partition-by=dt] [buckets=2] [bucket-key=(id)] [opts=(k=v, …)]
+//	             [partition-by=dt] [buckets=2] [bucket-key=(id)] [opts=(k=v, …)] [owner=16384]
 //	drop-table table=1
 //	create-partition table=1 value=2024-01-01
 //	drop-partition table=1 partition=5
@@ -54,6 +56,21 @@ func parseObject(a *recordArgs, o string, stream catalog.StreamID, epoch uint64)
 //	truncate-table table=1 [restart=true]
 //	commit-group-offsets group=g coord=1 offsets=(events/0=5, events/1=7~2:meta)
 //	delete-group-offsets group=g coord=1 [all=true] [partitions=(events/0, events/1)]
+//	allocate-sequence table=1 col=id count=10 [epoch=1]
+//	add-column table=1 col=(c integer [not null] [default 7]) [missing=7]  (no missing=: NULL)
+//	set-column-default table=1 col=v [default='y']                         (no default=: drop it)
+//	create-role name=alice [login=true] [superuser=true] [password=pw | verifier=text]
+//	alter-role role=16384 [name=bob] [login=true|false] [superuser=true|false] [password=pw | verifier=text]
+//	drop-role role=16384
+//	grant-role role=16384 member=16385 [revoke=true]
+//	grant-table tables=(1, 4) grantee=16384|public privileges=(SELECT, INSERT | ALL | NONE) [revoke=true]
+//	set-table-owner table=1 owner=16384
+//	set-cluster-key key=<hex>
+//
+// A column is "name type [not null] [serial | generated always | generated
+// by default] [default <literal>]"; an empty name or type is written `""`. password=pw
+// stores a verifier of pw with a fresh salt (an empty pw: no password), so a
+// script never prints it; verifier=text stores text as the verifier.
 //
 // A group offset without ~ has leader epoch -1; :text sets its metadata.
 //
@@ -96,7 +113,7 @@ func ParseRecord(line string) (catalog.Record, error) {
 			}
 			spec.Options[k] = v
 		}
-		rec = catalog.CreateTable{Spec: spec}
+		rec = catalog.CreateTable{Spec: spec, Owner: catalog.RoleID(a.uint("owner"))}
 	case "drop-table":
 		rec = catalog.DropTable{Table: catalog.TableID(a.uint("table"))}
 	case "create-partition":
@@ -174,6 +191,71 @@ func ParseRecord(line string) (catalog.Record, error) {
 			r.Offsets = append(r.Offsets, g)
 		}
 		rec = r
+	case "allocate-sequence":
+		rec = catalog.AllocateSequence{Table: catalog.TableID(a.uint("table")), Column: a.str("col"),
+			Count: a.uint("count"), Epoch: a.uint("epoch")}
+	case "add-column":
+		r := catalog.AddColumn{Table: catalog.TableID(a.uint("table"))}
+		if r.Column, err = parseColumn(a.str("col")); err != nil {
+			return nil, err
+		}
+		if _, ok := a.vals["missing"]; ok {
+			m := a.str("missing")
+			r.Column.Missing = &m
+		}
+		rec = r
+	case "set-column-default":
+		rec = catalog.SetColumnDefault{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), Default: a.str("default")}
+	case "create-role":
+		r := catalog.CreateRole{Name: a.str("name"), Login: a.bool("login"), Superuser: a.bool("superuser")}
+		r.Verifier = a.verifier()
+		rec = r
+	case "alter-role":
+		r := catalog.AlterRole{Role: catalog.RoleID(a.uint("role")), Name: a.str("name"),
+			Login: a.optBool("login"), Superuser: a.optBool("superuser")}
+		if _, ok := a.vals["password"]; ok {
+			v := a.verifier()
+			r.Verifier = &v
+		} else if _, ok := a.vals["verifier"]; ok {
+			v := a.verifier()
+			r.Verifier = &v
+		}
+		rec = r
+	case "drop-role":
+		rec = catalog.DropRole{Role: catalog.RoleID(a.uint("role"))}
+	case "grant-role":
+		rec = catalog.GrantRole{Role: catalog.RoleID(a.uint("role")), Member: catalog.RoleID(a.uint("member")), Revoke: a.bool("revoke")}
+	case "grant-table":
+		r := catalog.GrantTable{Grantee: a.grantee("grantee"), Revoke: a.bool("revoke")}
+		for _, id := range a.list("tables") {
+			if id == "" { // tables=()
+				continue
+			}
+			r.Tables = append(r.Tables, catalog.TableID(mustUint(a, id)))
+		}
+		for _, name := range a.list("privileges") {
+			if name == "ALL" {
+				r.Privileges |= catalog.PrivAll
+				continue
+			}
+			if name == "NONE" {
+				continue
+			}
+			p, ok := catalog.PrivilegeByName(name)
+			if !ok {
+				return nil, fmt.Errorf("unknown privilege %q", name)
+			}
+			r.Privileges |= p
+		}
+		rec = r
+	case "set-table-owner":
+		rec = catalog.SetTableOwner{Table: catalog.TableID(a.uint("table")), Owner: catalog.RoleID(a.uint("owner"))}
+	case "set-cluster-key":
+		key, err := hex.DecodeString(a.str("key"))
+		if err != nil {
+			return nil, fmt.Errorf("set-cluster-key: key: %w", err)
+		}
+		rec = catalog.SetClusterKey{Key: key}
 	case "delete-group-offsets":
 		r := catalog.DeleteGroupOffsets{Group: a.str("group"), CoordinatorEpoch: a.uint("coord"), All: a.str("all") == "true"}
 		for _, p := range a.list("partitions") {
@@ -260,7 +342,8 @@ func mustUint(a *recordArgs, s string) uint64 {
 	return n
 }
 
-// parseColumn parses "name type [not null] [default <literal>]".
+// parseColumn parses "name type [not null] [serial | generated always |
+// generated by default] [default <literal>]".
 func parseColumn(s string) (catalog.Column, error) {
 	fields := strings.Fields(s)
 	if len(fields) < 2 {
@@ -272,6 +355,14 @@ func parseColumn(s string) (catalog.Column, error) {
 		c.NotNull = true
 		rest = rest[2:]
 	}
+	switch {
+	case len(rest) >= 1 && rest[0] == "serial":
+		c.Sequence, rest = catalog.SequenceSerial, rest[1:]
+	case len(rest) >= 2 && rest[0] == "generated" && rest[1] == "always":
+		c.Sequence, rest = catalog.SequenceAlways, rest[2:]
+	case len(rest) >= 3 && rest[0] == "generated" && rest[1] == "by" && rest[2] == "default":
+		c.Sequence, rest = catalog.SequenceByDefault, rest[3:]
+	}
 	if len(rest) >= 2 && rest[0] == "default" {
 		c.Default = strings.Join(rest[1:], " ")
 		rest = nil
@@ -282,5 +373,56 @@ func parseColumn(s string) (catalog.Column, error) {
 	if c.Name == `""` {
 		c.Name = ""
 	}
+	if c.Type == `""` {
+		c.Type = ""
+	}
 	return c, nil
+}
+
+// bool parses a true/false argument; absent is false.
+func (a *recordArgs) bool(key string) bool {
+	b := a.optBool(key)
+	return b != nil && *b
+}
+
+// optBool parses a true/false argument; absent is nil.
+func (a *recordArgs) optBool(key string) *bool {
+	if _, ok := a.vals[key]; !ok {
+		a.list(key)
+		return nil
+	}
+	b, err := strconv.ParseBool(a.str(key))
+	if err != nil && a.err == nil {
+		a.err = fmt.Errorf("argument %q: %w", key, err)
+	}
+	return &b
+}
+
+// verifier returns the SCRAM verifier of password=<pw> (a fresh salt each
+// time, so scripts never print it), or verifier=<text> as given (to test the
+// rejection of one that is not a verifier); "" when neither is given or
+// password is empty.
+func (a *recordArgs) verifier() string {
+	if raw := a.str("verifier"); raw != "" {
+		return raw
+	}
+	pw := a.str("password")
+	if pw == "" {
+		return ""
+	}
+	v, err := auth.NewVerifier(pw)
+	if err != nil && a.err == nil {
+		a.err = err
+	}
+	return v.String()
+}
+
+// grantee parses a role id or "public".
+func (a *recordArgs) grantee(key string) catalog.RoleID {
+	if s := a.str(key); s == "public" {
+		return catalog.Public
+	} else if s != "" {
+		return catalog.RoleID(mustUint(a, s))
+	}
+	return 0
 }

@@ -19,22 +19,17 @@ import (
 )
 
 // TestAlterTableAddColumn: columns added to a log table and a primary-key
-// table with rows in the lake, in the stream and in the KV tablet read as
-// their DEFAULT (evaluated once) or NULL for every row stored before, and
-// as written for the rows after; the same through psql's protocol (pgx),
-// the Go Flight client, after tiering rounds of both widths, and after
-// kill -9 and a restart (snapshot restore and changelog replay of entries
-// of both widths). With the engine's mirrors and without (the lake read
-// with statistics pruning on the added column).
+// table with rows in the lake, in the stream and in the KV tablet, as the
+// Go Flight client sees them (a client that cached the table before the
+// ALTER looks up keys; a scan reads stream rows of both widths), after
+// tiering rounds of both widths and after kill -9 and a restart (snapshot
+// restore and changelog replay of entries of both widths), when pgx reads
+// every row and the changelog too. What SQL reads of the added columns
+// return, with the engine's mirrors and without, is
+// sqlfront/testdata/logic/alter_lake.test and alter_lake_direct.test.
 func TestAlterTableAddColumn(t *testing.T) {
-	for _, direct := range []bool{false, true} {
-		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) { testAlterTableAddColumn(t, direct) })
-	}
-}
-
-func testAlterTableAddColumn(t *testing.T, direct bool) {
 	dataDir := t.TempDir()
-	n := startLakeNode(t, dataDir, direct)
+	n := startLakeNode(t, dataDir, false)
 	ctx := context.Background()
 	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
 	mustExec(t, conn, "CREATE TABLE ev (id bigint NOT NULL, msg text) WITH (buckets = 2)")
@@ -136,20 +131,7 @@ func testAlterTableAddColumn(t *testing.T, direct bool) {
 	}()
 	check := func(stage string) {
 		t.Helper()
-		if got := dump(t, conn, "SELECT id, msg, n, note FROM ev ORDER BY id"); got != wantEv {
-			t.Fatalf("%s: ev differs\n got %.600q\nwant %.600q", stage, got, wantEv)
-		}
-		if got := dump(t, conn, "SELECT k, v, c FROM kv ORDER BY k"); got != wantKV {
-			t.Fatalf("%s: kv differs\n got %.600q\nwant %.600q", stage, got, wantKV)
-		}
 		lookup(stage, "7 r7 0\n150 r150 150\n5 up5 55\n")
-		var c int64
-		if err := conn.QueryRow(ctx, "SELECT c FROM kv WHERE k = 7").Scan(&c); err != nil || c != 0 {
-			t.Fatalf("%s: point lookup of a row stored before the column: %d, %v", stage, c, err)
-		}
-		if got := dump(t, conn, "SELECT count(*), sum(n) FROM ev WHERE n = 7"); got != fmt.Sprintf("150 %d\n", 150*7) {
-			t.Fatalf("%s: filter on the added column: %q", stage, got)
-		}
 		// The Go client reads the stream rows of both widths over Flight.
 		cl, err := client.Dial(ctx, n.flightAddr())
 		if err != nil {
@@ -190,6 +172,12 @@ func testAlterTableAddColumn(t *testing.T, direct bool) {
 	n.waitSQL()
 	conn = connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
 	check("after kill -9 and restart")
+	if got := dump(t, conn, "SELECT id, msg, n, note FROM ev ORDER BY id"); got != wantEv {
+		t.Fatalf("after kill -9 and restart: ev differs\n got %.600q\nwant %.600q", got, wantEv)
+	}
+	if got := dump(t, conn, "SELECT k, v, c FROM kv ORDER BY k"); got != wantKV {
+		t.Fatalf("after kill -9 and restart: kv differs\n got %.600q\nwant %.600q", got, wantKV)
+	}
 
 	// The changelog shows every record; those written before the column
 	// carry its missing value.

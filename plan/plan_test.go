@@ -36,6 +36,8 @@ import (
 //	partition-drops now=M [apply=true]
 //	retired-closes live=1 [apply=true]
 //	tiering-round table=1 [epoch=1] [lake=7 seq=1 offsets=(2:10, …)] [files=(2:f, 3:g, …)] [at=M]
+//	tiering-due table=1 now=M freshness=5m [off=true] [requested=true] [running=true]
+//	            [last-attempt=M] [behind-since=M]
 //
 // A plan of records prints one record per line in ParseRecord's syntax, so
 // that it could be applied as it is; apply=true applies it to the view (a
@@ -49,6 +51,8 @@ import (
 // round prints its frozen view of the table, then its decision given the
 // lake it read (lake= snapshot, seq=, offsets=) and the lake's files
 // (files=, bucket:location, read only when the decision needs them).
+// tiering-due prints whether the worker rounds the table now (plan.Due) and
+// the table's new BehindSince, in minutes after the base or "never" (zero).
 // Run with -rewrite to update the expected output.
 func TestPlan(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -161,6 +165,25 @@ func TestPlan(t *testing.T) {
 				printRecords(recs)
 			case "tiering-round":
 				tieringRound(t, d, v, &out)
+			case "tiering-due":
+				tbl := v.Tables[catalog.TableID(argUint(t, d, "table"))]
+				if tbl == nil {
+					d.Fatalf(t, "no table %s", argStr(d, "table"))
+				}
+				freshness, err := time.ParseDuration(argStr(d, "freshness"))
+				if err != nil {
+					d.Fatalf(t, "freshness=%s: %v", argStr(d, "freshness"), err)
+				}
+				w := TableWork{Enabled: argStr(d, "off") != "true", Freshness: freshness,
+					Requested: argStr(d, "requested") == "true", Running: argStr(d, "running") == "true"}
+				if d.HasArg("last-attempt") {
+					w.LastAttempt = argTime(t, d, "last-attempt")
+				}
+				if d.HasArg("behind-since") {
+					w.BehindSince = argTime(t, d, "behind-since")
+				}
+				due, since := Due(v, tbl, w, argTime(t, d, "now"))
+				fmt.Fprintf(&out, "due=%v behind-since=%s behind=%v lake-retired=%v\n", due, formatMinutes(since), Behind(v, tbl), LakeRetired(tbl))
 			default:
 				d.Fatalf(t, "unknown command %q", d.Cmd)
 			}
@@ -363,6 +386,14 @@ func argTime(t *testing.T, d *datadriven.TestData, key string) time.Time {
 		d.Fatalf(t, "%s=%s: %v", key, s, err)
 	}
 	return ts
+}
+
+// formatMinutes prints ts as minutes after base, or "never" for zero.
+func formatMinutes(ts time.Time) string {
+	if ts.IsZero() {
+		return "never"
+	}
+	return strconv.FormatInt(int64(ts.Sub(base)/time.Minute), 10)
 }
 
 func mustUint(t *testing.T, s string) uint64 {

@@ -65,10 +65,11 @@ type Lake struct {
 // CheckLake returns an error when the log says a bucket is tiered further
 // than the lake: the lake is the record of what is tiered and the log
 // follows it, so this is a lake that lost a snapshot (or another table's
-// lake), and the round must not go on.
+// lake), and the round must not go on. The error names the lowest such
+// bucket.
 func (r TableRound) CheckLake(lake Lake) error {
-	for b, off := range r.Tiered.Offsets {
-		if lake.Offsets[b] < off {
+	for _, b := range slices.Sorted(maps.Keys(r.Tiered.Offsets)) {
+		if off := r.Tiered.Offsets[b]; lake.Offsets[b] < off {
 			return fmt.Errorf("table %q: the metadata log says bucket %d is tiered to offset %d, the lake (snapshot %d) only to %d",
 				r.Spec.Name, b, off, lake.SnapshotID, lake.Offsets[b])
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -168,66 +169,49 @@ func columnIndex(s *arrow.Schema, name string) (int, error) {
 // cached one could not be reached. Unavailable answers are retried with
 // backoff until the call's deadline.
 func (c *Client) sendBucket(ctx context.Context, table string, bucket uint64, recs []arrow.RecordBatch) error {
-	r := c.newRetry(ctx)
-	hops := 0
 	reauthenticated := false
-	for {
-		addr := c.leader(bucket)
-		if addr == "" {
-			if _, err := c.table(ctx, table, true); err != nil {
-				return err
-			}
-			if addr = c.leader(bucket); addr == "" {
-				if err := r.wait(fmt.Errorf("bucket %d of table %q has no leader yet", bucket, table)); err != nil {
-					return err
+	route := bucketRoute{table: table, bucket: bucket, noLeader: "has no leader yet"}
+	return c.atLeader(ctx, route, func(ctx context.Context, fc flight.FlightServiceClient, addr string) (bool, error) {
+		for {
+			acks, err := flightwire.PutBatches(ctx, fc, flightwire.Command{Bucket: bucket}.Descriptor(), recs)
+			recs = recs[min(len(acks), len(recs)):]
+			if err == nil {
+				if len(recs) > 0 {
+					return true, fmt.Errorf("bucket %d at %s: %d batches not acknowledged", bucket, addr, len(recs))
 				}
+				return true, nil
+			}
+			if status.Code(err) == codes.Unauthenticated && !reauthenticated && c.opts.User != "" && !flightwire.NotSent(err) {
+				// The token expired: the node refused the call before
+				// reading a batch, and the connection handshakes again
+				// (auth.go).
+				reauthenticated = true
 				continue
 			}
+			return false, err
 		}
-		fc, err := c.flightClient(addr)
-		if err != nil {
-			return err
-		}
-		acks, err := flightwire.PutBatches(ctx, fc, flightwire.Command{Bucket: bucket}.Descriptor(), recs)
-		recs = recs[min(len(acks), len(recs)):]
-		if err == nil {
-			if len(recs) > 0 {
-				return fmt.Errorf("bucket %d at %s: %d batches not acknowledged", bucket, addr, len(recs))
-			}
-			return nil
-		}
+	}, func(addr string, err error) (failStep, error) {
 		// Only answers that say the unacknowledged batches were not
 		// appended are retried; anything else could store them twice.
-		switch rd, redirected := flightwire.RedirectOf(err); {
+		retry := fmt.Errorf("bucket %d at %s: %w", bucket, addr, err)
+		switch _, redirected := flightwire.RedirectOf(err); {
 		case redirected:
-			if to, perr := rd.Addr(); perr == nil && hops < c.opts.MaxRedirects {
-				c.setLeader(bucket, to)
-				hops++
-				continue
-			}
-			c.forgetLeader(bucket, addr)
-		case status.Code(err) == codes.Unauthenticated && !reauthenticated && c.opts.User != "" && !flightwire.NotSent(err):
-			// The token expired: the node refused the call before reading
-			// a batch, and the connection handshakes again (auth.go).
-			reauthenticated = true
-			continue
+			// Not followed: too many in a row, or to a bad location.
+			return retryLeader, retry
 		case flightwire.IsBucketUnavailable(err):
 			// Opening on this node: retry here.
+			return retryHere, retry
 		case flightwire.NotSent(err) && flightwire.IsUnavailable(err):
 			// The node could not be reached: ask the cluster who leads the
 			// bucket now.
-			c.forgetLeader(bucket, addr)
+			return retryLeader, retry
 		case flightwire.IsOutcomeUnknown(err), !flightwire.NotSent(err) && (flightwire.IsUnavailable(err) || ctx.Err() != nil):
-			return fmt.Errorf("bucket %d at %s: %w: %w", bucket, addr, ErrUnknownOutcome, err)
+			return giveUp, fmt.Errorf("bucket %d at %s: %w: %w", bucket, addr, ErrUnknownOutcome, err)
 		default:
 			if flightwire.IsNotFound(err) {
 				c.forgetTable(table)
 			}
-			return fmt.Errorf("bucket %d at %s: %w", bucket, addr, err)
+			return giveUp, retry
 		}
-		hops = 0
-		if err := r.wait(fmt.Errorf("bucket %d at %s: %w", bucket, addr, err)); err != nil {
-			return err
-		}
-	}
+	})
 }

@@ -242,58 +242,42 @@ func (c *Client) Lookup(ctx context.Context, table string, keys arrow.RecordBatc
 // redirects and retrying Unavailable (a lookup changes nothing, so any
 // failure to reach the leader is retried) until the call's deadline.
 func (c *Client) lookupBucket(ctx context.Context, table string, bucket uint64, keys [][]byte) ([][]byte, error) {
-	r := c.newRetry(ctx)
-	hops := 0
-	for {
-		addr := c.leader(bucket)
-		if addr == "" {
-			if _, err := c.table(ctx, table, true); err != nil {
-				return nil, err
-			}
-			if addr = c.leader(bucket); addr == "" {
-				if err := r.wait(fmt.Errorf("bucket %d of table %q has no leader yet", bucket, table)); err != nil {
-					return nil, err
-				}
-				continue
-			}
-		}
-		fc, err := c.flightClient(addr)
-		if err != nil {
-			return nil, err
-		}
+	var rows [][]byte
+	route := bucketRoute{table: table, bucket: bucket, noLeader: "has no leader yet"}
+	err := c.atLeader(ctx, route, func(ctx context.Context, fc flight.FlightServiceClient, addr string) (bool, error) {
 		var res flightwire.KVLookupResult
-		err = flightwire.DoAction(ctx, fc, flightwire.ActionLookup, flightwire.KVLookupRequest{Bucket: bucket, Keys: keys}, &res)
-		if err == nil {
-			if len(res.Rows) != len(keys) {
-				return nil, fmt.Errorf("bucket %d at %s: %d keys looked up, %d answers", bucket, addr, len(keys), len(res.Rows))
-			}
-			return res.Rows, nil
+		if err := flightwire.DoAction(ctx, fc, flightwire.ActionLookup, flightwire.KVLookupRequest{Bucket: bucket, Keys: keys}, &res); err != nil {
+			return false, err
 		}
-		switch rd, redirected := flightwire.RedirectOf(err); {
+		if len(res.Rows) != len(keys) {
+			return true, fmt.Errorf("bucket %d at %s: %d keys looked up, %d answers", bucket, addr, len(keys), len(res.Rows))
+		}
+		rows = res.Rows
+		return true, nil
+	}, func(addr string, err error) (failStep, error) {
+		retry := fmt.Errorf("lookup in bucket %d at %s: %w", bucket, addr, err)
+		switch _, redirected := flightwire.RedirectOf(err); {
 		case redirected:
-			if to, perr := rd.Addr(); perr == nil && hops < c.opts.MaxRedirects {
-				c.setLeader(bucket, to)
-				hops++
-				continue
-			}
-			c.forgetLeader(bucket, addr)
+			// Not followed: too many in a row, or to a bad location.
+			return retryLeader, retry
 		case flightwire.IsBucketUnavailable(err):
 			// Opening here: retry here.
+			return retryHere, retry
 		case flightwire.IsUnavailable(err) && ctx.Err() == nil:
 			// The node could not be reached, or the connection broke: ask
 			// the cluster who leads the bucket now.
-			c.forgetLeader(bucket, addr)
+			return retryLeader, retry
 		default:
 			if flightwire.IsNotFound(err) {
 				c.forgetTable(table)
 			}
-			return nil, fmt.Errorf("lookup in bucket %d at %s: %w", bucket, addr, err)
+			return giveUp, retry
 		}
-		hops = 0
-		if err := r.wait(fmt.Errorf("lookup in bucket %d at %s: %w", bucket, addr, err)); err != nil {
-			return nil, err
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return rows, nil
 }
 
 // changelogEndpoints returns one changelog ticket per bucket of a

@@ -117,29 +117,10 @@ func (c *Client) readEndpoint(ctx context.Context, table string, ep *flight.Flig
 	if locs := ep.GetLocation(); len(locs) > 0 {
 		addr, _ = flightwire.ParseLocation(locs[0].GetUri())
 	}
-	r := c.newRetry(ctx)
-	hops := 0
 	sent := false
-	for {
-		if addr == "" {
-			addr = c.leader(t.Bucket)
-		}
-		if addr == "" {
-			if _, err := c.table(ctx, table, true); err != nil {
-				return err
-			}
-			if addr = c.leader(t.Bucket); addr == "" {
-				if err := r.wait(fmt.Errorf("bucket %d of table %q has no leader", t.Bucket, table)); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		fc, err := c.flightClient(addr)
-		if err != nil {
-			return err
-		}
-		err = flightwire.GetStream(ctx, fc, t.Encode(), nil, func(rec arrow.RecordBatch, meta flightwire.BatchMeta) error {
+	route := bucketRoute{table: table, bucket: t.Bucket, addr: addr, sticky: true, noLeader: "has no leader"}
+	return c.atLeader(ctx, route, func(ctx context.Context, fc flight.FlightServiceClient, addr string) (bool, error) {
+		err := flightwire.GetStream(ctx, fc, t.Encode(), nil, func(rec arrow.RecordBatch, meta flightwire.BatchMeta) error {
 			rec.Retain()
 			select {
 			case ch <- rec:
@@ -152,34 +133,26 @@ func (c *Client) readEndpoint(ctx context.Context, table string, ep *flight.Flig
 			return nil
 		})
 		if err == nil {
-			return nil
+			return true, nil
 		}
 		if sent && !resumable {
-			return fmt.Errorf("read the state of bucket %d of table %q at %s: failed after some of its rows were returned (a state read cannot resume): %w",
+			return true, fmt.Errorf("read the state of bucket %d of table %q at %s: failed after some of its rows were returned (a state read cannot resume): %w",
 				t.Bucket, table, addr, err)
 		}
-		if rd, ok := flightwire.RedirectOf(err); ok {
-			if to, perr := rd.Addr(); perr == nil && hops < c.opts.MaxRedirects {
-				c.setLeader(t.Bucket, to)
-				addr = to
-				hops++
-				continue
-			}
-			c.forgetLeader(t.Bucket, addr)
-			addr = ""
-		} else if flightwire.IsUnavailable(err) {
+		return false, err
+	}, func(addr string, err error) (failStep, error) {
+		retry := fmt.Errorf("read bucket %d of table %q: %w", t.Bucket, table, err)
+		if _, ok := flightwire.RedirectOf(err); ok {
+			return retryLeader, retry
+		}
+		if flightwire.IsUnavailable(err) {
 			if !flightwire.IsBucketUnavailable(err) {
-				c.forgetLeader(t.Bucket, addr)
-				addr = ""
+				return retryLeader, retry
 			}
-		} else {
-			return fmt.Errorf("read bucket %d of table %q at %s: %w", t.Bucket, table, addr, err)
+			return retryHere, retry
 		}
-		hops = 0
-		if err := r.wait(fmt.Errorf("read bucket %d of table %q: %w", t.Bucket, table, err)); err != nil {
-			return err
-		}
-	}
+		return giveUp, fmt.Errorf("read bucket %d of table %q at %s: %w", t.Bucket, table, addr, err)
+	})
 }
 
 // scanReader is the array.RecordReader Scan returns.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -157,42 +156,33 @@ func (f *Frontend) readBucketFrom(ctx context.Context, id catalog.BucketID, from
 	if from == 0 {
 		return f.readBucket(ctx, id)
 	}
-	deadline := time.Now().Add(f.cfg.BucketWait)
-	for {
+	var got []buckets.Batch
+	err := retryBucket(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
-			return nil, fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
+			return true, errRegistering
 		}
-		var got []buckets.Batch
 		b, err := m.Bucket(id)
 		if err == nil {
 			end := b.End()
 			if from >= end {
-				return nil, nil
+				got = nil
+				return true, nil
 			}
 			got, err = b.Read(ctx, from, end)
-		} else {
-			var nle *buckets.NotLeaderError
-			if errors.As(err, &nle) && f.cfg.Remote != nil && nle.To != "" {
-				if rr, ok := f.cfg.Remote.(rangedRemote); ok {
-					got, err = rr.ReadBucketFrom(ctx, nle.To, id, from)
-				} else {
-					got, err = f.cfg.Remote.ReadBucket(ctx, nle.To, id)
-				}
+		} else if to, ok := f.ledElsewhere(err); ok {
+			if rr, ok := f.cfg.Remote.(rangedRemote); ok {
+				got, err = rr.ReadBucketFrom(ctx, to, id, from)
+			} else {
+				got, err = f.cfg.Remote.ReadBucket(ctx, to, id)
 			}
 		}
-		if err == nil {
-			return sliceFrom(got, from), nil
-		}
-		if !retryable(err) || time.Now().After(deadline) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		return false, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return sliceFrom(got, from), nil
 }
 
 // rangedRemote is a Remote that reads a bucket from an offset

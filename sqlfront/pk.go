@@ -83,24 +83,19 @@ type remoteKV struct {
 }
 
 func (b *remoteKV) retry(ctx context.Context, fn func(addr string) error) error {
-	deadline := time.Now().Add(b.wait)
 	addr := b.addr
-	for {
+	return retryBucket(ctx, b.wait, func() (bool, error) {
 		err := fn(addr)
-		if err == nil || errors.Is(err, buckets.ErrUnknownOutcome) || !retryable(err) || time.Now().After(deadline) {
-			return err
+		if err == nil || errors.Is(err, buckets.ErrUnknownOutcome) {
+			return true, err
 		}
 		if b.leader != nil {
 			if to := b.leader(); to != "" {
 				addr = to
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return false, err
+	})
 }
 
 func (b *remoteKV) Codec() *kvcodec.Codec { return b.codec }
@@ -216,41 +211,38 @@ func (t *tableInfo) pkeyName() string { return t.name + "_pkey" }
 // kvBucket returns the primary-key bucket id on this node, waiting up to
 // BucketWait for one that is opening or moving.
 func (f *Frontend) kvBucket(ctx context.Context, id catalog.BucketID) (kvBucket, error) {
-	deadline := time.Now().Add(f.cfg.BucketWait)
-	for {
+	var out kvBucket
+	err := retryBucket(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
-		var err error
 		if m == nil {
-			err = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
-		} else {
-			var b kvBucket
-			if b, err = localKVBucket(m, id); err == nil {
-				if kvWriteHook != nil {
-					return hookedKV{b, id}, nil
-				}
-				return b, nil
-			}
+			return false, errRegistering
 		}
-		var nle *buckets.NotLeaderError
-		if errors.As(err, &nle) && nle.To != "" && f.cfg.Remote != nil {
+		b, err := localKVBucket(m, id)
+		if err == nil {
+			if kvWriteHook != nil {
+				out = hookedKV{b, id}
+			} else {
+				out = b
+			}
+			return true, nil
+		}
+		if to, ok := f.ledElsewhere(err); ok {
 			// Another node leads it: reach it through Flight (the Pool
 			// follows redirects if it moves again).
 			codec, err := f.codecOf(id)
 			if err != nil {
-				return nil, err
+				return true, err
 			}
-			return &remoteKV{r: f.cfg.Remote, addr: nle.To, id: id, codec: codec, wait: f.cfg.BucketWait,
-				leader: func() string { return f.leaderFlightAddr(id) }}, nil
+			out = &remoteKV{r: f.cfg.Remote, addr: to, id: id, codec: codec, wait: f.cfg.BucketWait,
+				leader: func() string { return f.leaderFlightAddr(id) }}
+			return true, nil
 		}
-		if !retryable(err) || time.Now().After(deadline) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		return false, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // bucketPart is the rows of a statement that go to one bucket.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -329,34 +328,28 @@ func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordRead
 // readBucket returns every acknowledged batch of a bucket. It waits, up to
 // BucketWait, for a bucket that is opening.
 func (f *Frontend) readBucket(ctx context.Context, id catalog.BucketID) ([]buckets.Batch, error) {
-	deadline := time.Now().Add(f.cfg.BucketWait)
-	for {
+	var got []buckets.Batch
+	err := retryBucket(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
-			return nil, fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
+			return true, errRegistering
 		}
 		b, err := m.Bucket(id)
 		if err == nil {
-			return b.Read(ctx, 0, b.End())
+			got, err = b.Read(ctx, 0, b.End())
+			return true, err
 		}
-		var nle *buckets.NotLeaderError
-		if errors.As(err, &nle) && f.cfg.Remote != nil && nle.To != "" {
+		if to, ok := f.ledElsewhere(err); ok {
 			// Another node leads it: read it there, including the rows
 			// still in that leader's memory.
-			var got []buckets.Batch
-			if got, err = f.cfg.Remote.ReadBucket(ctx, nle.To, id); err == nil {
-				return got, nil
-			}
+			got, err = f.cfg.Remote.ReadBucket(ctx, to, id)
 		}
-		if !retryable(err) || time.Now().After(deadline) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		return false, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return got, nil
 }
 
 func project(rec arrow.RecordBatch, columns []int) arrow.RecordBatch {
@@ -373,10 +366,4 @@ func projectSchema(s *arrow.Schema, columns []int) *arrow.Schema {
 		fields[i] = s.Field(c)
 	}
 	return arrow.NewSchema(fields, nil)
-}
-
-// retryable reports whether a bucket error may clear up by itself: the
-// bucket is opening, or the view here has not caught up with a move.
-func retryable(err error) bool {
-	return errors.Is(err, buckets.ErrUnavailable) || errors.Is(err, buckets.ErrNotLeader)
 }

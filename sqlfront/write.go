@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -150,41 +149,28 @@ func (a *appender) toBuckets(ctx context.Context, table *tableInfo, bucketIDs []
 // BucketWait for a bucket that is opening.
 func (a *appender) toBucket(ctx context.Context, id catalog.BucketID, rec arrow.RecordBatch) error {
 	f := a.f
-	deadline := time.Now().Add(f.cfg.BucketWait)
-	for {
+	return retryBucket(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
-		var err error
 		if m == nil {
-			err = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
-		} else {
-			var b *buckets.LogBucket
-			if b, err = m.Bucket(id); err == nil {
-				p, err := b.AppendAsync(ctx, rec)
-				if err != nil {
-					return fmt.Errorf("append to bucket %d: %w", id, err)
-				}
-				if p != nil {
-					a.pending = append(a.pending, p)
-				}
-				return nil
-			}
+			return false, errRegistering
 		}
-		var nle *buckets.NotLeaderError
-		if errors.As(err, &nle) && f.cfg.Remote != nil && nle.To != "" {
+		b, err := m.Bucket(id)
+		if err == nil {
+			p, err := b.AppendAsync(ctx, rec)
+			if err != nil {
+				return true, fmt.Errorf("append to bucket %d: %w", id, err)
+			}
+			if p != nil {
+				a.pending = append(a.pending, p)
+			}
+			return true, nil
+		}
+		if to, ok := f.ledElsewhere(err); ok {
 			// Forwarded to the leader; this waits until it is durable there.
-			if err = f.cfg.Remote.AppendBucket(ctx, nle.To, id, rec); err == nil {
-				return nil
-			}
+			err = f.cfg.Remote.AppendBucket(ctx, to, id, rec)
 		}
-		if !retryable(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return false, err
+	})
 }
 
 // ensurePartition returns the buckets of the partition holding value,

@@ -560,18 +560,26 @@ func (w *tableWriter) wait(ctx context.Context) error {
 func (s *Service) forwardBatches(ctx context.Context, addr string, id catalog.BucketID, recs []arrow.RecordBatch) (string, error) {
 	deadline := time.Now().Add(s.cfg.ForwardWait)
 	backoff := 10 * time.Millisecond
-	for hops := 0; ; {
-		n, err := s.cfg.Pool.putBucket(ctx, addr, id, recs)
-		recs = recs[n:]
+	// A node that names itself as the leader is not called again at once:
+	// wait below for the view to move on.
+	var at string
+	follow := flightwire.Redirects{Max: maxRedirects, To: func(err error) (string, bool) {
+		to, ok := notLeaderTo(err)
+		return to, ok && to != at
+	}}
+	for {
+		var err error
+		addr, err = follow.Follow(ctx, addr, func(ctx context.Context, addr string) error {
+			at = addr
+			n, err := s.cfg.Pool.putBucket(ctx, addr, id, recs)
+			recs = recs[n:]
+			return err
+		})
 		if err == nil {
 			return addr, nil
 		}
 		var nle *buckets.NotLeaderError
 		switch {
-		case errors.As(err, &nle) && nle.To != addr && hops < maxRedirects:
-			addr = nle.To
-			hops++
-			continue
 		case errors.As(err, &nle), errors.Is(err, buckets.ErrUnavailable):
 			// Wait below, then ask the view who leads the bucket now.
 		default:
@@ -586,7 +594,6 @@ func (s *Service) forwardBatches(ctx context.Context, addr string, id catalog.Bu
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
-		hops = 0
 		s.cfg.Meta.Read(func(v *catalog.View) {
 			if b, ok := v.Buckets[id]; ok {
 				if n, ok := v.Nodes[b.Leader]; ok && n.Addrs.Flight != "" {

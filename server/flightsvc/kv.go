@@ -331,27 +331,30 @@ func (p *Pool) WriteKV(ctx context.Context, addr string, bucket catalog.BucketID
 	for i, w := range writes {
 		req.Writes[i] = flightwire.KVWrite{Op: uint8(w.Op), Key: w.Key, Row: w.Row, CheckRow: w.CheckRow, IfRow: w.IfRow}
 	}
-	for hop := 0; ; hop++ {
+	var out []kvcodec.ChangeRecord
+	var first uint64
+	_, err := redirects.Follow(ctx, addr, func(ctx context.Context, addr string) error {
 		c, err := p.client(addr)
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
 		var res flightwire.KVWriteResult
 		err = flightwire.DoAction(ctx, c, flightwire.ActionKVWrite, req, &res)
 		if err == nil {
-			out := make([]kvcodec.ChangeRecord, len(res.Records))
+			out = make([]kvcodec.ChangeRecord, len(res.Records))
 			for i, r := range res.Records {
 				out[i] = kvcodec.ChangeRecord{Type: kvcodec.ChangeType(r.Type), Key: r.Key, Row: r.Row, Write: r.Write}
 			}
-			return out, res.First, nil
+			first = res.First
+			return nil
 		}
 		if info, ok := flightwire.Info(err); ok && (info.Reason == flightwire.ReasonDuplicateKey || info.Reason == flightwire.ReasonConflict) {
 			write, _ := strconv.Atoi(info.Metadata["write"])
 			key, _ := base64.StdEncoding.DecodeString(info.Metadata["key"])
 			if info.Reason == flightwire.ReasonDuplicateKey {
-				return nil, 0, &kv.DuplicateKeyError{Write: write, Key: key}
+				return &kv.DuplicateKeyError{Write: write, Key: key}
 			}
-			return nil, 0, &kv.ConflictError{Write: write, Key: key}
+			return &kv.ConflictError{Write: write, Key: key}
 		}
 		if _, redirected := flightwire.RedirectOf(err); !redirected && !flightwire.NotSent(err) && !flightwire.IsBucketUnavailable(err) && !flightwire.IsNotFound(err) &&
 			(flightwire.IsUnavailable(err) || flightwire.IsOutcomeUnknown(err) || status.Code(err) == codes.Canceled || status.Code(err) == codes.DeadlineExceeded) {
@@ -359,15 +362,14 @@ func (p *Pool) WriteKV(ctx context.Context, addr string, bucket catalog.BucketID
 			// not tell: the writes may have been applied. A call that was
 			// never sent (NotSent: gRPC could not open the stream) falls
 			// through to fromStatus: Unavailable, safe to retry.
-			return nil, 0, fmt.Errorf("bucket %d at %s: %w: %s", bucket, addr, buckets.ErrUnknownOutcome, flightwire.StatusMessage(err))
+			return fmt.Errorf("bucket %d at %s: %w: %s", bucket, addr, buckets.ErrUnknownOutcome, flightwire.StatusMessage(err))
 		}
-		err = fromStatus(addr, bucket, err)
-		var nle *buckets.NotLeaderError
-		if !errors.As(err, &nle) || hop == maxRedirects {
-			return nil, 0, err
-		}
-		addr = nle.To
+		return fromStatus(addr, bucket, err)
+	})
+	if err != nil {
+		return nil, 0, err
 	}
+	return out, first, nil
 }
 
 // GetKV returns the row of an encoded key in the acknowledged state of the
@@ -383,26 +385,27 @@ func (p *Pool) GetKV(ctx context.Context, addr string, bucket catalog.BucketID, 
 // LookupKV returns the rows of encoded keys (nil where there is none) in
 // one consistent state of the primary-key bucket led at addr.
 func (p *Pool) LookupKV(ctx context.Context, addr string, bucket catalog.BucketID, keys [][]byte) ([][]byte, error) {
-	for hop := 0; ; hop++ {
+	var rows [][]byte
+	_, err := redirects.Follow(ctx, addr, func(ctx context.Context, addr string) error {
 		c, err := p.client(addr)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		var res flightwire.KVLookupResult
 		err = flightwire.DoAction(ctx, c, flightwire.ActionLookup, flightwire.KVLookupRequest{Bucket: uint64(bucket), Keys: keys}, &res)
 		if err == nil {
 			if len(res.Rows) != len(keys) {
-				return nil, fmt.Errorf("bucket %d at %s: %d keys looked up, %d answers", bucket, addr, len(keys), len(res.Rows))
+				return fmt.Errorf("bucket %d at %s: %d keys looked up, %d answers", bucket, addr, len(keys), len(res.Rows))
 			}
-			return res.Rows, nil
+			rows = res.Rows
+			return nil
 		}
-		err = fromStatus(addr, bucket, err)
-		var nle *buckets.NotLeaderError
-		if !errors.As(err, &nle) || hop == maxRedirects {
-			return nil, err
-		}
-		addr = nle.To
+		return fromStatus(addr, bucket, err)
+	})
+	if err != nil {
+		return nil, err
 	}
+	return rows, nil
 }
 
 // ScanKV returns the current state of the primary-key bucket led at addr,
@@ -410,11 +413,13 @@ func (p *Pool) LookupKV(ctx context.Context, addr string, bucket catalog.BucketI
 // redirects. The caller releases them.
 func (p *Pool) ScanKV(ctx context.Context, addr string, bucket catalog.BucketID) ([]arrow.RecordBatch, error) {
 	t := flightwire.Ticket{Bucket: uint64(bucket)}
-	for hop := 0; ; hop++ {
-		var out []arrow.RecordBatch
+	var out []arrow.RecordBatch
+	_, err := redirects.Follow(ctx, addr, func(ctx context.Context, addr string) error {
+		// A state read cannot resume: a retry reads it all again.
+		out = nil
 		c, err := p.client(addr)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		err = flightwire.GetStream(ctx, c, t.Encode(), nil, func(rec arrow.RecordBatch, _ flightwire.BatchMeta) error {
 			rec.Retain()
@@ -422,18 +427,17 @@ func (p *Pool) ScanKV(ctx context.Context, addr string, bucket catalog.BucketID)
 			return nil
 		})
 		if err == nil {
-			return out, nil
+			return nil
 		}
 		for _, r := range out {
 			r.Release()
 		}
-		err = fromStatus(addr, bucket, err)
-		var nle *buckets.NotLeaderError
-		if !errors.As(err, &nle) || hop == maxRedirects {
-			return nil, err
-		}
-		addr = nle.To
+		return fromStatus(addr, bucket, err)
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // ReadChangelog returns every acknowledged changelog batch of the
@@ -443,11 +447,10 @@ func (p *Pool) ScanKV(ctx context.Context, addr string, bucket catalog.BucketID)
 func (p *Pool) ReadChangelog(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error) {
 	var out []buckets.Batch
 	t := flightwire.Ticket{Bucket: uint64(bucket), Changelog: true}
-	for hop := 0; ; hop++ {
+	_, err := redirects.Follow(ctx, addr, func(ctx context.Context, addr string) error {
 		c, err := p.client(addr)
 		if err != nil {
-			buckets.ReleaseBatches(out)
-			return nil, err
+			return err
 		}
 		err = flightwire.GetStream(ctx, c, t.Encode(), nil, func(rec arrow.RecordBatch, meta flightwire.BatchMeta) error {
 			rec.Retain()
@@ -455,17 +458,13 @@ func (p *Pool) ReadChangelog(ctx context.Context, addr string, bucket catalog.Bu
 			t.From = meta.Offset + uint64(rec.NumRows())
 			return nil
 		})
-		err = fromStatus(addr, bucket, err)
-		if err == nil {
-			return out, nil
-		}
-		var nle *buckets.NotLeaderError
-		if !errors.As(err, &nle) || hop == maxRedirects {
-			buckets.ReleaseBatches(out)
-			return nil, err
-		}
-		addr = nle.To
+		return fromStatus(addr, bucket, err)
+	})
+	if err != nil {
+		buckets.ReleaseBatches(out)
+		return nil, err
 	}
+	return out, nil
 }
 
 // changelogColumns are the columns of a primary-key table's changelog

@@ -45,6 +45,21 @@ var _ Transport = (*Pool)(nil)
 // means the view is changing under it, and the caller should back off.
 const maxRedirects = 3
 
+// redirects follows the redirects of one call to another node, as
+// fromStatus maps them: a *buckets.NotLeaderError names the leader's
+// host:port (a redirect to a bad location maps to ErrUnavailable, and is
+// not followed).
+var redirects = flightwire.Redirects{Max: maxRedirects, To: notLeaderTo}
+
+// notLeaderTo returns the address a *buckets.NotLeaderError names.
+func notLeaderTo(err error) (string, bool) {
+	var nle *buckets.NotLeaderError
+	if !errors.As(err, &nle) {
+		return "", false
+	}
+	return nle.To, true
+}
+
 // Pool keeps one gRPC connection per node address (gRPC multiplexes
 // concurrent calls over it). It is safe for concurrent use.
 //
@@ -162,15 +177,12 @@ func (p *Pool) Close() error {
 // AppendBucket implements Transport.
 func (p *Pool) AppendBucket(ctx context.Context, addr string, bucket catalog.BucketID, rec arrow.RecordBatch) error {
 	recs := []arrow.RecordBatch{rec}
-	for hop := 0; ; hop++ {
+	_, err := redirects.Follow(ctx, addr, func(ctx context.Context, addr string) error {
 		n, err := p.putBucket(ctx, addr, bucket, recs)
 		recs = recs[n:]
-		var nle *buckets.NotLeaderError
-		if err == nil || !errors.As(err, &nle) || hop == maxRedirects {
-			return err
-		}
-		addr = nle.To
-	}
+		return err
+	})
+	return err
 }
 
 // putBucket writes recs to bucket at addr in one bucket-addressed DoPut.
@@ -206,11 +218,10 @@ func (p *Pool) ReadBucket(ctx context.Context, addr string, bucket catalog.Bucke
 func (p *Pool) ReadBucketFrom(ctx context.Context, addr string, bucket catalog.BucketID, from uint64) ([]buckets.Batch, error) {
 	var out []buckets.Batch
 	t := flightwire.Ticket{Bucket: uint64(bucket), From: from}
-	for hop := 0; ; hop++ {
+	_, err := redirects.Follow(ctx, addr, func(ctx context.Context, addr string) error {
 		c, err := p.client(addr)
 		if err != nil {
-			buckets.ReleaseBatches(out)
-			return nil, err
+			return err
 		}
 		err = flightwire.GetStream(ctx, c, t.Encode(), nil, func(rec arrow.RecordBatch, meta flightwire.BatchMeta) error {
 			rec.Retain()
@@ -219,17 +230,13 @@ func (p *Pool) ReadBucketFrom(ctx context.Context, addr string, bucket catalog.B
 			t.From = meta.Offset + uint64(rec.NumRows())
 			return nil
 		})
-		err = fromStatus(addr, bucket, err)
-		var nle *buckets.NotLeaderError
-		if err == nil {
-			return out, nil
-		}
-		if !errors.As(err, &nle) || hop == maxRedirects {
-			buckets.ReleaseBatches(out)
-			return nil, err
-		}
-		addr = nle.To
+		return fromStatus(addr, bucket, err)
+	})
+	if err != nil {
+		buckets.ReleaseBatches(out)
+		return nil, err
 	}
+	return out, nil
 }
 
 // BucketEnds asks the node at addr for the acknowledged ends of the

@@ -489,12 +489,12 @@ func (c *Catalog) applyEntry(index uint64, entry []byte) error {
 	c.mu.Lock()
 	if applied := c.mu.view.Index; index != applied+1 {
 		c.mu.Unlock()
-		panic(fmt.Sprintf("catalog: log delivered index %d to a view at index %d", index, applied))
+		panic(fmt.Sprintf("metalog: log delivered index %d to a view at index %d", index, applied))
 	}
 	out := catalog.Apply(c.mu.view, index, rec)
 	if c.mu.view.Index != index {
 		c.mu.Unlock()
-		panic(fmt.Sprintf("catalog: Apply of index %d left the view at index %d", index, c.mu.view.Index))
+		panic(fmt.Sprintf("metalog: Apply of index %d left the view at index %d", index, c.mu.view.Index))
 	}
 	c.applied.Store(index)
 	if w, ok := c.mu.waiters[id]; ok && !w.done {

@@ -12,7 +12,7 @@ import (
 // runs the coordinator, the tiering worker and the lifecycle loops (DESIGN.md
 // §8). Holding the lease is not what fences a stale coordinator: the
 // coordinator epoch it registers in the log is (RegisterCoordinator).
-// Implementations: EtcdElection, MemElection.
+// Implementations: etcdlog.Election, MemElection.
 type Election interface {
 	// Campaign blocks until node holds the lease, or ctx ends.
 	Campaign(ctx context.Context, node catalog.NodeID) (*Leadership, error)
@@ -53,7 +53,7 @@ func (l *Leadership) Done() <-chan struct{} { return l.done }
 // proposal that must not be applied after the lease is lost
 // (Catalog.ProposeGuarded): the node registers as coordinator with it, so a
 // node paused between Campaign and its RegisterCoordinator cannot register
-// over the node that holds the lease by then. For an EtcdElection it is the
+// over the node that holds the lease by then. For an etcdlog.Election it is the
 // campaign key still existing with the create revision it won with (the key
 // goes with the session's lease, and a new key never gets an old revision),
 // checked by etcd in the transaction that appends the record.
@@ -111,4 +111,4 @@ func (g Guard) String() string {
 // ErrGuardFailed marks a guarded append (and so a guarded proposal) refused
 // because its Guard did not hold: for Leadership.Guard, the coordinator lease
 // was lost. Such errors also wrap ErrNotAppended: the entry is not in the log.
-var ErrGuardFailed = errors.New("catalog: guard no longer holds")
+var ErrGuardFailed = errors.New("metalog: guard no longer holds")

@@ -15,7 +15,7 @@ const DefaultLeaseTTL = 30 * time.Second
 
 // Liveness is node liveness. It is not in the metadata log: each node holds
 // a lease on a key of its own, and the live nodes are the nodes whose keys
-// exist. Implementations: EtcdLiveness, MemLiveness.
+// exist. Implementations: etcdlog.Liveness, MemLiveness.
 type Liveness interface {
 	// KeepAlive makes node live, publishing info, until the session is
 	// revoked or its lease is lost. ttl <= 0 means DefaultLeaseTTL.

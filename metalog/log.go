@@ -9,7 +9,7 @@ import (
 // opaque entries, plus one snapshot. It knows nothing about records; the
 // Catalog driver encodes records into entries and views into snapshots.
 //
-// Implementations: EtcdLog (production), MemLog (tests, with fault injection).
+// Implementations: etcdlog.Log (production), MemLog (tests, with fault injection).
 // All methods are safe to call concurrently.
 type Log interface {
 	// Append adds data at the end of the log and returns its index. Indexes
@@ -47,7 +47,7 @@ type Log interface {
 
 	// SaveSnapshot stores data as the snapshot at index. It does nothing if
 	// a snapshot at index or above is stored already, so every node may call
-	// it. Afterwards entries at or below index may be truncated (EtcdLog and
+	// it. Afterwards entries at or below index may be truncated (etcdlog.Log and
 	// MemLog keep one snapshot interval: they truncate up to the previous
 	// snapshot's index).
 	SaveSnapshot(ctx context.Context, index uint64, data []byte) error
@@ -58,14 +58,14 @@ type Log interface {
 }
 
 // GuardedLog is a Log that can append an entry on a condition checked in
-// the same atomic step (EtcdLog: the same transaction; MemLog: under its
+// the same atomic step (etcdlog.Log: the same transaction; MemLog: under its
 // lock). Catalog.ProposeGuarded needs it.
 type GuardedLog interface {
 	Log
 	// AppendGuarded is Append, except that data is appended only if guard
 	// holds when it is appended. When guard does not hold the error wraps
 	// ErrGuardFailed and ErrNotAppended. A guard that is not for this kind of
-	// log (an EtcdGuard given to MemLog, the zero Guard) is refused with
+	// log (an etcdlog guard given to MemLog, the zero Guard) is refused with
 	// ErrNotAppended. A guard must stay false once it is false (a lost lease
 	// does not come back), so that an attempt left in flight by an ambiguous
 	// failure cannot commit after the guard has been seen false.
@@ -83,15 +83,15 @@ const (
 var (
 	// ErrTruncated is returned by Tail when the requested entry has been
 	// removed after a snapshot. The caller reloads the snapshot.
-	ErrTruncated = errors.New("catalog: log entry truncated")
+	ErrTruncated = errors.New("metalog: log entry truncated")
 	// ErrNotAppended marks an Append error after which the entry is known
 	// not to be in the log (for example: too large, log closed).
-	ErrNotAppended = errors.New("catalog: entry not appended")
+	ErrNotAppended = errors.New("metalog: entry not appended")
 	// ErrClosed is returned by a closed Log or Catalog.
-	ErrClosed = errors.New("catalog: closed")
+	ErrClosed = errors.New("metalog: closed")
 	// ErrUnknownOutcome is returned by Propose when the record may or may not
 	// have been applied and the outcome cannot be learnt (the context ended
 	// while an append was unresolved, or the node skipped the record by
 	// loading a newer snapshot). The caller must re-read the view to decide.
-	ErrUnknownOutcome = errors.New("catalog: proposal outcome unknown")
+	ErrUnknownOutcome = errors.New("metalog: proposal outcome unknown")
 )

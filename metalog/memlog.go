@@ -11,7 +11,7 @@ import (
 // can inject faults into Append (SetAppendFault), including the one that
 // matters most: the entry is appended but the caller is told it failed.
 //
-// Like EtcdLog, SaveSnapshot truncates the log up to the previous snapshot's
+// Like etcdlog.Log, SaveSnapshot truncates the log up to the previous snapshot's
 // index, so a node lagging by less than one snapshot interval keeps tailing.
 type MemLog struct {
 	mu struct {

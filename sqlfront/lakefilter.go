@@ -2,6 +2,7 @@ package sqlfront
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,6 +57,11 @@ var lakeFilterKinds = map[sqltypes.Kind]bool{
 	sqltypes.Timestamp: true, sqltypes.Timestamptz: true,
 }
 
+// lakePredOps are the lake's predicates of comparisons.
+var lakePredOps = map[condOp]tiering.PredOp{
+	condEq: tiering.PredEq, condLt: tiering.PredLt, condLe: tiering.PredLe, condGt: tiering.PredGt, condGe: tiering.PredGe,
+}
+
 // lakeFiltersOff turns statistics pruning off (tests compare with it).
 var lakeFiltersOff bool
 
@@ -83,34 +89,6 @@ func (s *session) planLakeFilter(tree *pg.Node, paramOIDs []uint32) *lakeFilterP
 	qualifier := rv.Relname
 	if rv.Alias != nil {
 		qualifier = rv.Alias.Aliasname
-	}
-	column := func(n *pg.Node) int {
-		cr := n.GetColumnRef()
-		if cr == nil {
-			return -1
-		}
-		var parts []string
-		for _, f := range cr.Fields {
-			str := f.GetString_()
-			if str == nil {
-				return -1
-			}
-			parts = append(parts, str.Sval)
-		}
-		name := ""
-		switch {
-		case len(parts) == 1:
-			name = parts[0]
-		case len(parts) == 2 && parts[0] == qualifier:
-			name = parts[1]
-		default:
-			return -1
-		}
-		i, ok := table.colIdx[name]
-		if !ok || !lakeFilterKinds[table.cols[i].Type.Kind()] {
-			return -1
-		}
-		return i
 	}
 	isValue := func(n *pg.Node, col int) bool {
 		typ := table.cols[col].Type
@@ -153,99 +131,34 @@ func (s *session) planLakeFilter(tree *pg.Node, paramOIDs []uint32) *lakeFilterP
 		}
 		return false
 	}
-	var conjuncts []*pg.Node
-	var flatten func(n *pg.Node)
-	flatten = func(n *pg.Node) {
-		if be := n.GetBoolExpr(); be != nil && be.Boolop == pg.BoolExprType_AND_EXPR {
-			for _, a := range be.Args {
-				flatten(a)
-			}
-			return
-		}
-		conjuncts = append(conjuncts, n)
-	}
-	flatten(sel.WhereClause)
+	conds, _ := whereConds(sel.WhereClause, func(cr *pg.ColumnRef) (int, bool) {
+		i, ok := tableColumn(cr, qualifier, table)
+		return i, ok && lakeFilterKinds[table.cols[i].Type.Kind()]
+	})
 	plan := &lakeFilterPlan{table: table}
-	for _, c := range conjuncts {
-		if nt := c.GetNullTest(); nt != nil {
-			if col := column(nt.Arg); col >= 0 && !nt.Argisrow {
-				op := tiering.PredIsNull
-				if nt.Nulltesttype == pg.NullTestType_IS_NOT_NULL {
-					op = tiering.PredNotNull
-				}
-				plan.conds = append(plan.conds, lakeCond{col: col, op: op})
+	valid := func(c colCond) bool {
+		return !slices.ContainsFunc(c.values, func(n *pg.Node) bool { return !isValue(n, c.col) })
+	}
+	for _, c := range conds {
+		switch c.op {
+		case condIsNull:
+			plan.conds = append(plan.conds, lakeCond{col: c.col, op: tiering.PredIsNull})
+		case condNotNull:
+			plan.conds = append(plan.conds, lakeCond{col: c.col, op: tiering.PredNotNull})
+		case condEq, condLt, condLe, condGt, condGe:
+			if valid(c) {
+				plan.conds = append(plan.conds, lakeCond{col: c.col, op: lakePredOps[c.op], exprs: c.values})
 			}
-			continue
-		}
-		e := c.GetAExpr()
-		if e == nil || len(e.Name) != 1 {
-			continue
-		}
-		opName := e.Name[0].GetString_().GetSval()
-		switch e.Kind {
-		case pg.A_Expr_Kind_AEXPR_OP:
-			left, right := e.Lexpr, e.Rexpr
-			flipped := false
-			if left == nil || right == nil {
-				continue
+		case condIn:
+			if len(c.values) <= maxFilterValues && valid(c) {
+				plan.conds = append(plan.conds, lakeCond{col: c.col, op: tiering.PredIn, exprs: c.values})
 			}
-			if column(left) < 0 {
-				left, right, flipped = right, left, true
+		case condBetween:
+			if valid(c) {
+				plan.conds = append(plan.conds,
+					lakeCond{col: c.col, op: tiering.PredGe, exprs: c.values[:1]},
+					lakeCond{col: c.col, op: tiering.PredLe, exprs: c.values[1:]})
 			}
-			col := column(left)
-			if col < 0 || !isValue(right, col) {
-				continue
-			}
-			var op tiering.PredOp
-			switch opName {
-			case "=":
-				op = tiering.PredEq
-			case "<":
-				op = tiering.PredLt
-			case "<=":
-				op = tiering.PredLe
-			case ">":
-				op = tiering.PredGt
-			case ">=":
-				op = tiering.PredGe
-			default:
-				continue
-			}
-			if flipped {
-				switch op {
-				case tiering.PredLt:
-					op = tiering.PredGt
-				case tiering.PredLe:
-					op = tiering.PredGe
-				case tiering.PredGt:
-					op = tiering.PredLt
-				case tiering.PredGe:
-					op = tiering.PredLe
-				}
-			}
-			plan.conds = append(plan.conds, lakeCond{col: col, op: op, exprs: []*pg.Node{right}})
-		case pg.A_Expr_Kind_AEXPR_IN:
-			col := column(e.Lexpr)
-			items := e.Rexpr.GetList().GetItems()
-			if opName != "=" || col < 0 || len(items) == 0 || len(items) > maxFilterValues {
-				continue
-			}
-			ok := true
-			for _, it := range items {
-				ok = ok && isValue(it, col)
-			}
-			if ok {
-				plan.conds = append(plan.conds, lakeCond{col: col, op: tiering.PredIn, exprs: items})
-			}
-		case pg.A_Expr_Kind_AEXPR_BETWEEN:
-			col := column(e.Lexpr)
-			items := e.Rexpr.GetList().GetItems()
-			if col < 0 || len(items) != 2 || !isValue(items[0], col) || !isValue(items[1], col) {
-				continue
-			}
-			plan.conds = append(plan.conds,
-				lakeCond{col: col, op: tiering.PredGe, exprs: items[:1]},
-				lakeCond{col: col, op: tiering.PredLe, exprs: items[1:]})
 		}
 	}
 	if len(plan.conds) == 0 {

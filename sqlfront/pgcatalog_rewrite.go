@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
@@ -61,45 +60,6 @@ func newCatalogRewriter(c catalogConsts) *catalogRewriter {
 // rewrite rewrites the tree under n.
 func (rw *catalogRewriter) rewrite(n *pg.Node) {
 	visitNode(n, rw.visit)
-}
-
-// visitNode calls fn on n and then, if fn returns true, on the nodes under
-// n as fn left it, in pre-order.
-func visitNode(n *pg.Node, fn func(*pg.Node) bool) {
-	if n == nil || n.Node == nil {
-		return
-	}
-	if !fn(n) {
-		return
-	}
-	walkMessage(n.ProtoReflect(), fn)
-}
-
-// walkMessage visits every Node field, list element and nested message of
-// m (the parse tree's messages are generated protobufs).
-func walkMessage(m protoreflect.Message, fn func(*pg.Node) bool) {
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Kind() != protoreflect.MessageKind || fd.IsMap() {
-			return true
-		}
-		if fd.IsList() {
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				visitMessage(l.Get(i).Message(), fn)
-			}
-			return true
-		}
-		visitMessage(v.Message(), fn)
-		return true
-	})
-}
-
-func visitMessage(m protoreflect.Message, fn func(*pg.Node) bool) {
-	if n, ok := m.Interface().(*pg.Node); ok {
-		visitNode(n, fn)
-		return
-	}
-	walkMessage(m, fn)
 }
 
 // useMacro notes a call of a session macro, and the relations it reads.
@@ -831,62 +791,19 @@ func catCastArray(n *pg.Node, elem string) *pg.Node {
 }
 
 // parseArrayLiteral parses a one-dimensional PostgreSQL array literal
-// ({a,"b c",NULL}) into text constants.
+// ({a,"b c",NULL}) into text constants, as array_in reads it.
 func parseArrayLiteral(lit string) ([]*pg.Node, bool) {
-	lit = strings.TrimSpace(lit)
-	if len(lit) < 2 || lit[0] != '{' || lit[len(lit)-1] != '}' {
+	texts, err := sqltypes.ParseArrayText(lit)
+	if err != nil {
 		return nil, false
 	}
-	body := lit[1 : len(lit)-1]
-	var elems []*pg.Node
-	if strings.TrimSpace(body) == "" {
-		return elems, true
-	}
-	for i := 0; i <= len(body); {
-		for i < len(body) && body[i] == ' ' {
-			i++
-		}
-		var elem strings.Builder
-		quoted := false
-		if i < len(body) && body[i] == '"' {
-			quoted = true
-			i++
-			for i < len(body) && body[i] != '"' {
-				if body[i] == '\\' && i+1 < len(body) {
-					i++
-				}
-				elem.WriteByte(body[i])
-				i++
-			}
-			if i >= len(body) {
-				return nil, false
-			}
-			i++
+	elems := make([]*pg.Node, len(texts))
+	for i, t := range texts {
+		if t == nil {
+			elems[i] = catNull()
 		} else {
-			for i < len(body) && body[i] != ',' {
-				if body[i] == '{' || body[i] == '"' {
-					return nil, false // nested arrays, stray quotes
-				}
-				elem.WriteByte(body[i])
-				i++
-			}
+			elems[i] = catString(*t)
 		}
-		text := strings.TrimSpace(elem.String())
-		if quoted {
-			text = elem.String()
-		}
-		if !quoted && strings.EqualFold(text, "null") {
-			elems = append(elems, catNull())
-		} else {
-			elems = append(elems, catString(text))
-		}
-		for i < len(body) && body[i] == ' ' {
-			i++
-		}
-		if i < len(body) && body[i] != ',' {
-			return nil, false
-		}
-		i++
 	}
 	return elems, true
 }

@@ -160,7 +160,7 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 		}
 		p.out = append(p.out, i)
 	}
-	params, maxParam, ok := s.matchKeyWhere(ctx, p, sel.WhereClause, column, paramOIDs)
+	params, maxParam, ok := s.matchKeyWhere(ctx, p, sel.WhereClause, alias, paramOIDs)
 	if !ok {
 		return nil, nil, false
 	}
@@ -177,20 +177,15 @@ func (s *session) matchLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs
 
 // matchKeyWhere fills p.keys (and the key's columns) from where, a
 // conjunction of key column = constant or parameter fixing every column
-// of p.table's primary key once; column resolves a column reference. It
+// of p.table's primary key once; qualifier is the table's alias or name. It
 // returns the parameter types with the key parameters typed as their
 // columns, and the highest parameter number the WHERE uses.
-func (s *session) matchKeyWhere(ctx context.Context, p *lookupPlan, where *pg.Node, column func(*pg.Node) (int, bool, bool), paramOIDs []uint32) ([]uint32, int, bool) {
+func (s *session) matchKeyWhere(ctx context.Context, p *lookupPlan, where *pg.Node, qualifier string, paramOIDs []uint32) ([]uint32, int, bool) {
 	table := p.table
 	// A conjunction of key = value, each key column once.
-	var conds []*pg.Node
-	if be := where.GetBoolExpr(); be != nil {
-		if be.Boolop != pg.BoolExprType_AND_EXPR {
-			return nil, 0, false
-		}
-		conds = be.Args
-	} else {
-		conds = []*pg.Node{where}
+	conds, all := whereConds(where, func(cr *pg.ColumnRef) (int, bool) { return tableColumn(cr, qualifier, table) })
+	if !all {
+		return nil, 0, false
 	}
 	pk := table.pkCols()
 	p.keys = make([]lookupKey, len(pk))
@@ -198,21 +193,10 @@ func (s *session) matchKeyWhere(ctx context.Context, p *lookupPlan, where *pg.No
 	params := append([]uint32(nil), paramOIDs...)
 	maxParam := 0
 	for _, c := range conds {
-		ae := c.GetAExpr()
-		if ae == nil || ae.Kind != pg.A_Expr_Kind_AEXPR_OP || len(ae.Name) != 1 || ae.Name[0].GetString_().GetSval() != "=" {
+		if c.op != condEq {
 			return nil, 0, false
 		}
-		l, r := ae.Lexpr, ae.Rexpr
-		i, star, ok := column(l)
-		if !ok {
-			l, r = r, l
-			if i, star, ok = column(l); !ok {
-				return nil, 0, false
-			}
-		}
-		if star {
-			return nil, 0, false
-		}
+		i, r := c.col, c.values[0]
 		k := -1
 		for j, c := range pk {
 			if c == i {

@@ -152,20 +152,8 @@ func (s *session) planKeyScan(ctx context.Context, table *tableInfo, alias strin
 	if uses != 1 {
 		return nil
 	}
-	column := func(n *pg.Node) (int, bool, bool) {
-		cr := n.GetColumnRef()
-		if cr == nil || len(cr.Fields) == 0 || len(cr.Fields) > 2 {
-			return 0, false, false
-		}
-		if len(cr.Fields) == 2 && cr.Fields[0].GetString_().GetSval() != alias {
-			return 0, false, false
-		}
-		name := cr.Fields[len(cr.Fields)-1].GetString_().GetSval()
-		i, ok := table.colIdx[name]
-		return i, false, ok
-	}
 	p := &lookupPlan{table: table, partPos: -1}
-	if _, _, ok := s.matchKeyWhere(ctx, p, where, column, paramOIDs); !ok {
+	if _, _, ok := s.matchKeyWhere(ctx, p, where, alias, paramOIDs); !ok {
 		return nil
 	}
 	return p

@@ -72,7 +72,7 @@ func (n *needs) reads(m protoreflect.ProtoMessage) {
 	if m == nil {
 		return
 	}
-	walkMessages(m.ProtoReflect(), func(msg protoreflect.Message) {
+	walk(m, func(msg protoreflect.Message) {
 		if cte, ok := msg.Interface().(*pg.CommonTableExpr); ok {
 			if n.ctes == nil {
 				n.ctes = map[string]bool{}
@@ -80,30 +80,10 @@ func (n *needs) reads(m protoreflect.ProtoMessage) {
 			n.ctes[cte.Ctename] = true
 		}
 	})
-	walkMessages(m.ProtoReflect(), func(msg protoreflect.Message) {
+	walk(m, func(msg protoreflect.Message) {
 		if rv, ok := msg.Interface().(*pg.RangeVar); ok {
 			n.add(rv, catalog.PrivSelect)
 		}
-	})
-}
-
-// walkMessages calls fn for msg and every message below it.
-func walkMessages(msg protoreflect.Message, fn func(protoreflect.Message)) {
-	if !msg.IsValid() {
-		return
-	}
-	fn(msg)
-	msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsList() && fd.Message() != nil:
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				walkMessages(l.Get(i).Message(), fn)
-			}
-		case fd.Message() != nil && !fd.IsMap():
-			walkMessages(v.Message(), fn)
-		}
-		return true
 	})
 }
 
@@ -114,7 +94,7 @@ func readsColumns(nodes ...protoreflect.ProtoMessage) bool {
 		if m == nil || !m.ProtoReflect().IsValid() {
 			continue
 		}
-		walkMessages(m.ProtoReflect(), func(msg protoreflect.Message) {
+		walk(m, func(msg protoreflect.Message) {
 			if _, ok := msg.Interface().(*pg.ColumnRef); ok {
 				found = true
 			}

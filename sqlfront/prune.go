@@ -2,6 +2,7 @@ package sqlfront
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -48,71 +49,24 @@ func (s *session) planPruning(node *pg.Node) *prunePlan {
 	if rv.Alias != nil {
 		qualifier = rv.Alias.Aliasname
 	}
-	part := table.cols[table.partCol].Name
-	isPartCol := func(n *pg.Node) bool {
-		cr := n.GetColumnRef()
-		if cr == nil {
-			return false
-		}
-		var parts []string
-		for _, f := range cr.Fields {
-			if str := f.GetString_(); str != nil {
-				parts = append(parts, str.Sval)
-			} else {
-				return false
-			}
-		}
-		switch len(parts) {
-		case 1:
-			return parts[0] == part
-		case 2:
-			return parts[0] == qualifier && parts[1] == part
-		}
-		return false
-	}
 	isValue := func(n *pg.Node) bool {
-		if n.GetParamRef() != nil {
-			return true
-		}
-		return isConstant(n)
+		return n.GetParamRef() != nil || isConstant(n)
 	}
-	var conjuncts []*pg.Node
-	var flatten func(n *pg.Node)
-	flatten = func(n *pg.Node) {
-		if be := n.GetBoolExpr(); be != nil && be.Boolop == pg.BoolExprType_AND_EXPR {
-			for _, a := range be.Args {
-				flatten(a)
-			}
-			return
-		}
-		conjuncts = append(conjuncts, n)
-	}
-	flatten(sel.WhereClause)
-	for _, c := range conjuncts {
-		e := c.GetAExpr()
-		if e == nil || len(e.Name) != 1 || e.Name[0].GetString_().GetSval() != "=" {
+	conds, _ := whereConds(sel.WhereClause, func(cr *pg.ColumnRef) (int, bool) {
+		return tableColumn(cr, qualifier, table)
+	})
+	for _, c := range conds {
+		if c.col != table.partCol {
 			continue
 		}
-		left, right := e.Lexpr, e.Rexpr
-		if !isPartCol(left) {
-			left, right = right, left
-		}
-		if !isPartCol(left) {
-			continue
-		}
-		switch e.Kind {
-		case pg.A_Expr_Kind_AEXPR_OP:
-			if isValue(right) {
-				return &prunePlan{table: table, exprs: []*pg.Node{right}}
+		switch c.op {
+		case condEq:
+			if isValue(c.values[0]) {
+				return &prunePlan{table: table, exprs: c.values}
 			}
-		case pg.A_Expr_Kind_AEXPR_IN:
-			items := right.GetList().GetItems()
-			ok := len(items) > 0
-			for _, it := range items {
-				ok = ok && isValue(it)
-			}
-			if ok {
-				return &prunePlan{table: table, exprs: items}
+		case condIn:
+			if !slices.ContainsFunc(c.values, func(n *pg.Node) bool { return !isValue(n) }) {
+				return &prunePlan{table: table, exprs: c.values}
 			}
 		}
 	}

@@ -18,27 +18,6 @@ import (
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
-// walk calls fn for every message in a parse tree, depth first.
-func walk(m proto.Message, fn func(protoreflect.Message)) {
-	var visit func(protoreflect.Message)
-	visit = func(msg protoreflect.Message) {
-		fn(msg)
-		msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			switch {
-			case fd.IsList() && fd.Message() != nil:
-				l := v.List()
-				for i := 0; i < l.Len(); i++ {
-					visit(l.Get(i).Message())
-				}
-			case fd.Message() != nil && !fd.IsMap():
-				visit(v.Message())
-			}
-			return true
-		})
-	}
-	visit(m.ProtoReflect())
-}
-
 // rangeVars returns every table reference in a parse tree.
 func rangeVars(node *pg.Node) []*pg.RangeVar {
 	var out []*pg.RangeVar

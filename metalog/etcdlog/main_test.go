@@ -56,7 +56,7 @@ func quietLogger() *slog.Logger {
 func sharedEndpoints(t testing.TB) []string {
 	t.Helper()
 	shared.once.Do(func() {
-		shared.dir, shared.err = os.MkdirTemp("", "mink-catalog-etcd-")
+		shared.dir, shared.err = os.MkdirTemp("", "mink-etcdlog-")
 		if shared.err != nil {
 			return
 		}

@@ -3,12 +3,14 @@ package buckets
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sweep"
 	"github.com/minkdb/mink/kv"
 	"github.com/minkdb/mink/objstore"
 )
@@ -22,11 +24,9 @@ import (
 type KVCollector struct {
 	store objstore.Store
 	meta  s3stream.Metadata
-	delay time.Duration
 	// Now is the clock (tests replace it).
-	Now func() time.Time
-	// seen is when each object was first found to be garbage.
-	seen map[string]time.Time
+	Now     func() time.Time
+	sweeper *sweep.Sweeper
 }
 
 // KVGCStats is what one collection did.
@@ -37,7 +37,7 @@ type KVGCStats struct {
 
 // NewKVCollector returns a collector over store with the given delay.
 func NewKVCollector(store objstore.Store, meta s3stream.Metadata, delay time.Duration) *KVCollector {
-	return &KVCollector{store: store, meta: meta, delay: delay, Now: time.Now, seen: map[string]time.Time{}}
+	return &KVCollector{store: store, meta: meta, Now: time.Now, sweeper: sweep.New(store, delay)}
 }
 
 // Collect runs one collection.
@@ -97,25 +97,12 @@ func (c *KVCollector) Collect(ctx context.Context) (KVGCStats, error) {
 		}
 	}
 	now := c.Now()
-	for k := range c.seen {
-		if !garbage[k] {
-			delete(c.seen, k)
-		}
-	}
-	for k := range garbage {
-		first, ok := c.seen[k]
-		if !ok {
-			c.seen[k], first = now, now
-		}
-		if now.Sub(first) < c.delay {
-			st.Waiting++
-			continue
-		}
-		if err := c.store.Delete(ctx, k); err != nil {
-			return st, fmt.Errorf("kv gc: delete %s: %w", k, err)
-		}
-		delete(c.seen, k)
-		st.Deleted++
+	c.sweeper.Forget(func(k string) bool { return !garbage[k] })
+	var sw sweep.Stats
+	k, err := c.sweeper.Sweep(ctx, now, maps.Keys(garbage), &sw)
+	st = KVGCStats(sw)
+	if err != nil {
+		return st, fmt.Errorf("kv gc: delete %s: %w", k, err)
 	}
 	return st, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sweep"
 )
 
 // LakeCollector deletes lake objects that no retained lake snapshot
@@ -35,12 +36,11 @@ import (
 //
 // Safe for concurrent use (passes are serialized).
 type LakeCollector struct {
-	lake  *Lake
-	delay time.Duration
-	now   func() time.Time
+	lake *Lake
+	now  func() time.Time
 
-	mu        sync.Mutex
-	firstSeen map[string]time.Time // guarded by mu
+	mu      sync.Mutex
+	sweeper *sweep.Sweeper // guarded by mu
 	// manifests caches what manifest lists and manifests reference
 	// (see Lake.references); guarded by mu.
 	manifests map[string][]string
@@ -48,7 +48,7 @@ type LakeCollector struct {
 
 // NewLakeCollector returns a collector of lake with the given grace delay.
 func NewLakeCollector(lake *Lake, delay time.Duration) *LakeCollector {
-	return &LakeCollector{lake: lake, delay: delay, now: time.Now, firstSeen: map[string]time.Time{}, manifests: map[string][]string{}}
+	return &LakeCollector{lake: lake, now: time.Now, sweeper: sweep.New(lake.store, delay), manifests: map[string][]string{}}
 }
 
 // LakeGCStats says what one pass did.
@@ -62,7 +62,7 @@ type LakeGCStats struct {
 func (c *LakeCollector) Collect(ctx context.Context, tables []catalog.TableID) (LakeGCStats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var st LakeGCStats
+	var st sweep.Stats
 	now := c.now()
 	seen := map[string]bool{}
 	for _, id := range tables {
@@ -72,51 +72,45 @@ func (c *LakeCollector) Collect(ctx context.Context, tables []catalog.TableID) (
 		// is kept.
 		objs, err := c.lake.store.List(ctx, LakePrefix(id))
 		if err != nil {
-			return st, fmt.Errorf("list lake of table %d: %w", id, err)
+			return LakeGCStats(st), fmt.Errorf("list lake of table %d: %w", id, err)
 		}
 		if len(objs) == 0 {
 			continue
 		}
 		refs, err := c.lake.references(ctx, id, c.manifests)
 		if err != nil {
-			return st, err
+			return LakeGCStats(st), err
 		}
 		c.forgetManifests(id, refs)
-		for _, o := range objs {
-			if refs[o.Key] {
-				continue
+		unreferenced := func(yield func(string) bool) {
+			for _, o := range objs {
+				if refs[o.Key] {
+					continue
+				}
+				seen[o.Key] = true
+				if !yield(o.Key) {
+					return
+				}
 			}
-			seen[o.Key] = true
-			first, ok := c.firstSeen[o.Key]
-			if !ok {
-				c.firstSeen[o.Key] = now
-				first = now
-			}
-			if now.Sub(first) < c.delay {
-				st.Waiting++
-				continue
-			}
-			if err := c.lake.store.Delete(ctx, o.Key); err != nil {
-				return st, fmt.Errorf("delete lake object %s: %w", o.Key, err)
-			}
-			delete(c.firstSeen, o.Key)
-			st.Deleted++
+		}
+		if k, err := c.sweeper.Sweep(ctx, now, unreferenced, &st); err != nil {
+			return LakeGCStats(st), fmt.Errorf("delete lake object %s: %w", k, err)
 		}
 	}
 	// Forget objects of these tables that are gone or referenced now; the
 	// other tables' are kept for their next pass.
-	for k := range c.firstSeen {
+	c.sweeper.Forget(func(k string) bool {
 		if seen[k] {
-			continue
+			return false
 		}
 		for _, id := range tables {
 			if strings.HasPrefix(k, LakePrefix(id)) {
-				delete(c.firstSeen, k)
-				break
+				return true
 			}
 		}
-	}
-	return st, nil
+		return false
+	})
+	return LakeGCStats(st), nil
 }
 
 // references returns the keys a table's lake references: all metadata
@@ -226,10 +220,10 @@ func (l *Lake) references(ctx context.Context, id catalog.TableID, cache map[str
 func (c *LakeCollector) CollectDropped(ctx context.Context, live func(ids []catalog.TableID) (exists map[catalog.TableID]bool, next uint64)) (LakeGCStats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var st LakeGCStats
+	var st sweep.Stats
 	objs, err := c.lake.store.List(ctx, "lake/")
 	if err != nil {
-		return st, fmt.Errorf("list lakes: %w", err)
+		return LakeGCStats(st), fmt.Errorf("list lakes: %w", err)
 	}
 	byTable := map[catalog.TableID][]string{}
 	for _, o := range objs {
@@ -261,25 +255,12 @@ func (c *LakeCollector) CollectDropped(ctx context.Context, live func(ids []cata
 		slices.SortStableFunc(keys, func(a, b string) int {
 			return cmpBool(strings.Contains(a, "/metadata/"), strings.Contains(b, "/metadata/"))
 		})
-		for _, k := range keys {
-			first, ok := c.firstSeen[k]
-			if !ok {
-				c.firstSeen[k] = now
-				first = now
-			}
-			if now.Sub(first) < c.delay {
-				st.Waiting++
-				continue
-			}
-			if err := c.lake.store.Delete(ctx, k); err != nil {
-				return st, fmt.Errorf("delete lake object %s of dropped table %d: %w", k, id, err)
-			}
-			delete(c.firstSeen, k)
-			st.Deleted++
+		if k, err := c.sweeper.Sweep(ctx, now, slices.Values(keys), &st); err != nil {
+			return LakeGCStats(st), fmt.Errorf("delete lake object %s of dropped table %d: %w", k, id, err)
 		}
 		c.forgetManifests(id, nil)
 	}
-	return st, nil
+	return LakeGCStats(st), nil
 }
 
 func cmpBool(a, b bool) int {

@@ -3,12 +3,14 @@ package s3stream
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sweep"
 	"github.com/minkdb/mink/objstore"
 )
 
@@ -35,16 +37,15 @@ import (
 type Collector struct {
 	store objstore.Store
 	meta  Metadata
-	delay time.Duration
 	now   func() time.Time
 
-	mu        sync.Mutex
-	firstSeen map[string]time.Time
+	mu      sync.Mutex
+	sweeper *sweep.Sweeper // guarded by mu
 }
 
 // NewCollector returns a collector with the given reader grace delay.
 func NewCollector(store objstore.Store, meta Metadata, delay time.Duration) *Collector {
-	return &Collector{store: store, meta: meta, delay: delay, now: time.Now, firstSeen: map[string]time.Time{}}
+	return &Collector{store: store, meta: meta, now: time.Now, sweeper: sweep.New(store, delay)}
 }
 
 // GCStats says what one pass did.
@@ -112,26 +113,12 @@ func (c *Collector) Collect(ctx context.Context) (GCStats, error) {
 			}
 		}
 	})
-	for key := range c.firstSeen {
-		if !deletable[key] {
-			delete(c.firstSeen, key)
-		}
-	}
-	for key := range deletable {
-		seen, ok := c.firstSeen[key]
-		if !ok {
-			c.firstSeen[key] = now
-			seen = now
-		}
-		if now.Sub(seen) < c.delay {
-			stats.Waiting++
-			continue
-		}
-		if err := c.store.Delete(ctx, key); err != nil {
-			return stats, fmt.Errorf("gc: %w", err)
-		}
-		delete(c.firstSeen, key)
-		stats.Deleted++
+	c.sweeper.Forget(func(key string) bool { return !deletable[key] })
+	var sw sweep.Stats
+	_, err = c.sweeper.Sweep(ctx, now, maps.Keys(deletable), &sw)
+	stats = GCStats(sw)
+	if err != nil {
+		return stats, fmt.Errorf("gc: %w", err)
 	}
 	return stats, nil
 }

@@ -445,26 +445,7 @@ func (p *Pool) ScanKV(ctx context.Context, addr string, bucket catalog.BucketID)
 // the offset of each batch's first record, following redirects. The caller
 // releases them.
 func (p *Pool) ReadChangelog(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error) {
-	var out []buckets.Batch
-	t := flightwire.Ticket{Bucket: uint64(bucket), Changelog: true}
-	_, err := redirects.Follow(ctx, addr, func(ctx context.Context, addr string) error {
-		c, err := p.client(addr)
-		if err != nil {
-			return err
-		}
-		err = flightwire.GetStream(ctx, c, t.Encode(), nil, func(rec arrow.RecordBatch, meta flightwire.BatchMeta) error {
-			rec.Retain()
-			out = append(out, buckets.Batch{Offset: meta.Offset, Record: rec})
-			t.From = meta.Offset + uint64(rec.NumRows())
-			return nil
-		})
-		return fromStatus(addr, bucket, err)
-	})
-	if err != nil {
-		buckets.ReleaseBatches(out)
-		return nil, err
-	}
-	return out, nil
+	return p.readBatches(ctx, addr, bucket, flightwire.Ticket{Bucket: uint64(bucket), Changelog: true})
 }
 
 // changelogColumns are the columns of a primary-key table's changelog

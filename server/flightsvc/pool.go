@@ -216,8 +216,14 @@ func (p *Pool) ReadBucket(ctx context.Context, addr string, bucket catalog.Bucke
 // overlapping [from, end); the first may start before from. The union read
 // of a tiered table reads only the stream above its tiered offset.
 func (p *Pool) ReadBucketFrom(ctx context.Context, addr string, bucket catalog.BucketID, from uint64) ([]buckets.Batch, error) {
+	return p.readBatches(ctx, addr, bucket, flightwire.Ticket{Bucket: uint64(bucket), From: from})
+}
+
+// readBatches reads the batches of a resumable ticket (a log bucket's rows,
+// a primary-key bucket's changelog) at the leader of bucket, first tried
+// at addr, with their offsets. The caller releases them.
+func (p *Pool) readBatches(ctx context.Context, addr string, bucket catalog.BucketID, t flightwire.Ticket) ([]buckets.Batch, error) {
 	var out []buckets.Batch
-	t := flightwire.Ticket{Bucket: uint64(bucket), From: from}
 	_, err := redirects.Follow(ctx, addr, func(ctx context.Context, addr string) error {
 		c, err := p.client(addr)
 		if err != nil {

@@ -7,7 +7,8 @@
 // plan and propose its records live in package server (the coordinator and
 // lifecycle loops) and package tiering (RoundWithProgress, Compact).
 //
-// Bucket ownership (docs spec "Ownership and failover", "Assignment"):
+// Bucket ownership (docs/cluster.md, "Buckets and their leaders"; the
+// design spec "Ownership and failover", section "Assignment"):
 //
 //   - Assign gives the buckets of new tables and partitions to live nodes,
 //     round robin from a clock-derived start.

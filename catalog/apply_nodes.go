@@ -1,8 +1,6 @@
 package catalog
 
-import (
-	"fmt"
-)
+import "fmt"
 
 // checkNodeEpoch returns the rejection of a record acting for node at
 // nodeEpoch when that is not node's current epoch (an unregistered node has

@@ -106,8 +106,10 @@ type LiveCache struct {
 }
 
 // NewLiveCache returns a cache holding nodes, for Liveness implementations,
-// which keep it current with Replace, Put and Remove. Close calls stop (if
-// not nil), which must stop what updates the cache and wait for it.
+// which keep it current with Replace, Put and Remove. The cache takes nodes
+// over: the caller must not use the map afterwards. Close calls stop (if not
+// nil, and possibly more than once), which must stop what updates the cache
+// and wait for it.
 func NewLiveCache(nodes map[catalog.NodeID]LiveInfo, stop func()) *LiveCache {
 	c := &LiveCache{stop: stop}
 	c.mu.nodes = nodes

@@ -464,39 +464,52 @@ func notNullViolation(table, column string, cols []sqltypes.Column, rec arrow.Re
 const failingRowValueLen = 64
 
 // failingRow renders row r of rec as PostgreSQL's "Failing row contains"
-// detail does: each value's text output, null for NULL. False if a value
-// cannot be rendered.
+// detail does. False if a value cannot be rendered.
 func failingRow(cols []sqltypes.Column, rec arrow.RecordBatch, r int, loc *time.Location) (string, bool) {
 	if rec == nil || int(rec.NumCols()) != len(cols) {
 		return "", false
 	}
-	oids := make([]uint32, len(cols))
-	vals := make([]any, len(cols))
-	for i, c := range cols {
-		oids[i] = c.Type.OID()
-		vals[i] = engine.GoValue(rec.Column(i), r, c.Type)
+	return rowText(cols, rec, r, nil, loc, failingRowValueLen)
+}
+
+// rowText renders the values of row r of rec in the columns idx (nil:
+// all) as PostgreSQL's error details do: each value's text output in the
+// session's time zone loc, char(n) padded, null for NULL, a value longer
+// than limit bytes (limit > 0) cut short with "...". False if a value
+// cannot be rendered.
+func rowText(cols []sqltypes.Column, rec arrow.RecordBatch, r int, idx []int, loc *time.Location, limit int) (string, bool) {
+	if idx == nil {
+		idx = make([]int, len(cols))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	oids := make([]uint32, len(idx))
+	vals := make([]any, len(idx))
+	for j, i := range idx {
+		oids[j] = cols[i].Type.OID()
+		vals[j] = engine.GoValue(rec.Column(i), r, cols[i].Type)
 	}
 	texts, err := pgwire.TextValues(oids, vals, loc)
 	if err != nil {
 		return "", false
 	}
-	for i, t := range texts {
-		switch {
-		case vals[i] == nil:
-			texts[i] = "null"
-		case cols[i].Type.Kind() == sqltypes.Char:
-			t = sqltypes.PadChar(t, int(cols[i].Type.Length()))
+	for j, t := range texts {
+		if vals[j] == nil {
+			texts[j] = "null"
+			continue
 		}
-		if len(t) > failingRowValueLen {
-			cut := failingRowValueLen
+		if typ := cols[idx[j]].Type; typ.Kind() == sqltypes.Char {
+			t = sqltypes.PadChar(t, int(typ.Length()))
+		}
+		if limit > 0 && len(t) > limit {
+			cut := limit
 			for cut > 0 && !utf8.RuneStart(t[cut]) {
 				cut--
 			}
 			t = t[:cut] + "..."
 		}
-		if vals[i] != nil {
-			texts[i] = t
-		}
+		texts[j] = t
 	}
 	return strings.Join(texts, ", "), true
 }

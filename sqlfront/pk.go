@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/minkdb/mink/buckets"
@@ -351,51 +350,25 @@ func releaseParts(parts []bucketPart) {
 	}
 }
 
-// duplicateKey is PostgreSQL's 23505 for the row i of rec.
-func duplicateKey(table *tableInfo, rec arrow.RecordBatch, i int) *pgwire.Error {
+// duplicateKey is PostgreSQL's 23505 for the row i of rec; loc is the
+// session's time zone.
+func duplicateKey(table *tableInfo, rec arrow.RecordBatch, i int, loc *time.Location) *pgwire.Error {
 	return &pgwire.Error{Code: pgwire.CodeUniqueViolation,
 		Message:        fmt.Sprintf("duplicate key value violates unique constraint %q", table.pkeyName()),
-		Detail:         fmt.Sprintf("Key (%s)=(%s) already exists.", strings.Join(table.spec.PrimaryKey, ", "), keyText(table, rec, i)),
+		Detail:         fmt.Sprintf("Key (%s)=(%s) already exists.", strings.Join(table.spec.PrimaryKey, ", "), keyText(table, rec, i, loc)),
 		SchemaName:     "public",
 		TableName:      table.name,
 		ConstraintName: table.pkeyName()}
 }
 
 // keyText renders the primary-key values of row i as PostgreSQL does in
-// the detail of a unique violation.
-func keyText(table *tableInfo, rec arrow.RecordBatch, i int) string {
-	var parts []string
-	for _, c := range table.pkCols() {
-		parts = append(parts, valueText(rec.Column(c), i))
+// the detail of a unique violation (the values uncut).
+func keyText(table *tableInfo, rec arrow.RecordBatch, i int, loc *time.Location) string {
+	text, ok := rowText(table.cols, rec, i, table.pkCols(), loc, 0)
+	if !ok {
+		return "?"
 	}
-	return strings.Join(parts, ", ")
-}
-
-func valueText(a arrow.Array, i int) string {
-	if a.IsNull(i) {
-		return "null"
-	}
-	switch a := a.(type) {
-	case *array.String:
-		return a.Value(i)
-	case *array.Binary:
-		return fmt.Sprintf(`\x%x`, a.Value(i))
-	case *array.Timestamp:
-		unit := a.DataType().(*arrow.TimestampType).Unit
-		t := a.Value(i).ToTime(unit).UTC()
-		if a.DataType().(*arrow.TimestampType).TimeZone != "" {
-			return t.Format("2006-01-02 15:04:05.999999-07")
-		}
-		return t.Format("2006-01-02 15:04:05.999999")
-	case *array.Date32:
-		return a.Value(i).ToTime().Format("2006-01-02")
-	case *array.FixedSizeBinary:
-		b := a.Value(i)
-		if len(b) == 16 {
-			return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-		}
-	}
-	return a.ValueStr(i)
+	return text
 }
 
 // pkWrite applies writes made from rec (one write per row, in row order)
@@ -404,7 +377,7 @@ func (s *session) pkWrite(ctx context.Context, table *tableInfo, b kvBucket, rec
 	records, _, err := b.Write(ctx, writes)
 	var dup *kv.DuplicateKeyError
 	if errors.As(err, &dup) {
-		return nil, duplicateKey(table, rec, dup.Write)
+		return nil, duplicateKey(table, rec, dup.Write, s.sessionLocation())
 	}
 	return records, err
 }
@@ -429,7 +402,7 @@ func (s *session) checkAbsent(ctx context.Context, table *tableInfo, parts []buc
 			if _, ok, err := b.Get(ctx, key); err != nil {
 				return err
 			} else if ok {
-				return duplicateKey(table, p.rec, i)
+				return duplicateKey(table, p.rec, i, s.sessionLocation())
 			}
 		}
 	}
@@ -437,8 +410,9 @@ func (s *session) checkAbsent(ctx context.Context, table *tableInfo, parts []buc
 }
 
 // checkNoDuplicates fails with 23505 if two rows of rec (bound for one
-// bucket: one key always routes to one bucket) have the same key.
-func checkNoDuplicates(table *tableInfo, codec *kvcodec.Codec, rec arrow.RecordBatch) error {
+// bucket: one key always routes to one bucket) have the same key; loc is
+// the session's time zone.
+func checkNoDuplicates(table *tableInfo, codec *kvcodec.Codec, rec arrow.RecordBatch, loc *time.Location) error {
 	seen := map[string]bool{}
 	var key []byte
 	for i := 0; i < int(rec.NumRows()); i++ {
@@ -447,7 +421,7 @@ func checkNoDuplicates(table *tableInfo, codec *kvcodec.Codec, rec arrow.RecordB
 			return err
 		}
 		if seen[string(key)] {
-			return duplicateKey(table, rec, i)
+			return duplicateKey(table, rec, i, loc)
 		}
 		seen[string(key)] = true
 	}

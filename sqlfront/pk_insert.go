@@ -293,7 +293,7 @@ func (s *session) insertPK(ctx context.Context, table *tableInfo, batches []arro
 	}
 	noDuplicates := func() error {
 		for i := range parts {
-			if err := checkNoDuplicates(table, bucketsOf[&parts[i]].Codec(), parts[i].rec); err != nil {
+			if err := checkNoDuplicates(table, bucketsOf[&parts[i]].Codec(), parts[i].rec, s.sessionLocation()); err != nil {
 				return err
 			}
 		}

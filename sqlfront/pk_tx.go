@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -285,7 +286,7 @@ func (s *session) commitPK(ctx context.Context, kvs map[catalog.BucketID]*txBuck
 		}
 		var de *kv.DuplicateKeyError
 		if errors.As(err, &de) {
-			return duplicateKeyRow(table, t.base.Codec(), writes[de.Write].Row)
+			return duplicateKeyRow(table, t.base.Codec(), writes[de.Write].Row, s.sessionLocation())
 		}
 		if err != nil {
 			return err
@@ -295,11 +296,11 @@ func (s *session) commitPK(ctx context.Context, kvs map[catalog.BucketID]*txBuck
 }
 
 // duplicateKeyRow is duplicateKey for an encoded row.
-func duplicateKeyRow(table *tableInfo, codec *kvcodec.Codec, row []byte) error {
+func duplicateKeyRow(table *tableInfo, codec *kvcodec.Codec, row []byte, loc *time.Location) error {
 	rec, err := codec.DecodeRows(memory.DefaultAllocator, [][]byte{row})
 	if err != nil {
 		return err
 	}
 	defer rec.Release()
-	return duplicateKey(table, rec, 0)
+	return duplicateKey(table, rec, 0, loc)
 }

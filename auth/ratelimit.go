@@ -118,7 +118,7 @@ const limiterEvictSample = 16
 // changes nothing: if a success refunded failures, a client with one valid
 // account could log in between guesses at other roles' passwords and guess
 // without limit (see LoginLimiter). It is there so that a listener can
-// report every outcome to one interface (server/access.Limiter).
+// report every outcome to one interface (access.Limiter).
 func (l *LoginLimiter) Succeeded(addr netip.Addr) {}
 
 // evictLocked makes room for one more source. Among a sample of the

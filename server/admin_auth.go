@@ -8,9 +8,9 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/server/access"
 )
 
 // Authentication of the admin API (docs/admin-api.md, "Authentication").

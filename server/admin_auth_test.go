@@ -13,9 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/server/access"
 )
 
 // adminTestNode is a Server with just enough for its admin API's

@@ -10,10 +10,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/metalog/etcdlog"
-	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 

@@ -17,6 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/s3stream"
@@ -25,7 +26,6 @@ import (
 	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/metalog/etcdlog"
 	"github.com/minkdb/mink/objstore"
-	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/server/flightsvc"
 	"github.com/minkdb/mink/server/kafka"
 	"github.com/minkdb/mink/server/kafka/groups"

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 

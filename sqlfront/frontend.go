@@ -8,10 +8,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/kv/kvcodec"
-	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 	"github.com/minkdb/mink/tiering"
@@ -59,7 +59,7 @@ type Config struct {
 	// Lake reads tiered rows of log tables (the union read, lake.go); nil:
 	// a table with tiered rows cannot be read.
 	Lake *tiering.LakeReader
-	// Access resolves a connection's user to its role (server/access);
+	// Access resolves a connection's user to its role (package access);
 	// nil: every session acts as the bootstrap superuser (tests).
 	Access *access.Guard
 }

@@ -7,8 +7,8 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/server/access"
 )
 
 // Authentication (docs/security.md, "Arrow Flight authentication").

@@ -26,12 +26,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/internal/minktest"
 	"github.com/minkdb/mink/server"
-	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/server/flightsvc"
 )
 

@@ -9,12 +9,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/server/access"
 )
 
 // bucketStatus turns an error about bucket id into the gRPC status a client

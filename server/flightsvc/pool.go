@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
-	"github.com/minkdb/mink/server/access"
 )
 
 // Transport moves bucket data between nodes. The SQL front end uses it for

@@ -8,10 +8,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/kv/kvcodec"
-	"github.com/minkdb/mink/server/access"
 )
 
 // Privileges on the Flight paths (docs/security.md). Every call reads the

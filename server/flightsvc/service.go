@@ -19,10 +19,10 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
-	"github.com/minkdb/mink/server/access"
 )
 
 // Metadata is what the service needs from the metadata log;

@@ -6,8 +6,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/server/access"
 )
 
 // Privileges per request (docs/kafka.md, "Security"): a topic is a log

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/auth"
-	"github.com/minkdb/mink/server/access"
 )
 
 // SASL on the Kafka listener (KIP-43, KIP-152), against the roles of the

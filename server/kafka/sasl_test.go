@@ -19,11 +19,11 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/goleak"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/auth"
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/metalog"
-	"github.com/minkdb/mink/server/access"
 )
 
 func TestMain(m *testing.M) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/server/kafka/groups"
 )
 

@@ -3,8 +3,8 @@ package pgcatalog
 import (
 	"testing"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/server/access"
 )
 
 func TestCatalogFormatType(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/server/access"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/buckets/routing"
@@ -551,18 +552,41 @@ func (s *session) planCreatePartition(ctx context.Context, name string, cs *pg.C
 // canonicalPartitionValue evaluates a literal as the partition column's type
 // and returns its canonical text, the same text rows with that value get.
 func (s *session) canonicalPartitionValue(ctx context.Context, lit string, typ sqltypes.Type) (string, error) {
-	return s.partitionValueOf(ctx, typ, "SELECT CAST("+lit+" AS "+typ.DuckDBType()+") AS v")
+	return s.partitionValueOf(ctx, typ, lit)
 }
 
 // canonicalPartitionValueArg is canonicalPartitionValue for a parameter.
 func (s *session) canonicalPartitionValueArg(ctx context.Context, typ sqltypes.Type, arg any) (string, error) {
-	return s.partitionValueOf(ctx, typ, "SELECT CAST($1 AS "+typ.DuckDBType()+") AS v", arg)
+	return s.partitionValueOf(ctx, typ, "$1", arg)
 }
 
-func (s *session) partitionValueOf(ctx context.Context, typ sqltypes.Type, query string, args ...any) (string, error) {
-	rdr, err := s.conn.QueryArrow(ctx, query, args...)
+func (s *session) partitionValueOf(ctx context.Context, typ sqltypes.Type, expr string, args ...any) (string, error) {
+	rec, err := s.evalConstants(ctx, "partition", typ, []string{expr}, args)
 	if err != nil {
 		return "", err
+	}
+	defer rec.Release()
+	return routing.PartitionValue(rec.Column(0), 0)
+}
+
+// evalConstants evaluates expressions (constants, or $n of args) as typ in
+// the engine, the way a comparison with a column of typ reads them, in one
+// query, and returns them as one row of typ's Arrow form, a column per
+// expression. It is how pruning and lake filters turn the values in a
+// WHERE clause into the values stored rows are compared with; what names
+// them in conversion errors.
+func (s *session) evalConstants(ctx context.Context, what string, typ sqltypes.Type, exprs []string, args []any) (arrow.RecordBatch, error) {
+	items := make([]string, len(exprs))
+	cols := make([]sqltypes.Column, len(exprs))
+	for i, e := range exprs {
+		name := "v" + strconv.Itoa(i)
+		items[i] = "CAST(" + e + " AS " + typ.DuckDBType() + ") AS " + name
+		cols[i] = sqltypes.Column{Name: name, Type: typ}
+	}
+	query := "SELECT " + strings.Join(items, ", ")
+	rdr, err := s.conn.QueryArrow(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rdr.Release()
 	for rdr.Next() {
@@ -570,17 +594,15 @@ func (s *session) partitionValueOf(ctx context.Context, typ sqltypes.Type, query
 		if rec.NumRows() == 0 {
 			continue
 		}
-		conformed, err := sqltypes.Conform("partition", []sqltypes.Column{{Name: "v", Type: typ}}, rec, nil)
-		if err != nil {
-			return "", err
+		if rec.NumRows() != 1 || int(rec.NumCols()) != len(exprs) {
+			return nil, fmt.Errorf("constants query %s returned %d rows of %d columns", query, rec.NumRows(), rec.NumCols())
 		}
-		defer conformed.Release()
-		return routing.PartitionValue(conformed.Column(0), 0)
+		return sqltypes.Conform(what, cols, rec, nil)
 	}
 	if err := rdr.Err(); err != nil {
-		return "", err
+		return nil, err
 	}
-	return "", fmt.Errorf("partition value query %s returned no row", query)
+	return nil, fmt.Errorf("constants query %s returned no row", query)
 }
 
 func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {

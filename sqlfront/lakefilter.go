@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -211,32 +209,16 @@ func (s *session) filterValues(ctx context.Context, exprs []*pg.Node, typ sqltyp
 			}
 			v = lit
 		}
-		items[i] = "CAST(" + v + " AS " + typ.DuckDBType() + ") AS v" + strconv.Itoa(i)
+		items[i] = v
 	}
-	rdr, err := s.conn.QueryArrow(ctx, "SELECT "+strings.Join(items, ", "), qargs...)
+	rec, err := s.evalConstants(ctx, "filter", typ, items, qargs)
 	if err != nil {
 		return nil, false
 	}
-	defer rdr.Release()
-	var rec arrow.RecordBatch
-	for rdr.Next() {
-		if rec = rdr.RecordBatch(); rec.NumRows() > 0 {
-			break
-		}
-	}
-	if rec == nil || rec.NumRows() != 1 || int(rec.NumCols()) != len(exprs) {
-		return nil, false
-	}
+	defer rec.Release()
 	out := make([]any, len(exprs))
 	for i := range exprs {
-		one := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{rec.Schema().Field(i)}, nil), []arrow.Array{rec.Column(i)}, 1)
-		conformed, err := sqltypes.Conform("filter", []sqltypes.Column{{Name: rec.Schema().Field(i).Name, Type: typ}}, one, nil)
-		one.Release()
-		if err != nil {
-			return nil, false
-		}
-		v, ok := tiering.PredicateValue(conformed.Column(0))
-		conformed.Release()
+		v, ok := tiering.PredicateValue(rec.Column(i))
 		if !ok {
 			return nil, false
 		}

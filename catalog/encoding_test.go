@@ -24,7 +24,7 @@ import (
 // TestEncoding runs the scripts in testdata/encoding. Commands:
 //
 //	encode
-//	<records in the syntax of parseRecord>
+//	<records in the syntax of catalogtest.ParseRecord>
 //	----
 //	<version> <kind> <JSON body>, per record (version and kind in hex)
 //

@@ -23,14 +23,14 @@ import (
 // TestStateMachine runs the scripts in testdata/statemachine. Commands:
 //
 //	apply
-//	<one record per line, in the syntax of parseRecord>
+//	<one record per line, in the syntax of catalogtest.ParseRecord>
 //	----
 //	<index>: ok [epoch=… table=… partition=… buckets=[…] end=… start=… role=…]
 //	<index>: rejected <sentinel>: <message>
 //
 //	view
 //	----
-//	<a compact dump of the view, see dumpView>
+//	<a compact dump of the view, see catalogtest.DumpView>
 //
 // Every record is also applied, through an EncodeRecord/DecodeRecord round
 // trip, to a second view that is itself round-tripped through

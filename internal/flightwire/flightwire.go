@@ -1,10 +1,12 @@
 // Package flightwire is the wire contract of mink's Arrow Flight service
 // (docs/flight.md): how descriptors, tickets, per-message metadata, action
-// bodies and error details are encoded. The server (server/flightsvc) and
-// the Go client (client) both use it, so they cannot drift apart.
+// bodies and error details are encoded, and how a request follows the
+// NotLeader redirects they carry (Redirects). The server (server/flightsvc)
+// and the Go client (client) both use it, so they cannot drift apart.
 //
-// Everything here is pure and safe for concurrent use. The package imports
-// no storage code, so that the public client stays light.
+// Everything here is safe for concurrent use and starts no goroutines;
+// only the Flight calls (PutBatches, GetStream, DoAction) do I/O. The
+// package imports no storage code, so that the public client stays light.
 package flightwire
 
 import (

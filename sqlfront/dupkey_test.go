@@ -5,10 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/minkdb/mink/internal/minktest"
 )
 
 // TestDuplicateKeyDetail: a unique violation (23505) names the key in its
@@ -18,16 +15,8 @@ import (
 // written twice by two transaction blocks' COMMITs. With -logic.pg the
 // same steps run against PostgreSQL, which must give the same details.
 func TestDuplicateKeyDetail(t *testing.T) {
-	url := *logicPG
-	if url == "" {
-		url = minktest.Start(t, minktest.Options{}).URL
-	}
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgOrMink(t)
 	for _, sql := range []string{
 		"DROP TABLE IF EXISTS dk_ts", "DROP TABLE IF EXISTS dk_two", "DROP TABLE IF EXISTS dk_ch",
 		"CREATE TABLE dk_ts (ts timestamptz PRIMARY KEY, v text)",

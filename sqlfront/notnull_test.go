@@ -17,16 +17,8 @@ import (
 // parameters), UPDATE and COPY. With -logic.pg the same steps run against
 // PostgreSQL, which must give the same errors.
 func TestNotNullDetail(t *testing.T) {
-	url := *logicPG
-	if url == "" {
-		url = minktest.Start(t, minktest.Options{}).URL
-	}
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgOrMink(t)
 	for _, sql := range []string{
 		"DROP TABLE IF EXISTS nd",
 		"DROP TABLE IF EXISTS ndk",
@@ -98,4 +90,21 @@ func TestNotNullDetail(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM nd").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("rows in nd: %d %v, want 0", n, err)
 	}
+}
+
+// pgOrMink connects to the PostgreSQL of -logic.pg, or else to a node of
+// its own, for tests that check mink's answers against PostgreSQL's. The
+// connection is closed when the test ends.
+func pgOrMink(t *testing.T) *pgx.Conn {
+	t.Helper()
+	url := *logicPG
+	if url == "" {
+		url = minktest.Start(t, minktest.Options{}).URL
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }

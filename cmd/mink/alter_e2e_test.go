@@ -190,7 +190,8 @@ func TestAlterTableAddColumn(t *testing.T) {
 // clients on the other two keep writing a log table and a primary-key
 // table (six buckets each, led by all three nodes). Writers use the new
 // column once their node knows it; rows written without it, before the
-// ALTER or by a node that had not applied it yet, read its DEFAULT. Every
+// ALTER or by a node that had not applied it yet, read its DEFAULT; the
+// test ends once both writers use the column in both tables. Every
 // acknowledged row is there, once, with the right value, read on every
 // node.
 func TestAlterTableAddColumnCluster(t *testing.T) {
@@ -276,13 +277,39 @@ func TestAlterTableAddColumnCluster(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(2 * time.Second)
+	// wrote reports whether every writer has n acknowledged rows in each
+	// table, tagged ones only with tagged.
+	wrote := func(n int, tagged bool) func() bool {
+		return func() bool {
+			select {
+			case err := <-errs:
+				errs <- err
+				return true // the writer's error fails the test below
+			default:
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, table := range []string{"ev", "kv"} {
+				var per [2]int
+				for _, x := range done[table] {
+					if !tagged || x.tagged {
+						per[x.id%2]++
+					}
+				}
+				if per[0] < n || per[1] < n {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	waitFor(t, 30*time.Second, "both writers writing both tables", wrote(50, false))
 	for _, q := range []string{"ALTER TABLE ev ADD COLUMN tag bigint DEFAULT -1", "ALTER TABLE kv ADD COLUMN tag bigint DEFAULT -1"} {
 		if _, err := setup.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(3 * time.Second)
+	waitFor(t, 30*time.Second, "both writers using the added column in both tables", wrote(50, true))
 	close(stop)
 	wg.Wait()
 	select {

@@ -91,13 +91,13 @@ package sqlfront_test
 // the lake directly), mirrors=on with them on again (the default). On
 // PostgreSQL only the sessions are closed.
 //
-//	tier TABLE
+//	tier TABLE [TABLE…]
 //
-// runs a tiering round of TABLE and waits for it to finish (the admin API's
-// POST /api/v1/tiering/run?wait=1, what `mink tiering run --wait` does),
-// so that TABLE's committed rows are read from the lake from then on (the
-// round must leave no row untiered: nothing else writes while a file
-// runs); the round is retried while no node holds the coordinator lease yet (right
+// runs a tiering round of each TABLE, the rounds at once, and waits for
+// them to finish (the admin API's POST /api/v1/tiering/run?wait=1, what
+// `mink tiering run --wait` does), so that the tables' committed rows are
+// read from the lake from then on (a round must leave no row untiered:
+// nothing else writes while a file runs); a round is retried while no node holds the coordinator lease yet (right
 // after a restart). Rounds run only on tier: the harness's nodes have a
 // tiering freshness of an hour. On PostgreSQL it does nothing.
 //
@@ -254,7 +254,8 @@ type logicRecord struct {
 	// errFields are the "FIELD value" lines a statement error's ----
 	// section lists.
 	errFields []string
-	conn      string // for "connection"; the TABLE of "tier"
+	conn      string   // for "connection"
+	tables    []string // for "tier"
 	// mirrors is restart's mirrors=on|off ("" keeps the node's setting).
 	mirrors string
 
@@ -354,10 +355,10 @@ func parseLogicFile(path string) ([]*logicRecord, error) {
 			recs = append(recs, rec)
 			continue
 		case "tier":
-			if len(f) != 2 {
-				return nil, bad(i, "tier TABLE")
+			if len(f) < 2 {
+				return nil, bad(i, "tier TABLE [TABLE…]")
 			}
-			rec.conn = f[1]
+			rec.tables = f[1:]
 			i++
 			recs = append(recs, rec)
 			continue
@@ -471,8 +472,11 @@ func formatLogicFile(recs []*logicRecord) string {
 			b.WriteString(c + "\n")
 		}
 		switch rec.kind {
-		case "connection", "tier":
-			fmt.Fprintf(&b, "%s %s\n", rec.kind, rec.conn)
+		case "connection":
+			fmt.Fprintf(&b, "connection %s\n", rec.conn)
+			continue
+		case "tier":
+			fmt.Fprintf(&b, "tier %s\n", strings.Join(rec.tables, " "))
 			continue
 		case "restart":
 			b.WriteString("restart")
@@ -679,31 +683,55 @@ func (r *logicRunner) restart(rec *logicRecord) {
 	r.startNode()
 }
 
-// tier runs a tiering round of a table and waits for it (mink only).
+// tier runs a tiering round of each of the record's tables, at once, and
+// waits for them (mink only).
 func (r *logicRunner) tier(rec *logicRecord) {
 	if r.pg {
 		return
 	}
 	admin := server.NewAdminClient(r.node.Config.AdminAddr)
+	errs := make([]error, len(rec.tables))
+	var wg sync.WaitGroup
+	for i, table := range rec.tables {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = tierTable(admin, table)
+		}()
+	}
+	wg.Wait()
+	failed := false
+	for i, err := range errs {
+		if err != nil {
+			r.t.Errorf("line %d: tier %s: %v", rec.line, rec.tables[i], err)
+			failed = true
+		}
+	}
+	if failed {
+		r.t.FailNow()
+	}
+}
+
+// tierTable runs a round of table and waits for it, retrying while no node
+// holds the coordinator lease (right after a start).
+func tierTable(admin *server.AdminClient, table string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		var lag uint64
-		err := admin.TieringRun(ctx, rec.conn, true, func(ev server.TieringRunEvent) {
+		err := admin.TieringRun(ctx, table, true, func(ev server.TieringRunEvent) {
 			if ev.Type == "done" {
 				lag = ev.LagRows
 			}
 		})
 		cancel()
-		if err == nil && lag != 0 {
-			r.t.Fatalf("line %d: tier %s: %d rows left untiered, with nothing writing", rec.line, rec.conn, lag)
-		}
-		if err == nil {
-			return
-		}
-		// Right after a start no node may hold the coordinator lease yet.
-		if !strings.Contains(err.Error(), "retry") || time.Now().After(deadline) {
-			r.t.Fatalf("line %d: tier %s: %v", rec.line, rec.conn, err)
+		switch {
+		case err == nil && lag != 0:
+			return fmt.Errorf("%d rows left untiered, with nothing writing", lag)
+		case err == nil:
+			return nil
+		case !strings.Contains(err.Error(), "retry") || time.Now().After(deadline):
+			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -43,8 +43,14 @@ func retryBucket(ctx context.Context, wait time.Duration, try func() (done bool,
 }
 
 // retryable reports whether a bucket error may clear up by itself: the
-// bucket is opening, or the view here has not caught up with a move.
+// bucket is opening, or the view here has not caught up with a move. A
+// primary-key bucket whose state is lost (buckets.ErrStateLost) stays
+// unavailable until an operator repairs its snapshots, so the statement
+// fails at once instead of waiting out BucketWait.
 func retryable(err error) bool {
+	if errors.Is(err, buckets.ErrStateLost) {
+		return false
+	}
 	return errors.Is(err, buckets.ErrUnavailable) || errors.Is(err, buckets.ErrNotLeader)
 }
 

@@ -592,7 +592,14 @@ func TestPKTrimmedSnapshotsLostUnavailable(t *testing.T) {
 	conn = connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
 	for _, q := range []string{"SELECT count(*) FROM kvoff", "SELECT v FROM kvoff WHERE id = 1"} {
 		var x any
+		began := time.Now()
 		err := conn.QueryRow(context.Background(), q).Scan(&x)
+		// The lost state will not come back by itself: the statement fails
+		// at once, not after the 30 s a statement waits for an opening
+		// bucket.
+		if took := time.Since(began); took > 15*time.Second {
+			t.Errorf("%s took %v to fail, want an immediate error", q, took)
+		}
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "57P03" || !strings.Contains(pgErr.Message, "cannot be restored") ||
 			!strings.Contains(pgErr.Message, fmt.Sprintf("trimmed to offset %d", b.Start)) {

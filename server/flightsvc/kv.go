@@ -304,7 +304,7 @@ func (s *Service) upsertKV(ctx context.Context, t *table, id catalog.BucketID, r
 			return nil
 		}
 		var nle *buckets.NotLeaderError
-		retry := errors.Is(err, buckets.ErrUnavailable) || errors.As(err, &nle)
+		retry := (errors.Is(err, buckets.ErrUnavailable) && !errors.Is(err, buckets.ErrStateLost)) || errors.As(err, &nle)
 		if !retry || errors.Is(err, buckets.ErrUnknownOutcome) || time.Now().After(deadline) {
 			return kvWriteStatus(id, err)
 		}

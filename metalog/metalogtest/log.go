@@ -19,7 +19,7 @@ func LogConformance(t *testing.T, newLog func(t *testing.T) metalog.Log) {
 	entry := func(i uint64) []byte { return fmt.Appendf(nil, "entry-%d", i) }
 
 	t.Run("Empty", func(t *testing.T) {
-		ctx := testContext(t, 10*time.Second)
+		ctx := Context(t, 10*time.Second)
 		l := newLog(t)
 		if h, err := l.Head(ctx); err != nil || h != 0 {
 			t.Fatalf("Head = %d, %v; want 0", h, err)
@@ -30,7 +30,7 @@ func LogConformance(t *testing.T, newLog func(t *testing.T) metalog.Log) {
 	})
 
 	t.Run("AppendDense", func(t *testing.T) {
-		ctx := testContext(t, 30*time.Second)
+		ctx := Context(t, 30*time.Second)
 		l := newLog(t)
 		// Concurrent appenders get distinct, dense indexes.
 		const writers, each = 6, 10
@@ -82,7 +82,7 @@ func LogConformance(t *testing.T, newLog func(t *testing.T) metalog.Log) {
 	})
 
 	t.Run("AppendBatch", func(t *testing.T) {
-		ctx := testContext(t, 30*time.Second)
+		ctx := Context(t, 30*time.Second)
 		l := newLog(t)
 		if _, err := l.Append(ctx, entry(1)); err != nil {
 			t.Fatal(err)
@@ -112,7 +112,7 @@ func LogConformance(t *testing.T, newLog func(t *testing.T) metalog.Log) {
 	})
 
 	t.Run("TailWaitsAndStops", func(t *testing.T) {
-		ctx := testContext(t, 30*time.Second)
+		ctx := Context(t, 30*time.Second)
 		l := newLog(t)
 		for i := uint64(1); i <= 3; i++ {
 			if _, err := l.Append(ctx, entry(i)); err != nil {
@@ -163,7 +163,7 @@ func LogConformance(t *testing.T, newLog func(t *testing.T) metalog.Log) {
 	})
 
 	t.Run("SnapshotAndTruncation", func(t *testing.T) {
-		ctx := testContext(t, 30*time.Second)
+		ctx := Context(t, 30*time.Second)
 		l := newLog(t)
 		for i := uint64(1); i <= 12; i++ {
 			if _, err := l.Append(ctx, entry(i)); err != nil {
@@ -203,7 +203,7 @@ func LogConformance(t *testing.T, newLog func(t *testing.T) metalog.Log) {
 // CheckSnapshot fails t unless l holds the snapshot data at index.
 func CheckSnapshot(t *testing.T, l metalog.Log, index uint64, data string) {
 	t.Helper()
-	i, d, err := l.LoadSnapshot(testContext(t, 10*time.Second))
+	i, d, err := l.LoadSnapshot(Context(t, 10*time.Second))
 	if err != nil || i != index || string(d) != data {
 		t.Fatalf("LoadSnapshot = %d, %q, %v; want %d, %q", i, d, err, index, data)
 	}
@@ -213,7 +213,7 @@ func CheckSnapshot(t *testing.T, l metalog.Log, index uint64, data string) {
 // entries are there and dense).
 func CheckTail(t *testing.T, l metalog.Log, from uint64, want error) {
 	t.Helper()
-	ctx := testContext(t, 10*time.Second)
+	ctx := Context(t, 10*time.Second)
 	head, err := l.Head(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -241,11 +241,4 @@ func CheckTail(t *testing.T, l metalog.Log, from uint64, want error) {
 	if !errors.Is(err, want) {
 		t.Fatalf("Tail(%d) = %v, want %v", from, err, want)
 	}
-}
-
-// testContext is a context that ends after d or with the test.
-func testContext(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

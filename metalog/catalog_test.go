@@ -1,4 +1,4 @@
-package metalog
+package metalog_test
 
 import (
 	"bytes"
@@ -11,50 +11,21 @@ import (
 	"time"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/metalogtest"
 )
 
-func testOptions(every uint64) Options {
-	return Options{SnapshotEvery: every, Logger: quietLogger(), TestingKnobs: TestingKnobs{SnapshotJitter: -1}}
-}
-
-func openCatalog(t *testing.T, l Log, opts Options) *Catalog {
-	t.Helper()
-	c, err := Open(testContext(t, 30*time.Second), l, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func testTable(name string) catalog.CreateTable {
-	return catalog.CreateTable{Spec: catalog.TableSpec{
-		Name:    name,
-		Columns: []catalog.Column{{Name: "id", Type: "bigint", NotNull: true}, {Name: "v", Type: "text"}},
-		Buckets: 2,
-	}}
-}
-
-func encodeView(t testing.TB, v *catalog.View) []byte {
-	t.Helper()
-	b, err := catalog.EncodeView(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func TestProposeOutcome(t *testing.T) {
-	ctx := testContext(t, 10*time.Second)
-	l := NewMemLog()
+	ctx := metalogtest.Context(t, 10*time.Second)
+	l := metalog.NewMemLog()
 	defer l.Close()
-	c := openCatalog(t, l, testOptions(0))
+	c := metalogtest.OpenCatalog(t, l, metalogtest.Options(0))
 
 	out, err := c.Propose(ctx, catalog.RegisterNode{Node: 1, Addrs: catalog.Addrs{PG: "127.0.0.1:5433"}})
 	if err != nil || out.Index != 1 || out.Epoch != 1 {
 		t.Fatalf("RegisterNode = %+v, %v; want index 1, epoch 1", out, err)
 	}
-	out, err = c.Propose(ctx, testTable("orders"))
+	out, err = c.Propose(ctx, metalogtest.CreateTable("orders"))
 	if err != nil || out.Index != 2 || out.Table == 0 || len(out.Buckets) != 2 {
 		t.Fatalf("CreateTable = %+v, %v", out, err)
 	}
@@ -81,15 +52,15 @@ func TestProposeOutcome(t *testing.T) {
 }
 
 func TestProposeRejection(t *testing.T) {
-	ctx := testContext(t, 10*time.Second)
-	l := NewMemLog()
+	ctx := metalogtest.Context(t, 10*time.Second)
+	l := metalog.NewMemLog()
 	defer l.Close()
-	c := openCatalog(t, l, testOptions(0))
+	c := metalogtest.OpenCatalog(t, l, metalogtest.Options(0))
 
-	if _, err := c.Propose(ctx, testTable("t")); err != nil {
+	if _, err := c.Propose(ctx, metalogtest.CreateTable("t")); err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.Propose(ctx, testTable("t"))
+	out, err := c.Propose(ctx, metalogtest.CreateTable("t"))
 	if !errors.Is(err, catalog.ErrExists) {
 		t.Fatalf("second CreateTable = %+v, %v; want ErrExists", out, err)
 	}
@@ -101,7 +72,7 @@ func TestProposeRejection(t *testing.T) {
 		t.Fatalf("RegisterNode with a wrong epoch = %+v, %v; want ErrStaleEpoch at 3", out, err)
 	}
 	// An unencodable record is not appended.
-	if _, err := c.Propose(ctx, testTable("bad\xff")); err == nil {
+	if _, err := c.Propose(ctx, metalogtest.CreateTable("bad\xff")); err == nil {
 		t.Fatal("proposing a record that cannot be encoded succeeded")
 	}
 	if h, _ := l.Head(ctx); h != 3 {
@@ -110,11 +81,11 @@ func TestProposeRejection(t *testing.T) {
 }
 
 func TestChangedAndWaitIndex(t *testing.T) {
-	ctx := testContext(t, 10*time.Second)
-	l := NewMemLog()
+	ctx := metalogtest.Context(t, 10*time.Second)
+	l := metalog.NewMemLog()
 	defer l.Close()
-	a := openCatalog(t, l, testOptions(0))
-	b := openCatalog(t, l, testOptions(0))
+	a := metalogtest.OpenCatalog(t, l, metalogtest.Options(0))
+	b := metalogtest.OpenCatalog(t, l, metalogtest.Options(0))
 
 	changed := b.Changed()
 	select {
@@ -150,24 +121,6 @@ func TestChangedAndWaitIndex(t *testing.T) {
 	}
 }
 
-// countApplies records how often each entry (by index and by bytes) is
-// applied by a catalog.
-type applyLog struct {
-	mu      sync.Mutex
-	indexes []uint64
-	entries map[string]int
-}
-
-func (a *applyLog) hook(index uint64, entry []byte, out catalog.Outcome) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.indexes = append(a.indexes, index)
-	if a.entries == nil {
-		a.entries = map[string]int{}
-	}
-	a.entries[string(entry)]++
-}
-
 func TestAmbiguousAppend(t *testing.T) {
 	lost := errors.New("injected: response lost")
 	for _, tc := range []struct {
@@ -183,13 +136,13 @@ func TestAmbiguousAppend(t *testing.T) {
 		{name: "NotCommitted", commit: false, failures: 2, record: catalog.RegisterNode{Node: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := testContext(t, 10*time.Second)
-			l := NewMemLog()
+			ctx := metalogtest.Context(t, 10*time.Second)
+			l := metalog.NewMemLog()
 			defer l.Close()
-			var applies applyLog
-			opts := testOptions(0)
-			opts.TestingKnobs.OnApply = applies.hook
-			c := openCatalog(t, l, opts)
+			var applies metalogtest.ApplyLog
+			opts := metalogtest.Options(0)
+			opts.TestingKnobs.OnApply = applies.Hook
+			c := metalogtest.OpenCatalog(t, l, opts)
 
 			var mu sync.Mutex
 			left := tc.failures
@@ -212,38 +165,38 @@ func TestAmbiguousAppend(t *testing.T) {
 			if h, _ := l.Head(ctx); h != 1 {
 				t.Fatalf("head = %d: the record was appended more than once", h)
 			}
-			if !slices.Equal(applies.indexes, []uint64{1}) {
-				t.Fatalf("applied %v, want [1]", applies.indexes)
+			if !slices.Equal(applies.Indexes(), []uint64{1}) {
+				t.Fatalf("applied %v, want [1]", applies.Indexes())
 			}
 		})
 	}
 
 	t.Run("ContextEndsUnresolved", func(t *testing.T) {
-		l := NewMemLog()
+		l := metalog.NewMemLog()
 		defer l.Close()
-		c := openCatalog(t, l, testOptions(0))
+		c := metalogtest.OpenCatalog(t, l, metalogtest.Options(0))
 		ctx, cancel := context.WithCancel(context.Background())
 		l.SetAppendFault(func(first uint64, entries [][]byte) (bool, error) {
 			cancel() // the caller gives up while the append is in doubt
 			return false, lost
 		})
 		_, err := c.Propose(ctx, catalog.RegisterNode{Node: 1})
-		if !errors.Is(err, ErrUnknownOutcome) {
+		if !errors.Is(err, metalog.ErrUnknownOutcome) {
 			t.Fatalf("Propose = %v, want ErrUnknownOutcome", err)
 		}
 	})
 
 	t.Run("NotAppendedIsDefinite", func(t *testing.T) {
-		ctx := testContext(t, 10*time.Second)
-		l := NewMemLog()
+		ctx := metalogtest.Context(t, 10*time.Second)
+		l := metalog.NewMemLog()
 		defer l.Close()
-		c := openCatalog(t, l, testOptions(0))
+		c := metalogtest.OpenCatalog(t, l, metalogtest.Options(0))
 		calls := 0
 		l.SetAppendFault(func(first uint64, entries [][]byte) (bool, error) {
 			calls++
-			return false, fmt.Errorf("too large: %w", ErrNotAppended)
+			return false, fmt.Errorf("too large: %w", metalog.ErrNotAppended)
 		})
-		if _, err := c.Propose(ctx, catalog.RegisterNode{Node: 1}); !errors.Is(err, ErrNotAppended) || calls != 1 {
+		if _, err := c.Propose(ctx, catalog.RegisterNode{Node: 1}); !errors.Is(err, metalog.ErrNotAppended) || calls != 1 {
 			t.Fatalf("Propose = %v after %d appends; want ErrNotAppended after 1", err, calls)
 		}
 	})
@@ -254,8 +207,8 @@ func TestAmbiguousAppend(t *testing.T) {
 // committing), and checks that every acknowledged record is in the log
 // exactly once and every catalog ends with the same view.
 func TestConcurrentProposeWithFaults(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
-	l := NewMemLog()
+	ctx := metalogtest.Context(t, 60*time.Second)
+	l := metalog.NewMemLog()
 	defer l.Close()
 	var mu sync.Mutex
 	n := 0
@@ -272,9 +225,9 @@ func TestConcurrentProposeWithFaults(t *testing.T) {
 		}
 		return true, nil
 	})
-	var catalogs []*Catalog
+	var catalogs []*metalog.Catalog
 	for range 3 {
-		catalogs = append(catalogs, openCatalog(t, l, testOptions(30)))
+		catalogs = append(catalogs, metalogtest.OpenCatalog(t, l, metalogtest.Options(30)))
 	}
 	var wg sync.WaitGroup
 	acked := make([][]uint64, len(catalogs))
@@ -283,7 +236,7 @@ func TestConcurrentProposeWithFaults(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := range 30 {
-				out, err := c.Propose(ctx, testTable(fmt.Sprintf("t-%d-%d", i, j)))
+				out, err := c.Propose(ctx, metalogtest.CreateTable(fmt.Sprintf("t-%d-%d", i, j)))
 				if err != nil {
 					t.Errorf("catalog %d: %v", i, err)
 					return
@@ -302,7 +255,7 @@ func TestConcurrentProposeWithFaults(t *testing.T) {
 		if err := c.WaitIndex(ctx, head); err != nil {
 			t.Fatal(err)
 		}
-		got := encodeView(t, c.View())
+		got := metalogtest.EncodeView(t, c.View())
 		if i == 0 {
 			want = got
 			c.Read(func(v *catalog.View) {
@@ -317,13 +270,13 @@ func TestConcurrentProposeWithFaults(t *testing.T) {
 }
 
 func TestRestartFromSnapshot(t *testing.T) {
-	ctx := testContext(t, 30*time.Second)
-	l := NewMemLog()
+	ctx := metalogtest.Context(t, 30*time.Second)
+	l := metalog.NewMemLog()
 	defer l.Close()
-	var first applyLog
-	opts := testOptions(10)
-	opts.TestingKnobs.OnApply = first.hook
-	c, err := Open(ctx, l, opts)
+	var first metalogtest.ApplyLog
+	opts := metalogtest.Options(10)
+	opts.TestingKnobs.OnApply = first.Hook
+	c, err := metalog.Open(ctx, l, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,8 +285,8 @@ func TestRestartFromSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "snapshot at 30", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 30 })
-	want := encodeView(t, c.View())
+	metalogtest.WaitFor(t, "snapshot at 30", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 30 })
+	want := metalogtest.EncodeView(t, c.View())
 	c.Close()
 	// Truncated through the snapshot before 30 (10 or 20: the snapshot
 	// goroutine skips a view when a newer one is waiting).
@@ -342,17 +295,17 @@ func TestRestartFromSnapshot(t *testing.T) {
 	}
 
 	// Restart: the snapshot at 30, then entries 31..35 and nothing else.
-	var second applyLog
-	opts.TestingKnobs.OnApply = second.hook
-	c2 := openCatalog(t, l, opts)
-	if got := encodeView(t, c2.View()); !bytes.Equal(got, want) {
+	var second metalogtest.ApplyLog
+	opts.TestingKnobs.OnApply = second.Hook
+	c2 := metalogtest.OpenCatalog(t, l, opts)
+	if got := metalogtest.EncodeView(t, c2.View()); !bytes.Equal(got, want) {
 		t.Fatalf("view after restart differs:\n%s\nwant\n%s", got, want)
 	}
-	if !slices.Equal(second.indexes, []uint64{31, 32, 33, 34, 35}) {
-		t.Fatalf("after restart applied %v, want 31..35", second.indexes)
+	if !slices.Equal(second.Indexes(), []uint64{31, 32, 33, 34, 35}) {
+		t.Fatalf("after restart applied %v, want 31..35", second.Indexes())
 	}
 	// And it carries on.
-	out, err := c2.Propose(ctx, testTable("after-restart"))
+	out, err := c2.Propose(ctx, metalogtest.CreateTable("after-restart"))
 	if err != nil || out.Index != 36 {
 		t.Fatalf("Propose after restart = %+v, %v", out, err)
 	}
@@ -362,10 +315,10 @@ func TestRestartFromSnapshot(t *testing.T) {
 // another appends past two snapshots; the entries it needs are truncated, so
 // it loads the snapshot and carries on from there.
 func TestLaggingCatalogReloadsSnapshot(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
-	l := NewMemLog()
+	ctx := metalogtest.Context(t, 60*time.Second)
+	l := metalog.NewMemLog()
 	defer l.Close()
-	a := openCatalog(t, l, testOptions(5))
+	a := metalogtest.OpenCatalog(t, l, metalogtest.Options(5))
 	if _, err := a.Propose(ctx, catalog.RegisterNode{Node: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +327,7 @@ func TestLaggingCatalogReloadsSnapshot(t *testing.T) {
 	var once sync.Once
 	var reloaded []uint64
 	var mu sync.Mutex
-	opts := testOptions(5)
+	opts := metalogtest.Options(5)
 	opts.TestingKnobs.OnApply = func(index uint64, entry []byte, out catalog.Outcome) {
 		if index == 2 {
 			once.Do(func() { <-release }) // the tail goroutine stalls at 2
@@ -385,16 +338,16 @@ func TestLaggingCatalogReloadsSnapshot(t *testing.T) {
 		reloaded = append(reloaded, index)
 		mu.Unlock()
 	}
-	b := openCatalog(t, l, opts)
+	b := metalogtest.OpenCatalog(t, l, opts)
 
 	for i := range 23 {
-		if _, err := a.Propose(ctx, testTable(fmt.Sprintf("t%d", i))); err != nil {
+		if _, err := a.Propose(ctx, metalogtest.CreateTable(fmt.Sprintf("t%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Snapshots at 5..20 are saved by a (b is stuck); the log is truncated
 	// through 15.
-	waitFor(t, "snapshot at 20", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 20 })
+	metalogtest.WaitFor(t, "snapshot at 20", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 20 })
 	close(release)
 	head, _ := l.Head(ctx)
 	if err := b.WaitIndex(ctx, head); err != nil {
@@ -405,16 +358,16 @@ func TestLaggingCatalogReloadsSnapshot(t *testing.T) {
 	if len(reloaded) == 0 {
 		t.Fatal("the lagging catalog did not reload the snapshot")
 	}
-	if !bytes.Equal(encodeView(t, a.View()), encodeView(t, b.View())) {
+	if !bytes.Equal(metalogtest.EncodeView(t, a.View()), metalogtest.EncodeView(t, b.View())) {
 		t.Fatal("views differ after the reload")
 	}
 }
 
 func TestCorruptEntryStopsCatalog(t *testing.T) {
-	ctx := testContext(t, 10*time.Second)
-	l := NewMemLog()
+	ctx := metalogtest.Context(t, 10*time.Second)
+	l := metalog.NewMemLog()
 	defer l.Close()
-	c := openCatalog(t, l, testOptions(0))
+	c := metalogtest.OpenCatalog(t, l, metalogtest.Options(0))
 	if _, err := c.Propose(ctx, catalog.RegisterNode{Node: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -433,30 +386,19 @@ func TestCorruptEntryStopsCatalog(t *testing.T) {
 }
 
 func TestProposeAfterClose(t *testing.T) {
-	ctx := testContext(t, 10*time.Second)
-	l := NewMemLog()
+	ctx := metalogtest.Context(t, 10*time.Second)
+	l := metalog.NewMemLog()
 	defer l.Close()
-	c, err := Open(ctx, l, testOptions(0))
+	c, err := metalog.Open(ctx, l, metalogtest.Options(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
 	c.Close()
-	if _, err := c.Propose(ctx, catalog.RegisterNode{Node: 1}); !errors.Is(err, ErrClosed) {
+	if _, err := c.Propose(ctx, catalog.RegisterNode{Node: 1}); !errors.Is(err, metalog.ErrClosed) {
 		t.Fatalf("Propose after Close = %v, want ErrClosed", err)
 	}
-	if err := c.WaitIndex(ctx, 1); !errors.Is(err, ErrClosed) {
+	if err := c.WaitIndex(ctx, 1); !errors.Is(err, metalog.ErrClosed) {
 		t.Fatalf("WaitIndex after Close = %v, want ErrClosed", err)
-	}
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,30 +1,23 @@
-package metalog
+package metalog_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/metalogtest"
 )
 
-func checkLeader(t *testing.T, e Election, want catalog.NodeID) {
-	t.Helper()
-	got, ok, err := e.Leader(testContext(t, 10*time.Second))
-	if err != nil || !ok || got != want {
-		t.Fatalf("Leader = %d, %v, %v; want %d", got, ok, err, want)
-	}
-}
-
 func TestMemElection(t *testing.T) {
-	ctx := testContext(t, 10*time.Second)
-	e := NewMemElection()
+	ctx := metalogtest.Context(t, 10*time.Second)
+	e := metalog.NewMemElection()
 	l1, err := e.Campaign(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkLeader(t, e, 1)
-	got := make(chan *Leadership, 2)
+	metalogtest.CheckLeader(t, e, 1)
+	got := make(chan *metalog.Leadership, 2)
 	go func() {
 		l, _ := e.Campaign(ctx, 2)
 		got <- l
@@ -35,17 +28,13 @@ func TestMemElection(t *testing.T) {
 		t.Fatal("campaign 3 elected while 1 holds the lease")
 	}
 	cancel()
-	waitFor(t, "campaign 2 queued", func() bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return len(e.mu.queue) == 1
-	})
+	metalogtest.WaitFor(t, "campaign 2 queued", func() bool { return e.Queued() == 1 })
 	if !e.Expire() {
 		t.Fatal("Expire found no holder")
 	}
 	<-l1.Done()
 	l2 := <-got
-	checkLeader(t, e, 2)
+	metalogtest.CheckLeader(t, e, 2)
 	l2.Resign(ctx)
 	<-l2.Done()
 	if _, ok, _ := e.Leader(ctx); ok {

@@ -1,18 +1,21 @@
-package metalog
+package metalog_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/metalogtest"
 )
 
 func TestMemLiveness(t *testing.T) {
-	ctx := testContext(t, 10*time.Second)
-	l := NewMemLiveness()
+	ctx := metalogtest.Context(t, 10*time.Second)
+	l := metalog.NewMemLiveness()
 	cache, _ := l.Watch(ctx)
 	defer cache.Close()
-	s1, _ := l.KeepAlive(ctx, 1, LiveInfo{Epoch: 1}, 0)
-	s2, _ := l.KeepAlive(ctx, 2, LiveInfo{Epoch: 1}, 0)
+	s1, _ := l.KeepAlive(ctx, 1, metalog.LiveInfo{Epoch: 1}, 0)
+	s2, _ := l.KeepAlive(ctx, 2, metalog.LiveInfo{Epoch: 1}, 0)
 	if live, _ := l.LiveNodes(ctx); len(live) != 2 || !cache.IsLive(1) || !cache.IsLive(2) {
 		t.Fatalf("live = %+v, cache = %+v", live, cache.Nodes())
 	}
@@ -33,13 +36,13 @@ func TestMemLiveness(t *testing.T) {
 	if cache.IsLive(1) || !cache.IsLive(2) {
 		t.Fatalf("cache = %+v after expiring 1", cache.Nodes())
 	}
-	if err := s1.Update(ctx, LiveInfo{Epoch: 2}); err == nil {
+	if err := s1.Update(ctx, metalog.LiveInfo{Epoch: 2}); err == nil {
 		t.Fatal("update of an expired session succeeded")
 	}
 	// A restarted node takes its key over; the old session's revoke does not
 	// remove the new one.
-	old, _ := l.KeepAlive(ctx, 3, LiveInfo{Epoch: 1}, 0)
-	if _, err := l.KeepAlive(ctx, 3, LiveInfo{Epoch: 2}, 0); err != nil {
+	old, _ := l.KeepAlive(ctx, 3, metalog.LiveInfo{Epoch: 1}, 0)
+	if _, err := l.KeepAlive(ctx, 3, metalog.LiveInfo{Epoch: 2}, 0); err != nil {
 		t.Fatal(err)
 	}
 	old.Close()

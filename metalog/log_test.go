@@ -1,7 +1,6 @@
 package metalog_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -19,7 +18,7 @@ func TestMemLogConformance(t *testing.T) {
 }
 
 func TestMemLogFaults(t *testing.T) {
-	ctx := testContext(t, 10*time.Second)
+	ctx := metalogtest.Context(t, 10*time.Second)
 	l := metalog.NewMemLog()
 	defer l.Close()
 	lost := errors.New("response lost")
@@ -39,10 +38,4 @@ func TestMemLogFaults(t *testing.T) {
 	if _, err := l.Append(ctx, []byte("d")); !errors.Is(err, metalog.ErrNotAppended) || !errors.Is(err, metalog.ErrClosed) {
 		t.Fatalf("Append after Close = %v", err)
 	}
-}
-
-func testContext(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

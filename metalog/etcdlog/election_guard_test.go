@@ -12,12 +12,13 @@ import (
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/metalogtest"
 )
 
 // campaignLease returns the lease of node's campaign key under e's prefix.
 func campaignLease(t *testing.T, cli *clientv3.Client, e *Election, node catalog.NodeID) clientv3.LeaseID {
 	t.Helper()
-	resp, err := cli.Get(testContext(t, 10*time.Second), e.prefix+"/", clientv3.WithPrefix())
+	resp, err := cli.Get(metalogtest.Context(t, 10*time.Second), e.prefix+"/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,11 +38,11 @@ func campaignLease(t *testing.T, cli *clientv3.Client, e *Election, node catalog
 // must stay what it was. The same record unguarded is accepted by the state
 // machine (its epochs are right), which is the race the guard closes.
 func TestEtcdElectionGuardRefusesRegisterAfterLeaseLost(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	cluster := testCluster(t)
 	cli := testClient(t)
-	c := openCatalog(t, New(testClient(t), cluster), testOptions(1000))
-	epoch1, epoch2 := registerNode(t, c, 1), registerNode(t, c, 2)
+	c := metalogtest.OpenCatalog(t, New(testClient(t), cluster), metalogtest.Options(1000))
+	epoch1, epoch2 := metalogtest.RegisterNode(t, c, 1), metalogtest.RegisterNode(t, c, 2)
 	elect := func() *Election {
 		e := NewElection(testClient(t), cluster)
 		e.TTL = 2 * time.Second
@@ -65,7 +66,7 @@ func TestEtcdElectionGuardRefusesRegisterAfterLeaseLost(t *testing.T) {
 	if !strings.Contains(err.Error(), "coordinator lease of node 1") {
 		t.Errorf("error %q does not name the lost lease", err)
 	}
-	if co := coordinatorOf(c); co != (catalog.Coordinator{}) {
+	if co := metalogtest.Coordinator(c); co != (catalog.Coordinator{}) {
 		t.Fatalf("coordinator = %+v after a refused registration, want none", co)
 	}
 
@@ -85,7 +86,7 @@ func TestEtcdElectionGuardRefusesRegisterAfterLeaseLost(t *testing.T) {
 	if !errors.Is(err, metalog.ErrGuardFailed) {
 		t.Fatalf("node 1's guarded RegisterCoordinator while node 2 holds the lease: err = %v, want ErrGuardFailed", err)
 	}
-	if co := coordinatorOf(c); co != (catalog.Coordinator{Node: 2, Epoch: 1}) {
+	if co := metalogtest.Coordinator(c); co != (catalog.Coordinator{Node: 2, Epoch: 1}) {
 		t.Fatalf("coordinator = %+v, want node 2 at epoch 1", co)
 	}
 	if got := c.AppliedIndex(); got != head+1 {
@@ -102,10 +103,10 @@ func TestEtcdElectionGuardRefusesRegisterAfterLeaseLost(t *testing.T) {
 // proposals grouped around it are appended all the same, and a guarded
 // proposal whose guard holds is appended once.
 func TestEtcdGuardedProposalAmongConcurrentProposals(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	cluster := testCluster(t)
 	cli := testClient(t)
-	c := openCatalog(t, New(testClient(t), cluster), testOptions(1000))
+	c := metalogtest.OpenCatalog(t, New(testClient(t), cluster), metalogtest.Options(1000))
 	if _, err := cli.Put(ctx, cluster+"-flag", "x"); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestEtcdGuardedProposalAmongConcurrentProposals(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := testTable(fmt.Sprintf("t%d", i))
+			rec := metalogtest.CreateTable(fmt.Sprintf("t%d", i))
 			switch i % 3 {
 			case 0:
 				_, errs[i] = c.ProposeGuarded(ctx, fails, rec)
@@ -152,11 +153,11 @@ func TestEtcdGuardedProposalAmongConcurrentProposals(t *testing.T) {
 // once, as unguarded ones are (TestEtcdAppendLostResponse); once the guard
 // fails, nothing more is appended.
 func TestEtcdGuardedAppendLostResponse(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	cluster := testCluster(t)
 	cli := testClient(t)
 	proxy := newFaultProxy(t, strings.TrimPrefix(sharedEndpoints(t)[0], "http://"))
-	client, err := Dial(ctx, []string{proxy.addr()}, quietLogger(), 10*time.Second)
+	client, err := Dial(ctx, []string{proxy.addr()}, metalogtest.Logger(), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

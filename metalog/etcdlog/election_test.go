@@ -10,10 +10,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/metalogtest"
 )
 
 func TestEtcdElection(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	cluster := testCluster(t)
 	e1 := NewElection(testClient(t), cluster)
 	e1.TTL = 2 * time.Second
@@ -27,7 +28,7 @@ func TestEtcdElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkLeader(t, e2, 1)
+	metalogtest.CheckLeader(t, e2, 1)
 
 	// The second campaigner waits until the first resigns.
 	type result struct {
@@ -62,7 +63,7 @@ func TestEtcdElection(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("second campaign not elected after the first resigned")
 	}
-	checkLeader(t, e1, 2)
+	metalogtest.CheckLeader(t, e1, 2)
 
 	// A campaign that gives up (ctx) leaves no key behind.
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -74,7 +75,7 @@ func TestEtcdElection(t *testing.T) {
 	// The holder is frozen past its TTL: its Leadership reports the loss,
 	// and a waiting campaigner takes over.
 	proxy := newFaultProxy(t, strings.TrimPrefix(sharedEndpoints(t)[0], "http://"))
-	client, err := Dial(ctx, []string{proxy.addr()}, quietLogger(), 10*time.Second)
+	client, err := Dial(ctx, []string{proxy.addr()}, metalogtest.Logger(), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestEtcdElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkLeader(t, e1, 4)
+	metalogtest.CheckLeader(t, e1, 4)
 	go func() {
 		l, err := e1.Campaign(ctx, 5)
 		second <- result{l, err}
@@ -108,7 +109,7 @@ func TestEtcdElection(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("waiting campaigner not elected after the holder's lease expired")
 	}
-	checkLeader(t, e2, 5)
+	metalogtest.CheckLeader(t, e2, 5)
 	proxy.thaw()
 	resignCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -122,7 +123,7 @@ func TestEtcdElection(t *testing.T) {
 // for the earlier keys to go), and the paused node registered as
 // coordinator over the real lease holder.
 func TestEtcdElectionCampaignerLosesLeaseWhileWaiting(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	cluster := testCluster(t)
 	cli := testClient(t)
 	elect := func() *Election {
@@ -192,5 +193,5 @@ func TestEtcdElectionCampaignerLosesLeaseWhileWaiting(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("node 2's campaign did not end after its lease was gone")
 	}
-	checkLeader(t, e1, 3)
+	metalogtest.CheckLeader(t, e1, 3)
 }

@@ -7,10 +7,11 @@ import (
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/metalogtest"
 )
 
 func TestEtcdLiveness(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	cluster := testCluster(t)
 	observer := NewLiveness(testClient(t), cluster)
 	cache, err := observer.Watch(ctx)
@@ -22,7 +23,7 @@ func TestEtcdLiveness(t *testing.T) {
 	// Node 1 heartbeats through a proxy that the test can freeze, as if the
 	// process were stopped (SIGSTOP) past the TTL.
 	proxy := newFaultProxy(t, strings.TrimPrefix(sharedEndpoints(t)[0], "http://"))
-	client, err := Dial(ctx, []string{proxy.addr()}, quietLogger(), 10*time.Second)
+	client, err := Dial(ctx, []string{proxy.addr()}, metalogtest.Logger(), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestEtcdLiveness(t *testing.T) {
 	if len(live) != 2 || live[1] != (metalog.LiveInfo{Node: 1, Epoch: 3, Addrs: catalog.Addrs{PG: "127.0.0.1:5433"}}) || live[2].Epoch != 1 {
 		t.Fatalf("LiveNodes = %+v", live)
 	}
-	waitFor(t, "cache sees both nodes", func() bool { return cache.IsLive(1) && cache.IsLive(2) })
+	metalogtest.WaitFor(t, "cache sees both nodes", func() bool { return cache.IsLive(1) && cache.IsLive(2) })
 
 	// Keepalives renew the lease: still live after more than one TTL.
 	time.Sleep(2500 * time.Millisecond)
@@ -56,7 +57,7 @@ func TestEtcdLiveness(t *testing.T) {
 	if err := two.Update(ctx, metalog.LiveInfo{Epoch: 2}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "cache sees epoch 2", func() bool { return cache.Nodes()[2].Epoch == 2 })
+	metalogtest.WaitFor(t, "cache sees epoch 2", func() bool { return cache.Nodes()[2].Epoch == 2 })
 
 	// Revoke: gone at once.
 	changed := cache.Changed()
@@ -86,11 +87,11 @@ func TestEtcdLiveness(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Lost not closed after the TTL passed without keepalives")
 	}
-	waitFor(t, "node 1 gone from etcd", func() bool {
+	metalogtest.WaitFor(t, "node 1 gone from etcd", func() bool {
 		live, err := observer.LiveNodes(ctx)
 		return err == nil && len(live) == 0
 	})
-	waitFor(t, "node 1 gone from the cache", func() bool { return !cache.IsLive(1) })
+	metalogtest.WaitFor(t, "node 1 gone from the cache", func() bool { return !cache.IsLive(1) })
 	// The lease was last renewed up to a keepalive interval (TTL/3) before
 	// the freeze, so it may expire as early as 2/3 of the TTL after it.
 	if d := time.Since(frozen); d < 1200*time.Millisecond {

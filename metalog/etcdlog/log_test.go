@@ -23,7 +23,7 @@ import (
 
 func countKeys(t testing.TB, client *clientv3.Client, prefix string) int64 {
 	t.Helper()
-	resp, err := client.Get(testContext(t, 10*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := client.Get(metalogtest.Context(t, 10*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func countKeys(t testing.TB, client *clientv3.Client, prefix string) int64 {
 }
 
 func TestEtcdLogTruncatesAndCompacts(t *testing.T) {
-	ctx := testContext(t, 30*time.Second)
+	ctx := metalogtest.Context(t, 30*time.Second)
 	client := testClient(t)
 	l := New(client, testCluster(t))
 	for i := 1; i <= 30; i++ {
@@ -72,7 +72,7 @@ func TestEtcdLogTruncatesAndCompacts(t *testing.T) {
 }
 
 func TestEtcdSnapshotChunked(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	client := testClient(t)
 	l := New(client, testCluster(t))
 	// Above etcd's default 1.5 MiB request limit.
@@ -108,7 +108,7 @@ func TestEtcdSnapshotChunked(t *testing.T) {
 // TestEtcdSnapshotRace saves the same and different indexes from several
 // goroutines at once: the stored snapshot is the highest, intact.
 func TestEtcdSnapshotRace(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	client := testClient(t)
 	cluster := testCluster(t)
 	var wg sync.WaitGroup
@@ -134,7 +134,7 @@ func TestEtcdSnapshotRace(t *testing.T) {
 }
 
 func TestEtcdAppendTooLarge(t *testing.T) {
-	ctx := testContext(t, 10*time.Second)
+	ctx := metalogtest.Context(t, 10*time.Second)
 	l := New(testClient(t), testCluster(t))
 	if _, err := l.Append(ctx, make([]byte, metalog.MaxAppendBytes+1)); !errors.Is(err, metalog.ErrNotAppended) {
 		t.Fatalf("Append of %d bytes = %v, want ErrNotAppended", metalog.MaxAppendBytes+1, err)
@@ -146,8 +146,8 @@ func TestEtcdAppendTooLarge(t *testing.T) {
 		t.Fatalf("head = %d, %v; want 0", h, err)
 	}
 	// The Catalog refuses such a record before appending it.
-	c := openCatalog(t, l, testOptions(0))
-	big := testTable("big")
+	c := metalogtest.OpenCatalog(t, l, metalogtest.Options(0))
+	big := metalogtest.CreateTable("big")
 	big.Spec.Options = map[string]string{"comment": strings.Repeat("x", metalog.MaxAppendBytes)}
 	if _, err := c.Propose(ctx, big); !errors.Is(err, metalog.ErrNotAppended) {
 		t.Fatalf("Propose of a huge record = %v, want ErrNotAppended", err)
@@ -159,10 +159,10 @@ func TestEtcdAppendTooLarge(t *testing.T) {
 // committed. Append must end up with exactly one copy of each entry and
 // return its index.
 func TestEtcdAppendLostResponse(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	cluster := testCluster(t)
 	proxy := newFaultProxy(t, strings.TrimPrefix(sharedEndpoints(t)[0], "http://"))
-	client, err := Dial(ctx, []string{proxy.addr()}, quietLogger(), 10*time.Second)
+	client, err := Dial(ctx, []string{proxy.addr()}, metalogtest.Logger(), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,15 +209,15 @@ func TestEtcdAppendLostResponse(t *testing.T) {
 // TestEtcdRestartAndBootstrap restarts a catalog from a snapshot and starts a
 // brand-new one after the log was truncated: all reach the same view.
 func TestEtcdRestartAndBootstrap(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	cluster := testCluster(t)
 	l := New(testClient(t), cluster)
-	a, err := metalog.Open(ctx, l, testOptions(5))
+	a, err := metalog.Open(ctx, l, metalogtest.Options(5))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 33 {
-		rec := catalog.Record(testTable(fmt.Sprintf("t%d", i)))
+		rec := catalog.Record(metalogtest.CreateTable(fmt.Sprintf("t%d", i)))
 		if i%4 == 0 {
 			rec = catalog.RegisterNode{Node: 1, ExpectEpoch: uint64(i / 4)}
 		}
@@ -225,37 +225,37 @@ func TestEtcdRestartAndBootstrap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "snapshot at 30", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 30 })
-	want := encodeView(t, a.View())
+	metalogtest.WaitFor(t, "snapshot at 30", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 30 })
+	want := metalogtest.EncodeView(t, a.View())
 	a.Close()
 	if tr, _ := l.Truncated(ctx); tr == 0 {
 		t.Fatal("nothing truncated")
 	}
 
-	var applied applyLog
-	opts := testOptions(5)
-	opts.TestingKnobs.OnApply = applied.hook
-	restarted := openCatalog(t, l, opts)
-	if got := encodeView(t, restarted.View()); !bytes.Equal(got, want) {
+	var applied metalogtest.ApplyLog
+	opts := metalogtest.Options(5)
+	opts.TestingKnobs.OnApply = applied.Hook
+	restarted := metalogtest.OpenCatalog(t, l, opts)
+	if got := metalogtest.EncodeView(t, restarted.View()); !bytes.Equal(got, want) {
 		t.Fatal("restarted catalog's view differs")
 	}
-	if want := []uint64{31, 32, 33}; fmt.Sprint(applied.indexes) != fmt.Sprint(want) {
-		t.Fatalf("restarted catalog applied %v, want %v", applied.indexes, want)
+	if want := []uint64{31, 32, 33}; fmt.Sprint(applied.Indexes()) != fmt.Sprint(want) {
+		t.Fatalf("restarted catalog applied %v, want %v", applied.Indexes(), want)
 	}
 
-	fresh := openCatalog(t, New(testClient(t), cluster), testOptions(5))
-	if got := encodeView(t, fresh.View()); !bytes.Equal(got, want) {
+	fresh := metalogtest.OpenCatalog(t, New(testClient(t), cluster), metalogtest.Options(5))
+	if got := metalogtest.EncodeView(t, fresh.View()); !bytes.Equal(got, want) {
 		t.Fatal("new catalog's view differs")
 	}
 	// Both follow new entries.
-	out, err := fresh.Propose(ctx, testTable("late"))
+	out, err := fresh.Propose(ctx, metalogtest.CreateTable("late"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := restarted.WaitIndex(ctx, out.Index); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(encodeView(t, restarted.View()), encodeView(t, fresh.View())) {
+	if !bytes.Equal(metalogtest.EncodeView(t, restarted.View()), metalogtest.EncodeView(t, fresh.View())) {
 		t.Fatal("views differ after a new entry")
 	}
 }
@@ -265,40 +265,40 @@ func TestEtcdRestartAndBootstrap(t *testing.T) {
 // reconnects, its watch is compacted and the entries it needs are gone: it
 // loads the snapshot and carries on.
 func TestEtcdLaggingCatalogReloadsSnapshot(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+	ctx := metalogtest.Context(t, 60*time.Second)
 	cluster := testCluster(t)
 	l := New(testClient(t), cluster)
-	a := openCatalog(t, l, testOptions(5))
+	a := metalogtest.OpenCatalog(t, l, metalogtest.Options(5))
 	if _, err := a.Propose(ctx, catalog.RegisterNode{Node: 1}); err != nil {
 		t.Fatal(err)
 	}
 
 	proxy := newFaultProxy(t, strings.TrimPrefix(sharedEndpoints(t)[0], "http://"))
-	client, err := Dial(ctx, []string{proxy.addr()}, quietLogger(), 10*time.Second)
+	client, err := Dial(ctx, []string{proxy.addr()}, metalogtest.Logger(), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
 	var mu sync.Mutex
 	var reloaded []uint64
-	opts := testOptions(5)
+	opts := metalogtest.Options(5)
 	opts.TestingKnobs.OnReload = func(index uint64) {
 		mu.Lock()
 		reloaded = append(reloaded, index)
 		mu.Unlock()
 	}
-	b := openCatalog(t, New(client, cluster), opts)
+	b := metalogtest.OpenCatalog(t, New(client, cluster), opts)
 	if b.AppliedIndex() != 1 {
 		t.Fatalf("b applied %d, want 1", b.AppliedIndex())
 	}
 
 	proxy.freeze()
 	for i := range 23 {
-		if _, err := a.Propose(ctx, testTable(fmt.Sprintf("t%d", i))); err != nil {
+		if _, err := a.Propose(ctx, metalogtest.CreateTable(fmt.Sprintf("t%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "snapshot at 20", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 20 })
+	metalogtest.WaitFor(t, "snapshot at 20", func() bool { i, _, _ := l.LoadSnapshot(ctx); return i == 20 })
 	proxy.cutAll()
 	proxy.thaw()
 
@@ -311,7 +311,7 @@ func TestEtcdLaggingCatalogReloadsSnapshot(t *testing.T) {
 	if len(reloaded) == 0 {
 		t.Fatal("the lagging catalog did not reload the snapshot")
 	}
-	if !bytes.Equal(encodeView(t, a.View()), encodeView(t, b.View())) {
+	if !bytes.Equal(metalogtest.EncodeView(t, a.View()), metalogtest.EncodeView(t, b.View())) {
 		t.Fatal("views differ after the reload")
 	}
 }
@@ -342,7 +342,7 @@ func TestDialUnreachable(t *testing.T) {
 	ln.Close()
 	var logs logBuffer
 	start := time.Now()
-	_, err = Dial(testContext(t, 30*time.Second), []string{dead}, slog.New(slog.NewTextHandler(&logs, nil)), 1500*time.Millisecond)
+	_, err = Dial(metalogtest.Context(t, 30*time.Second), []string{dead}, slog.New(slog.NewTextHandler(&logs, nil)), 1500*time.Millisecond)
 	elapsed := time.Since(start)
 	if err == nil {
 		t.Fatal("Dial to a closed port succeeded")
@@ -364,7 +364,7 @@ func TestDialUnreachable(t *testing.T) {
 // that the truncation did not get to. The next save cleans both up, and
 // loads never see the half-written snapshot.
 func TestEtcdSnapshotInterruptedSave(t *testing.T) {
-	ctx := testContext(t, 30*time.Second)
+	ctx := metalogtest.Context(t, 30*time.Second)
 	client := testClient(t)
 	l := New(client, testCluster(t))
 	for i := 1; i <= 30; i++ {

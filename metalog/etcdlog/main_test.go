@@ -3,8 +3,6 @@ package etcdlog
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/minkdb/mink/internal/embedetcd"
+	"github.com/minkdb/mink/metalog/metalogtest"
 )
 
 // The etcd tests share one embedded etcd, started on first use; each test
@@ -43,15 +42,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// quietLogger drops everything below warnings, and warnings too unless
-// MINK_TEST_LOG is set.
-func quietLogger() *slog.Logger {
-	if os.Getenv("MINK_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 // sharedEndpoints returns the endpoints of the shared embedded etcd.
 func sharedEndpoints(t testing.TB) []string {
 	t.Helper()
@@ -64,7 +54,7 @@ func sharedEndpoints(t testing.TB) []string {
 		defer cancel()
 		shared.etcd, shared.err = embedetcd.StartOnFreePorts(ctx, embedetcd.Config{
 			Dir:    filepath.Join(shared.dir, "etcd"),
-			Logger: quietLogger(),
+			Logger: metalogtest.Logger(),
 		})
 	})
 	if shared.err != nil {
@@ -78,7 +68,7 @@ func testClient(t testing.TB) *clientv3.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client, err := Dial(ctx, sharedEndpoints(t), quietLogger(), 30*time.Second)
+	client, err := Dial(ctx, sharedEndpoints(t), metalogtest.Logger(), 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +81,4 @@ var clusterSeq atomic.Int64
 // testCluster returns a cluster name no other test uses.
 func testCluster(t testing.TB) string {
 	return fmt.Sprintf("test-%d-%d", os.Getpid(), clusterSeq.Add(1))
-}
-
-func testContext(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

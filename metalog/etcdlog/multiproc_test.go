@@ -19,6 +19,7 @@ import (
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/metalog"
+	"github.com/minkdb/mink/metalog/metalogtest"
 )
 
 // The multi-process test: three helper processes (this test binary re-run
@@ -108,7 +109,7 @@ func TestConcurrentProposersAcrossProcesses(t *testing.T) {
 	if os.Getenv(helperEnv) != "" {
 		t.Skip("in a helper process")
 	}
-	ctx := testContext(t, helperTimeout+30*time.Second)
+	ctx := metalogtest.Context(t, helperTimeout+30*time.Second)
 	endpoints := sharedEndpoints(t)
 	cluster := testCluster(t)
 	dir := t.TempDir()
@@ -161,8 +162,8 @@ func TestConcurrentProposersAcrossProcesses(t *testing.T) {
 	checkHelperResults(t, results)
 
 	// A new catalog bootstraps from the snapshot and the tail to the same view.
-	fresh := openCatalog(t, New(testClient(t), cluster), testOptions(helperSnapEvery))
-	if !bytes.Equal(encodeView(t, fresh.View()), results[0].FinalView) {
+	fresh := metalogtest.OpenCatalog(t, New(testClient(t), cluster), metalogtest.Options(helperSnapEvery))
+	if !bytes.Equal(metalogtest.EncodeView(t, fresh.View()), results[0].FinalView) {
 		t.Fatal("a new catalog's view differs from the helpers'")
 	}
 }
@@ -249,11 +250,11 @@ func TestHelperProposer(t *testing.T) {
 	if os.Getenv(helperEnv) == "" {
 		t.Skip("run by TestConcurrentProposersAcrossProcesses")
 	}
-	ctx := testContext(t, helperTimeout)
+	ctx := metalogtest.Context(t, helperTimeout)
 	id, _ := strconv.Atoi(os.Getenv("MINK_HELPER_ID"))
 	seed, _ := strconv.ParseInt(os.Getenv("MINK_HELPER_SEED"), 10, 64)
 	dir := os.Getenv("MINK_HELPER_DIR")
-	client, err := Dial(ctx, strings.Split(os.Getenv("MINK_HELPER_ENDPOINTS"), ","), quietLogger(), 30*time.Second)
+	client, err := Dial(ctx, strings.Split(os.Getenv("MINK_HELPER_ENDPOINTS"), ","), metalogtest.Logger(), 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestHelperProposer(t *testing.T) {
 
 	var res helperResult
 	var mu sync.Mutex // guards res
-	opts := testOptions(helperSnapEvery)
+	opts := metalogtest.Options(helperSnapEvery)
 	opts.TestingKnobs.SnapshotJitter = 0 // the default: the processes race to save
 	opts.TestingKnobs.OnApply = func(index uint64, entry []byte, out catalog.Outcome) {
 		mu.Lock()
@@ -294,7 +295,7 @@ func TestHelperProposer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := range helperProposals {
-				var rec catalog.Record = testTable(fmt.Sprintf("h%d-g%d-%d", id, g, j))
+				var rec catalog.Record = metalogtest.CreateTable(fmt.Sprintf("h%d-g%d-%d", id, g, j))
 				var node catalog.NodeID
 				if j%5 == 0 {
 					// All processes register the same nodes: the state

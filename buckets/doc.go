@@ -25,5 +25,9 @@
 // KVCollector deletes the snapshot objects no retained snapshot needs; the
 // coordinator runs it.
 //
+// Retry is the loop with which a caller waits for a bucket that is opening
+// or moving (Retryable errors), pausing between tries; it starts no
+// goroutine.
+//
 // Subpackage routing holds the row → bucket hash shared with the Go client.
 package buckets

@@ -157,7 +157,7 @@ func (f *Frontend) readBucketFrom(ctx context.Context, id catalog.BucketID, from
 		return f.readBucket(ctx, id)
 	}
 	var got []buckets.Batch
-	err := retryBucket(ctx, f.cfg.BucketWait, func() (bool, error) {
+	err := buckets.Retry(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
 			return true, errRegistering

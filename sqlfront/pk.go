@@ -83,7 +83,7 @@ type remoteKV struct {
 
 func (b *remoteKV) retry(ctx context.Context, fn func(addr string) error) error {
 	addr := b.addr
-	return retryBucket(ctx, b.wait, func() (bool, error) {
+	return buckets.Retry(ctx, b.wait, func() (bool, error) {
 		err := fn(addr)
 		if err == nil || errors.Is(err, buckets.ErrUnknownOutcome) {
 			return true, err
@@ -211,7 +211,7 @@ func (t *tableInfo) pkeyName() string { return t.name + "_pkey" }
 // BucketWait for one that is opening or moving.
 func (f *Frontend) kvBucket(ctx context.Context, id catalog.BucketID) (kvBucket, error) {
 	var out kvBucket
-	err := retryBucket(ctx, f.cfg.BucketWait, func() (bool, error) {
+	err := buckets.Retry(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
 			return false, errRegistering

@@ -329,7 +329,7 @@ func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordRead
 // BucketWait, for a bucket that is opening.
 func (f *Frontend) readBucket(ctx context.Context, id catalog.BucketID) ([]buckets.Batch, error) {
 	var got []buckets.Batch
-	err := retryBucket(ctx, f.cfg.BucketWait, func() (bool, error) {
+	err := buckets.Retry(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
 			return true, errRegistering

@@ -149,7 +149,7 @@ func (a *appender) toBuckets(ctx context.Context, table *tableInfo, bucketIDs []
 // BucketWait for a bucket that is opening.
 func (a *appender) toBucket(ctx context.Context, id catalog.BucketID, rec arrow.RecordBatch) error {
 	f := a.f
-	return retryBucket(ctx, f.cfg.BucketWait, func() (bool, error) {
+	return buckets.Retry(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
 			return false, errRegistering

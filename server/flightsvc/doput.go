@@ -437,38 +437,32 @@ func (w *tableWriter) toBucket(ctx context.Context, id catalog.BucketID, rec arr
 	if ch, ok := w.remote[id]; ok {
 		return w.forward(ctx, ch, rec)
 	}
-	deadline := time.Now().Add(w.s.cfg.BucketWait)
-	for {
-		m := w.s.cfg.Buckets()
+	var m *buckets.Manager
+	var lb *buckets.LogBucket
+	err := buckets.Retry(ctx, w.s.cfg.BucketWait, func() (bool, error) {
+		if m = w.s.cfg.Buckets(); m == nil {
+			return false, errRegistering
+		}
 		var err error
-		if m == nil {
-			err = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
-		} else {
-			var lb *buckets.LogBucket
-			if lb, err = m.Bucket(id); err == nil {
-				p, err := lb.AppendAsync(ctx, rec)
-				if err != nil {
-					return w.s.appendFailed(m, id, err)
-				}
-				if p != nil {
-					w.local = append(w.local, p)
-				}
-				return nil
-			}
-		}
-		var nle *buckets.NotLeaderError
-		if errors.As(err, &nle) {
-			return w.forward(ctx, w.startForwarder(ctx, id, nle.To), rec)
-		}
-		if !errors.Is(err, buckets.ErrUnavailable) || time.Now().After(deadline) {
-			return bucketStatus(id, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		lb, err = m.Bucket(id)
+		// Another node leads it: done here, rec is forwarded below.
+		return errors.Is(err, buckets.ErrNotLeader), err
+	})
+	var nle *buckets.NotLeaderError
+	switch {
+	case errors.As(err, &nle):
+		return w.forward(ctx, w.startForwarder(ctx, id, nle.To), rec)
+	case err != nil:
+		return bucketStatus(id, err)
 	}
+	p, err := lb.AppendAsync(ctx, rec)
+	if err != nil {
+		return w.s.appendFailed(m, id, err)
+	}
+	if p != nil {
+		w.local = append(w.local, p)
+	}
+	return nil
 }
 
 func (w *tableWriter) forward(ctx context.Context, ch chan arrow.RecordBatch, rec arrow.RecordBatch) error {
@@ -558,51 +552,44 @@ func (w *tableWriter) wait(ctx context.Context) error {
 // redirects and retrying while the bucket is unavailable, for up to
 // ForwardWait. It returns the address that finally took them.
 func (s *Service) forwardBatches(ctx context.Context, addr string, id catalog.BucketID, recs []arrow.RecordBatch) (string, error) {
-	deadline := time.Now().Add(s.cfg.ForwardWait)
-	backoff := 10 * time.Millisecond
 	// A node that names itself as the leader is not called again at once:
-	// wait below for the view to move on.
+	// wait for the view to move on.
 	var at string
 	follow := flightwire.Redirects{Max: maxRedirects, To: func(err error) (string, bool) {
 		to, ok := notLeaderTo(err)
 		return to, ok && to != at
 	}}
-	for {
-		var err error
-		addr, err = follow.Follow(ctx, addr, func(ctx context.Context, addr string) error {
+	var last error // the error of the previous try
+	err := buckets.RetryBackoff(ctx, s.cfg.ForwardWait, forwardBackoff, func() (bool, error) {
+		if last != nil {
+			// After a pause: ask the view who leads the bucket now.
+			s.cfg.Meta.Read(func(v *catalog.View) {
+				if b, ok := v.Buckets[id]; ok {
+					if n, ok := v.Nodes[b.Leader]; ok && n.Addrs.Flight != "" {
+						addr = n.Addrs.Flight
+					}
+				}
+			})
+			if addr == "" {
+				return true, bucketStatus(id, last)
+			}
+		}
+		addr, last = follow.Follow(ctx, addr, func(ctx context.Context, addr string) error {
 			at = addr
 			n, err := s.cfg.Pool.putBucket(ctx, addr, id, recs)
 			recs = recs[n:]
 			return err
 		})
-		if err == nil {
-			return addr, nil
-		}
-		var nle *buckets.NotLeaderError
-		switch {
-		case errors.As(err, &nle), errors.Is(err, buckets.ErrUnavailable):
-			// Wait below, then ask the view who leads the bucket now.
-		default:
-			return addr, err
-		}
-		if time.Now().After(deadline) {
-			return addr, fmt.Errorf("forward to bucket %d: gave up after %v: %w", id, s.cfg.ForwardWait, err)
-		}
-		select {
-		case <-ctx.Done():
-			return addr, ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
-		s.cfg.Meta.Read(func(v *catalog.View) {
-			if b, ok := v.Buckets[id]; ok {
-				if n, ok := v.Nodes[b.Leader]; ok && n.Addrs.Flight != "" {
-					addr = n.Addrs.Flight
-				}
-			}
-		})
-		if addr == "" {
-			return addr, bucketStatus(id, err)
-		}
+		return false, last
+	})
+	if buckets.Retryable(err) {
+		// Only a try that is not done leaves Retry with a retryable error,
+		// once ForwardWait has passed.
+		return addr, fmt.Errorf("forward to bucket %d: gave up after %v: %w", id, s.cfg.ForwardWait, err)
 	}
+	return addr, err
 }
+
+// forwardBackoff paces the tries of forwardBatches: each is a call to
+// another node, so the pause grows from 10 ms to 500 ms.
+var forwardBackoff = buckets.Backoff{First: 10 * time.Millisecond, Max: 500 * time.Millisecond}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -284,36 +283,25 @@ func (s *Service) upsertKV(ctx context.Context, t *table, id catalog.BucketID, r
 		}
 		return toStatus(err)
 	}
-	deadline := time.Now().Add(s.cfg.ForwardWait)
-	for {
+	err = buckets.Retry(ctx, s.cfg.ForwardWait, func() (bool, error) {
 		m := s.cfg.Buckets()
 		if m == nil {
-			err = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
-		} else {
-			var b *buckets.KVBucket
-			if b, err = m.KVBucket(id); err == nil {
-				_, _, err = b.Write(ctx, writes)
-			} else {
-				var nle *buckets.NotLeaderError
-				if errors.As(err, &nle) && nle.To != "" {
-					_, _, err = s.cfg.Pool.WriteKV(ctx, nle.To, id, writes)
-				}
-			}
+			return false, errRegistering
 		}
+		b, err := m.KVBucket(id)
 		if err == nil {
-			return nil
+			_, _, err = b.Write(ctx, writes)
+		} else if to, ok := notLeaderTo(err); ok && to != "" {
+			_, _, err = s.cfg.Pool.WriteKV(ctx, to, id, writes)
 		}
-		var nle *buckets.NotLeaderError
-		retry := (errors.Is(err, buckets.ErrUnavailable) && !errors.Is(err, buckets.ErrStateLost)) || errors.As(err, &nle)
-		if !retry || errors.Is(err, buckets.ErrUnknownOutcome) || time.Now().After(deadline) {
-			return kvWriteStatus(id, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		// The writes may have been applied: trying again could apply
+		// them twice.
+		return errors.Is(err, buckets.ErrUnknownOutcome), err
+	})
+	if err != nil {
+		return kvWriteStatus(id, err)
 	}
+	return nil
 }
 
 // WriteKV runs writes as one atomic batch on the primary-key bucket led at

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -120,7 +120,7 @@ var alterForms = map[pg.AlterTableType]string{
 }
 
 func mustParseExpr(def string) *pg.Node {
-	n, err := parseExpr(def)
+	n, err := pg.ParseExpr(def)
 	if err != nil {
 		return &pg.Node{}
 	}

@@ -1,7 +1,7 @@
 package sqlfront
 
 import (
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 )
@@ -46,14 +46,14 @@ func arrayLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 			return nil, err
 		}
 		if n == nil {
-			if n, err = parseExpr("CAST(NULL AS " + castName + ")"); err != nil {
+			if n, err = pg.ParseExpr("CAST(NULL AS " + castName + ")"); err != nil {
 				return nil, err
 			}
 			n.GetTypeCast().Arg = catString(*e)
 		}
 		nodes[i] = n
 	}
-	cast, err := parseExpr("CAST(NULL AS " + castName + "[])")
+	cast, err := pg.ParseExpr("CAST(NULL AS " + castName + "[])")
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +231,7 @@ func anyArrayOperand(e *pg.A_Expr, sc *fromScope) bool {
 	if e.Rexpr.GetParamRef() == nil {
 		return false
 	}
-	cast, err := parseExpr("CAST(NULL AS " + elem.Name() + "[])")
+	cast, err := pg.ParseExpr("CAST(NULL AS " + elem.Name() + "[])")
 	if err != nil {
 		return false
 	}

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	pg "github.com/pganalyze/pg_query_go/v6"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
@@ -419,7 +420,7 @@ func isRowDefault(n *pg.Node) bool {
 // rowDefault returns the Go generator of a per-row DEFAULT (COPY fills
 // its rows in Go), or nil if def is not one.
 func rowDefault(def string) func() any {
-	n, err := parseExpr(def)
+	n, err := pg.ParseExpr(def)
 	if err != nil || !isRowDefault(n) {
 		return nil
 	}

@@ -9,13 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pganalyze/pg_query_go/v6/parser"
-
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -45,7 +44,7 @@ func toWire(err error) error {
 	if errors.As(err, &we) {
 		return we
 	}
-	var pe *parser.Error
+	var pe *pg.SyntaxError
 	if errors.As(err, &pe) {
 		code := pgwire.CodeSyntaxError
 		if strings.HasPrefix(pe.Message, "role name ") && strings.HasSuffix(pe.Message, " is reserved") {

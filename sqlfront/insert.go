@@ -16,8 +16,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgtype"
-	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
@@ -347,7 +348,7 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 				if def == "" {
 					def = "NULL"
 				}
-				parsed, err := parseExpr("CAST(" + def + " AS " + table.cols[c].Type.Name() + ")")
+				parsed, err := pg.ParseExpr("CAST(" + def + " AS " + table.cols[c].Type.Name() + ")")
 				if err != nil {
 					return "", err
 				}
@@ -547,34 +548,16 @@ func resolveParams(client []uint32, inferred []sqltypes.Type) []uint32 {
 	return out
 }
 
-// parseExpr parses one SQL expression.
-func parseExpr(expr string) (*pg.Node, error) {
-	tree, err := pg.Parse("SELECT " + expr)
-	if err != nil {
-		return nil, err
-	}
-	return tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val, nil
-}
-
 func deparseSelect(sel *pg.SelectStmt) (string, error) {
 	return deparse(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}})
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-// parserVersion is the parse tree version pg_query's deparser expects.
-var parserVersion = func() int32 {
-	tree, err := pg.Parse("SELECT 1")
-	if err != nil {
-		panic(fmt.Sprintf("sqlfront: pg_query cannot parse SELECT 1: %v", err))
-	}
-	return tree.Version
-}()
-
 // deparse renders one statement node back to SQL.
 // Identifiers the engine reads as keywords are quoted (enginekw.go).
 func deparse(stmt *pg.Node) (string, error) {
-	out, err := pg.Deparse(&pg.ParseResult{Version: parserVersion, Stmts: []*pg.RawStmt{{Stmt: stmt}}})
+	out, err := pg.Deparse(stmt)
 	if err != nil {
 		return "", err
 	}
@@ -631,7 +614,7 @@ func coalesce(schema *arrow.Schema, batches []arrow.RecordBatch, target int64) (
 func hasParamRef(exprs []*pg.Node) bool {
 	found := false
 	for _, e := range exprs {
-		walk(e, func(m protoreflect.Message) {
+		pg.Walk(e, func(m protoreflect.Message) {
 			if _, ok := m.Interface().(*pg.ParamRef); ok {
 				found = true
 			}
@@ -691,7 +674,7 @@ func isNumber(typ sqltypes.Type) bool {
 
 // castTo wraps n in a cast to typ.
 func castTo(n *pg.Node, typ sqltypes.Type) (*pg.Node, error) {
-	cast, err := parseExpr("CAST(NULL AS " + typ.Name() + ")")
+	cast, err := pg.ParseExpr("CAST(NULL AS " + typ.Name() + ")")
 	if err != nil {
 		return nil, err
 	}
@@ -717,7 +700,7 @@ func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return parseExpr("from_hex('" + hex.EncodeToString(b) + "')")
+		return pg.ParseExpr("from_hex('" + hex.EncodeToString(b) + "')")
 	case sqltypes.Interval:
 		// DuckDB does not read PostgreSQL's own output ("1 year 2 mons",
 		// "-1 mons +00:00:01"); pgtype does. Other forms ("90 minutes")
@@ -726,14 +709,14 @@ func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 		if err := iv.Scan(strings.TrimSpace(text)); err != nil || !iv.Valid {
 			return nil, nil
 		}
-		return parseExpr(fmt.Sprintf("to_months(%d) + to_days(%d) + to_microseconds(%d)", iv.Months, iv.Days, iv.Microseconds))
+		return pg.ParseExpr(fmt.Sprintf("to_months(%d) + to_days(%d) + to_microseconds(%d)", iv.Months, iv.Days, iv.Microseconds))
 	case sqltypes.Bool:
 		// DuckDB does not take 'on', 'off' or prefixes such as 'tr'.
 		v, ok := boolInput(text)
 		if !ok {
 			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type boolean: %q", text)
 		}
-		return parseExpr(strconv.FormatBool(v))
+		return pg.ParseExpr(strconv.FormatBool(v))
 	case sqltypes.Timestamptz:
 		// DuckDB does not read an offset after a time without seconds
 		// ('10:00+01'); PostgreSQL does.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/tiering"

@@ -8,9 +8,10 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
@@ -49,7 +50,7 @@ func (s *session) planMirror(ctx context.Context, tree *pg.Node) *mirrorPlan {
 	}
 	tree = proto.Clone(tree).(*pg.Node)
 	ctes := map[string]bool{}
-	walk(tree, func(m protoreflect.Message) {
+	pg.Walk(tree, func(m protoreflect.Message) {
 		if c, ok := m.Interface().(*pg.CommonTableExpr); ok {
 			ctes[c.Ctename] = true
 		}

@@ -5,8 +5,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgtype"
-	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 )

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -422,10 +423,10 @@ func hasAggregate(sel *pg.SelectStmt) bool {
 		return !found
 	}
 	for _, t := range sel.TargetList {
-		visitNode(t, check)
+		pg.Visit(t, check)
 	}
 	if sel.HavingClause != nil {
-		visitNode(sel.HavingClause, check)
+		pg.Visit(sel.HavingClause, check)
 	}
 	return found
 }
@@ -433,7 +434,7 @@ func hasAggregate(sel *pg.SelectStmt) bool {
 // maxParam is the highest $n in the tree.
 func maxParam(n *pg.Node) int {
 	highest := 0
-	visitNode(n, func(n *pg.Node) bool {
+	pg.Visit(n, func(n *pg.Node) bool {
 		if p := n.GetParamRef(); p != nil && int(p.Number) > highest {
 			highest = int(p.Number)
 		}

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
@@ -59,7 +59,7 @@ func newCatalogRewriter(c catalogConsts) *catalogRewriter {
 
 // rewrite rewrites the tree under n.
 func (rw *catalogRewriter) rewrite(n *pg.Node) {
-	visitNode(n, rw.visit)
+	pg.Visit(n, rw.visit)
 }
 
 // useMacro notes a call of a session macro, and the relations it reads.
@@ -146,7 +146,7 @@ func (rw *catalogRewriter) visit(n *pg.Node) bool {
 // of catalogs in FROM, for tableoid.
 func (rw *catalogRewriter) selectStmt(sel *pg.SelectStmt) {
 	for _, from := range sel.FromClause {
-		visitNode(from, func(n *pg.Node) bool {
+		pg.Visit(from, func(n *pg.Node) bool {
 			if rv := n.GetRangeVar(); rv != nil {
 				if key, ok := pgcatalog.Key(rv.Schemaname, rv.Relname); ok {
 					alias := rv.Relname

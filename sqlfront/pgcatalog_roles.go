@@ -3,7 +3,7 @@ package sqlfront
 import (
 	"strings"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"

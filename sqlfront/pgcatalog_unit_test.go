@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"

@@ -10,9 +10,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
@@ -140,7 +141,7 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 	renumber := map[int32]int32{}
 	renum := func(n *pg.Node) *pg.Node {
 		cp := proto.Clone(n).(*pg.Node)
-		walk(cp, func(m protoreflect.Message) {
+		pg.Walk(cp, func(m protoreflect.Message) {
 			if pr, ok := m.Interface().(*pg.ParamRef); ok {
 				k, ok := renumber[pr.Number]
 				if !ok {
@@ -259,7 +260,7 @@ func isExcludedRef(n *pg.Node, col string) bool {
 // (an unqualified column of the table is ambiguous there: 42702).
 func qualifyColumns(n *pg.Node, table *tableInfo) (*pg.Node, error) {
 	var err error
-	walk(n, func(m protoreflect.Message) {
+	pg.Walk(n, func(m protoreflect.Message) {
 		cr, ok := m.Interface().(*pg.ColumnRef)
 		if !ok || len(cr.Fields) != 1 || cr.Fields[0].GetString_() == nil || err != nil {
 			return
@@ -609,7 +610,7 @@ func maxParamRef(msgs ...proto.Message) int {
 		if m == nil || !m.ProtoReflect().IsValid() {
 			continue
 		}
-		walk(m, func(m protoreflect.Message) {
+		pg.Walk(m, func(m protoreflect.Message) {
 			if pr, ok := m.Interface().(*pg.ParamRef); ok {
 				n = max(n, int(pr.Number))
 			}

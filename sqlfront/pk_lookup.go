@@ -14,7 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgtype"
-	pg "github.com/pganalyze/pg_query_go/v6"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"

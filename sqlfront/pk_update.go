@@ -10,7 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	pg "github.com/pganalyze/pg_query_go/v6"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
@@ -77,7 +78,7 @@ func (s *session) planUpdate(ctx context.Context, u *pg.UpdateStmt, paramOIDs []
 			if def == "" {
 				def = "NULL"
 			}
-			if val, err = parseExpr(def); err != nil {
+			if val, err = pg.ParseExpr(def); err != nil {
 				return nil, err
 			}
 		}

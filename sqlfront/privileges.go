@@ -4,8 +4,9 @@ import (
 	"context"
 	"strings"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"
@@ -72,7 +73,7 @@ func (n *needs) reads(m protoreflect.ProtoMessage) {
 	if m == nil {
 		return
 	}
-	walk(m, func(msg protoreflect.Message) {
+	pg.Walk(m, func(msg protoreflect.Message) {
 		if cte, ok := msg.Interface().(*pg.CommonTableExpr); ok {
 			if n.ctes == nil {
 				n.ctes = map[string]bool{}
@@ -80,7 +81,7 @@ func (n *needs) reads(m protoreflect.ProtoMessage) {
 			n.ctes[cte.Ctename] = true
 		}
 	})
-	walk(m, func(msg protoreflect.Message) {
+	pg.Walk(m, func(msg protoreflect.Message) {
 		if rv, ok := msg.Interface().(*pg.RangeVar); ok {
 			n.add(rv, catalog.PrivSelect)
 		}
@@ -94,7 +95,7 @@ func readsColumns(nodes ...protoreflect.ProtoMessage) bool {
 		if m == nil || !m.ProtoReflect().IsValid() {
 			continue
 		}
-		walk(m, func(msg protoreflect.Message) {
+		pg.Walk(m, func(msg protoreflect.Message) {
 			if _, ok := msg.Interface().(*pg.ColumnRef); ok {
 				found = true
 			}

@@ -7,7 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgtype"
-	pg "github.com/pganalyze/pg_query_go/v6"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"

@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"strings"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
@@ -21,7 +22,7 @@ import (
 // rangeVars returns every table reference in a parse tree.
 func rangeVars(node *pg.Node) []*pg.RangeVar {
 	var out []*pg.RangeVar
-	walk(node, func(m protoreflect.Message) {
+	pg.Walk(node, func(m protoreflect.Message) {
 		if rv, ok := m.Interface().(*pg.RangeVar); ok {
 			out = append(out, rv)
 		}
@@ -191,7 +192,7 @@ func (s *session) rewriteExprForEngine(n *pg.Node) *pg.Node {
 }
 
 func (rw *engineRewriter) node(n *pg.Node, sc *fromScope) {
-	visitNode(n, func(m *pg.Node) bool { return rw.visit(m, sc) })
+	pg.Visit(n, func(m *pg.Node) bool { return rw.visit(m, sc) })
 }
 
 func (rw *engineRewriter) visit(n *pg.Node, sc *fromScope) bool {
@@ -409,7 +410,7 @@ func (rw *engineRewriter) castable(n *pg.Node) bool {
 	}
 	if rw.paramUses == nil {
 		rw.paramUses = map[int32]int{}
-		walk(rw.tree, func(m protoreflect.Message) {
+		pg.Walk(rw.tree, func(m protoreflect.Message) {
 			if p, ok := m.Interface().(*pg.ParamRef); ok {
 				rw.paramUses[p.Number]++
 			}
@@ -458,7 +459,7 @@ func paramTypeFrom(n *pg.Node, sc *fromScope) string {
 // the engine must then get deparsed.
 func unqualifyTypes(sql string, tree *pg.Node) bool {
 	written := false
-	walk(tree, func(m protoreflect.Message) {
+	pg.Walk(tree, func(m protoreflect.Message) {
 		tn, ok := m.Interface().(*pg.TypeName)
 		if !ok || len(tn.Names) < 2 || !strings.EqualFold(tn.Names[0].GetString_().GetSval(), "pg_catalog") {
 			return
@@ -923,7 +924,7 @@ func strftimeFormat(template string) (string, bool) {
 // cast it to boolean. Conditions of other types are left to the engine.
 func (s *session) checkConditions(node *pg.Node) error {
 	var err error
-	walk(node, func(m protoreflect.Message) {
+	pg.Walk(node, func(m protoreflect.Message) {
 		if err != nil {
 			return
 		}

@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"

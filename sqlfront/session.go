@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/catalog"

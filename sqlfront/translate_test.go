@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
-	pg "github.com/pganalyze/pg_query_go/v6"
+
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/catalog/catalogtest"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"

@@ -1,7 +1,7 @@
 package sqlfront
 
 import (
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 )
 
 // A WHERE clause taken apart once, for the planners that answer a

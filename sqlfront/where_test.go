@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 )
 
 // TestWhereConds: the one place WHERE clauses are taken apart for

@@ -19,7 +19,8 @@ var layers = [][]string{
 		"objstore", "buckets/routing", "metalog/internal/backoff"},
 	// The pure metadata state machine, codecs and protocol layers that
 	// depend only on leaves.
-	{"catalog", "kv/kvcodec", "internal/sweep", "objstore/objstoretest", "sqlfront/pgwire", "sqlfront/engine"},
+	{"catalog", "kv/kvcodec", "internal/sweep", "objstore/objstoretest", "sqlfront/pgwire", "sqlfront/engine",
+		"sqlfront/pgtree"},
 	// What reads a catalog.View or writes objects: decisions, the metadata
 	// log's driver, identities, KV tablets, streams; the public client.
 	{"catalog/catalogtest", "plan", "metalog", "access", "kv", "buckets/s3stream", "client",
@@ -86,5 +87,47 @@ func TestLayering(t *testing.T) {
 	}
 	if len(listed) < 30 || !slices.Contains(layers[len(layers)-1], "bench/cmd/minkbench") {
 		t.Fatalf("go list found %d packages; the test reads nothing", len(listed))
+	}
+}
+
+// cgoOwners names, for each cgo dependency, the one package that may
+// import it: the rest reach the dependency through that package, so its
+// build cost and its upgrades stay in one place. Tests count too.
+var cgoOwners = map[string]string{
+	"github.com/duckdb/duckdb-go-bindings": "sqlfront/engine",
+	"github.com/pganalyze/pg_query_go/v6":  "sqlfront/pgtree",
+}
+
+// TestCgoOwners: each cgo dependency is imported by its owner alone.
+func TestCgoOwners(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal("no go tool to list the packages with:", err)
+	}
+	out, err := exec.Command(goTool, "list", "-f",
+		"{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module)
+		for _, imp := range fields[1:] {
+			for dep, owner := range cgoOwners {
+				if imp != dep && !strings.HasPrefix(imp, dep+"/") {
+					continue
+				}
+				if pkg != owner {
+					t.Errorf("%s imports %s, which only %s may import", pkg, imp, owner)
+				}
+				seen[dep] = true
+			}
+		}
+	}
+	for dep, owner := range cgoOwners {
+		if !seen[dep] {
+			t.Errorf("no package imports %s: is %s still its owner?", dep, owner)
+		}
 	}
 }

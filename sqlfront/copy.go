@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -45,7 +46,7 @@ func (s *session) planCopy(ctx context.Context, cs *pg.CopyStmt) (*stmt, error) 
 		if cs.IsFrom {
 			return nil, errorf(pgwire.CodeSyntaxError, "COPY FROM needs a table")
 		}
-		text, err := deparse(cs.Query)
+		text, err := translate.Deparse(cs.Query)
 		if err != nil {
 			return nil, err
 		}

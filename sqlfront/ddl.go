@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
@@ -88,30 +89,6 @@ func (s *session) lookupTable(rv *pg.RangeVar) (*tableInfo, error) {
 		return nil, errTruncatedInTx(name)
 	}
 	return s.f.lookupTableByName(name)
-}
-
-// typeOf resolves a column's type name.
-func typeOf(tn *pg.TypeName) (sqltypes.Type, error) {
-	var name string
-	for _, n := range tn.Names {
-		if str := n.GetString_(); str != nil && str.Sval != "pg_catalog" {
-			name = str.Sval
-		}
-	}
-	if len(tn.ArrayBounds) > 0 && !strings.HasPrefix(name, "_") {
-		// int[], int[3][3], int ARRAY: one-dimensional arrays of int, as
-		// in PostgreSQL, which ignores sizes and dimensions of the type.
-		name = "_" + name
-	}
-	var mods []int32
-	for _, m := range tn.Typmods {
-		c := m.GetAConst()
-		if c == nil || c.GetIval() == nil {
-			return sqltypes.Type{}, errorf(pgwire.CodeSyntaxError, "type modifiers must be simple constants")
-		}
-		mods = append(mods, c.GetIval().Ival)
-	}
-	return sqltypes.Lookup(name, mods)
 }
 
 func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt, error) {
@@ -257,7 +234,7 @@ func columnOf(cd *pg.ColumnDef, table string) (col catalog.Column, def string, p
 	if serial != "" && len(cd.TypeName.ArrayBounds) == 0 {
 		typ, err = sqltypes.Parse(serial)
 	} else {
-		typ, err = typeOf(cd.TypeName)
+		typ, err = translate.TypeOf(cd.TypeName)
 	}
 	if err != nil {
 		return col, "", false, err
@@ -361,11 +338,11 @@ func constantExpr(n *pg.Node, typ sqltypes.Type) (string, error) {
 	if !isConstant(n) && !isStatementConstant(n) {
 		return "", unsupported("DEFAULT must be a constant, an expression of the current time or date (now(), CURRENT_TIMESTAMP, CURRENT_DATE), or gen_random_uuid()")
 	}
-	if lit, cast, ok := stringLiteral(n); ok {
+	if lit, cast, ok := translate.StringLiteral(n); ok {
 		if !cast.Valid() {
 			cast = typ
 		}
-		replaced, err := typedLiteral(lit, cast)
+		replaced, err := translate.TypedLiteral(lit, cast)
 		if err != nil {
 			return "", err
 		}
@@ -394,7 +371,7 @@ func isStatementConstant(n *pg.Node) bool {
 			return true
 		}
 	case *pg.Node_FuncCall:
-		schema, name := funcName(e.FuncCall)
+		schema, name := pg.FuncName(e.FuncCall)
 		return (schema == "" || schema == "pg_catalog") && statementTimeFuncs[name] && len(e.FuncCall.Args) == 0
 	case *pg.Node_TypeCast:
 		return isStatementConstant(e.TypeCast.Arg)
@@ -413,7 +390,7 @@ func isRowDefault(n *pg.Node) bool {
 	if fc == nil || len(fc.Args) > 0 {
 		return false
 	}
-	schema, name := funcName(fc)
+	schema, name := pg.FuncName(fc)
 	return (schema == "" || schema == "pg_catalog") && name == "gen_random_uuid"
 }
 
@@ -451,7 +428,7 @@ func isConstant(n *pg.Node) bool {
 // deparseExpr renders an expression node back to SQL.
 func deparseExpr(n *pg.Node) (string, error) {
 	sel := &pg.SelectStmt{TargetList: []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Val: n}}}}}
-	text, err := deparse(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}})
+	text, err := translate.Deparse(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}})
 	if err != nil {
 		return "", err
 	}

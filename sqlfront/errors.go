@@ -26,8 +26,6 @@ const (
 	// codeInvalidObjectDefinition: a partition that does not fit its
 	// parent (PostgreSQL's invalid_object_definition).
 	codeInvalidObjectDefinition = "42P17"
-	// codeNullValueNotAllowed: format's %I of NULL.
-	codeNullValueNotAllowed = "22004"
 )
 
 func errorf(code, format string, args ...any) *pgwire.Error {

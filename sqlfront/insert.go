@@ -2,12 +2,9 @@ package sqlfront
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,10 +12,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/jackc/pgx/v5/pgtype"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
@@ -189,7 +186,7 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 			return nil, withoutPosition(err)
 		}
 		st.columns = wireColumns(rdesc.Columns)
-		postgresColumnNames(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{TargetList: ins.ReturningList}}}, st.columns)
+		translate.ColumnNames(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{TargetList: ins.ReturningList}}}, st.columns)
 	}
 	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
 		if err := s.checkTx(); err != nil {
@@ -263,7 +260,7 @@ func (s *session) sourceWidth(ctx context.Context, ins *pg.InsertStmt) (int, err
 	if !star {
 		return len(sel.TargetList), nil
 	}
-	text, err := deparse(ins.SelectStmt)
+	text, err := translate.Deparse(ins.SelectStmt)
 	if err != nil {
 		return 0, err
 	}
@@ -297,14 +294,14 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 				return "", errorf(pgwire.CodeSyntaxError, "INSERT has more target columns than expressions")
 			}
 			for j, item := range items {
-				lit, typ, ok := stringLiteral(item)
+				lit, typ, ok := translate.StringLiteral(item)
 				uncast := ok && !typ.Valid()
 				if uncast {
 					typ = table.cols[targets[j]].Type
 				}
 				if f := item.GetAConst().GetFval(); f != nil {
 					// A numeric constant such as 1e309 for a float column.
-					if err := checkFloat(f.Fval, table.cols[targets[j]].Type); err != nil {
+					if err := translate.CheckFloat(f.Fval, table.cols[targets[j]].Type); err != nil {
 						return "", err
 					}
 				}
@@ -313,28 +310,28 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 					case uncast && (k == sqltypes.Date || k == sqltypes.Timestamp || k == sqltypes.Timestamptz):
 						// '01/02/2024' in DateStyle's order (rewrite.go; a
 						// typed literal is rewritten there).
-						if iso, reordered := isoDateLiteral(lit, s.settings.values["datestyle"]); reordered {
+						if iso, reordered := translate.ISODateLiteral(lit, s.settings.values["datestyle"]); reordered {
 							lit = iso
 						}
 						// Cast to the column's type, as for numbers below, so
 						// that rows with a typed date mix with it.
 						var err error
-						if items[j], err = castTo(catString(lit), typ); err != nil {
+						if items[j], err = translate.CastTo(pg.StringConst(lit), typ); err != nil {
 							return "", err
 						}
 					}
-					replaced, err := typedLiteral(lit, typ)
+					replaced, err := translate.TypedLiteral(lit, typ)
 					if err != nil {
 						return "", err
 					}
 					switch {
 					case replaced != nil:
 						items[j] = replaced
-					case uncast && isNumber(typ):
+					case uncast && translate.IsNumber(typ):
 						// PostgreSQL assigns an unknown-type literal to the
 						// column's type; the engine would type '1' varchar
 						// and refuse to mix it with numbers in other rows.
-						if items[j], err = castTo(item, typ); err != nil {
+						if items[j], err = translate.CastTo(item, typ); err != nil {
 							return "", err
 						}
 					}
@@ -359,7 +356,7 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 	if ins.WithClause != nil {
 		sel.WithClause = ins.WithClause
 	}
-	s.rewriteSelectForEngine(sel)
+	translate.Select(s.env(), sel)
 	return deparseSelect(sel)
 }
 
@@ -549,20 +546,10 @@ func resolveParams(client []uint32, inferred []sqltypes.Type) []uint32 {
 }
 
 func deparseSelect(sel *pg.SelectStmt) (string, error) {
-	return deparse(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}})
+	return translate.Deparse(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}})
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
-
-// deparse renders one statement node back to SQL.
-// Identifiers the engine reads as keywords are quoted (enginekw.go).
-func deparse(stmt *pg.Node) (string, error) {
-	out, err := pg.Deparse(stmt)
-	if err != nil {
-		return "", err
-	}
-	return quoteEngineKeywords(out), nil
-}
 
 // insertBatchRows is the size batches are merged to before routing: the
 // engine produces batches of 2048 rows, and every bucket entry costs a
@@ -635,200 +622,3 @@ func withoutPosition(err error) error {
 	}
 	return err
 }
-
-// stringLiteral returns the text of a string constant, and the type it is
-// cast to ('\x41'::bytea, as drivers that interpolate parameters send
-// them); the zero Type when it is not cast.
-func stringLiteral(n *pg.Node) (string, sqltypes.Type, bool) {
-	var typ sqltypes.Type
-	if tc := n.GetTypeCast(); tc != nil {
-		t, err := typeOf(tc.TypeName)
-		if err != nil {
-			return "", typ, false // the engine reports it
-		}
-		typ, n = t, tc.Arg
-	}
-	c := n.GetAConst()
-	if c == nil || c.Isnull {
-		return "", typ, false
-	}
-	if sv, ok := c.Val.(*pg.A_Const_Sval); ok {
-		return sv.Sval.Sval, typ, true
-	}
-	return "", typ, false
-}
-
-// typedLiteralCast is the string constant text cast to typ.
-func typedLiteralCast(text string, typ sqltypes.Type) (*pg.Node, error) {
-	return castTo(&pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Sval{Sval: &pg.String{Sval: text}}, Location: -1}}}, typ)
-}
-
-// isNumber reports whether typ is an integer, float or numeric type.
-func isNumber(typ sqltypes.Type) bool {
-	switch typ.Kind() {
-	case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8, sqltypes.Float4, sqltypes.Float8, sqltypes.Numeric:
-		return true
-	}
-	return false
-}
-
-// castTo wraps n in a cast to typ.
-func castTo(n *pg.Node, typ sqltypes.Type) (*pg.Node, error) {
-	cast, err := pg.ParseExpr("CAST(NULL AS " + typ.Name() + ")")
-	if err != nil {
-		return nil, err
-	}
-	cast.GetTypeCast().Arg = n
-	return cast, nil
-}
-
-// pgInteger is the text PostgreSQL 15's integer input functions accept.
-var pgInteger = regexp.MustCompile(`^\s*[+-]?[0-9]+\s*$`)
-
-// typedLiteral reads a string constant in VALUES the way PostgreSQL reads an
-// unknown-type literal assigned to a column: with the column type's input
-// function. Where the engine's text cast reads the text differently, it
-// returns an expression for the engine that yields the PostgreSQL value;
-// nil means the engine's cast already agrees.
-func typedLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
-	switch typ.Kind() {
-	case sqltypes.Array:
-		return arrayLiteral(text, typ)
-	case sqltypes.Bytea:
-		// DuckDB reads '\x41' as one escaped byte, PostgreSQL as hex.
-		b, err := byteaInput(text)
-		if err != nil {
-			return nil, err
-		}
-		return pg.ParseExpr("from_hex('" + hex.EncodeToString(b) + "')")
-	case sqltypes.Interval:
-		// DuckDB does not read PostgreSQL's own output ("1 year 2 mons",
-		// "-1 mons +00:00:01"); pgtype does. Other forms ("90 minutes")
-		// are left to the engine.
-		var iv pgtype.Interval
-		if err := iv.Scan(strings.TrimSpace(text)); err != nil || !iv.Valid {
-			return nil, nil
-		}
-		return pg.ParseExpr(fmt.Sprintf("to_months(%d) + to_days(%d) + to_microseconds(%d)", iv.Months, iv.Days, iv.Microseconds))
-	case sqltypes.Bool:
-		// DuckDB does not take 'on', 'off' or prefixes such as 'tr'.
-		v, ok := boolInput(text)
-		if !ok {
-			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type boolean: %q", text)
-		}
-		return pg.ParseExpr(strconv.FormatBool(v))
-	case sqltypes.Timestamptz:
-		// DuckDB does not read an offset after a time without seconds
-		// ('10:00+01'); PostgreSQL does.
-		if m := offsetNoSecondsRE.FindStringSubmatchIndex(text); m != nil {
-			return typedLiteralCast(text[:m[3]]+":00"+text[m[3]:], typ)
-		}
-	case sqltypes.Float4, sqltypes.Float8:
-		// DuckDB reads '1e309' as infinity; PostgreSQL refuses it.
-		return nil, checkFloat(text, typ)
-	case sqltypes.Int2, sqltypes.Int4, sqltypes.Int8:
-		// DuckDB rounds '1.5' to 2; PostgreSQL refuses it.
-		if !pgInteger.MatchString(text) {
-			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type %s: %q", typ.Name(), text)
-		}
-	}
-	return nil, nil
-}
-
-// checkFloat rejects a number that does not fit a real or double precision
-// column (overflow to infinity or underflow to zero), as PostgreSQL does.
-// Text that is not a number is left to the engine.
-func checkFloat(text string, typ sqltypes.Type) error {
-	bits := 64
-	switch typ.Kind() {
-	case sqltypes.Float4:
-		bits = 32
-	case sqltypes.Float8:
-	default:
-		return nil
-	}
-	t := strings.TrimSpace(text)
-	f, err := strconv.ParseFloat(t, bits)
-	mantissa, _, _ := strings.Cut(strings.ToLower(t), "e")
-	underflow := err == nil && f == 0 && strings.ContainsAny(mantissa, "123456789")
-	if errors.Is(err, strconv.ErrRange) || underflow {
-		return errorf(pgwire.CodeNumericValueOutOfRange, "%q is out of range for type %s", text, typ.Name())
-	}
-	return nil
-}
-
-// boolInput reads a boolean the way PostgreSQL's boolin does: true, yes,
-// on, 1 and their opposites, case-insensitive, surrounding white space
-// ignored, and any unambiguous prefix of the words.
-func boolInput(text string) (value, ok bool) {
-	t := strings.ToLower(strings.TrimSpace(text))
-	if t == "" {
-		return false, false
-	}
-	switch t {
-	case "1":
-		return true, true
-	case "0":
-		return false, true
-	case "on":
-		return true, true
-	case "of", "off":
-		return false, true
-	case "o":
-		return false, false // on or off?
-	}
-	for _, w := range []struct {
-		word  string
-		value bool
-	}{{"true", true}, {"false", false}, {"yes", true}, {"no", false}} {
-		if strings.HasPrefix(w.word, t) {
-			return w.value, true
-		}
-	}
-	return false, false
-}
-
-// byteaInput decodes PostgreSQL's bytea text input: hex (\x0102ff) or the
-// escape format (backslash-octal \ooo and \\, every other byte as is).
-func byteaInput(text string) ([]byte, error) {
-	if strings.HasPrefix(text, `\x`) {
-		digits := make([]byte, 0, len(text)-2)
-		for i := 2; i < len(text); i++ {
-			c := text[i]
-			switch {
-			case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-				continue // PostgreSQL allows white space between bytes
-			case strings.IndexByte("0123456789abcdefABCDEF", c) < 0:
-				return nil, errorf(pgwire.CodeInvalidParameterValue, "invalid hexadecimal digit: %q", string(c))
-			}
-			digits = append(digits, c)
-		}
-		if len(digits)%2 != 0 {
-			return nil, errorf(pgwire.CodeInvalidParameterValue, "invalid hexadecimal data: odd number of digits")
-		}
-		out := make([]byte, len(digits)/2)
-		_, err := hex.Decode(out, digits)
-		return out, err
-	}
-	out := make([]byte, 0, len(text))
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if c != '\\' {
-			out = append(out, c)
-			continue
-		}
-		switch {
-		case i+1 < len(text) && text[i+1] == '\\':
-			out = append(out, '\\')
-			i++
-		case i+3 < len(text) && isOctal(text[i+1]) && text[i+1] <= '3' && isOctal(text[i+2]) && isOctal(text[i+3]):
-			out = append(out, (text[i+1]-'0')<<6|(text[i+2]-'0')<<3|(text[i+3]-'0'))
-			i += 3
-		default:
-			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type bytea")
-		}
-	}
-	return out, nil
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/tiering"
@@ -77,7 +78,7 @@ func (s *session) planLakeFilter(tree *pg.Node, paramOIDs []uint32) *lakeFilterP
 		return nil
 	}
 	rv := sel.FromClause[0].GetRangeVar()
-	if rv == nil || len(rangeVars(tree)) != 1 {
+	if rv == nil || len(pg.RangeVars(tree)) != 1 {
 		return nil
 	}
 	table, err := s.lookupTable(rv)
@@ -98,7 +99,7 @@ func (s *session) planLakeFilter(tree *pg.Node, paramOIDs []uint32) *lakeFilterP
 			if tc.TypeName == nil {
 				return false
 			}
-			t, err := typeOf(tc.TypeName)
+			t, err := translate.TypeOf(tc.TypeName)
 			if err != nil || t.Kind() != typ.Kind() || t.Kind() == sqltypes.Text || t.Kind() == sqltypes.Varchar {
 				return false
 			}

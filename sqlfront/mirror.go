@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
@@ -57,7 +58,7 @@ func (s *session) planMirror(ctx context.Context, tree *pg.Node) *mirrorPlan {
 	})
 	plan := &mirrorPlan{}
 	seen := map[catalog.TableID]bool{}
-	for _, rv := range rangeVars(tree) {
+	for _, rv := range pg.RangeVars(tree) {
 		if rv.Schemaname == "" && ctes[rv.Relname] {
 			continue
 		}
@@ -87,7 +88,7 @@ func (s *session) planMirror(ctx context.Context, tree *pg.Node) *mirrorPlan {
 	if len(plan.tables) == 0 {
 		return nil
 	}
-	sql, err := deparse(tree)
+	sql, err := translate.Deparse(tree)
 	if err != nil {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -64,7 +65,7 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	}
 	// Every SELECT comes here before planQuery: a condition that is not
 	// boolean fails it whether or not it reads the catalogs.
-	if err := s.checkConditions(node); err != nil {
+	if err := translate.CheckConditions(s.env(), node); err != nil {
 		return nil, true, err
 	}
 	if st, ok := s.planSetConfig(node); ok {
@@ -79,8 +80,8 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	if rw.err != nil {
 		return nil, true, rw.err
 	}
-	s.rewriteTreeForEngine(rewritten, false)
-	text, err := deparse(rewritten)
+	translate.Tree(s.env(), rewritten, false)
+	text, err := translate.Deparse(rewritten)
 	if err != nil {
 		return nil, true, fmt.Errorf("deparse catalog query: %w", err)
 	}
@@ -91,14 +92,14 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	sort.Strings(keys)
 	st, err = s.planCatalogStatement(ctx, sql, text, node, keys, rw.macros, paramOIDs)
 	if err == nil {
-		s.refineResultTypes(node, st.columns)
+		translate.ResultTypes(s.env(), node, st.columns)
 	}
 	if err != nil {
 		// DuckDB cannot bind some of the queries psql's \d sends for
 		// objects mink never has (policies, publications, statistics);
 		// answer them without it.
 		if cols, empty := staticallyEmpty(rewritten.GetSelectStmt()); empty {
-			postgresColumnNames(node, cols)
+			translate.ColumnNames(node, cols)
 			return emptyStmt(s, cols, resolveParams(paramOIDs, make([]sqltypes.Type, maxParam(node)))), true, nil
 		}
 	}
@@ -144,7 +145,7 @@ func (s *session) planCatalogStatement(ctx context.Context, sql, text string, no
 			oidCols = append(oidCols, i)
 		}
 	}
-	postgresColumnNames(node, cols)
+	translate.ColumnNames(node, cols)
 	st := &stmt{params: resolveParams(paramOIDs, desc.Params), columns: cols}
 	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
 		if err := s.checkTx(); err != nil {
@@ -416,7 +417,7 @@ func hasAggregate(sel *pg.SelectStmt) bool {
 			return false
 		}
 		if fc := n.GetFuncCall(); fc != nil {
-			if _, name := funcName(fc); aggregateNames[name] || fc.AggStar {
+			if _, name := pg.FuncName(fc); aggregateNames[name] || fc.AggStar {
 				found = true
 			}
 		}

@@ -72,7 +72,7 @@ func (rw *catalogRewriter) useMacro(name string) {
 
 func (rw *catalogRewriter) macroCall(name string, args ...*pg.Node) *pg.Node {
 	rw.useMacro(name)
-	return catCall(name, args...)
+	return pg.Call(name, args...)
 }
 
 func (rw *catalogRewriter) fail(err error) {
@@ -133,7 +133,7 @@ func (rw *catalogRewriter) visit(n *pg.Node) bool {
 		// names.
 		if len(f) == 2 && f[1].GetString_().GetSval() == "tableoid" {
 			if oid, ok := rw.aliasOIDs[f[0].GetString_().GetSval()]; ok {
-				n.Node = catCast(catInt(int64(oid)), "uinteger").Node
+				n.Node = pg.Cast(pg.IntConst(int64(oid)), "uinteger").Node
 				return false
 			}
 		}
@@ -168,7 +168,7 @@ func (rw *catalogRewriter) selectStmt(sel *pg.SelectStmt) {
 			rw.outputCasts[tc] = true
 		}
 		if c := rt.Val.GetAConst(); c != nil && c.Isnull {
-			rt.Val = catCast(rt.Val, "varchar")
+			rt.Val = pg.Cast(rt.Val, "varchar")
 		}
 	}
 }
@@ -208,7 +208,7 @@ func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 	if len(rf.Functions) == 1 && !rf.Ordinality {
 		if l := rf.Functions[0].GetList(); l != nil && len(l.Items) > 0 {
 			if fc := l.Items[0].GetFuncCall(); fc != nil {
-				if schema, name := funcName(fc); (schema == "" || schema == "pg_catalog") && name == "pg_get_keywords" {
+				if schema, name := pg.FuncName(fc); (schema == "" || schema == "pg_catalog") && name == "pg_get_keywords" {
 					rw.catalog = true
 					rw.rels[pgcatalog.KeywordsKey] = true
 					alias := rf.Alias
@@ -229,7 +229,7 @@ func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 		if fc == nil {
 			continue
 		}
-		schema, name := funcName(fc)
+		schema, name := pg.FuncName(fc)
 		if schema != "" && schema != "pg_catalog" && schema != "information_schema" {
 			continue
 		}
@@ -244,7 +244,7 @@ func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 			}
 			if name == "generate_series" || name == "unnest" && len(fc.Args) == 1 {
 				// generate_series(…) AS i: i is also the column's name.
-				rf.Alias.Colnames = catNames(rf.Alias.Aliasname)
+				rf.Alias.Colnames = pg.Names(rf.Alias.Aliasname)
 			}
 		}
 		switch name {
@@ -253,11 +253,11 @@ func (rw *catalogRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 			// not relations.
 			rw.catalog = true
 			rw.useMacro("mink_partition_ancestors")
-			fc.Funcname = catNames("mink_partition_ancestors")
+			fc.Funcname = pg.Names("mink_partition_ancestors")
 		case "generate_series", "unnest":
 			if schema != "" {
 				rw.catalog = true
-				fc.Funcname = catNames(name)
+				fc.Funcname = pg.Names(name)
 			}
 		}
 	}
@@ -270,16 +270,6 @@ var setReturning = map[string]bool{
 	"generate_series": true, "unnest": true, "generate_subscripts": true, "range": true,
 	"pg_partition_ancestors": true, "pg_get_keywords": true, "json_each": true, "json_each_text": true,
 	"jsonb_each": true, "jsonb_each_text": true, "regexp_split_to_table": true,
-}
-
-// funcName returns a function's schema (lower case, "" if none) and name.
-func funcName(fc *pg.FuncCall) (schema, name string) {
-	n := fc.Funcname
-	name = strings.ToLower(n[len(n)-1].GetString_().GetSval())
-	if len(n) > 1 {
-		schema = strings.ToLower(n[len(n)-2].GetString_().GetSval())
-	}
-	return schema, name
 }
 
 // macroFuncs are PostgreSQL functions that become a session macro of the
@@ -342,13 +332,13 @@ var falseFuncs = map[string]bool{
 }
 
 func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
-	schema, name := funcName(fc)
+	schema, name := pg.FuncName(fc)
 	if schema != "" && schema != "pg_catalog" && schema != "information_schema" {
 		return nil
 	}
 	if fc.Over != nil || fc.AggStar {
 		if schema != "" {
-			fc.Funcname = catNames(name)
+			fc.Funcname = pg.Names(name)
 			rw.catalog = true
 		}
 		return nil
@@ -357,19 +347,19 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 	switch {
 	case name == "version":
 		hit()
-		return catString(rw.consts.version)
+		return pg.StringConst(rw.consts.version)
 	case name == "current_database":
 		hit()
-		return catString(rw.consts.database)
+		return pg.StringConst(rw.consts.database)
 	case name == "current_schema":
 		hit()
-		return catString("public")
+		return pg.StringConst("public")
 	case name == "pg_backend_pid":
 		hit()
-		return catCast(catInt(int64(rw.consts.pid)), "int4")
+		return pg.Cast(pg.IntConst(int64(rw.consts.pid)), "int4")
 	case name == "pg_postmaster_start_time":
 		hit()
-		return catCall("now")
+		return pg.Call("now")
 	case name == "pg_get_expr" && len(fc.Args) > 0:
 		// Expressions (defaults) are stored as text already.
 		hit()
@@ -377,14 +367,14 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 	case name == "set_config" && len(fc.Args) == 3:
 		// Reports the value; mink's settings change with SET only.
 		hit()
-		return catCast(fc.Args[1], "varchar")
+		return pg.Cast(fc.Args[1], "varchar")
 	case name == "pg_char_to_encoding":
 		hit()
-		return catCast(catInt(pgcatalog.EncodingUTF8), "int4")
+		return pg.Cast(pg.IntConst(pgcatalog.EncodingUTF8), "int4")
 	case name == "pg_get_indexdef" && len(fc.Args) > 0:
 		// pg_get_indexdef(index [, column, pretty]): the primary keys'
 		// indexes only (mink.keydefs).
-		col := catInt(0)
+		col := pg.IntConst(0)
 		if len(fc.Args) > 1 {
 			col = fc.Args[1]
 		}
@@ -392,7 +382,7 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		return rw.macroCall("mink_indexdef", fc.Args[0], col)
 	case name == "pg_get_constraintdef" && len(fc.Args) > 0:
 		hit()
-		return rw.macroCall("mink_indexdef", fc.Args[0], catInt(0))
+		return rw.macroCall("mink_indexdef", fc.Args[0], pg.IntConst(0))
 	case name == "has_table_privilege" || name == "has_any_column_privilege" || name == "has_column_privilege":
 		hit()
 		return rw.privilegeCall(name, fc)
@@ -401,24 +391,24 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		return rw.hasRoleCall(fc)
 	case nullFuncs[name]:
 		hit()
-		return catCast(catNull(), "varchar")
+		return pg.Cast(pg.NullConst(), "varchar")
 	case trueFuncs[name]:
 		hit()
-		return catBool(true)
+		return pg.BoolConst(true)
 	case falseFuncs[name]:
 		hit()
-		return catBool(false)
+		return pg.BoolConst(false)
 	}
 	if name == "string_to_array" && len(fc.Args) == 2 {
 		// DuckDB's string_to_array is a macro, which it cannot expand in
 		// a table function's arguments.
-		fc.Funcname = catNames("string_split")
+		fc.Funcname = pg.Names("string_split")
 		return nil
 	}
 	if m, ok := macroFuncs[name]; ok {
 		hit()
 		rw.useMacro(m)
-		fc.Funcname = catNames(m)
+		fc.Funcname = pg.Names(m)
 		if name == "current_setting" && len(fc.Args) > 1 {
 			fc.Args = fc.Args[:1] // missing_ok: an unknown setting is NULL anyway
 		}
@@ -439,7 +429,7 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		// for TRIM(x) and friends stay: they deparse to SQL syntax,
 		// which DuckDB reads.)
 		hit()
-		fc.Funcname = catNames(name)
+		fc.Funcname = pg.Names(name)
 	}
 	return nil
 }
@@ -449,13 +439,13 @@ func (rw *catalogRewriter) sqlValueFunction(f *pg.SQLValueFunction) *pg.Node {
 	case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg.SQLValueFunctionOp_SVFOP_USER,
 		pg.SQLValueFunctionOp_SVFOP_SESSION_USER, pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE:
 		rw.catalog = true
-		return catString(rw.consts.user)
+		return pg.StringConst(rw.consts.user)
 	case pg.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG:
 		rw.catalog = true
-		return catString(rw.consts.database)
+		return pg.StringConst(rw.consts.database)
 	case pg.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:
 		rw.catalog = true
-		return catString("public")
+		return pg.StringConst("public")
 	}
 	return nil
 }
@@ -472,7 +462,7 @@ func (rw *catalogRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 	if isArray {
 		// '{1,2}'::int[]: PostgreSQL's array literal is not DuckDB's.
 		if lit := tc.Arg.GetAConst().GetSval(); lit != nil {
-			if elems, ok := parseArrayLiteral(lit.Sval); ok {
+			if elems, ok := pg.ArrayConsts(lit.Sval); ok {
 				rw.catalog = true
 				tc.Arg = &pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: &pg.A_ArrayExpr{Elements: elems}}}
 			}
@@ -485,19 +475,19 @@ func (rw *catalogRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 			return rw.regCast(tc, last)
 		case "oid", "xid", "cid", "xid8":
 			rw.catalog = true
-			return catCast(tc.Arg, "uinteger")
+			return pg.Cast(tc.Arg, "uinteger")
 		case "name", "char", "pg_node_tree", "aclitem", "pg_lsn", "inet", "cstring", "anyarray", "unknown":
 			if last == "char" && qualified {
 				break // char(n) is pg_catalog.bpchar; "char" is unqualified
 			}
 			rw.catalog = true
-			return catCast(tc.Arg, "varchar")
+			return pg.Cast(tc.Arg, "varchar")
 		case "int2vector":
 			rw.catalog = true
-			return catCastArray(tc.Arg, "smallint")
+			return pg.CastArray(tc.Arg, "smallint")
 		case "oidvector":
 			rw.catalog = true
-			return catCastArray(tc.Arg, "uinteger")
+			return pg.CastArray(tc.Arg, "uinteger")
 		case "text":
 			// x::regclass::text prints the name.
 			if inner := tc.Arg.GetTypeCast(); inner != nil {
@@ -508,11 +498,11 @@ func (rw *catalogRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 		switch last {
 		case "oid", "regtype", "regclass", "xid":
 			rw.catalog = true
-			return catCastArray(tc.Arg, "uinteger")
+			return pg.CastArray(tc.Arg, "uinteger")
 		case "name", "char", "aclitem":
 			if !(last == "char" && qualified) {
 				rw.catalog = true
-				return catCastArray(tc.Arg, "varchar")
+				return pg.CastArray(tc.Arg, "varchar")
 			}
 		}
 	}
@@ -534,16 +524,16 @@ func (rw *catalogRewriter) regCast(tc *pg.TypeCast, typ string) *pg.Node {
 	var value *pg.Node
 	if s := arg.GetAConst().GetSval(); s != nil {
 		if n, err := strconv.ParseUint(strings.TrimSpace(s.Sval), 10, 32); err == nil {
-			value = catCast(catInt(int64(n)), "uinteger")
+			value = pg.Cast(pg.IntConst(int64(n)), "uinteger")
 		} else {
 			value = rw.regLiteral(typ, s.Sval)
 		}
 	} else if isTextual(arg) {
 		value = rw.regLookup(typ, arg)
 	} else if typ == "regproc" || typ == "regprocedure" {
-		value = catCast(arg, "varchar")
+		value = pg.Cast(arg, "varchar")
 	} else {
-		value = catCast(arg, "uinteger")
+		value = pg.Cast(arg, "uinteger")
 	}
 	if !output || value == nil {
 		return value
@@ -552,7 +542,7 @@ func (rw *catalogRewriter) regCast(tc *pg.TypeCast, typ string) *pg.Node {
 	case "regclass":
 		return rw.macroCall("mink_regclass_out", value)
 	case "regtype":
-		return rw.macroCall("mink_format_type", value, catCast(catNull(), "int4"))
+		return rw.macroCall("mink_format_type", value, pg.Cast(pg.NullConst(), "int4"))
 	case "regnamespace":
 		return rw.macroCall("mink_nspname", value)
 	case "regrole":
@@ -590,7 +580,7 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 		if len(parts) == 2 {
 			schema = parts[0]
 		}
-		lookup := rw.macroCall("mink_regclass", catString(schema), catString(parts[len(parts)-1]))
+		lookup := rw.macroCall("mink_regclass", pg.StringConst(schema), pg.StringConst(parts[len(parts)-1]))
 		key := schema
 		if key == "" {
 			key = "pg_catalog"
@@ -600,7 +590,7 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 		}
 		// A relation that does not exist fails the statement (42P01), as
 		// PostgreSQL's regclass input does.
-		missing := catCall("error", catString(engine.Raised(pgwire.CodeUndefinedTable,
+		missing := pg.Call("error", pg.StringConst(engine.Raised(pgwire.CodeUndefinedTable,
 			fmt.Sprintf("relation %q does not exist", strings.Join(parts, ".")))))
 		return &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{Args: []*pg.Node{lookup, missing}}}}
 	case "regtype":
@@ -609,15 +599,15 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 			rw.fail(errorf(pgwire.CodeUndefinedObject, "type %q does not exist", lit))
 			return nil
 		}
-		return catCast(catInt(int64(oid)), "uinteger")
+		return pg.Cast(pg.IntConst(int64(oid)), "uinteger")
 	case "regnamespace":
 		switch strings.Trim(lit, `"`) {
 		case "pg_catalog":
-			return catCast(catInt(int64(pgcatalog.OIDPgCatalog)), "uinteger")
+			return pg.Cast(pg.IntConst(int64(pgcatalog.OIDPgCatalog)), "uinteger")
 		case "public":
-			return catCast(catInt(int64(pgcatalog.OIDPublic)), "uinteger")
+			return pg.Cast(pg.IntConst(int64(pgcatalog.OIDPublic)), "uinteger")
 		case "information_schema":
-			return catCast(catInt(int64(pgcatalog.OIDInformationSchema)), "uinteger")
+			return pg.Cast(pg.IntConst(int64(pgcatalog.OIDInformationSchema)), "uinteger")
 		}
 		rw.fail(errorf(pgwire.CodeUndefinedObject, "schema %q does not exist", lit))
 		return nil
@@ -629,7 +619,7 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 			rw.fail(errorf(pgwire.CodeInvalidName, "invalid name syntax"))
 			return nil
 		}
-		return rw.macroCall("mink_role_oid", catString(parts[0]), catBool(false))
+		return rw.macroCall("mink_role_oid", pg.StringConst(parts[0]), pg.BoolConst(false))
 	case "regproc", "regprocedure":
 		// Functions are identified by name (pg_type.typinput and friends
 		// hold names).
@@ -640,7 +630,7 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 		if i := strings.LastIndexByte(name, '.'); i >= 0 {
 			name = name[i+1:]
 		}
-		return catString(name)
+		return pg.StringConst(name)
 	}
 	rw.fail(unsupported("casts to %s are not supported by mink", typ))
 	return nil
@@ -654,9 +644,9 @@ func (rw *catalogRewriter) regLookup(typ string, arg *pg.Node) *pg.Node {
 	case "regtype":
 		return rw.macroCall("mink_regtype", arg)
 	case "regrole":
-		return rw.macroCall("mink_role_oid", arg, catBool(false))
+		return rw.macroCall("mink_role_oid", arg, pg.BoolConst(false))
 	case "regproc", "regprocedure":
-		return catCast(arg, "varchar")
+		return pg.Cast(arg, "varchar")
 	}
 	rw.fail(unsupported("casts of text to %s are not supported by mink", typ))
 	return nil
@@ -710,13 +700,13 @@ func (rw *catalogRewriter) aExpr(e *pg.A_Expr) *pg.Node {
 	negate := false
 	switch e.Name[0].GetString_().GetSval() {
 	case "~":
-		call = catCall("regexp_matches", e.Lexpr, e.Rexpr)
+		call = pg.Call("regexp_matches", e.Lexpr, e.Rexpr)
 	case "!~":
-		call, negate = catCall("regexp_matches", e.Lexpr, e.Rexpr), true
+		call, negate = pg.Call("regexp_matches", e.Lexpr, e.Rexpr), true
 	case "~*":
-		call = catCall("regexp_matches", e.Lexpr, e.Rexpr, catString("i"))
+		call = pg.Call("regexp_matches", e.Lexpr, e.Rexpr, pg.StringConst("i"))
 	case "!~*":
-		call, negate = catCall("regexp_matches", e.Lexpr, e.Rexpr, catString("i")), true
+		call, negate = pg.Call("regexp_matches", e.Lexpr, e.Rexpr, pg.StringConst("i")), true
 	default:
 		return nil
 	}
@@ -735,75 +725,15 @@ func likeCall(e *pg.A_Expr) *pg.Node {
 	if e.Kind == pg.A_Expr_Kind_AEXPR_ILIKE {
 		fn = "ilike_escape"
 	}
-	pattern, escape := e.Rexpr, catString(`\`)
+	pattern, escape := e.Rexpr, pg.StringConst(`\`)
 	if fc := e.Rexpr.GetFuncCall(); fc != nil && len(fc.Args) == 2 {
-		if _, name := funcName(fc); name == "like_escape" {
+		if _, name := pg.FuncName(fc); name == "like_escape" {
 			pattern, escape = fc.Args[0], fc.Args[1]
 		}
 	}
-	call := catCall(fn, e.Lexpr, pattern, escape)
+	call := pg.Call(fn, e.Lexpr, pattern, escape)
 	if strings.HasPrefix(op, "!") {
 		return &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR, Args: []*pg.Node{call}}}}
 	}
 	return call
-}
-
-// Parse tree constructors.
-
-func catNames(parts ...string) []*pg.Node {
-	out := make([]*pg.Node, len(parts))
-	for i, p := range parts {
-		out[i] = &pg.Node{Node: &pg.Node_String_{String_: &pg.String{Sval: p}}}
-	}
-	return out
-}
-
-func catCall(name string, args ...*pg.Node) *pg.Node {
-	return &pg.Node{Node: &pg.Node_FuncCall{FuncCall: &pg.FuncCall{Funcname: catNames(name), Args: args, Funcformat: pg.CoercionForm_COERCE_EXPLICIT_CALL}}}
-}
-
-func catString(s string) *pg.Node {
-	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Sval{Sval: &pg.String{Sval: s}}}}}
-}
-
-func catInt(v int64) *pg.Node {
-	if v > 1<<31-1 || v < -1<<31 {
-		return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Fval{Fval: &pg.Float{Fval: fmt.Sprint(v)}}}}}
-	}
-	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Ival{Ival: &pg.Integer{Ival: int32(v)}}}}}
-}
-
-func catBool(v bool) *pg.Node {
-	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Boolval{Boolval: &pg.Boolean{Boolval: v}}}}}
-}
-
-func catNull() *pg.Node {
-	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{Isnull: true}}}
-}
-
-func catCast(n *pg.Node, typ string) *pg.Node {
-	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: n, TypeName: &pg.TypeName{Names: catNames(typ), Typemod: -1}}}}
-}
-
-func catCastArray(n *pg.Node, elem string) *pg.Node {
-	bounds := []*pg.Node{{Node: &pg.Node_Integer{Integer: &pg.Integer{Ival: -1}}}}
-	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{Arg: n, TypeName: &pg.TypeName{Names: catNames(elem), Typemod: -1, ArrayBounds: bounds}}}}
-}
-
-// parseArrayLiteral parses a one-dimensional PostgreSQL array literal
-// ({a,"b c",NULL}) into text constants, as array_in reads it.
-func parseArrayLiteral(lit string) ([]*pg.Node, bool) {
-	texts, err := sqltypes.ParseArrayText(lit)
-	if err != nil {
-		return nil, false
-	}
-	elems := make([]*pg.Node, len(texts))
-	for i, t := range texts {
-		if t == nil {
-			elems[i] = catNull()
-		} else {
-			elems[i] = catString(*t)
-		}
-	}
-	return elems, true
 }

@@ -36,20 +36,20 @@ func (rw *catalogRewriter) privilegeCall(name string, fc *pg.FuncCall) *pg.Node 
 	if name == "has_column_privilege" {
 		want = 3
 	}
-	role := catCast(catInt(int64(rw.consts.role)), "uinteger")
+	role := pg.Cast(pg.IntConst(int64(rw.consts.role)), "uinteger")
 	switch len(args) {
 	case want:
 	case want + 1:
 		role, args = rw.roleArg(args[0], true), args[1:]
 	default:
 		rw.fail(errorf(pgwire.CodeUndefinedFunction, "function %s with %d arguments does not exist", name, len(args)))
-		return catNull()
+		return pg.NullConst()
 	}
 	pattern, ok := rw.privilegePattern(name, args[len(args)-1], names)
 	if !ok {
-		return catNull()
+		return pg.NullConst()
 	}
-	return rw.macroCall("mink_has_privilege", role, rw.relationArg(args[0]), catString(pattern))
+	return rw.macroCall("mink_has_privilege", role, rw.relationArg(args[0]), pg.StringConst(pattern))
 }
 
 // privilegePattern is the regular expression that matches the letters of
@@ -80,26 +80,26 @@ func (rw *catalogRewriter) privilegePattern(fn string, arg *pg.Node, names []pgc
 // USAGE is MEMBER; only superusers have the ADMIN OPTION of a role.
 func (rw *catalogRewriter) hasRoleCall(fc *pg.FuncCall) *pg.Node {
 	args := fc.Args
-	member := catCast(catInt(int64(rw.consts.role)), "uinteger")
+	member := pg.Cast(pg.IntConst(int64(rw.consts.role)), "uinteger")
 	switch len(args) {
 	case 2:
 	case 3:
 		member, args = rw.roleArg(args[0], false), args[1:]
 	default:
 		rw.fail(errorf(pgwire.CodeUndefinedFunction, "function pg_has_role with %d arguments does not exist", len(args)))
-		return catNull()
+		return pg.NullConst()
 	}
 	lit := args[1].GetAConst().GetSval()
 	if lit == nil {
 		rw.fail(unsupported("pg_has_role with a privilege list that is not a constant is not supported by mink"))
-		return catNull()
+		return pg.NullConst()
 	}
 	_, plain, _, err := pgcatalog.ParsePrivileges(lit.Sval, pgcatalog.RolePrivilegeNames)
 	if err != nil {
 		rw.fail(err)
-		return catNull()
+		return pg.NullConst()
 	}
-	return rw.macroCall("mink_has_role", member, rw.roleArg(args[0], false), catBool(!plain))
+	return rw.macroCall("mink_has_role", member, rw.roleArg(args[0], false), pg.BoolConst(!plain))
 }
 
 // roleArg resolves a role argument: a name (public: PUBLIC, where the
@@ -109,16 +109,16 @@ func (rw *catalogRewriter) roleArg(n *pg.Node, public bool) *pg.Node {
 		switch f.Op {
 		case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg.SQLValueFunctionOp_SVFOP_USER,
 			pg.SQLValueFunctionOp_SVFOP_SESSION_USER, pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE:
-			return catCast(catInt(int64(rw.consts.role)), "uinteger")
+			return pg.Cast(pg.IntConst(int64(rw.consts.role)), "uinteger")
 		}
 	}
 	switch objectArgKind(n) {
 	case argName:
-		return rw.macroCall("mink_role_oid", n, catBool(public))
+		return rw.macroCall("mink_role_oid", n, pg.BoolConst(public))
 	case argOID:
-		return catCast(n, "uinteger")
+		return pg.Cast(n, "uinteger")
 	}
-	return rw.macroCall("mink_role_any", n, catBool(public))
+	return rw.macroCall("mink_role_any", n, pg.BoolConst(public))
 }
 
 // relationArg resolves a table argument: a name, or an oid.
@@ -127,13 +127,13 @@ func (rw *catalogRewriter) relationArg(n *pg.Node) *pg.Node {
 		if lookup := rw.regLiteral("regclass", c.Sval); lookup != nil {
 			return lookup
 		}
-		return catNull()
+		return pg.NullConst()
 	}
 	switch objectArgKind(n) {
 	case argName:
 		return rw.macroCall("mink_to_regclass", n)
 	case argOID:
-		return catCast(n, "uinteger")
+		return pg.Cast(n, "uinteger")
 	}
 	return rw.macroCall("mink_rel_any", n)
 }

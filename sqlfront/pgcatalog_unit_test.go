@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
@@ -25,10 +26,10 @@ func TestCatalogArrayLiteral(t *testing.T) {
 		{"{{1,2},{3,4}}", nil},
 		{"23,25", nil},
 	} {
-		elems, ok := parseArrayLiteral(tc.lit)
+		elems, ok := pg.ArrayConsts(tc.lit)
 		if tc.want == nil {
 			if ok {
-				t.Errorf("parseArrayLiteral(%q) parsed", tc.lit)
+				t.Errorf("pg.ArrayConsts(%q) parsed", tc.lit)
 			}
 			continue
 		}
@@ -45,7 +46,7 @@ func TestCatalogArrayLiteral(t *testing.T) {
 			}
 		}
 		if !ok || strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
-			t.Errorf("parseArrayLiteral(%q) = %q, %v; want %q", tc.lit, got, ok, tc.want)
+			t.Errorf("pg.ArrayConsts(%q) = %q, %v; want %q", tc.lit, got, ok, tc.want)
 		}
 	}
 }
@@ -96,7 +97,7 @@ func TestCatalogRewrite(t *testing.T) {
 		if !tc.catalog {
 			continue
 		}
-		text, err := deparse(node)
+		text, err := translate.Deparse(node)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.sql, err)
 		}

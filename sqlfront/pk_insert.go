@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv"
@@ -163,7 +164,7 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 			if err != nil {
 				return nil, err
 			}
-			text, err := deparseExpr(s.rewriteExprForEngine(q))
+			text, err := deparseExpr(translate.Expr(s.env(), q))
 			if err != nil {
 				return nil, err
 			}
@@ -184,7 +185,7 @@ func (s *session) planConflict(table *tableInfo, ins *pg.InsertStmt) (*conflictP
 		if err != nil {
 			return nil, err
 		}
-		text, err := deparseExpr(s.rewriteExprForEngine(w))
+		text, err := deparseExpr(translate.Expr(s.env(), w))
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
@@ -77,7 +78,7 @@ func (s *session) planLookup(ctx context.Context, sel *pg.SelectStmt, paramOIDs 
 		c := p.table.cols[i]
 		cols[j] = pgwire.Column{Name: c.Name, TypeOID: c.Type.OID(), TypeSize: c.Type.Len(), TypeMod: c.Type.TypMod()}
 	}
-	postgresColumnNames(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}, cols)
+	translate.ColumnNames(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}, cols)
 	st := &stmt{params: params, columns: cols, close: p.close}
 	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
 		if err := s.checkTx(); err != nil {
@@ -274,7 +275,7 @@ func constantKey(n *pg.Node, typ sqltypes.Type) (any, bool) {
 			return int64(v.Ival.Ival), true
 		case *pg.A_Const_Sval:
 			// '42', as drivers that interpolate parameters send them.
-			if !pgInteger.MatchString(v.Sval.Sval) {
+			if !translate.IntegerInput(v.Sval.Sval) {
 				return nil, false
 			}
 			i, err := strconv.ParseInt(strings.TrimSpace(v.Sval.Sval), 10, 64)
@@ -296,11 +297,11 @@ func (s *session) readConstant(ctx context.Context, n *pg.Node, typ sqltypes.Typ
 	// column's type, so the value is exactly what the comparison uses. A
 	// number compared with another type (id = 1.5) compares in a wider
 	// type, which the engine does.
-	lit, cast, ok := stringLiteral(n)
+	lit, cast, ok := translate.StringLiteral(n)
 	if !ok || (cast.Valid() && cast != typ) {
 		return nil, false
 	}
-	replaced, err := typedLiteral(lit, typ)
+	replaced, err := translate.TypedLiteral(lit, typ)
 	if err != nil {
 		return nil, false
 	}

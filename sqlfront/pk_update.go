@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/catalog"
@@ -86,11 +87,11 @@ func (s *session) planUpdate(ctx context.Context, u *pg.UpdateStmt, paramOIDs []
 			paramCol[pr.Number] = i
 		}
 		cs.set = append(cs.set, i)
-		targets = append(targets, resTarget(fmt.Sprintf("n%d", len(cs.set)-1), val))
+		targets = append(targets, pg.Target(fmt.Sprintf("n%d", len(cs.set)-1), val))
 	}
 	inner := &pg.SelectStmt{TargetList: targets, FromClause: append([]*pg.Node{targetRelation(table, u.Relation)}, u.FromClause...),
 		WhereClause: u.WhereClause, WithClause: u.WithClause}
-	s.rewriteSelectForEngine(inner)
+	translate.Select(s.env(), inner)
 	text, err := deparseSelect(inner)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func (s *session) planDelete(ctx context.Context, d *pg.DeleteStmt, paramOIDs []
 	}
 	inner := &pg.SelectStmt{TargetList: oldColumns(table, alias), FromClause: append([]*pg.Node{targetRelation(table, d.Relation)}, d.UsingClause...),
 		WhereClause: d.WhereClause, WithClause: d.WithClause}
-	s.rewriteSelectForEngine(inner)
+	translate.Select(s.env(), inner)
 	text, err := deparseSelect(inner)
 	if err != nil {
 		return nil, err
@@ -145,7 +146,7 @@ func (s *session) planKeyScan(ctx context.Context, table *tableInfo, alias strin
 		return nil
 	}
 	uses := 0
-	for _, rv := range rangeVars(stmt) {
+	for _, rv := range pg.RangeVars(stmt) {
 		if rv.Relname == table.name {
 			uses++
 		}
@@ -164,13 +165,9 @@ func oldColumns(table *tableInfo, alias string) []*pg.Node {
 	var out []*pg.Node
 	for i, c := range table.cols {
 		ref := &pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: &pg.ColumnRef{Fields: []*pg.Node{pg.MakeStrNode(alias), pg.MakeStrNode(c.Name)}}}}
-		out = append(out, resTarget(fmt.Sprintf("o%d", i), ref))
+		out = append(out, pg.Target(fmt.Sprintf("o%d", i), ref))
 	}
 	return out
-}
-
-func resTarget(name string, val *pg.Node) *pg.Node {
-	return &pg.Node{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Name: name, Val: val}}}
 }
 
 // targetRelation is the statement's table as a FROM item, without the
@@ -255,7 +252,7 @@ func (s *session) planReturning(ctx context.Context, table *tableInfo, alias str
 		return "", nil, withoutPosition(err)
 	}
 	cols := wireColumns(desc.Columns)
-	postgresColumnNames(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{TargetList: list}}}, cols)
+	translate.ColumnNames(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{TargetList: list}}}, cols)
 	return q, cols, nil
 }
 

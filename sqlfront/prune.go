@@ -33,7 +33,7 @@ func (s *session) planPruning(node *pg.Node) *prunePlan {
 		return nil
 	}
 	rv := sel.FromClause[0].GetRangeVar()
-	if rv == nil || len(rangeVars(node)) != 1 {
+	if rv == nil || len(pg.RangeVars(node)) != 1 {
 		// Another scan of the table (a subquery) must see every partition.
 		return nil
 	}

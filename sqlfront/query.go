@@ -8,7 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
@@ -41,7 +43,7 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 	}
 	st := &stmt{params: resolveParams(paramOIDs, desc.Params), columns: wireColumns(desc.Columns)}
 	if node != nil {
-		s.refineResultTypes(node, st.columns)
+		translate.ResultTypes(s.env(), node, st.columns)
 	}
 	for i := range quotients {
 		if i < len(st.columns) {
@@ -106,8 +108,8 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 // tree is the rewritten statement, from which planMirror starts; nil when
 // the statement runs as written.
 func (s *session) describeRewritten(ctx context.Context, sql string, node *pg.Node) (string, *pg.Node, map[int]bool, *engine.Description, error) {
-	asWritten := stripPublic(sql, node)
-	rewritten, tree, quotients := s.rewriteForEngine(sql, asWritten, node)
+	asWritten := translate.StripPublic(sql, node)
+	rewritten, tree, quotients := translate.Query(s.env(), sql, asWritten, node)
 	desc, err := s.conn.Describe(ctx, rewritten)
 	if err != nil && rewritten != asWritten {
 		// Either the statement is wrong, and the error (its position) is
@@ -193,7 +195,7 @@ func (r *engineRows) Next(ctx context.Context) ([]any, error) {
 			}
 			switch {
 			case r.quotients[i]:
-				n, ok := quotientText(s)
+				n, ok := translate.QuotientText(s)
 				if !ok {
 					return nil, errorf(pgwire.CodeInternalError, "quotient column %d: unexpected engine value %q", i+1, s)
 				}
@@ -220,3 +222,20 @@ func (r *engineRows) Close() error {
 	}
 	return err
 }
+
+// sessionEnv is the session as a translation reads it.
+type sessionEnv struct{ s *session }
+
+func (s *session) env() translate.Env { return sessionEnv{s} }
+
+func (e sessionEnv) Table(rv *pg.RangeVar) ([]sqltypes.Column, uint32, bool) {
+	ti, err := e.s.lookupTable(rv)
+	if err != nil {
+		return nil, 0, false
+	}
+	return ti.cols, pgcatalog.TableOID(ti.id), true
+}
+
+func (e sessionEnv) User() string { return e.s.identity.Name }
+
+func (e sessionEnv) DateStyle() string { return e.s.settings.values["datestyle"] }

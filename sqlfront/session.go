@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/catalog"
@@ -132,18 +133,18 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		}
 		st, err := s.planQuery(ctx, sql, node, paramOIDs)
 		if err == nil {
-			postgresColumnNames(node, st.columns)
+			translate.ColumnNames(node, st.columns)
 		}
 		return st, err
 	case *pg.Node_CopyStmt:
 		return s.planCopy(ctx, n.CopyStmt)
 	case *pg.Node_UpdateStmt:
-		if err := s.checkConditions(node); err != nil {
+		if err := translate.CheckConditions(s.env(), node); err != nil {
 			return nil, err
 		}
 		return s.planUpdate(ctx, n.UpdateStmt, paramOIDs)
 	case *pg.Node_DeleteStmt:
-		if err := s.checkConditions(node); err != nil {
+		if err := translate.CheckConditions(s.env(), node); err != nil {
 			return nil, err
 		}
 		return s.planDelete(ctx, n.DeleteStmt, paramOIDs)

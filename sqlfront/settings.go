@@ -532,7 +532,7 @@ func (s *session) planSetConfig(node *pg.Node) (*stmt, bool) {
 	if fc == nil || len(fc.Args) != 3 {
 		return nil, false
 	}
-	if schema, name := funcName(fc); name != "set_config" || (schema != "" && schema != "pg_catalog") {
+	if schema, name := pg.FuncName(fc); name != "set_config" || (schema != "" && schema != "pg_catalog") {
 		return nil, false
 	}
 	var args [3]string

@@ -27,6 +27,8 @@ var layers = [][]string{
 		"sqlfront/engine/internal/enginebench"},
 	// The etcd backend; a node's buckets; the lake; the emulated catalogs.
 	{"metalog/etcdlog", "metalog/metalogtest", "buckets", "tiering", "sqlfront/pgcatalog"},
+	// PostgreSQL's SQL in the engine's terms.
+	{"sqlfront/translate"},
 	// The front ends over buckets and the lake.
 	{"sqlfront", "server/flightsvc", "server/kafka/groups"},
 	{"server/kafka"},

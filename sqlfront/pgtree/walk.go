@@ -57,3 +57,14 @@ func Visit(n *Node, fn func(*Node) bool) {
 		return node.Node != nil && fn(node)
 	})
 }
+
+// RangeVars returns every table reference in a parse tree.
+func RangeVars(node *Node) []*RangeVar {
+	var out []*RangeVar
+	Walk(node, func(m protoreflect.Message) {
+		if rv, ok := m.Interface().(*RangeVar); ok {
+			out = append(out, rv)
+		}
+	})
+	return out
+}

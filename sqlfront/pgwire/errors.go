@@ -44,6 +44,7 @@ const (
 	CodeAmbiguousColumn                   = "42702"
 	CodeDatatypeMismatch                  = "42804"
 	CodeInvalidTextRepresentation         = "22P02"
+	CodeNullValueNotAllowed               = "22004"
 	CodeInvalidBinaryRepresentation       = "22P03"
 	CodeBadCopyFileFormat                 = "22P04"
 	CodeNumericValueOutOfRange            = "22003"

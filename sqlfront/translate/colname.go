@@ -1,4 +1,4 @@
-package sqlfront
+package translate
 
 import (
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
@@ -6,12 +6,12 @@ import (
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
-// postgresColumnNames renames result columns the way PostgreSQL names them
+// ColumnNames renames result columns the way PostgreSQL names them
 // (FigureColname): count(*) is "count", 1 is "?column?", x::int is "x".
 // The engine names expressions after their text; clients and tools expect
 // PostgreSQL's names. Only a target list without * is renamed, because a
 // star's width is not known from the parse tree.
-func postgresColumnNames(node *pg.Node, cols []pgwire.Column) {
+func ColumnNames(node *pg.Node, cols []pgwire.Column) {
 	sel := node.GetSelectStmt()
 	if sel == nil {
 		return

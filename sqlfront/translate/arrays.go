@@ -1,4 +1,4 @@
-package sqlfront
+package translate
 
 import (
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
@@ -10,7 +10,7 @@ import (
 // ('{a,"b c",NULL}'::text[]) as PostgreSQL's array_in does, which the
 // engine cannot (it reads only its own '[a, b]' form), and returns the
 // engine expression ARRAY[elements]::elem[]. Each element is read as a
-// literal of the element type (typedLiteral), so '{on,off}'::bool[] and
+// literal of the element type (TypedLiteral), so '{on,off}'::bool[] and
 // '{"\\x01"}'::bytea[] mean what they mean in PostgreSQL. varchar(n) and
 // char(n) elements are given as text: the length rule is applied when the
 // value is stored (sqltypes.Conform). Errors are 22P02 for malformed text
@@ -18,7 +18,7 @@ import (
 func arrayLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 	elems, err := sqltypes.ParseArrayText(text)
 	if err != nil {
-		return nil, toWire(err)
+		return nil, err
 	}
 	elemType := typ.Elem()
 	castName := elemType.Name()
@@ -38,10 +38,10 @@ func arrayLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 	nodes := make([]*pg.Node, len(elems))
 	for i, e := range elems {
 		if e == nil {
-			nodes[i] = catNull()
+			nodes[i] = pg.NullConst()
 			continue
 		}
-		n, err := typedLiteral(*e, elemType)
+		n, err := TypedLiteral(*e, elemType)
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +49,7 @@ func arrayLiteral(text string, typ sqltypes.Type) (*pg.Node, error) {
 			if n, err = pg.ParseExpr("CAST(NULL AS " + castName + ")"); err != nil {
 				return nil, err
 			}
-			n.GetTypeCast().Arg = catString(*e)
+			n.GetTypeCast().Arg = pg.StringConst(*e)
 		}
 		nodes[i] = n
 	}
@@ -78,38 +78,38 @@ var arrayFuncs = map[string]bool{"array_length": true, "array_upper": true, "arr
 // nil leaves the call as it is (wrong number of arguments: the engine
 // reports it).
 func rewriteArrayFunc(name string, fc *pg.FuncCall) *pg.Node {
-	length := func(a *pg.Node) *pg.Node { return catCall("len", a) }
+	length := func(a *pg.Node) *pg.Node { return pg.Call("len", a) }
 	positive := func(a *pg.Node, then *pg.Node) *pg.Node {
-		return caseWhen(&pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: catNames(">"), Lexpr: length(a), Rexpr: catInt(0)}}}, then)
+		return caseWhen(&pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: pg.Names(">"), Lexpr: length(a), Rexpr: pg.IntConst(0)}}}, then)
 	}
 	switch {
 	case name == "array_dims" && len(fc.Args) == 1:
 		// '[1:n]', NULL when empty.
 		a := fc.Args[0]
-		return positive(a, concatText(catString("[1:"), catCast(length(a), "text"), catString("]")))
+		return positive(a, concatText(pg.StringConst("[1:"), pg.Cast(length(a), "text"), pg.StringConst("]")))
 	case name == "array_remove" && len(fc.Args) == 2:
 		// The engine has no array_remove; the session macro filters with
 		// IS DISTINCT FROM (array_remove(a, NULL) removes the NULLs).
-		return catCall("mink_array_remove", fc.Args[0], fc.Args[1])
+		return pg.Call("mink_array_remove", fc.Args[0], fc.Args[1])
 	case name == "array_to_string" && len(fc.Args) == 3:
 		// The engine's takes no text for NULL elements.
-		return catCall("mink_array_to_string", fc.Args...)
+		return pg.Call("mink_array_to_string", fc.Args...)
 	case name == "array_remove" || name == "array_to_string" || name == "array_dims":
 		return nil
 	case name == "cardinality" && len(fc.Args) == 1:
-		return catCast(length(fc.Args[0]), "int4")
+		return pg.Cast(length(fc.Args[0]), "int4")
 	case name == "array_ndims" && len(fc.Args) == 1:
-		return catCast(positive(fc.Args[0], catInt(1)), "int4")
+		return pg.Cast(positive(fc.Args[0], pg.IntConst(1)), "int4")
 	case len(fc.Args) == 2 && name != "cardinality" && name != "array_ndims":
 		a, dim := fc.Args[0], fc.Args[1]
 		var value *pg.Node
 		if name == "array_lower" {
-			value = positive(a, catInt(1))
+			value = positive(a, pg.IntConst(1))
 		} else {
-			value = catCall("nullif", length(a), catInt(0))
+			value = pg.Call("nullif", length(a), pg.IntConst(0))
 		}
-		isOne := &pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: catNames("="), Lexpr: dim, Rexpr: catInt(1)}}}
-		return catCast(caseWhen(isOne, value), "int4")
+		isOne := &pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: pg.Names("="), Lexpr: dim, Rexpr: pg.IntConst(1)}}}
+		return pg.Cast(caseWhen(isOne, value), "int4")
 	}
 	return nil
 }
@@ -138,7 +138,7 @@ func rewriteSubscripts(ind *pg.A_Indirection) (repl *pg.Node, changed bool) {
 		}
 		if v, ok := constInt(idx.Uidx); ok {
 			if v < 1 {
-				idx.Uidx = catInt(1)
+				idx.Uidx = pg.IntConst(1)
 				constBelowOne, changed = true, true
 			}
 			continue
@@ -147,11 +147,11 @@ func rewriteSubscripts(ind *pg.A_Indirection) (repl *pg.Node, changed bool) {
 			continue
 		}
 		i := idx.Uidx
-		idx.Uidx = caseWhen(&pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: catNames(">"), Lexpr: i, Rexpr: catInt(0)}}}, i)
+		idx.Uidx = caseWhen(&pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: pg.Names(">"), Lexpr: i, Rexpr: pg.IntConst(0)}}}, i)
 		changed = true
 	}
 	if constBelowOne {
-		return caseWhen(catBool(false), &pg.Node{Node: &pg.Node_AIndirection{AIndirection: ind}}), true
+		return caseWhen(pg.BoolConst(false), &pg.Node{Node: &pg.Node_AIndirection{AIndirection: ind}}), true
 	}
 	return nil, changed
 }
@@ -184,7 +184,7 @@ func engineJSONCast(tc *pg.TypeCast, array bool) *pg.Node {
 	if names := tc.TypeName.GetNames(); len(names) == 1 && names[0].GetString_().GetSval() == "JSON" {
 		return nil
 	}
-	tn := &pg.TypeName{Names: catNames("JSON"), Typemod: -1, Location: tc.TypeName.GetLocation()}
+	tn := &pg.TypeName{Names: pg.Names("JSON"), Typemod: -1, Location: tc.TypeName.GetLocation()}
 	if array {
 		tn.ArrayBounds = []*pg.Node{{Node: &pg.Node_Integer{Integer: &pg.Integer{Ival: -1}}}}
 	}
@@ -267,9 +267,9 @@ func arrayConcat(e *pg.A_Expr, sc *fromScope) (repl *pg.Node, changed bool) {
 	}
 	switch {
 	case constructed(e.Lexpr) && !isArray(lt) && scalar(e.Rexpr, rt):
-		return catCall("list_append", e.Lexpr, e.Rexpr), true
+		return pg.Call("list_append", e.Lexpr, e.Rexpr), true
 	case constructed(e.Rexpr) && !isArray(rt) && scalar(e.Lexpr, lt):
-		return catCall("list_prepend", e.Lexpr, e.Rexpr), true
+		return pg.Call("list_prepend", e.Lexpr, e.Rexpr), true
 	case isArray(lt) && untypedString(e.Rexpr):
 		n, err := arrayLiteral(e.Rexpr.GetAConst().GetSval().Sval, lt)
 		if err != nil {
@@ -285,9 +285,9 @@ func arrayConcat(e *pg.A_Expr, sc *fromScope) (repl *pg.Node, changed bool) {
 		e.Lexpr = n
 		return nil, true
 	case isArray(lt) && scalar(e.Rexpr, rt):
-		return catCall("list_append", e.Lexpr, e.Rexpr), true
+		return pg.Call("list_append", e.Lexpr, e.Rexpr), true
 	case isArray(rt) && scalar(e.Lexpr, lt):
-		return catCall("list_prepend", e.Lexpr, e.Rexpr), true
+		return pg.Call("list_prepend", e.Lexpr, e.Rexpr), true
 	}
 	return nil, false
 }

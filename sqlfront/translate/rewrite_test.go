@@ -1,6 +1,8 @@
-package sqlfront
+package translate
 
-import "testing"
+import (
+	"testing"
+)
 
 func TestStrftimeFormat(t *testing.T) {
 	for _, c := range []struct {
@@ -50,31 +52,17 @@ func TestQuotientText(t *testing.T) {
 		"-5/2":                   "-2.5000000000000000",
 		"99999999999999999999/7": "14285714285714285714",
 	} {
-		n, ok := quotientText(in)
+		n, ok := QuotientText(in)
 		if !ok {
-			t.Errorf("quotientText(%q) failed", in)
+			t.Errorf("QuotientText(%q) failed", in)
 			continue
 		}
 		v, err := n.Value()
 		if err != nil || v != want {
-			t.Errorf("quotientText(%q) = %v (%v), want %s", in, v, err, want)
+			t.Errorf("QuotientText(%q) = %v (%v), want %s", in, v, err, want)
 		}
 	}
-	if _, ok := quotientText("1/0"); ok {
+	if _, ok := QuotientText("1/0"); ok {
 		t.Error("1/0 divided")
-	}
-}
-
-func TestTimeText(t *testing.T) {
-	for us, want := range map[int64]string{
-		0:           "00:00:00",
-		45296789000: "12:34:56.789",
-		86399999999: "23:59:59.999999",
-		86400000000: "24:00:00",
-		3600000010:  "01:00:00.00001",
-	} {
-		if got := timeText(us); got != want {
-			t.Errorf("timeText(%d) = %q, want %q", us, got, want)
-		}
 	}
 }

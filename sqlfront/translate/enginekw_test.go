@@ -1,4 +1,4 @@
-package sqlfront
+package translate
 
 import "testing"
 

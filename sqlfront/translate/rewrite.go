@@ -1,4 +1,4 @@
-package sqlfront
+package translate
 
 import (
 	"fmt"
@@ -19,25 +19,14 @@ import (
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
-// rangeVars returns every table reference in a parse tree.
-func rangeVars(node *pg.Node) []*pg.RangeVar {
-	var out []*pg.RangeVar
-	pg.Walk(node, func(m protoreflect.Message) {
-		if rv, ok := m.Interface().(*pg.RangeVar); ok {
-			out = append(out, rv)
-		}
-	})
-	return out
-}
-
-// stripPublic removes "public." (and "mink.public.") qualifiers from the
+// StripPublic removes "public." (and "mink.public.") qualifiers from the
 // table references in sql: mink's tables are the engine's temporary views,
 // which live outside any schema named public. Edits are made on the text at
 // the parser's locations, so the rest of the statement is sent as written.
-func stripPublic(sql string, node *pg.Node) string {
+func StripPublic(sql string, node *pg.Node) string {
 	type cut struct{ from, to int }
 	var cuts []cut
-	for _, rv := range rangeVars(node) {
+	for _, rv := range pg.RangeVars(node) {
 		if rv.Schemaname != "public" || rv.Location < 0 || int(rv.Location) >= len(sql) {
 			continue
 		}
@@ -96,12 +85,12 @@ func hasPrefixFold(s, prefix string) bool {
 //     quotes keywords as quote_ident does.
 //
 // WHERE and HAVING conditions that are not boolean are rejected before,
-// by checkConditions.
+// by CheckConditions.
 //
 // It works on the tree in place; changed says whether the statement must
 // be deparsed.
 type engineRewriter struct {
-	s       *session
+	t       translator
 	changed bool
 	// wrapped are the calls already rewritten: a rewrite that wraps a
 	// node is visited again through its children.
@@ -114,7 +103,7 @@ type engineRewriter struct {
 	root      *pg.SelectStmt
 	quotients map[int]bool
 	// statementRows is the SELECT whose rows an INSERT, UPDATE or DELETE
-	// writes (rewriteSelectForEngine).
+	// writes (Select).
 	statementRows *pg.SelectStmt
 	statementArms []*pg.SelectStmt
 	// tree is the statement; paramUses counts its uses of each parameter
@@ -123,25 +112,25 @@ type engineRewriter struct {
 	paramUses map[int32]int
 }
 
-// rewriteForEngine returns the SQL to send to the engine for a SELECT:
+// Query returns the SQL to send to the engine for a SELECT:
 // sql itself, unless a rewrite applied; the rewritten tree; and the result
 // columns computed as quotient text (numeric.go).
 //
 // original is the statement as the client sent it (the positions in node
 // are in it); sql is what the engine would run as written.
-func (s *session) rewriteForEngine(original, sql string, node *pg.Node) (string, *pg.Node, map[int]bool) {
+func Query(env Env, original, sql string, node *pg.Node) (string, *pg.Node, map[int]bool) {
 	tree := proto.Clone(node).(*pg.Node)
 	if node.GetSelectStmt() == nil && node.GetExplainStmt() == nil {
 		return sql, tree, nil
 	}
-	changed, quotients := s.rewriteTreeForEngine(tree, true)
+	changed, quotients := Tree(env, tree, true)
 	if unqualifyTypes(original, tree) {
 		changed = true // DuckDB does not read pg_catalog.int4
 	}
 	if len(engineKeywordUses(sql)) > 0 {
 		changed = true // deparse quotes them
 	}
-	for _, rv := range rangeVars(tree) {
+	for _, rv := range pg.RangeVars(tree) {
 		if rv.Schemaname == "public" {
 			rv.Schemaname, rv.Catalogname = "", ""
 		}
@@ -149,19 +138,19 @@ func (s *session) rewriteForEngine(original, sql string, node *pg.Node) (string,
 	if !changed {
 		return sql, tree, nil
 	}
-	out, err := deparse(tree)
+	out, err := Deparse(tree)
 	if err != nil {
 		return sql, tree, nil
 	}
 	return out, tree, quotients
 }
 
-// rewriteTreeForEngine applies engineRewriter to a statement's tree in
+// Tree applies engineRewriter to a statement's tree in
 // place and reports whether it changed anything, and which result columns
 // it computes as quotient text when quotients is set. The catalog path
 // (planCatalogQuery) calls it on its own rewritten tree, without.
-func (s *session) rewriteTreeForEngine(tree *pg.Node, quotients bool) (bool, map[int]bool) {
-	rw := &engineRewriter{s: s, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}, wrappedFrom: map[*pg.RangeFunction]bool{}, quotients: map[int]bool{}}
+func Tree(env Env, tree *pg.Node, quotients bool) (bool, map[int]bool) {
+	rw := &engineRewriter{t: translator{env}, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}, wrappedFrom: map[*pg.RangeFunction]bool{}, quotients: map[int]bool{}}
 	if quotients {
 		rw.root = tree.GetSelectStmt()
 	}
@@ -170,24 +159,24 @@ func (s *session) rewriteTreeForEngine(tree *pg.Node, quotients bool) (bool, map
 	return rw.changed, rw.quotients
 }
 
-// rewriteSelectForEngine applies engineRewriter to a SELECT that a
+// Select applies engineRewriter to a SELECT that a
 // statement other than a query runs (an INSERT's source, the rows of an
 // UPDATE or DELETE), in place.
-func (s *session) rewriteSelectForEngine(sel *pg.SelectStmt) {
+func Select(env Env, sel *pg.SelectStmt) {
 	if sel.Op == pg.SetOperation_SET_OPERATION_UNDEFINED {
 		sel.Op = pg.SetOperation_SETOP_NONE // built by mink, not parsed
 	}
-	rw := &engineRewriter{s: s, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}, wrappedFrom: map[*pg.RangeFunction]bool{},
+	rw := &engineRewriter{t: translator{env}, wrapped: map[*pg.FuncCall]bool{}, wrappedExpr: map[*pg.A_Expr]bool{}, wrappedFrom: map[*pg.RangeFunction]bool{},
 		quotients: map[int]bool{}, statementRows: sel}
 	rw.tree = &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}
 	rw.node(rw.tree, &fromScope{})
 }
 
-// rewriteExprForEngine applies engineRewriter to an expression outside a
+// Expr applies engineRewriter to an expression outside a
 // SELECT (ON CONFLICT … DO UPDATE SET and WHERE) and returns it rewritten.
-func (s *session) rewriteExprForEngine(n *pg.Node) *pg.Node {
-	sel := &pg.SelectStmt{TargetList: []*pg.Node{resTarget("x", n)}}
-	s.rewriteSelectForEngine(sel)
+func Expr(env Env, n *pg.Node) *pg.Node {
+	sel := &pg.SelectStmt{TargetList: []*pg.Node{pg.Target("x", n)}}
+	Select(env, sel)
 	return sel.TargetList[0].GetResTarget().Val
 }
 
@@ -224,7 +213,7 @@ func (rw *engineRewriter) visit(n *pg.Node, sc *fromScope) bool {
 		case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg.SQLValueFunctionOp_SVFOP_SESSION_USER,
 			pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE, pg.SQLValueFunctionOp_SVFOP_USER:
 			// The engine's own answer would be "duckdb".
-			repl = catString(rw.s.identity.Name)
+			repl = pg.StringConst(rw.t.User())
 		}
 	}
 	if repl != nil {
@@ -261,7 +250,7 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 	scope := &fromScope{}
 	for _, item := range sel.FromClause {
 		rw.node(item, outer)
-		rw.s.addFromItem(scope, item, ctes)
+		rw.t.addFromItem(scope, item, ctes)
 	}
 	if sel == rw.root {
 		for i, ops := range quotientTargets(sel, scope) {
@@ -271,10 +260,10 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 			}
 			divisor := ops[1]
 			if rt.Val.GetAExpr() != nil {
-				divisor = catCall("mink_divisor", divisor)
+				divisor = pg.Call("mink_divisor", divisor)
 				rw.wrapped[divisor.GetFuncCall()] = true
 			}
-			rt.Val = concatText(catCast(ops[0], "text"), catString("/"), catCast(divisor, "text"))
+			rt.Val = concatText(pg.Cast(ops[0], "text"), pg.StringConst("/"), pg.Cast(divisor, "text"))
 			rw.quotients[i] = true
 			rw.changed = true
 		}
@@ -287,7 +276,7 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 			break
 		}
 		if rt := t.GetResTarget(); rt != nil && rt.Val.GetParamRef() != nil {
-			rt.Val = catCast(rt.Val, "text")
+			rt.Val = pg.Cast(rt.Val, "text")
 			rw.changed = true
 		}
 	}
@@ -335,13 +324,13 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		// as quoted literals); DuckDB would leave it untyped.
 		if rw.castable(e.Lexpr) {
 			if typ := paramTypeFrom(e.Rexpr, sc); typ != "" {
-				e.Lexpr = catCast(e.Lexpr, typ)
+				e.Lexpr = pg.Cast(e.Lexpr, typ)
 				rw.changed = true
 			}
 		}
 		if rw.castable(e.Rexpr) {
 			if typ := paramTypeFrom(e.Lexpr, sc); typ != "" {
-				e.Rexpr = catCast(e.Rexpr, typ)
+				e.Rexpr = pg.Cast(e.Rexpr, typ)
 				rw.changed = true
 			}
 		}
@@ -354,7 +343,7 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		if fc := e.Rexpr.GetFuncCall(); fc != nil && rw.wrapped[fc] {
 			return nil
 		}
-		call := catCall("mink_divisor", e.Rexpr)
+		call := pg.Call("mink_divisor", e.Rexpr)
 		rw.wrapped[call.GetFuncCall()] = true
 		e.Rexpr = call
 		rw.changed = true
@@ -362,9 +351,9 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 	case "~", "!~", "~*", "!~*":
 		args := []*pg.Node{e.Lexpr, e.Rexpr}
 		if strings.HasSuffix(op, "*") {
-			args = append(args, catString("i"))
+			args = append(args, pg.StringConst("i"))
 		}
-		call := catCall("regexp_matches", args...)
+		call := pg.Call("regexp_matches", args...)
 		if strings.HasPrefix(op, "!") {
 			return &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR, Args: []*pg.Node{call}}}}
 		}
@@ -372,7 +361,7 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 	case "-":
 		if sc.exprOrigin(e.Lexpr).typ.Kind() == sqltypes.Date && sc.exprOrigin(e.Rexpr).typ.Kind() == sqltypes.Date {
 			rw.wrappedExpr[e] = true
-			return catCast(&pg.Node{Node: &pg.Node_AExpr{AExpr: e}}, "int4")
+			return pg.Cast(&pg.Node{Node: &pg.Node_AExpr{AExpr: e}}, "int4")
 		}
 	}
 	return nil
@@ -499,7 +488,7 @@ func (rw *engineRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 	if fc == nil {
 		return nil
 	}
-	schema, name := funcName(fc)
+	schema, name := pg.FuncName(fc)
 	if !scalarSetFuncs[name] || (schema != "" && schema != "pg_catalog") {
 		return nil
 	}
@@ -516,10 +505,10 @@ func (rw *engineRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 		if rf.Alias == nil || len(rf.Alias.Colnames) > 0 {
 			return nil
 		}
-		rf.Alias.Colnames = catNames(rf.Alias.Aliasname)
+		rf.Alias.Colnames = pg.Names(rf.Alias.Aliasname)
 		if rf.Ordinality {
 			// WITH ORDINALITY's second column keeps the engine's name.
-			rf.Alias.Colnames = append(rf.Alias.Colnames, catNames("ordinality")...)
+			rf.Alias.Colnames = append(rf.Alias.Colnames, pg.Names("ordinality")...)
 		}
 		rw.changed = true
 		return nil
@@ -529,11 +518,11 @@ func (rw *engineRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 		alias = proto.Clone(rf.Alias).(*pg.Alias)
 	}
 	if len(alias.Colnames) == 0 {
-		alias.Colnames = catNames(alias.Aliasname)
+		alias.Colnames = pg.Names(alias.Aliasname)
 	}
 	inner := &pg.RangeFunction{Functions: rf.Functions}
 	rw.wrappedFrom[inner] = true
-	value := &pg.ResTarget{Name: "generate_series", Val: catCast(&pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: &pg.ColumnRef{Fields: catNames("generate_series")}}}, "int4")}
+	value := &pg.ResTarget{Name: "generate_series", Val: pg.Cast(&pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: &pg.ColumnRef{Fields: pg.Names("generate_series")}}}, "int4")}
 	sub := &pg.SelectStmt{
 		Op:          pg.SetOperation_SETOP_NONE,
 		LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT,
@@ -550,7 +539,7 @@ func (rw *engineRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 func concatText(parts ...*pg.Node) *pg.Node {
 	out := parts[0]
 	for _, p := range parts[1:] {
-		out = &pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: catNames("||"), Lexpr: out, Rexpr: p}}}
+		out = &pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP, Name: pg.Names("||"), Lexpr: out, Rexpr: p}}}
 	}
 	return out
 }
@@ -598,13 +587,13 @@ var jsonFuncs = map[string]string{
 }
 
 func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
-	schema, name := funcName(fc)
+	schema, name := pg.FuncName(fc)
 	if schema != "" && schema != "pg_catalog" {
 		return nil
 	}
 	wrap := func(typ string) *pg.Node {
 		rw.wrapped[fc] = true
-		return catCast(&pg.Node{Node: &pg.Node_FuncCall{FuncCall: fc}}, typ)
+		return pg.Cast(&pg.Node{Node: &pg.Node_FuncCall{FuncCall: fc}}, typ)
 	}
 	switch {
 	case arrayFuncs[name] && fc.Over == nil:
@@ -619,7 +608,7 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		// UTF-8 length in bytes.
 		if k := sc.exprOrigin(fc.Args[0]).typ.Kind(); untypedString(fc.Args[0]) || k == sqltypes.Text || k == sqltypes.Varchar || k == sqltypes.Char {
 			rw.wrapped[fc] = true
-			return catCast(catCall("strlen", fc.Args[0]), "int4")
+			return pg.Cast(pg.Call("strlen", fc.Args[0]), "int4")
 		}
 		return wrap("int4")
 	case integerFuncs[name] && fc.Over == nil:
@@ -627,9 +616,9 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 	case name == "json_agg" || name == "jsonb_agg":
 		// The engine's json_group_array is a macro, which takes no ORDER
 		// BY, FILTER or DISTINCT; the list aggregate does.
-		fc.Funcname = catNames("list")
+		fc.Funcname = pg.Names("list")
 		rw.wrapped[fc] = true
-		return catCall("to_json", &pg.Node{Node: &pg.Node_FuncCall{FuncCall: fc}})
+		return pg.Call("to_json", &pg.Node{Node: &pg.Node_FuncCall{FuncCall: fc}})
 	case (name == "encode" || name == "decode") && len(fc.Args) == 2:
 		c := fc.Args[1].GetAConst()
 		if c == nil || c.GetSval() == nil {
@@ -638,22 +627,22 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		format := strings.ToLower(c.GetSval().Sval)
 		switch {
 		case name == "encode" && format == "hex":
-			return catCall("lower", catCall("hex", fc.Args[0]))
+			return pg.Call("lower", pg.Call("hex", fc.Args[0]))
 		case name == "encode" && format == "base64":
-			return catCall("to_base64", fc.Args[0])
+			return pg.Call("to_base64", fc.Args[0])
 		case name == "decode" && format == "hex":
-			return catCall("unhex", fc.Args[0])
+			return pg.Call("unhex", fc.Args[0])
 		case name == "decode" && format == "base64":
-			return catCall("from_base64", fc.Args[0])
+			return pg.Call("from_base64", fc.Args[0])
 		}
 	case name == "json_array_length" || name == "jsonb_array_length":
-		fc.Funcname = catNames("json_array_length")
+		fc.Funcname = pg.Names("json_array_length")
 		return wrap("int4")
 	case jsonFuncs[name] != "":
 		// The engine's JSON functions under PostgreSQL's names; jsonb
 		// results are described as jsonb (restype.go) and printed as
 		// PostgreSQL prints jsonb.
-		fc.Funcname = catNames(jsonFuncs[name])
+		fc.Funcname = pg.Names(jsonFuncs[name])
 		rw.wrapped[fc] = true
 		rw.changed = true
 		return nil
@@ -666,7 +655,7 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		if !ok {
 			return nil
 		}
-		return catCall("strftime", fc.Args[0], catString(format))
+		return pg.Call("strftime", fc.Args[0], pg.StringConst(format))
 	case (name == "to_date" || name == "to_timestamp") && len(fc.Args) == 2:
 		// to_date(text, template), to_timestamp(text, template): the
 		// engine's strptime with the template translated as for to_char.
@@ -678,13 +667,13 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		if !ok {
 			return nil
 		}
-		parsed := catCall("strptime", fc.Args[0], catString(format))
+		parsed := pg.Call("strptime", fc.Args[0], pg.StringConst(format))
 		if name == "to_date" {
-			return catCast(parsed, "date")
+			return pg.Cast(parsed, "date")
 		}
-		return catCast(parsed, "timestamptz")
+		return pg.Cast(parsed, "timestamptz")
 	case engineMacros[name] != "":
-		fc.Funcname = catNames(engineMacros[name])
+		fc.Funcname = pg.Names(engineMacros[name])
 		rw.wrapped[fc] = true
 		rw.changed = true
 		return nil
@@ -692,7 +681,7 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 		fc.Args[1].GetSqlvalueFunction().GetOp() == pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE):
 		// PostgreSQL truncates a date as a timestamptz (in the session's
 		// time zone); the engine's date_trunc of a date is a timestamp.
-		fc.Args[1] = catCast(fc.Args[1], "timestamptz")
+		fc.Args[1] = pg.Cast(fc.Args[1], "timestamptz")
 		rw.wrapped[fc] = true
 		rw.changed = true
 		return nil
@@ -712,7 +701,7 @@ func (rw *engineRewriter) funcCall(fc *pg.FuncCall, sc *fromScope) *pg.Node {
 // a percent sign. Anything else (positions, widths) fails the statement
 // with the engine's error().
 func formatCall(template string, args []*pg.Node) *pg.Node {
-	text := func(a *pg.Node) *pg.Node { return catCast(a, "text") }
+	text := func(a *pg.Node) *pg.Node { return pg.Cast(a, "text") }
 	var b strings.Builder
 	out := []*pg.Node{nil}
 	next := 0
@@ -722,7 +711,7 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 			continue
 		}
 		if i+1 >= len(template) {
-			return catCall("error", catString("unterminated format() type specifier"))
+			return pg.Call("error", pg.StringConst("unterminated format() type specifier"))
 		}
 		i++
 		spec := template[i]
@@ -731,10 +720,10 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 			continue
 		}
 		if spec != 's' && spec != 'I' && spec != 'L' {
-			return catCall("error", catString(fmt.Sprintf("format() specifier %%%c is not supported by mink (%%s, %%I, %%L and %%%% are)", spec)))
+			return pg.Call("error", pg.StringConst(fmt.Sprintf("format() specifier %%%c is not supported by mink (%%s, %%I, %%L and %%%% are)", spec)))
 		}
 		if next >= len(args) {
-			return catCall("error", catString("too few arguments for format()"))
+			return pg.Call("error", pg.StringConst("too few arguments for format()"))
 		}
 		a := args[next]
 		next++
@@ -742,20 +731,20 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 		switch spec {
 		case 's':
 			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
-				Args: []*pg.Node{text(a), catString("")}}}})
+				Args: []*pg.Node{text(a), pg.StringConst("")}}}})
 		case 'I':
 			// format's %I of NULL fails (quote_ident's is NULL).
-			null := catCall("error", catString(engine.Raised(codeNullValueNotAllowed, "null values cannot be formatted as an SQL identifier")))
+			null := pg.Call("error", pg.StringConst(engine.Raised(pgwire.CodeNullValueNotAllowed, "null values cannot be formatted as an SQL identifier")))
 			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
 				Args: []*pg.Node{quoteIdentExpr(a), null}}}})
 		case 'L':
-			quoted := concatText(catString("'"), catCall("replace", text(a), catString("'"), catString("''")), catString("'"))
+			quoted := concatText(pg.StringConst("'"), pg.Call("replace", text(a), pg.StringConst("'"), pg.StringConst("''")), pg.StringConst("'"))
 			out = append(out, &pg.Node{Node: &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{
-				Args: []*pg.Node{quoted, catString("NULL")}}}})
+				Args: []*pg.Node{quoted, pg.StringConst("NULL")}}}})
 		}
 	}
-	out[0] = catString(b.String())
-	return catCall("printf", out...)
+	out[0] = pg.StringConst(b.String())
+	return pg.Call("printf", out...)
 }
 
 // quoteIdentExpr is quote_ident(a) for the engine: a constant is quoted
@@ -764,19 +753,19 @@ func formatCall(template string, args []*pg.Node) *pg.Node {
 // statement).
 func quoteIdentExpr(a *pg.Node) *pg.Node {
 	if c := a.GetAConst(); c != nil && c.GetSval() != nil {
-		return catString(pgcatalog.QuoteIdentIfNeeded(c.GetSval().Sval))
+		return pg.StringConst(pgcatalog.QuoteIdentIfNeeded(c.GetSval().Sval))
 	}
-	x := catCast(a, "text")
-	quoted := concatText(catString(`"`), catCall("replace", x, catString(`"`), catString(`""`)), catString(`"`))
+	x := pg.Cast(a, "text")
+	quoted := concatText(pg.StringConst(`"`), pg.Call("replace", x, pg.StringConst(`"`), pg.StringConst(`""`)), pg.StringConst(`"`))
 	keywords := pgcatalog.QuotedKeywords()
 	list := make([]*pg.Node, len(keywords))
 	for i, k := range keywords {
-		list[i] = catString(k)
+		list[i] = pg.StringConst(k)
 	}
 	plain := &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_AND_EXPR, Args: []*pg.Node{
-		catCall("regexp_full_match", x, catString("[a-z_][a-z0-9_$]*")),
+		pg.Call("regexp_full_match", x, pg.StringConst("[a-z_][a-z0-9_$]*")),
 		{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR, Args: []*pg.Node{
-			catCall("list_contains", &pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: &pg.A_ArrayExpr{Elements: list}}}, x)}}}},
+			pg.Call("list_contains", &pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: &pg.A_ArrayExpr{Elements: list}}}, x)}}}},
 	}}}}
 	return &pg.Node{Node: &pg.Node_CaseExpr{CaseExpr: &pg.CaseExpr{
 		Args:      []*pg.Node{{Node: &pg.Node_CaseWhen{CaseWhen: &pg.CaseWhen{Expr: plain, Result: x}}}},
@@ -784,7 +773,7 @@ func quoteIdentExpr(a *pg.Node) *pg.Node {
 }
 
 func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
-	t, err := typeOf(tc.TypeName)
+	t, err := TypeOf(tc.TypeName)
 	if err != nil {
 		return nil
 	}
@@ -795,9 +784,9 @@ func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 	var reordered *pg.Node
 	switch t.Kind() {
 	case sqltypes.Date, sqltypes.Timestamp, sqltypes.Timestamptz:
-		if iso, ok := isoDateLiteral(lit, rw.s.settings.values["datestyle"]); ok {
+		if iso, ok := ISODateLiteral(lit, rw.t.DateStyle()); ok {
 			lit = iso
-			tc.Arg = catString(iso)
+			tc.Arg = pg.StringConst(iso)
 			reordered = &pg.Node{Node: &pg.Node_TypeCast{TypeCast: tc}}
 		}
 	}
@@ -817,18 +806,18 @@ func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 		if t.Length() == 0 {
 			return nil
 		}
-		out := catCall("left", catCast(tc.Arg, "text"), catInt(int64(t.Length())))
+		out := pg.Call("left", pg.Cast(tc.Arg, "text"), pg.IntConst(int64(t.Length())))
 		if t.Kind() == sqltypes.Char {
-			out = catCall("rtrim", out)
+			out = pg.Call("rtrim", out)
 		}
 		return out
 	case sqltypes.Bytea:
 		if hex, ok := strings.CutPrefix(lit, `\x`); ok {
-			return catCall("from_hex", catString(hex))
+			return pg.Call("from_hex", pg.StringConst(hex))
 		}
 	case sqltypes.Timestamptz:
 		if m := offsetNoSecondsRE.FindStringSubmatchIndex(lit); m != nil {
-			tc.Arg = catString(lit[:m[3]] + ":00" + lit[m[3]:])
+			tc.Arg = pg.StringConst(lit[:m[3]] + ":00" + lit[m[3]:])
 			return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: tc}}
 		}
 	}
@@ -840,11 +829,11 @@ func (rw *engineRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 // only ISO order.
 var numericDateRE = regexp.MustCompile(`^\s*(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})(\s.*)?$`)
 
-// isoDateLiteral rewrites a date or timestamp literal of numericDateRE
+// ISODateLiteral rewrites a date or timestamp literal of numericDateRE
 // into ISO order as PostgreSQL reads it under datestyle (the DateStyle
 // setting, "ISO, MDY" or "ISO, DMY"); false when lit is not such a date.
 // Under YMD, PostgreSQL rejects such a date, and so does the engine.
-func isoDateLiteral(lit, datestyle string) (string, bool) {
+func ISODateLiteral(lit, datestyle string) (string, bool) {
 	m := numericDateRE.FindStringSubmatch(lit)
 	if m == nil {
 		return "", false
@@ -919,10 +908,11 @@ func strftimeFormat(template string) (string, bool) {
 	return b.String(), true
 }
 
-// checkConditions fails a statement whose WHERE or HAVING is a constant or
+// CheckConditions fails a statement whose WHERE or HAVING is a constant or
 // a column that is not boolean (42804), as PostgreSQL does; DuckDB would
 // cast it to boolean. Conditions of other types are left to the engine.
-func (s *session) checkConditions(node *pg.Node) error {
+func CheckConditions(env Env, node *pg.Node) error {
+	t := translator{env}
 	var err error
 	pg.Walk(node, func(m protoreflect.Message) {
 		if err != nil {
@@ -940,12 +930,12 @@ func (s *session) checkConditions(node *pg.Node) error {
 		}
 		if where != nil {
 			scope := &fromScope{}
-			s.addFromItem(scope, &pg.Node{Node: &pg.Node_RangeVar{RangeVar: target}}, nil)
+			t.addFromItem(scope, &pg.Node{Node: &pg.Node_RangeVar{RangeVar: target}}, nil)
 			for _, item := range from {
-				s.addFromItem(scope, item, nil)
+				t.addFromItem(scope, item, nil)
 			}
 			if typ := conditionType(where, scope); typ != "" {
-				err = errorf(pgwire.CodeDatatypeMismatch, "argument of WHERE must be type boolean, not type %s", typ)
+				err = pgwire.Errorf(pgwire.CodeDatatypeMismatch, "argument of WHERE must be type boolean, not type %s", typ)
 			}
 			return
 		}
@@ -961,14 +951,14 @@ func (s *session) checkConditions(node *pg.Node) error {
 		}
 		scope := &fromScope{}
 		for _, item := range sel.FromClause {
-			s.addFromItem(scope, item, ctes)
+			t.addFromItem(scope, item, ctes)
 		}
 		for _, c := range []struct {
 			clause string
 			cond   *pg.Node
 		}{{"WHERE", sel.WhereClause}, {"HAVING", sel.HavingClause}} {
 			if typ := conditionType(c.cond, scope); typ != "" && err == nil {
-				err = errorf(pgwire.CodeDatatypeMismatch, "argument of %s must be type boolean, not type %s", c.clause, typ)
+				err = pgwire.Errorf(pgwire.CodeDatatypeMismatch, "argument of %s must be type boolean, not type %s", c.clause, typ)
 			}
 		}
 	})
@@ -991,7 +981,7 @@ func conditionType(cond *pg.Node, sc *fromScope) string {
 		return ""
 	}
 	if fc := cond.GetFuncCall(); fc != nil {
-		if schema, name := funcName(fc); name == "count" && (schema == "" || schema == "pg_catalog") && fc.Over == nil {
+		if schema, name := pg.FuncName(fc); name == "count" && (schema == "" || schema == "pg_catalog") && fc.Over == nil {
 			return "bigint"
 		}
 		return ""

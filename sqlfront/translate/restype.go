@@ -1,4 +1,4 @@
-package sqlfront
+package translate
 
 import (
 	"strings"
@@ -6,7 +6,6 @@ import (
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/internal/sqltypes"
-	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -45,14 +44,14 @@ type fromScope struct {
 	starUnsure bool
 }
 
-// refineResultTypes applies the parse tree's knowledge to cols, the
+// ResultTypes applies the parse tree's knowledge to cols, the
 // engine's description of a SELECT's result.
-func (s *session) refineResultTypes(node *pg.Node, cols []pgwire.Column) {
+func ResultTypes(env Env, node *pg.Node, cols []pgwire.Column) {
 	sel := node.GetSelectStmt()
 	if sel == nil {
 		return
 	}
-	origins, ok := s.selectOrigins(sel, map[string]bool{})
+	origins, ok := translator{env}.selectOrigins(sel, map[string]bool{})
 	if !ok || len(origins) != len(cols) {
 		return
 	}
@@ -99,7 +98,7 @@ func engineBaseOID(t sqltypes.Type, engineOID uint32) uint32 {
 
 // selectOrigins returns the origins of a SELECT's result columns, and
 // false when their number is not known from the tree.
-func (s *session) selectOrigins(sel *pg.SelectStmt, outerCTEs map[string]bool) ([]resultOrigin, bool) {
+func (t translator) selectOrigins(sel *pg.SelectStmt, outerCTEs map[string]bool) ([]resultOrigin, bool) {
 	if sel.Op != pg.SetOperation_SETOP_NONE || len(sel.ValuesLists) > 0 {
 		return nil, false
 	}
@@ -115,7 +114,7 @@ func (s *session) selectOrigins(sel *pg.SelectStmt, outerCTEs map[string]bool) (
 	}
 	scope := &fromScope{}
 	for _, item := range sel.FromClause {
-		s.addFromItem(scope, item, ctes)
+		t.addFromItem(scope, item, ctes)
 	}
 	var out []resultOrigin
 	for _, t := range sel.TargetList {
@@ -141,7 +140,7 @@ func (s *session) selectOrigins(sel *pg.SelectStmt, outerCTEs map[string]bool) (
 	return out, true
 }
 
-func (s *session) addFromItem(scope *fromScope, item *pg.Node, ctes map[string]bool) {
+func (t translator) addFromItem(scope *fromScope, item *pg.Node, ctes map[string]bool) {
 	switch n := item.Node.(type) {
 	case *pg.Node_RangeVar:
 		rv := n.RangeVar
@@ -153,13 +152,13 @@ func (s *session) addFromItem(scope *fromScope, item *pg.Node, ctes map[string]b
 			scope.rels = append(scope.rels, rel)
 			return
 		}
-		ti, err := s.lookupTable(rv)
-		if err != nil {
+		cols, oid, ok := t.Table(rv)
+		if !ok {
 			scope.rels = append(scope.rels, rel)
 			return
 		}
-		for i, c := range ti.cols {
-			rel.cols = append(rel.cols, resultOrigin{typ: c.Type, table: pgcatalog.TableOID(ti.id), attr: int16(i + 1)})
+		for i, c := range cols {
+			rel.cols = append(rel.cols, resultOrigin{typ: c.Type, table: oid, attr: int16(i + 1)})
 			rel.names = append(rel.names, c.Name)
 		}
 		if rv.Alias != nil {
@@ -171,8 +170,8 @@ func (s *session) addFromItem(scope *fromScope, item *pg.Node, ctes map[string]b
 		if j.IsNatural || len(j.UsingClause) > 0 || j.Alias != nil {
 			scope.starUnsure = true
 		}
-		s.addFromItem(scope, j.Larg, ctes)
-		s.addFromItem(scope, j.Rarg, ctes)
+		t.addFromItem(scope, j.Larg, ctes)
+		t.addFromItem(scope, j.Rarg, ctes)
 	case *pg.Node_RangeSubselect:
 		rs := n.RangeSubselect
 		rel := relScope{}
@@ -180,7 +179,7 @@ func (s *session) addFromItem(scope *fromScope, item *pg.Node, ctes map[string]b
 			rel.alias = rs.Alias.Aliasname
 		}
 		if sub := rs.Subquery.GetSelectStmt(); sub != nil {
-			if origins, ok := s.selectOrigins(sub, ctes); ok {
+			if origins, ok := t.selectOrigins(sub, ctes); ok {
 				rel.cols = origins
 				for _, o := range origins {
 					rel.names = append(rel.names, o.name)
@@ -239,12 +238,12 @@ func (sc *fromScope) exprOrigin(n *pg.Node) resultOrigin {
 	case *pg.Node_ColumnRef:
 		return sc.columnOrigin(e.ColumnRef)
 	case *pg.Node_TypeCast:
-		if t, err := typeOf(e.TypeCast.TypeName); err == nil {
+		if t, err := TypeOf(e.TypeCast.TypeName); err == nil {
 			return resultOrigin{typ: t}
 		}
 	case *pg.Node_FuncCall:
 		// jsonb_build_object and its kin (rewrite.go jsonFuncs) return jsonb.
-		if _, name := funcName(e.FuncCall); strings.HasPrefix(name, "jsonb_") || name == "to_jsonb" {
+		if _, name := pg.FuncName(e.FuncCall); strings.HasPrefix(name, "jsonb_") || name == "to_jsonb" {
 			if jsonFuncs[name] != "" {
 				return resultOrigin{typ: sqltypes.Of(sqltypes.JSONB)}
 			}

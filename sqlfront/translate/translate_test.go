@@ -1,8 +1,6 @@
-package sqlfront
+package translate
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,16 +8,18 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/catalog/catalogtest"
-	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
 // TestTranslate runs the scripts in testdata/translate: what SQL the
 // engine gets for a PostgreSQL query (rewrite.go, restype.go, numeric.go,
-// arrays.go), with no node, engine or store. Commands:
+// arrays.go), with no node, engine or store: the tables come from
+// catalog records. Commands:
 //
 //	apply
 //	<catalog records in catalogtest.ParseRecord's syntax: the tables>
@@ -40,9 +40,7 @@ import (
 // engine's.
 func TestTranslate(t *testing.T) {
 	datadriven.Walk(t, "testdata/translate", func(t *testing.T, path string) {
-		meta := &viewMeta{v: catalog.NewView()}
-		s := &session{f: New(Config{Meta: meta}), settings: newSettings(pgwire.SessionInfo{User: "mink"}), tx: txState{status: pgwire.TxIdle}}
-		s.tables = newTableRegistry(s)
+		env := &viewEnv{v: catalog.NewView(), dateStyle: "ISO, MDY"}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
 			case "apply":
@@ -54,14 +52,17 @@ func TestTranslate(t *testing.T) {
 					if err != nil {
 						d.Fatalf(t, "%s: %v", line, err)
 					}
-					if o := catalog.Apply(meta.v, meta.v.Index+1, rec); o.Err != nil {
+					if o := catalog.Apply(env.v, env.v.Index+1, rec); o.Err != nil {
 						d.Fatalf(t, "%s: %v", line, o.Err)
 					}
 				}
 				return ""
 			case "set":
 				for _, a := range d.CmdArgs {
-					s.settings.values[a.Key] = strings.Join(a.Vals, ", ")
+					if a.Key != "datestyle" {
+						d.Fatalf(t, "translation reads no setting %s", a.Key)
+					}
+					env.dateStyle = strings.Join(a.Vals, ", ")
 				}
 				return ""
 			case "translate":
@@ -71,8 +72,8 @@ func TestTranslate(t *testing.T) {
 					d.Fatalf(t, "%s: %v", sql, err)
 				}
 				node := tree.Stmts[0].Stmt
-				asWritten := stripPublic(sql, node)
-				out, _, quotients := s.rewriteForEngine(sql, asWritten, node)
+				asWritten := StripPublic(sql, node)
+				out, _, quotients := Query(env, sql, asWritten, node)
 				var b strings.Builder
 				if out == asWritten {
 					b.WriteString("as written\n")
@@ -95,13 +96,30 @@ func TestTranslate(t *testing.T) {
 	})
 }
 
-// viewMeta is a fixed metadata view, for tests that need tables but no
-// metadata log.
-type viewMeta struct{ v *catalog.View }
-
-func (m *viewMeta) Propose(context.Context, catalog.Record) (catalog.Outcome, error) {
-	return catalog.Outcome{}, errors.New("viewMeta: read-only")
+// viewEnv is a session of user mink over the tables of a view.
+type viewEnv struct {
+	v         *catalog.View
+	dateStyle string
 }
-func (m *viewMeta) Read(fn func(v *catalog.View)) { fn(m.v) }
-func (m *viewMeta) Changed() <-chan struct{}      { return nil }
-func (m *viewMeta) AppliedIndex() uint64          { return m.v.Index }
+
+func (e *viewEnv) Table(rv *pg.RangeVar) ([]sqltypes.Column, uint32, bool) {
+	if rv.Schemaname != "" && rv.Schemaname != "public" {
+		return nil, 0, false
+	}
+	t, ok := e.v.TableByName(rv.Relname)
+	if !ok {
+		return nil, 0, false
+	}
+	var cols []sqltypes.Column
+	for _, c := range t.Spec.Columns {
+		typ, err := sqltypes.Parse(c.Type)
+		if err != nil {
+			return nil, 0, false
+		}
+		cols = append(cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull})
+	}
+	return cols, pgcatalog.TableOID(t.ID), true
+}
+
+func (e *viewEnv) User() string      { return "mink" }
+func (e *viewEnv) DateStyle() string { return e.dateStyle }

@@ -1,4 +1,4 @@
-package sqlfront
+package translate
 
 import (
 	"math/big"
@@ -18,7 +18,7 @@ import (
 // DuckDB computes a double. A result column of the top-level SELECT that
 // is such a quotient is computed by the engine as the text
 // "dividend/divisor" of its exact operands (sum and count for avg), and
-// divided here (quotientText), described as numeric. Only result columns
+// divided here (QuotientText), described as numeric. Only result columns
 // are rewritten: inside expressions (salary - avg(salary)), the engine's
 // double remains; ORDER BY and GROUP BY references to such a column sort
 // and group by that double; with DISTINCT nothing is rewritten.
@@ -30,7 +30,7 @@ func quotientOperands(n *pg.Node, sc *fromScope) (dividend, divisor *pg.Node, ok
 	switch e := n.Node.(type) {
 	case *pg.Node_FuncCall:
 		fc := e.FuncCall
-		schema, name := funcName(fc)
+		schema, name := pg.FuncName(fc)
 		if name != "avg" || (schema != "" && schema != "pg_catalog") || len(fc.Args) != 1 || fc.AggStar || fc.AggWithinGroup || len(fc.AggOrder) > 0 {
 			return nil, nil, false
 		}
@@ -40,7 +40,7 @@ func quotientOperands(n *pg.Node, sc *fromScope) (dividend, divisor *pg.Node, ok
 			return nil, nil, false
 		}
 		sum, count := proto.Clone(fc).(*pg.FuncCall), proto.Clone(fc).(*pg.FuncCall)
-		sum.Funcname, count.Funcname = catNames("sum"), catNames("count")
+		sum.Funcname, count.Funcname = pg.Names("sum"), pg.Names("count")
 		return &pg.Node{Node: &pg.Node_FuncCall{FuncCall: sum}}, &pg.Node{Node: &pg.Node_FuncCall{FuncCall: count}}, true
 	case *pg.Node_AExpr:
 		a := e.AExpr
@@ -72,7 +72,7 @@ func valueKind(n *pg.Node, sc *fromScope) sqltypes.Kind {
 	}
 	if fc := n.GetFuncCall(); fc != nil {
 		// The aggregates whose result type follows from their argument's.
-		schema, name := funcName(fc)
+		schema, name := pg.FuncName(fc)
 		if schema != "" && schema != "pg_catalog" {
 			return sqltypes.Invalid
 		}
@@ -206,10 +206,10 @@ func refsTo(sel *pg.SelectStmt, i int, rt *pg.ResTarget) []*pg.Node {
 	return out
 }
 
-// quotientText divides the engine's "dividend/divisor" text as PostgreSQL's
+// QuotientText divides the engine's "dividend/divisor" text as PostgreSQL's
 // numeric division does: rounded half away from zero at select_div_scale's
 // scale. ok is false for text of another form.
-func quotientText(s string) (pgtype.Numeric, bool) {
+func QuotientText(s string) (pgtype.Numeric, bool) {
 	a, b, found := strings.Cut(s, "/")
 	if !found {
 		return pgtype.Numeric{}, false

@@ -11,6 +11,11 @@ import (
 // opening, taking over, or has no leader assigned). Retry after a moment.
 var ErrUnavailable = errors.New("bucket unavailable")
 
+// ErrRegistering is the error of a node that has no bucket manager: it
+// lost its registration and is registering again. It is ErrUnavailable,
+// so callers wait for it as for a bucket that is opening.
+var ErrRegistering = fmt.Errorf("this node is registering again: %w", ErrUnavailable)
+
 // NotLeaderError: another node leads the bucket. To is that node's
 // advertised Flight address (empty if unknown); clients retry there.
 type NotLeaderError struct {

@@ -2,7 +2,6 @@ package sqlfront
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/minkdb/mink/buckets"
 )
@@ -12,10 +11,6 @@ import (
 // the bucket is opening, or the view here has not caught up with a move,
 // it tries again for a while (buckets.Retry). These are the pieces every
 // such caller (reads, appends, primary-key writes and lookups) shares.
-
-// errRegistering is the error of a node that has no bucket manager: it
-// lost its registration and is registering again.
-var errRegistering = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
 
 // ledElsewhere returns the Flight address of a bucket's leader when err
 // says another node leads it and this front end can reach that node (it

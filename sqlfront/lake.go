@@ -160,7 +160,7 @@ func (f *Frontend) readBucketFrom(ctx context.Context, id catalog.BucketID, from
 	err := buckets.Retry(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
-			return true, errRegistering
+			return true, buckets.ErrRegistering
 		}
 		b, err := m.Bucket(id)
 		if err == nil {

@@ -214,7 +214,7 @@ func (f *Frontend) kvBucket(ctx context.Context, id catalog.BucketID) (kvBucket,
 	err := buckets.Retry(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
-			return false, errRegistering
+			return false, buckets.ErrRegistering
 		}
 		b, err := localKVBucket(m, id)
 		if err == nil {

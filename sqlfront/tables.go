@@ -332,7 +332,7 @@ func (f *Frontend) readBucket(ctx context.Context, id catalog.BucketID) ([]bucke
 	err := buckets.Retry(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
-			return true, errRegistering
+			return true, buckets.ErrRegistering
 		}
 		b, err := m.Bucket(id)
 		if err == nil {

@@ -152,7 +152,7 @@ func (a *appender) toBucket(ctx context.Context, id catalog.BucketID, rec arrow.
 	return buckets.Retry(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
 		if m == nil {
-			return false, errRegistering
+			return false, buckets.ErrRegistering
 		}
 		b, err := m.Bucket(id)
 		if err == nil {

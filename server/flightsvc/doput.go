@@ -441,7 +441,7 @@ func (w *tableWriter) toBucket(ctx context.Context, id catalog.BucketID, rec arr
 	var lb *buckets.LogBucket
 	err := buckets.Retry(ctx, w.s.cfg.BucketWait, func() (bool, error) {
 		if m = w.s.cfg.Buckets(); m == nil {
-			return false, errRegistering
+			return false, buckets.ErrRegistering
 		}
 		var err error
 		lb, err = m.Bucket(id)

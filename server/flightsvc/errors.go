@@ -17,11 +17,6 @@ import (
 	"github.com/minkdb/mink/internal/sqltypes"
 )
 
-// errRegistering is the error of a node that has no bucket manager: it
-// lost its registration and is registering again. A routed write waits
-// for it like for a bucket that is opening.
-var errRegistering = fmt.Errorf("this node is registering again: %w", buckets.ErrUnavailable)
-
 // bucketStatus turns an error about bucket id into the gRPC status a client
 // acts on: NotLeader (FailedPrecondition with a redirect), Unavailable, or
 // NotFound; anything else goes through toStatus.

@@ -286,7 +286,7 @@ func (s *Service) upsertKV(ctx context.Context, t *table, id catalog.BucketID, r
 	err = buckets.Retry(ctx, s.cfg.ForwardWait, func() (bool, error) {
 		m := s.cfg.Buckets()
 		if m == nil {
-			return false, errRegistering
+			return false, buckets.ErrRegistering
 		}
 		b, err := m.KVBucket(id)
 		if err == nil {

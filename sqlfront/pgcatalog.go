@@ -72,25 +72,16 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 		return st, true, nil
 	}
 	rewritten := proto.Clone(node).(*pg.Node)
-	rw := newCatalogRewriter(s.catalogConsts())
-	rw.rewrite(rewritten)
-	if !rw.catalog {
-		return nil, false, nil
-	}
-	if rw.err != nil {
-		return nil, true, rw.err
+	q, ok, err := translate.Catalog(rewritten, s.catalogConsts())
+	if !ok || err != nil {
+		return nil, ok, err
 	}
 	translate.Tree(s.env(), rewritten, false)
 	text, err := translate.Deparse(rewritten)
 	if err != nil {
 		return nil, true, fmt.Errorf("deparse catalog query: %w", err)
 	}
-	keys := make([]string, 0, len(rw.rels))
-	for k := range rw.rels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	st, err = s.planCatalogStatement(ctx, sql, text, node, keys, rw.macros, paramOIDs)
+	st, err = s.planCatalogStatement(ctx, sql, text, node, q.Relations, q.Macros, paramOIDs)
 	if err == nil {
 		translate.ResultTypes(s.env(), node, st.columns)
 	}
@@ -106,14 +97,14 @@ func (s *session) planCatalogQuery(ctx context.Context, sql string, node *pg.Nod
 	return st, true, err
 }
 
-func (s *session) catalogConsts() catalogConsts {
+func (s *session) catalogConsts() translate.CatalogConsts {
 	version := s.settings.values["server_version"]
-	return catalogConsts{
-		user:     s.identity.Name,
-		role:     uint32(s.identity.Role),
-		database: s.f.cfg.Database,
-		version:  "PostgreSQL " + version + " on x86_64-pc-linux-gnu, compiled by Go, 64-bit",
-		pid:      int32(s.info.ProcessID),
+	return translate.CatalogConsts{
+		User:     s.identity.Name,
+		Role:     uint32(s.identity.Role),
+		Database: s.f.cfg.Database,
+		Version:  "PostgreSQL " + version + " on x86_64-pc-linux-gnu, compiled by Go, 64-bit",
+		PID:      int32(s.info.ProcessID),
 	}
 }
 
@@ -537,4 +528,16 @@ func defaultExpr(def string, typ sqltypes.Type) string {
 		return ""
 	}
 	return def
+}
+
+// checkCatalogAccess refuses a statement that reads a restricted catalog
+// to a role that is not a superuser, as PostgreSQL does (42501), at every
+// execution.
+func (s *session) checkCatalogAccess(keys []string) error {
+	for _, key := range keys {
+		if what, ok := pgcatalog.Restricted(key); ok && !s.isSuperuser() {
+			return errorf(pgwire.CodeInsufficientPrivilege, "permission denied for %s", what)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package pgtree
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -99,16 +100,42 @@ func TestConstructors(t *testing.T) {
 	}
 }
 
-// ArrayConsts reads an array literal as array_in does.
+// ArrayConsts reads array literals as array_in does; the expected texts
+// are what PostgreSQL 15's pg_get_expr prints for the same column
+// definitions.
 func TestArrayConsts(t *testing.T) {
-	elems, ok := ArrayConsts(`{a,"b c",NULL,"NULL"}`)
-	if !ok || len(elems) != 4 {
-		t.Fatalf("ArrayConsts = %v, %v", elems, ok)
-	}
-	if elems[2].GetAConst().GetIsnull() != true || elems[3].GetAConst().GetSval().GetSval() != "NULL" || elems[1].GetAConst().GetSval().GetSval() != "b c" {
-		t.Errorf("elements %v", elems)
-	}
-	if _, ok := ArrayConsts("{a"); ok {
-		t.Error("a malformed literal was read")
+	for _, tc := range []struct {
+		lit  string
+		want []string // "NULL" for a null element; nil: not parsed
+	}{
+		{"{23,25}", []string{"23", "25"}},
+		{"{}", []string{}},
+		{`{"a b", c ,NULL,"NULL"}`, []string{"a b", "c", "NULL", `"NULL"`}},
+		{`{"x\"y"}`, []string{`x"y`}},
+		{"{{1,2},{3,4}}", nil},
+		{"23,25", nil},
+	} {
+		elems, ok := ArrayConsts(tc.lit)
+		if tc.want == nil {
+			if ok {
+				t.Errorf("ArrayConsts(%q) parsed", tc.lit)
+			}
+			continue
+		}
+		var got []string
+		for _, e := range elems {
+			c := e.GetAConst()
+			switch {
+			case c.Isnull:
+				got = append(got, "NULL")
+			case c.GetSval().GetSval() == "NULL":
+				got = append(got, `"NULL"`)
+			default:
+				got = append(got, c.GetSval().GetSval())
+			}
+		}
+		if !ok || strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
+			t.Errorf("ArrayConsts(%q) = %q, %v; want %q", tc.lit, got, ok, tc.want)
+		}
 	}
 }

@@ -6,8 +6,10 @@
 // rewrite a statement's functions, operators, casts and literals where the
 // engine's differ (rewrite.go lists them); CheckConditions refuses what
 // PostgreSQL refuses before the engine would accept it; ResultTypes and
-// ColumnNames give result columns PostgreSQL's types and names; the
-// literal functions read constants as PostgreSQL's input functions do.
+// ColumnNames give result columns PostgreSQL's types and names; Catalog
+// points a query of PostgreSQL's catalogs at mink's emulation of them
+// (sqlfront/pgcatalog); the literal functions read constants as
+// PostgreSQL's input functions do.
 // Nothing here runs a statement, so every rule is tested without a node
 // or an engine.
 package translate

@@ -1,25 +1,14 @@
-package sqlfront
+package translate
 
 import (
 	"strings"
 
-	pg "github.com/minkdb/mink/sqlfront/pgtree"
-
 	"github.com/minkdb/mink/sqlfront/pgcatalog"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
-// checkCatalogAccess refuses a statement that reads a restricted catalog
-// to a role that is not a superuser, as PostgreSQL does (42501), at every
-// execution.
-func (s *session) checkCatalogAccess(keys []string) error {
-	for _, key := range keys {
-		if what, ok := pgcatalog.Restricted(key); ok && !s.isSuperuser() {
-			return errorf(pgwire.CodeInsufficientPrivilege, "permission denied for %s", what)
-		}
-	}
-	return nil
-}
+// The privilege functions of the catalogs.
 
 // privilegeCall rewrites has_table_privilege([role,] table, privileges),
 // has_any_column_privilege([role,] table, privileges) and
@@ -36,13 +25,13 @@ func (rw *catalogRewriter) privilegeCall(name string, fc *pg.FuncCall) *pg.Node 
 	if name == "has_column_privilege" {
 		want = 3
 	}
-	role := pg.Cast(pg.IntConst(int64(rw.consts.role)), "uinteger")
+	role := pg.Cast(pg.IntConst(int64(rw.consts.Role)), "uinteger")
 	switch len(args) {
 	case want:
 	case want + 1:
 		role, args = rw.roleArg(args[0], true), args[1:]
 	default:
-		rw.fail(errorf(pgwire.CodeUndefinedFunction, "function %s with %d arguments does not exist", name, len(args)))
+		rw.fail(pgwire.Errorf(pgwire.CodeUndefinedFunction, "function %s with %d arguments does not exist", name, len(args)))
 		return pg.NullConst()
 	}
 	pattern, ok := rw.privilegePattern(name, args[len(args)-1], names)
@@ -57,7 +46,7 @@ func (rw *catalogRewriter) privilegeCall(name string, fc *pg.FuncCall) *pg.Node 
 func (rw *catalogRewriter) privilegePattern(fn string, arg *pg.Node, names []pgcatalog.PrivilegeName) (string, bool) {
 	lit := arg.GetAConst().GetSval()
 	if lit == nil {
-		rw.fail(unsupported("%s with a privilege list that is not a constant is not supported by mink", fn))
+		rw.fail(pgwire.Errorf(pgwire.CodeFeatureNotSupported, "%s with a privilege list that is not a constant is not supported by mink", fn))
 		return "", false
 	}
 	privs, _, grant, err := pgcatalog.ParsePrivileges(lit.Sval, names)
@@ -80,18 +69,18 @@ func (rw *catalogRewriter) privilegePattern(fn string, arg *pg.Node, names []pgc
 // USAGE is MEMBER; only superusers have the ADMIN OPTION of a role.
 func (rw *catalogRewriter) hasRoleCall(fc *pg.FuncCall) *pg.Node {
 	args := fc.Args
-	member := pg.Cast(pg.IntConst(int64(rw.consts.role)), "uinteger")
+	member := pg.Cast(pg.IntConst(int64(rw.consts.Role)), "uinteger")
 	switch len(args) {
 	case 2:
 	case 3:
 		member, args = rw.roleArg(args[0], false), args[1:]
 	default:
-		rw.fail(errorf(pgwire.CodeUndefinedFunction, "function pg_has_role with %d arguments does not exist", len(args)))
+		rw.fail(pgwire.Errorf(pgwire.CodeUndefinedFunction, "function pg_has_role with %d arguments does not exist", len(args)))
 		return pg.NullConst()
 	}
 	lit := args[1].GetAConst().GetSval()
 	if lit == nil {
-		rw.fail(unsupported("pg_has_role with a privilege list that is not a constant is not supported by mink"))
+		rw.fail(pgwire.Errorf(pgwire.CodeFeatureNotSupported, "pg_has_role with a privilege list that is not a constant is not supported by mink"))
 		return pg.NullConst()
 	}
 	_, plain, _, err := pgcatalog.ParsePrivileges(lit.Sval, pgcatalog.RolePrivilegeNames)
@@ -109,7 +98,7 @@ func (rw *catalogRewriter) roleArg(n *pg.Node, public bool) *pg.Node {
 		switch f.Op {
 		case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg.SQLValueFunctionOp_SVFOP_USER,
 			pg.SQLValueFunctionOp_SVFOP_SESSION_USER, pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE:
-			return pg.Cast(pg.IntConst(int64(rw.consts.role)), "uinteger")
+			return pg.Cast(pg.IntConst(int64(rw.consts.Role)), "uinteger")
 		}
 	}
 	switch objectArgKind(n) {

@@ -1,7 +1,8 @@
-package sqlfront
+package translate
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,7 +28,7 @@ import (
 //
 // It works on the parse tree, in place.
 type catalogRewriter struct {
-	consts catalogConsts
+	consts CatalogConsts
 	// rels are the emulated relations the statement reads, by key.
 	rels map[string]bool
 	// macros: the statement calls the session's macros.
@@ -35,31 +36,50 @@ type catalogRewriter struct {
 	// catalog: the statement refers to the catalogs (relations or
 	// functions), so it is planned here.
 	catalog bool
-	// userTables: the statement also names other relations.
-	userTables bool
-	err        error
+	err     error
 	// outputCasts are reg* casts whose value is printed, as a name.
 	outputCasts map[*pg.TypeCast]bool
 	// aliasOIDs are the OIDs of the catalogs in FROM clauses, by alias.
 	aliasOIDs map[string]uint32
 }
 
-// catalogConsts are the values of the session functions: user is the
-// name of the role the session acts as (current_user, session_user), role
-// its oid.
-type catalogConsts struct {
-	user, database, version string
-	role                    uint32
-	pid                     int32
+// CatalogConsts are the values of the session functions: User is the
+// name of the role the session acts as (current_user, session_user), Role
+// its oid; Version is what version() returns, PID pg_backend_pid().
+type CatalogConsts struct {
+	User, Database, Version string
+	Role                    uint32
+	PID                     int32
 }
 
-func newCatalogRewriter(c catalogConsts) *catalogRewriter {
-	return &catalogRewriter{consts: c, rels: map[string]bool{}, outputCasts: map[*pg.TypeCast]bool{}, aliasOIDs: map[string]uint32{}}
+// CatalogQuery is what a catalog query reads.
+type CatalogQuery struct {
+	// Relations are the keys (pgcatalog.Key) of the emulated relations it
+	// reads, sorted.
+	Relations []string
+	// Macros: it calls the session's macros.
+	Macros bool
 }
 
-// rewrite rewrites the tree under n.
-func (rw *catalogRewriter) rewrite(n *pg.Node) {
-	pg.Visit(n, rw.visit)
+// Catalog rewrites a SELECT that reads PostgreSQL's catalogs, in place,
+// into SQL over mink's emulated catalogs (see catalogRewriter). ok is
+// false when the statement refers to no catalog relation or function;
+// the tree may have changed all the same, so callers rewrite a copy.
+func Catalog(tree *pg.Node, c CatalogConsts) (q CatalogQuery, ok bool, err error) {
+	rw := &catalogRewriter{consts: c, rels: map[string]bool{}, outputCasts: map[*pg.TypeCast]bool{}, aliasOIDs: map[string]uint32{}}
+	pg.Visit(tree, rw.visit)
+	if !rw.catalog {
+		return CatalogQuery{}, false, nil
+	}
+	if rw.err != nil {
+		return CatalogQuery{}, true, rw.err
+	}
+	for k := range rw.rels {
+		q.Relations = append(q.Relations, k)
+	}
+	slices.Sort(q.Relations)
+	q.Macros = rw.macros
+	return q, true, nil
 }
 
 // useMacro notes a call of a session macro, and the relations it reads.
@@ -183,11 +203,11 @@ func (rw *catalogRewriter) rangeVar(rv *pg.RangeVar) {
 	if !ok {
 		switch strings.ToLower(rv.Schemaname) {
 		case "pg_catalog", "information_schema":
-			rw.fail(errorf(pgwire.CodeUndefinedTable, "relation \"%s.%s\" does not exist (mink emulates part of the catalog)", rv.Schemaname, rv.Relname))
+			rw.fail(pgwire.Errorf(pgwire.CodeUndefinedTable, "relation \"%s.%s\" does not exist (mink emulates part of the catalog)", rv.Schemaname, rv.Relname))
 		default:
 			// A user table: mink's tables are the engine's views, outside
 			// any schema called public (see stripPublic).
-			rw.userTables = true
+
 			if strings.EqualFold(rv.Schemaname, "public") {
 				rv.Schemaname, rv.Catalogname = "", ""
 			}
@@ -347,16 +367,16 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 	switch {
 	case name == "version":
 		hit()
-		return pg.StringConst(rw.consts.version)
+		return pg.StringConst(rw.consts.Version)
 	case name == "current_database":
 		hit()
-		return pg.StringConst(rw.consts.database)
+		return pg.StringConst(rw.consts.Database)
 	case name == "current_schema":
 		hit()
 		return pg.StringConst("public")
 	case name == "pg_backend_pid":
 		hit()
-		return pg.Cast(pg.IntConst(int64(rw.consts.pid)), "int4")
+		return pg.Cast(pg.IntConst(int64(rw.consts.PID)), "int4")
 	case name == "pg_postmaster_start_time":
 		hit()
 		return pg.Call("now")
@@ -439,10 +459,10 @@ func (rw *catalogRewriter) sqlValueFunction(f *pg.SQLValueFunction) *pg.Node {
 	case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg.SQLValueFunctionOp_SVFOP_USER,
 		pg.SQLValueFunctionOp_SVFOP_SESSION_USER, pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE:
 		rw.catalog = true
-		return pg.StringConst(rw.consts.user)
+		return pg.StringConst(rw.consts.User)
 	case pg.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG:
 		rw.catalog = true
-		return pg.StringConst(rw.consts.database)
+		return pg.StringConst(rw.consts.Database)
 	case pg.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:
 		rw.catalog = true
 		return pg.StringConst("public")
@@ -596,7 +616,7 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 	case "regtype":
 		oid, ok := typeOIDByName(lit)
 		if !ok {
-			rw.fail(errorf(pgwire.CodeUndefinedObject, "type %q does not exist", lit))
+			rw.fail(pgwire.Errorf(pgwire.CodeUndefinedObject, "type %q does not exist", lit))
 			return nil
 		}
 		return pg.Cast(pg.IntConst(int64(oid)), "uinteger")
@@ -609,14 +629,14 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 		case "information_schema":
 			return pg.Cast(pg.IntConst(int64(pgcatalog.OIDInformationSchema)), "uinteger")
 		}
-		rw.fail(errorf(pgwire.CodeUndefinedObject, "schema %q does not exist", lit))
+		rw.fail(pgwire.Errorf(pgwire.CodeUndefinedObject, "schema %q does not exist", lit))
 		return nil
 	case "regrole":
 		// A role name is an identifier here: folded to lower case unless
 		// quoted.
 		parts, err := parseQualifiedName(lit)
 		if err != nil || len(parts) != 1 {
-			rw.fail(errorf(pgwire.CodeInvalidName, "invalid name syntax"))
+			rw.fail(pgwire.Errorf(pgwire.CodeInvalidName, "invalid name syntax"))
 			return nil
 		}
 		return rw.macroCall("mink_role_oid", pg.StringConst(parts[0]), pg.BoolConst(false))
@@ -632,7 +652,7 @@ func (rw *catalogRewriter) regLiteral(typ, lit string) *pg.Node {
 		}
 		return pg.StringConst(name)
 	}
-	rw.fail(unsupported("casts to %s are not supported by mink", typ))
+	rw.fail(pgwire.Errorf(pgwire.CodeFeatureNotSupported, "casts to %s are not supported by mink", typ))
 	return nil
 }
 
@@ -648,7 +668,7 @@ func (rw *catalogRewriter) regLookup(typ string, arg *pg.Node) *pg.Node {
 	case "regproc", "regprocedure":
 		return pg.Cast(arg, "varchar")
 	}
-	rw.fail(unsupported("casts of text to %s are not supported by mink", typ))
+	rw.fail(pgwire.Errorf(pgwire.CodeFeatureNotSupported, "casts of text to %s are not supported by mink", typ))
 	return nil
 }
 
@@ -679,7 +699,7 @@ func parseQualifiedName(s string) ([]string, error) {
 			}
 		}
 	}
-	return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid name syntax: %q", s)
+	return nil, pgwire.Errorf(pgwire.CodeInvalidTextRepresentation, "invalid name syntax: %q", s)
 }
 
 // aExpr rewrites PostgreSQL's regular expression operators, which search

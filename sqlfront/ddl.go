@@ -107,6 +107,7 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 	}
 	spec := catalog.TableSpec{Name: name, Options: map[string]string{}}
 	var defaults []string // SQL default expressions, "" for none, by column
+	likePKs := 0          // primary keys copied by LIKE … INCLUDING INDEXES
 	for _, elt := range cs.TableElts {
 		switch e := elt.Node.(type) {
 		case *pg.Node_ColumnDef:
@@ -128,10 +129,18 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 				spec.PrimaryKey = append(spec.PrimaryKey, k.GetString_().Sval)
 			}
 		case *pg.Node_TableLikeClause:
-			return nil, unsupported("CREATE TABLE … LIKE is not supported")
+			cols, defs, pk, err := s.likeColumns(e.TableLikeClause)
+			if err != nil {
+				return nil, err
+			}
+			spec.Columns, defaults = append(spec.Columns, cols...), append(defaults, defs...)
+			if len(pk) > 0 {
+				likePKs++
+				spec.PrimaryKey = append(spec.PrimaryKey, pk...)
+			}
 		}
 	}
-	pkDefs := 0
+	pkDefs := likePKs
 	for _, elt := range cs.TableElts {
 		if cd := elt.GetColumnDef(); cd != nil {
 			for _, c := range cd.Constraints {

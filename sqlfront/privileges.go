@@ -114,6 +114,8 @@ func statementNeeds(node *pg.Node) []tableNeed {
 		if q := x.ExplainStmt.Query; q != nil {
 			return statementNeeds(q)
 		}
+	case *pg.Node_CreateTableAsStmt:
+		n.reads(x.CreateTableAsStmt.Query)
 	case *pg.Node_InsertStmt:
 		in := x.InsertStmt
 		n.reads(in.SelectStmt)

@@ -222,3 +222,38 @@ func TestCurrentUserInStatements(t *testing.T) {
 		t.Fatalf("got %v, %v; want alice/alice/1 alice/alice/2", got, rows.Err())
 	}
 }
+
+// CREATE TABLE … AS, SELECT … INTO and LIKE read their source: a role
+// without SELECT on it is refused (42501) and no table is left; with the
+// grant, the role owns the new table.
+func TestCreateTableAsPrivileges(t *testing.T) {
+	n := startWithPassword(t, "root pw")
+	admin, err := as(t, n, "mink", "root pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin,
+		"CREATE TABLE secret (id int, v text)",
+		"INSERT INTO secret VALUES (1, 'x')",
+		"CREATE ROLE alice LOGIN PASSWORD 'a pw'")
+	alice, err := as(t, n, "alice", "a pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, alice, "CREATE TABLE copy1 AS SELECT * FROM secret", "42501", "permission denied for table secret")
+	wantState(t, alice, "SELECT * INTO copy2 FROM secret", "42501", "permission denied for table secret")
+	wantState(t, alice, "CREATE TABLE copy3 (LIKE secret)", "42501", "permission denied for table secret")
+	for _, name := range []string{"copy1", "copy2", "copy3"} {
+		wantState(t, admin, "SELECT * FROM "+name, "42P01", "")
+	}
+	mustExec(t, admin, "GRANT SELECT ON secret TO alice")
+	mustExec(t, alice, "CREATE TABLE copy1 AS SELECT * FROM secret", "INSERT INTO copy1 VALUES (2, 'y')")
+	var owner string
+	var rows int
+	if err := alice.QueryRow(context.Background(), "SELECT tableowner, (SELECT count(*) FROM copy1) FROM pg_tables WHERE tablename = 'copy1'").Scan(&owner, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if owner != "alice" || rows != 2 {
+		t.Errorf("copy1 is owned by %q with %d rows, want alice's with 2", owner, rows)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
 	"github.com/minkdb/mink/sqlfront/translate"
 
@@ -121,7 +123,17 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		return s.planDrop(n.DropStmt)
 	case *pg.Node_InsertStmt:
 		return s.planInsert(ctx, sql, n.InsertStmt, paramOIDs)
+	case *pg.Node_CreateTableAsStmt:
+		if n.CreateTableAsStmt.Objtype != pg.ObjectType_OBJECT_TABLE {
+			return nil, unsupported("CREATE MATERIALIZED VIEW is not supported by mink")
+		}
+		return s.planCreateTableAs(ctx, n.CreateTableAsStmt.Into, n.CreateTableAsStmt.Query, n.CreateTableAsStmt.IfNotExists)
 	case *pg.Node_SelectStmt, *pg.Node_ExplainStmt:
+		if sel := node.GetSelectStmt(); sel != nil && sel.IntoClause != nil {
+			query := proto.Clone(sel).(*pg.SelectStmt)
+			query.IntoClause = nil
+			return s.planCreateTableAs(ctx, sel.IntoClause, &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: query}}, false)
+		}
 		if sel := node.GetSelectStmt(); sel != nil && len(sel.LockingClause) > 0 {
 			return nil, unsupported("SELECT … FOR UPDATE/SHARE is not supported: mink has no row locks (in a transaction block, COMMIT fails with 40001 if a row the block updated or deleted changed meanwhile)")
 		}
@@ -173,7 +185,7 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … RENAME is not supported by mink",
 				Hint: "ALTER TABLE supports ADD COLUMN: a table's columns can be added, not dropped, retyped or renamed."}
 		}
-	case *pg.Node_CreateSchemaStmt, *pg.Node_CreateTableAsStmt, *pg.Node_IndexStmt,
+	case *pg.Node_CreateSchemaStmt, *pg.Node_IndexStmt,
 		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateFunctionStmt:
 		return nil, unsupported("%s is not supported by mink", statementName(node))
 	}

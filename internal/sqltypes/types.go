@@ -308,3 +308,41 @@ func (t Type) Len() int16 {
 	}
 	return -1
 }
+
+// FromOID returns the column type a result column described by a type OID
+// and modifier (pgwire's RowDescription fields) stores as: the type of that
+// OID with its modifier applied (varchar(n), char(n), numeric(p,s), for
+// arrays the element's). It is false for an OID no mink column has.
+func FromOID(oid uint32, typmod int32) (Type, bool) {
+	for k, o := range scalarOIDs {
+		if o == oid && Kind(k) != Unknown && o != 0 {
+			return withTypmod(Type{kind: Kind(k)}, typmod), true
+		}
+	}
+	for k, o := range arrayOIDs {
+		if o == oid && o != 0 {
+			return ArrayOf(withTypmod(Type{kind: Kind(k)}, typmod)), true
+		}
+	}
+	return Type{}, false
+}
+
+// withTypmod applies a typmod (TypMod's encoding) to a scalar type.
+func withTypmod(t Type, typmod int32) Type {
+	if typmod < varHdrSz {
+		return t
+	}
+	m := typmod - varHdrSz
+	switch t.kind {
+	case Varchar, Char:
+		if m > 0 {
+			t.length = m
+		}
+	case Numeric:
+		p, s := int(m>>16), int(m&0xffff)
+		if n, err := NumericOf(p, s); err == nil {
+			t = n
+		}
+	}
+	return t
+}

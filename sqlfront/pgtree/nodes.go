@@ -41,6 +41,9 @@ type (
 	GrantRoleStmt           = pg.GrantRoleStmt
 	GrantStmt               = pg.GrantStmt
 	InsertStmt              = pg.InsertStmt
+	IntoClause              = pg.IntoClause
+	TableLikeClause         = pg.TableLikeClause
+	CreateTableAsStmt       = pg.CreateTableAsStmt
 	Integer                 = pg.Integer
 	Node                    = pg.Node
 	Node_AArrayExpr         = pg.Node_AArrayExpr
@@ -173,7 +176,9 @@ const (
 	OnConflictAction_ONCONFLICT_NONE             = pg.OnConflictAction_ONCONFLICT_NONE
 	OnConflictAction_ONCONFLICT_NOTHING          = pg.OnConflictAction_ONCONFLICT_NOTHING
 	OnConflictAction_ONCONFLICT_UPDATE           = pg.OnConflictAction_ONCONFLICT_UPDATE
+	OverridingKind_OVERRIDING_NOT_SET            = pg.OverridingKind_OVERRIDING_NOT_SET
 	OverridingKind_OVERRIDING_SYSTEM_VALUE       = pg.OverridingKind_OVERRIDING_SYSTEM_VALUE
+	ObjectType_OBJECT_MATVIEW                    = pg.ObjectType_OBJECT_MATVIEW
 	OverridingKind_OVERRIDING_USER_VALUE         = pg.OverridingKind_OVERRIDING_USER_VALUE
 	PartitionStrategy_PARTITION_STRATEGY_LIST    = pg.PartitionStrategy_PARTITION_STRATEGY_LIST
 	RoleSpecType_ROLESPEC_CSTRING                = pg.RoleSpecType_ROLESPEC_CSTRING

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"strconv"
+
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/sqlfront/pgwire"
@@ -18,6 +20,15 @@ func ColumnNames(node *pg.Node, cols []pgwire.Column) {
 	}
 	for sel.Op != pg.SetOperation_SETOP_NONE && sel.Larg != nil {
 		sel = sel.Larg
+	}
+	if len(sel.ValuesLists) > 0 {
+		// VALUES names its columns column1, column2, … (the engine: col0, …).
+		if len(sel.ValuesLists[0].GetList().GetItems()) == len(cols) {
+			for i := range cols {
+				cols[i].Name = "column" + strconv.Itoa(i+1)
+			}
+		}
+		return
 	}
 	if len(sel.TargetList) != len(cols) {
 		return

@@ -66,3 +66,29 @@ func applySetColumnDefault(v *View, r SetColumnDefault) Outcome {
 	t.Spec.Columns[i].Default = r.Default
 	return Outcome{}
 }
+
+func applyRenameTable(v *View, r RenameTable) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "rename table %d: no such table", r.Table)
+	}
+	old := t.Spec.Name
+	switch {
+	case r.Name == "":
+		return reject(ErrInvalid, "rename %q: empty name", old)
+	case r.Name == old:
+		return Outcome{}
+	}
+	if other, ok := v.TableByName(r.Name); ok {
+		return reject(ErrExists, "rename %q to %q: table %d has that name", old, r.Name, other.ID)
+	}
+	t.Spec.Name = r.Name
+	// The topic is the table: its consumer groups go on under the new name.
+	for _, g := range v.Groups {
+		if offsets, ok := g.Offsets[old]; ok {
+			g.Offsets[r.Name] = offsets
+			delete(g.Offsets, old)
+		}
+	}
+	return Outcome{}
+}

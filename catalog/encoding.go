@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindSetClusterKey
+	maxKnownKind           = KindRenameTable
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -65,6 +65,7 @@ var kindNames = map[Kind]string{
 	KindGrantTable:           "GrantTable",
 	KindSetTableOwner:        "SetTableOwner",
 	KindSetClusterKey:        "SetClusterKey",
+	KindRenameTable:          "RenameTable",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -150,6 +151,8 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[TruncateTable](kind, body)
 	case KindSetColumnDefault:
 		return decodeRecordBody[SetColumnDefault](kind, body)
+	case KindRenameTable:
+		return decodeRecordBody[RenameTable](kind, body)
 	case KindCommitGroupOffsets:
 		return decodeRecordBody[CommitGroupOffsets](kind, body)
 	case KindDeleteGroupOffsets:

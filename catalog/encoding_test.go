@@ -210,6 +210,7 @@ func sampleRecords() []catalog.Record {
 		catalog.GrantRole{Role: 16384, Member: 16385, Revoke: true},
 		catalog.GrantTable{Tables: []catalog.TableID{12, 13}, Grantee: 16385, Privileges: catalog.PrivSelect | catalog.PrivInsert, Revoke: true},
 		catalog.SetTableOwner{Table: 12, Owner: 16385},
+		catalog.RenameTable{Table: 12, Name: "renamed"},
 		catalog.SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}
 }

@@ -49,6 +49,7 @@ const (
 	KindGrantTable           Kind = 26
 	KindSetTableOwner        Kind = 27
 	KindSetClusterKey        Kind = 28
+	KindRenameTable          Kind = 29
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -367,6 +368,18 @@ type SetColumnDefault struct {
 	Default string  `json:"default,omitempty"`
 }
 
+// RenameTable renames Table to Name (ALTER TABLE … RENAME TO). What names
+// the table by its name follows it: its relation, its Kafka topic, and the
+// consumer groups' committed offsets of that topic, which move to the new
+// name. Buckets, streams, sequences, privileges and the lake belong to the
+// table's ID and do not change. Renaming a table to its own name changes
+// nothing. Rejected with ErrNotFound for an unknown table, ErrExists when
+// another table has the name, and ErrInvalid for an empty name.
+type RenameTable struct {
+	Table TableID `json:"table"`
+	Name  string  `json:"name"`
+}
+
 // CommitGroupOffsets records the committed offsets of a Kafka consumer group
 // (OffsetCommit). A topic is a log table, by name; a partition is the index
 // of a bucket in View.TopicBuckets. Each offset replaces the group's offset of
@@ -462,5 +475,6 @@ func (AllocateSequence) Kind() Kind     { return KindAllocateSequence }
 func (AddColumn) Kind() Kind            { return KindAddColumn }
 func (TruncateTable) Kind() Kind        { return KindTruncateTable }
 func (SetColumnDefault) Kind() Kind     { return KindSetColumnDefault }
+func (RenameTable) Kind() Kind          { return KindRenameTable }
 func (CommitGroupOffsets) Kind() Kind   { return KindCommitGroupOffsets }
 func (DeleteGroupOffsets) Kind() Kind   { return KindDeleteGroupOffsets }

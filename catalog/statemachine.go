@@ -132,6 +132,8 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyTruncateTable(v, r)
 	case SetColumnDefault:
 		return applySetColumnDefault(v, r)
+	case RenameTable:
+		return applyRenameTable(v, r)
 	case CommitGroupOffsets:
 		return applyCommitGroupOffsets(v, r)
 	case DeleteGroupOffsets:
@@ -174,7 +176,7 @@ func recordValue(rec Record) (Record, error) {
 	case RegisterNode, RegisterCoordinator, CreateTable, DropTable, CreatePartition,
 		DropPartition, LeadBucket, OpenStream, CloseStream, CommitStreamObjects,
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
-		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, CommitGroupOffsets, DeleteGroupOffsets,
+		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, RenameTable, CommitGroupOffsets, DeleteGroupOffsets,
 		CreateRole, AlterRole, DropRole, GrantRole, GrantTable, SetTableOwner, SetClusterKey:
 		return rec, nil
 	}

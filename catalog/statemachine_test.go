@@ -685,6 +685,9 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 	case catalog.KindSetTableOwner:
 		id, _ := pickTable()
 		rec = catalog.SetTableOwner{Table: id, Owner: pickRole()}
+	case catalog.KindRenameTable:
+		id, _ := pickTable()
+		rec = catalog.RenameTable{Table: id, Name: fmt.Sprintf("t%d", rng.IntN(6))}
 	case catalog.KindSetClusterKey:
 		rec = catalog.SetClusterKey{Key: bytes.Repeat([]byte{byte(rng.IntN(2))}, []int{32, 32, 32, 5}[rng.IntN(4)])}
 	}

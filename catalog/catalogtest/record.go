@@ -65,6 +65,7 @@ func parseObject(a *recordArgs, o string, stream catalog.StreamID, epoch uint64)
 //	grant-role role=16384 member=16385 [revoke=true]
 //	grant-table tables=(1, 4) grantee=16384|public privileges=(SELECT, INSERT | ALL | NONE) [revoke=true]
 //	set-table-owner table=1 owner=16384
+//	rename-table table=1 name=u
 //	set-cluster-key key=<hex>
 //
 // A column is "name type [not null] [serial | generated always | generated
@@ -204,6 +205,8 @@ func ParseRecord(line string) (catalog.Record, error) {
 			r.Column.Missing = &m
 		}
 		rec = r
+	case "rename-table":
+		rec = catalog.RenameTable{Table: catalog.TableID(a.uint("table")), Name: a.str("name")}
 	case "set-column-default":
 		rec = catalog.SetColumnDefault{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), Default: a.str("default")}
 	case "create-role":

@@ -228,7 +228,7 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 			return nil, err
 		}
 		if inBlock {
-			s.tx.created = append(s.tx.created, out.Table)
+			s.tx.undo = append(s.tx.undo, undoDDL{table: out.Table})
 		}
 		return nil, s.f.waitLeaders(ctx, out.Buckets)
 	}), nil

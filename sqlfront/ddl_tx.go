@@ -18,7 +18,8 @@ import (
 //
 //   - CREATE TABLE runs at once (other sessions see the table right away)
 //     and is undone by ROLLBACK (or ROLLBACK TO a savepoint before it) by
-//     dropping the table again;
+//     dropping the table again; ALTER TABLE … RENAME runs at once too and
+//     is undone by renaming the table back;
 //   - DROP TABLE is applied at COMMIT; until then the block's writes to
 //     the table fail with 42P01 and ROLLBACK keeps the table. A CREATE
 //     TABLE of a name the block dropped applies that drop at once, which
@@ -61,11 +62,22 @@ func (s *session) applyPendingDrop(ctx context.Context, name string) error {
 	return nil
 }
 
+// undoDDL is how ROLLBACK undoes one statement of the block that took
+// effect at once: a CREATE TABLE by dropping the table, an ALTER TABLE …
+// RENAME by renaming it back.
+type undoDDL struct {
+	table catalog.TableID
+	// renamedFrom is the name a RENAME took from the table; "" for a
+	// CREATE TABLE.
+	renamedFrom string
+}
+
 // dropInTx records DROP TABLE of t in the open block: a table the block
-// created is dropped at once, any other at COMMIT.
+// created is dropped at once (with its renames: nothing to undo), any
+// other at COMMIT.
 func (s *session) dropInTx(ctx context.Context, t *tableInfo) error {
-	if i := slices.Index(s.tx.created, t.id); i >= 0 {
-		s.tx.created = slices.Delete(s.tx.created, i, i+1)
+	if slices.Contains(s.tx.undo, undoDDL{table: t.id}) {
+		s.tx.undo = slices.DeleteFunc(s.tx.undo, func(u undoDDL) bool { return u.table == t.id })
 		return s.dropNow(ctx, t.id)
 	}
 	s.tx.dropped = append(s.tx.dropped, droppedTable{id: t.id, name: t.name})
@@ -116,15 +128,22 @@ func withoutTruncated(pending []*pendingWrite, kvs map[catalog.BucketID]*txBucke
 	return keep, kept
 }
 
-// rollbackDDL undoes the CREATE TABLEs of a block that rolled back (from
-// the savepoint's count on), newest first. A failure is logged: the table
-// stays, as if CREATE TABLE had run outside the block.
+// rollbackDDL undoes the CREATE TABLEs and renames of a block that rolled
+// back (from the savepoint's count on), newest first. A failure is
+// logged: the table stays as it is, as if the statement had run outside
+// the block.
 func (s *session) rollbackDDL(ctx context.Context, keep int) {
-	for len(s.tx.created) > keep {
-		id := s.tx.created[len(s.tx.created)-1]
-		s.tx.created = s.tx.created[:len(s.tx.created)-1]
-		if err := s.dropNow(ctx, id); err != nil {
-			s.f.cfg.Logger.Warn("rollback: could not drop a table the block created", "table", id, "err", err)
+	for len(s.tx.undo) > keep {
+		u := s.tx.undo[len(s.tx.undo)-1]
+		s.tx.undo = s.tx.undo[:len(s.tx.undo)-1]
+		if u.renamedFrom == "" {
+			if err := s.dropNow(ctx, u.table); err != nil {
+				s.f.cfg.Logger.Warn("rollback: could not drop a table the block created", "table", u.table, "err", err)
+			}
+			continue
+		}
+		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.RenameTable{Table: u.table, Name: u.renamedFrom}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			s.f.cfg.Logger.Warn("rollback: could not rename a table back", "table", u.table, "name", u.renamedFrom, "err", err)
 		}
 	}
 }
@@ -132,7 +151,7 @@ func (s *session) rollbackDDL(ctx context.Context, keep int) {
 // rollbackDDLOnClose undoes the DDL of a block left open by a closing
 // connection.
 func (s *session) rollbackDDLOnClose() {
-	if len(s.tx.created) == 0 {
+	if len(s.tx.undo) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

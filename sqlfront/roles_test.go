@@ -257,3 +257,31 @@ func TestCreateTableAsPrivileges(t *testing.T) {
 		t.Errorf("copy1 is owned by %q with %d rows, want alice's with 2", owner, rows)
 	}
 }
+
+// Only a table's owner (or a superuser) renames it; the grants on a
+// table follow it to its new name.
+func TestRenameTablePrivileges(t *testing.T) {
+	n := startWithPassword(t, "root pw")
+	admin, err := as(t, n, "mink", "root pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin,
+		"CREATE TABLE orders (id int, v text)",
+		"INSERT INTO orders VALUES (1, 'x')",
+		"CREATE ROLE bob LOGIN PASSWORD 'b pw'",
+		"GRANT SELECT ON orders TO bob")
+	bob, err := as(t, n, "bob", "b pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, bob, "ALTER TABLE orders RENAME TO mine", "42501", "must be owner of table orders")
+	mustExec(t, admin, "ALTER TABLE orders RENAME TO orders_2024")
+	var rows int
+	if err := bob.QueryRow(context.Background(), "SELECT count(*) FROM orders_2024").Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("bob reads the renamed table: %d rows, %v; want 1 row", rows, err)
+	}
+	wantState(t, bob, "INSERT INTO orders_2024 VALUES (2, 'y')", "42501", "permission denied for table orders_2024")
+	mustExec(t, admin, "ALTER TABLE orders_2024 OWNER TO bob")
+	mustExec(t, bob, "ALTER TABLE orders_2024 RENAME TO bobs")
+}

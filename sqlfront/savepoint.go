@@ -28,7 +28,7 @@ type savepoint struct {
 	tables   map[catalog.BucketID]*tableInfo
 	settings map[string]string // every setting's value
 	local    map[string]string // settings.tx.session
-	created  int               // len(tx.created)
+	undo     int               // len(tx.undo)
 	dropped  int               // len(tx.dropped)
 }
 
@@ -44,7 +44,7 @@ type txBucketState struct {
 
 func (s *session) takeSavepoint(name string) savepoint {
 	sp := savepoint{name: name, pending: len(s.tx.pending), settings: maps.Clone(s.settings.values), local: maps.Clone(s.settings.tx.session),
-		created: len(s.tx.created), dropped: len(s.tx.dropped)}
+		undo: len(s.tx.undo), dropped: len(s.tx.dropped)}
 	s.tx.kv.mu.Lock()
 	defer s.tx.kv.mu.Unlock()
 	sp.tables = maps.Clone(s.tx.kv.tables)
@@ -90,7 +90,7 @@ func (s *session) rollbackTo(ctx context.Context, sp savepoint) {
 	}
 	s.settings.tx.session = maps.Clone(sp.local)
 
-	s.rollbackDDL(ctx, min(sp.created, len(s.tx.created)))
+	s.rollbackDDL(ctx, min(sp.undo, len(s.tx.undo)))
 	s.tx.dropped = s.tx.dropped[:min(sp.dropped, len(s.tx.dropped))]
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/minkdb/mink/sqlfront/translate"
 
 	"github.com/minkdb/mink/access"
-	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
@@ -27,9 +26,10 @@ type txState struct {
 	kv txKV
 	// savepoints are the block's savepoints, oldest first (savepoint.go).
 	savepoints []savepoint
-	// created are the tables the block created, which ROLLBACK drops;
-	// dropped the tables it dropped, which COMMIT drops (ddl_tx.go).
-	created []catalog.TableID
+	// undo undoes the block's DDL that took effect at once (CREATE TABLE,
+	// RENAME), newest last; dropped are the tables it dropped, which COMMIT
+	// drops (ddl_tx.go).
+	undo    []undoDDL
 	dropped []droppedTable
 }
 
@@ -181,9 +181,12 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_ROLE {
 			return s.planRenameRole(n.RenameStmt)
 		}
-		if t := n.RenameStmt.RelationType; n.RenameStmt.RenameType == pg.ObjectType_OBJECT_TABLE || t == pg.ObjectType_OBJECT_TABLE {
-			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … RENAME is not supported by mink",
-				Hint: "ALTER TABLE supports ADD COLUMN: a table's columns can be added, not dropped, retyped or renamed."}
+		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_TABLE {
+			return s.planRenameTable(n.RenameStmt)
+		}
+		if n.RenameStmt.RelationType == pg.ObjectType_OBJECT_TABLE {
+			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … RENAME COLUMN is not supported by mink",
+				Hint: "A table can be renamed, and columns added; columns cannot be dropped, retyped or renamed."}
 		}
 	case *pg.Node_CreateSchemaStmt, *pg.Node_IndexStmt,
 		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateFunctionStmt:
@@ -360,5 +363,5 @@ func (s *session) endTx() {
 	s.tx.pending = nil
 	s.tx.kv = txKV{}
 	s.tx.savepoints = nil
-	s.tx.created, s.tx.dropped = nil, nil
+	s.tx.undo, s.tx.dropped = nil, nil
 }

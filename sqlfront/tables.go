@@ -129,10 +129,10 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 	for _, t := range tables {
 		live[t.ID] = true
 		if rt, ok := r.views[t.ID]; ok {
-			if len(rt.info.cols) == len(t.Spec.Columns) {
+			if len(rt.info.cols) == len(t.Spec.Columns) && rt.info.name == t.Spec.Name {
 				continue
 			}
-			// ALTER TABLE … ADD COLUMN: register the new columns.
+			// ALTER TABLE … ADD COLUMN or RENAME: register the table anew.
 			rt.release()
 			delete(r.views, t.ID)
 		}

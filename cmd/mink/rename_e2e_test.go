@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A rename and a CREATE TABLE … AS across a three-node cluster: a node
+// that was killed with SIGKILL before them sees the new names when it
+// comes back, every node reads the same rows under them, and a Kafka
+// consumer group that committed offsets on the old topic name goes on
+// from them under the new one.
+func TestRenameTableCluster(t *testing.T) {
+	c := newTestCluster(t, clusterOpts{})
+	c.startAll()
+	ctx := context.Background()
+	first, err := c.nodes[0].pg(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close(ctx)
+	if _, err := first.Exec(ctx, "CREATE TABLE ev (id bigint, v text) WITH (buckets = 3)"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitServed(c.nodes[0], "ev", 60*time.Second)
+	if _, err := first.Exec(ctx, "INSERT INTO ev SELECT i, 'v' || i FROM generate_series(1, 90) AS g(i)"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A consumer group reads the first 30 records of topic ev and commits.
+	group := func(topic string) *kgo.Client {
+		return kafkaClient(t, c.kafkaSeeds(c.nodes[2]), kgo.ConsumerGroup("rename-group"), kgo.ConsumeTopics(topic),
+			kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond))
+	}
+	pollCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	reader := group("ev")
+	next := map[int32]int64{}
+	for read := 0; read < 30; {
+		fs := reader.PollRecords(pollCtx, 30-read)
+		if pollCtx.Err() != nil {
+			t.Fatalf("the group read %d records of ev", read)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			read++
+			next[r.Partition] = r.Offset + 1
+		})
+	}
+	if err := reader.CommitUncommittedOffsets(pollCtx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	reader.Close()
+
+	down := c.nodes[2]
+	down.kill()
+	for _, q := range []string{
+		"ALTER TABLE ev RENAME TO ev_2024",
+		"CREATE TABLE ev AS SELECT id FROM ev_2024 WHERE id <= 10",
+	} {
+		if _, err := first.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// count is what node n answers for SELECT count(*) FROM table, or -1.
+	count := func(n *node, table string) int64 {
+		conn, err := n.pg(ctx)
+		if err != nil {
+			return -1
+		}
+		defer conn.Close(ctx)
+		var got int64
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&got); err != nil {
+			return -1
+		}
+		return got
+	}
+	waitFor(t, 30*time.Second, "node 2 reads both tables under their new names", func() bool {
+		return count(c.nodes[1], "ev_2024") == 90 && count(c.nodes[1], "ev") == 10
+	})
+	c.restart(down)
+	down.waitHealthy()
+	waitFor(t, 60*time.Second, "the restarted node 3 reads both tables under their new names", func() bool {
+		return count(down, "ev_2024") == 90 && count(down, "ev") == 10
+	})
+	conn, err := down.pg(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var sum int64
+	if err := conn.QueryRow(ctx, "SELECT sum(id) FROM ev_2024 WHERE v = 'v' || id").Scan(&sum); err != nil || sum != 90*91/2 {
+		t.Fatalf("node 3: sum of ev_2024's ids %d, %v; want %d", sum, err, 90*91/2)
+	}
+
+	// The group goes on under the new topic name from its commits.
+	reader = group("ev_2024")
+	defer reader.Close()
+	firstSeen := map[int32]int64{}
+	rest := 0
+	for rest < 60 {
+		fs := reader.PollFetches(pollCtx)
+		if pollCtx.Err() != nil {
+			t.Fatalf("the group read %d of the 60 records after its commit under the new name", rest)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			rest++
+			if _, ok := firstSeen[r.Partition]; !ok {
+				firstSeen[r.Partition] = r.Offset
+			}
+		})
+	}
+	for p, off := range next {
+		if firstSeen[p] != off {
+			t.Errorf("partition %d resumed at offset %d, want the committed %d", p, firstSeen[p], off)
+		}
+	}
+	if rest != 60 {
+		t.Errorf("read %d records after the commit, want 60", rest)
+	}
+}

@@ -593,6 +593,9 @@ func (s *session) evalConstants(ctx context.Context, what string, typ sqltypes.T
 }
 
 func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
+	if d.RemoveType == pg.ObjectType_OBJECT_VIEW {
+		return s.planDropView(d)
+	}
 	if d.RemoveType != pg.ObjectType_OBJECT_TABLE {
 		return nil, unsupported("DROP %s is not supported", strings.TrimPrefix(d.RemoveType.String(), "OBJECT_"))
 	}

@@ -188,7 +188,9 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … RENAME COLUMN is not supported by mink",
 				Hint: "A table can be renamed, and columns added; columns cannot be dropped, retyped or renamed."}
 		}
-	case *pg.Node_CreateSchemaStmt, *pg.Node_IndexStmt,
+	case *pg.Node_CreateSchemaStmt:
+		return s.planCreateSchema(n.CreateSchemaStmt)
+	case *pg.Node_IndexStmt,
 		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateFunctionStmt:
 		return nil, unsupported("%s is not supported by mink", statementName(node))
 	}

@@ -36,6 +36,7 @@ type (
 	DiscardStmt             = pg.DiscardStmt
 	DropRoleStmt            = pg.DropRoleStmt
 	DropStmt                = pg.DropStmt
+	CreateSchemaStmt        = pg.CreateSchemaStmt
 	Float                   = pg.Float
 	FuncCall                = pg.FuncCall
 	GrantRoleStmt           = pg.GrantRoleStmt
@@ -179,6 +180,7 @@ const (
 	OverridingKind_OVERRIDING_NOT_SET            = pg.OverridingKind_OVERRIDING_NOT_SET
 	OverridingKind_OVERRIDING_SYSTEM_VALUE       = pg.OverridingKind_OVERRIDING_SYSTEM_VALUE
 	ObjectType_OBJECT_MATVIEW                    = pg.ObjectType_OBJECT_MATVIEW
+	ObjectType_OBJECT_VIEW                       = pg.ObjectType_OBJECT_VIEW
 	OverridingKind_OVERRIDING_USER_VALUE         = pg.OverridingKind_OVERRIDING_USER_VALUE
 	PartitionStrategy_PARTITION_STRATEGY_LIST    = pg.PartitionStrategy_PARTITION_STRATEGY_LIST
 	RoleSpecType_ROLESPEC_CSTRING                = pg.RoleSpecType_ROLESPEC_CSTRING

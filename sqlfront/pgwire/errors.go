@@ -40,6 +40,8 @@ const (
 	CodeDuplicateCursor                   = "42P03"
 	CodeDuplicatePreparedStatement        = "42P05"
 	CodeDuplicateTable                    = "42P07"
+	CodeDuplicateSchema                   = "42P06"
+	CodeWrongObjectType                   = "42809"
 	CodeDuplicateObject                   = "42710"
 	CodeAmbiguousColumn                   = "42702"
 	CodeDatatypeMismatch                  = "42804"

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"slices"
 	"strings"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
@@ -201,6 +202,17 @@ func renameColumns(rel *relScope, colnames []*pg.Node) {
 			rel.names[i] = c.GetString_().GetSval()
 		}
 	}
+}
+
+// hasRelation reports whether a relation of the scope is called name.
+func (sc *fromScope) hasRelation(name string) bool {
+	return slices.ContainsFunc(sc.rels, func(r relScope) bool { return r.alias == name })
+}
+
+// hasColumn reports whether a relation of the scope is known to have a
+// column called name.
+func (sc *fromScope) hasColumn(name string) bool {
+	return slices.ContainsFunc(sc.rels, func(r relScope) bool { return slices.Contains(r.names, name) })
 }
 
 // star expands * or alias.*.

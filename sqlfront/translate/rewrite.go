@@ -280,6 +280,7 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 			rw.changed = true
 		}
 	}
+	rw.groupByResultColumns(sel, scope)
 	for _, list := range [][]*pg.Node{sel.TargetList, sel.GroupClause, sel.SortClause, sel.WindowClause, sel.DistinctClause} {
 		for _, n := range list {
 			rw.node(n, scope)
@@ -290,6 +291,37 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 	}
 	for _, vl := range sel.ValuesLists {
 		rw.node(vl, scope)
+	}
+}
+
+// groupByResultColumns replaces a GROUP BY item that is a bare name of a
+// result column and also the alias of a FROM relation by the result
+// column's expression. PostgreSQL reads a bare name in GROUP BY as an input
+// column, else as a result column, never as a whole row; DuckDB reads the
+// name of a relation as its whole row (dbt's relation query groups by
+// result columns named like its FROM aliases). A relation known to have
+// a column of that name keeps the name.
+func (rw *engineRewriter) groupByResultColumns(sel *pg.SelectStmt, sc *fromScope) {
+	for _, g := range sel.GroupClause {
+		cr := g.GetColumnRef()
+		if cr == nil || len(cr.Fields) != 1 {
+			continue
+		}
+		name := cr.Fields[0].GetString_().GetSval()
+		if name == "" || !sc.hasRelation(name) || sc.hasColumn(name) {
+			continue
+		}
+		var target *pg.Node
+		matches := 0
+		for _, t := range sel.TargetList {
+			if rt := t.GetResTarget(); rt != nil && rt.Name == name {
+				target, matches = rt.Val, matches+1
+			}
+		}
+		if matches == 1 {
+			g.Node = proto.Clone(target).(*pg.Node).Node
+			rw.changed = true
+		}
 	}
 }
 

@@ -34,11 +34,17 @@ func (s *session) planCreateTableAs(ctx context.Context, into *pg.IntoClause, qu
 	if query.GetSelectStmt() == nil {
 		return nil, unsupported("CREATE TABLE … AS %s is not supported", statementName(query))
 	}
+	// The query is planned from its own text, where its nodes' positions
+	// point.
 	text, err := pg.Deparse(query)
 	if err != nil {
 		return nil, err
 	}
-	q, err := s.plan(ctx, text, query, nil)
+	parsed, err := pg.Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.plan(ctx, text, parsed.Stmts[0].Stmt, nil)
 	if err != nil {
 		return nil, err
 	}

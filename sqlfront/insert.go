@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
@@ -260,7 +261,9 @@ func (s *session) sourceWidth(ctx context.Context, ins *pg.InsertStmt) (int, err
 	if !star {
 		return len(sel.TargetList), nil
 	}
-	text, err := translate.Deparse(ins.SelectStmt)
+	src := proto.Clone(ins.SelectStmt).(*pg.Node)
+	translate.UnqualifyPublic(src)
+	text, err := translate.Deparse(src)
 	if err != nil {
 		return 0, err
 	}

@@ -130,11 +130,7 @@ func Query(env Env, original, sql string, node *pg.Node) (string, *pg.Node, map[
 	if len(engineKeywordUses(sql)) > 0 {
 		changed = true // deparse quotes them
 	}
-	for _, rv := range pg.RangeVars(tree) {
-		if rv.Schemaname == "public" {
-			rv.Schemaname, rv.Catalogname = "", ""
-		}
-	}
+	UnqualifyPublic(tree)
 	if !changed {
 		return sql, tree, nil
 	}
@@ -170,6 +166,17 @@ func Select(env Env, sel *pg.SelectStmt) {
 		quotients: map[int]bool{}, statementRows: sel}
 	rw.tree = &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sel}}
 	rw.node(rw.tree, &fromScope{})
+	UnqualifyPublic(rw.tree)
+}
+
+// UnqualifyPublic drops the schema (and database) of tables in public:
+// the engine knows them by their names alone.
+func UnqualifyPublic(tree *pg.Node) {
+	for _, rv := range pg.RangeVars(tree) {
+		if rv.Schemaname == "public" {
+			rv.Schemaname, rv.Catalogname = "", ""
+		}
+	}
 }
 
 // Expr applies engineRewriter to an expression outside a

@@ -85,10 +85,11 @@ func (s *session) lookupTable(rv *pg.RangeVar) (*tableInfo, error) {
 	if s.tx.status != pgwire.TxIdle && s.droppedInTx(name) {
 		return nil, errDroppedInTx(name)
 	}
-	if s.tx.status != pgwire.TxIdle && s.truncatedInTx(name) {
-		return nil, errTruncatedInTx(name)
+	t, err := s.f.lookupTableByName(name)
+	if err == nil && s.tx.status != pgwire.TxIdle && (t.isPK() || s.restartedInTx(t.id)) && s.truncatedInTx(name) {
+		return nil, errTruncatedInTx(t)
 	}
-	return s.f.lookupTableByName(name)
+	return t, err
 }
 
 func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt, error) {

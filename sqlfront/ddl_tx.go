@@ -32,6 +32,10 @@ type droppedTable struct {
 	name     string
 	truncate bool
 	restart  bool // TRUNCATE … RESTART IDENTITY
+	// pendingAt is, for a TRUNCATE, len(tx.pending) when it ran: the
+	// block's writes to the table before it are discarded, those after it
+	// are applied after it at COMMIT.
+	pendingAt int
 }
 
 // droppedInTx reports whether the open block dropped the table called name.
@@ -86,12 +90,15 @@ func (s *session) dropInTx(ctx context.Context, t *tableInfo) error {
 
 // commitDDL applies the committed block's DROP TABLEs and TRUNCATEs.
 func (s *session) commitDDL(ctx context.Context, dropped []droppedTable) error {
+	truncated := map[catalog.TableID]bool{}
 	for _, d := range dropped {
 		if d.truncate {
-			if slices.ContainsFunc(dropped, func(o droppedTable) bool { return o.id == d.id && !o.truncate }) {
-				continue // dropped anyway
+			if truncated[d.id] || slices.ContainsFunc(dropped, func(o droppedTable) bool { return o.id == d.id && !o.truncate }) {
+				continue // truncated once already, or dropped anyway
 			}
-			if err := s.truncateNow(ctx, d.id, d.name, d.restart); err != nil {
+			truncated[d.id] = true
+			restart := slices.ContainsFunc(dropped, func(o droppedTable) bool { return o.id == d.id && o.truncate && o.restart })
+			if err := s.truncateNow(ctx, d.id, d.name, restart); err != nil {
 				return err
 			}
 			continue
@@ -103,29 +110,46 @@ func (s *session) commitDDL(ctx context.Context, dropped []droppedTable) error {
 	return nil
 }
 
-// withoutTruncated returns the block's writes less those to tables the
-// block truncated (all made before the TRUNCATE, which discards them).
-func withoutTruncated(pending []*pendingWrite, kvs map[catalog.BucketID]*txBucket, kvTables map[catalog.BucketID]*tableInfo, dropped []droppedTable) ([]*pendingWrite, map[catalog.BucketID]*txBucket) {
-	truncated := func(id catalog.TableID) bool {
-		return slices.ContainsFunc(dropped, func(d droppedTable) bool { return d.truncate && d.id == id })
-	}
-	var keep []*pendingWrite
-	for _, w := range pending {
-		if !truncated(w.table.id) {
-			keep = append(keep, w)
-			continue
+// splitTruncated sorts the block's writes for COMMIT around its
+// TRUNCATEs: before are the writes to tables it did not truncate, after
+// the writes made to a table after the table's last TRUNCATE, which COMMIT
+// applies after the TRUNCATE; the writes before a TRUNCATE are discarded
+// (released). Primary-key changes to truncated tables are dropped.
+func splitTruncated(pending []*pendingWrite, kvs map[catalog.BucketID]*txBucket, kvTables map[catalog.BucketID]*tableInfo, dropped []droppedTable) (before, after []*pendingWrite, kept map[catalog.BucketID]*txBucket) {
+	for i, w := range pending {
+		at, truncated := truncatedAt(dropped, w.table.id)
+		switch {
+		case !truncated:
+			before = append(before, w)
+		case i >= at:
+			after = append(after, w)
+		default:
+			for _, r := range w.records {
+				r.Release()
+			}
 		}
-		for _, r := range w.records {
-			r.Release()
-		}
 	}
-	kept := make(map[catalog.BucketID]*txBucket, len(kvs))
+	kept = make(map[catalog.BucketID]*txBucket, len(kvs))
 	for id, b := range kvs {
-		if t := kvTables[id]; t == nil || !truncated(t.id) {
+		if t := kvTables[id]; t == nil {
+			kept[id] = b
+		} else if _, truncated := truncatedAt(dropped, t.id); !truncated {
 			kept[id] = b
 		}
 	}
-	return keep, kept
+	return before, after, kept
+}
+
+// truncatedAt returns the pendingAt of the block's last TRUNCATE of table
+// id, and whether it truncated the table.
+func truncatedAt(dropped []droppedTable, id catalog.TableID) (int, bool) {
+	at, truncated := 0, false
+	for _, d := range dropped {
+		if d.truncate && d.id == id {
+			at, truncated = max(at, d.pendingAt), true
+		}
+	}
+	return at, truncated
 }
 
 // rollbackDDL undoes the CREATE TABLEs and renames of a block that rolled

@@ -116,8 +116,14 @@ func (p *mirrorPlan) live(s *session) bool {
 }
 
 // usable reports whether the session may run the mirrored variant now: no
-// table of it has writes pending in the session's transaction block.
+// table of it has writes pending in the session's transaction block, or
+// was truncated by it.
 func (p *mirrorPlan) usable(s *session) bool {
+	for _, t := range p.tables {
+		if s.truncatedIDInTx(t.id) {
+			return false // the block reads its own writes after the TRUNCATE
+		}
+	}
 	for _, w := range s.tx.pending {
 		for _, t := range p.tables {
 			if w.table.id == t.id {

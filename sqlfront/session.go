@@ -332,16 +332,22 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			pending := s.tx.pending
 			kvs, kvTables := s.tx.kv.buckets, s.tx.kv.tables
 			dropped := s.tx.dropped
-			pending, kvs = withoutTruncated(pending, kvs, kvTables, dropped)
+			before, after, kvs := splitTruncated(pending, kvs, kvTables, dropped)
 			s.endSettingsTx(ctx, true)
 			s.endTx()
-			if err := s.applyWrites(ctx, pending); err != nil {
+			if err := s.applyWrites(ctx, before); err != nil {
+				releaseWrites(after)
 				return pgwire.Result{}, err
 			}
 			if err := s.commitPK(ctx, kvs, kvTables); err != nil {
+				releaseWrites(after)
 				return pgwire.Result{}, err
 			}
 			if err := s.commitDDL(ctx, dropped); err != nil {
+				releaseWrites(after)
+				return pgwire.Result{}, err
+			}
+			if err := s.applyWrites(ctx, after); err != nil {
 				return pgwire.Result{}, err
 			}
 			return pgwire.Result{Tag: "COMMIT"}, nil

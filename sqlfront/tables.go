@@ -223,8 +223,19 @@ func (t *tableSource) Open(ctx context.Context, columns []int) (array.RecordRead
 
 func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordReader, error) {
 	f := t.r.s.f
-	if t.r.s.tx.status != pgwire.TxIdle && t.r.s.truncatedIDInTx(t.info.id) {
-		return nil, errTruncatedInTx(t.info.name)
+	if t.r.s.tx.status != pgwire.TxIdle {
+		if at, truncated := truncatedAt(t.r.s.tx.dropped, t.info.id); truncated {
+			if t.info.isPK() {
+				return nil, errTruncatedInTx(t.info)
+			}
+			// The block's TRUNCATE: the table holds the writes after it.
+			batches, err := t.pendingBatches(columns, at)
+			if err != nil {
+				return nil, err
+			}
+			defer releaseBatches(batches)
+			return array.NewRecordReader(projectSchema(t.info.schema, columns), batches)
+		}
 	}
 	var bucketIDs []catalog.BucketID
 	filter := t.r.partitions[t.info.id]
@@ -301,20 +312,13 @@ func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordRead
 			b.Record.Release()
 		}
 	}
-	for _, w := range t.r.s.tx.pending {
-		if w.table.id == t.info.id {
-			for _, rec := range w.records {
-				wide, err := t.info.widen(rec)
-				if err != nil {
-					release()
-					lakeRdr.close()
-					return nil, err
-				}
-				batches = append(batches, project(wide, columns))
-				wide.Release()
-			}
-		}
+	own, err := t.pendingBatches(columns, 0)
+	if err != nil {
+		release()
+		lakeRdr.close()
+		return nil, err
 	}
+	batches = append(batches, own...)
 	schema := projectSchema(t.info.schema, columns)
 	rdr, err := array.NewRecordReader(schema, batches)
 	release()
@@ -323,6 +327,34 @@ func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordRead
 		return nil, err
 	}
 	return lakeRdr.then(rdr), nil
+}
+
+// pendingBatches returns the session's own writes to the table from the
+// block's pending write from on, widened to the table's columns and
+// projected to columns.
+func (t *tableSource) pendingBatches(columns []int, from int) ([]arrow.RecordBatch, error) {
+	var out []arrow.RecordBatch
+	for _, w := range t.r.s.tx.pending[min(from, len(t.r.s.tx.pending)):] {
+		if w.table.id != t.info.id {
+			continue
+		}
+		for _, rec := range w.records {
+			wide, err := t.info.widen(rec)
+			if err != nil {
+				releaseBatches(out)
+				return nil, err
+			}
+			out = append(out, project(wide, columns))
+			wide.Release()
+		}
+	}
+	return out, nil
+}
+
+func releaseBatches(batches []arrow.RecordBatch) {
+	for _, b := range batches {
+		b.Release()
+	}
 }
 
 // readBucket returns every acknowledged batch of a bucket. It waits, up to

@@ -3,6 +3,8 @@ package sqlfront
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
@@ -16,9 +18,12 @@ import (
 // RESTART IDENTITY starts the table's sequences again at 1.
 //
 // In a transaction block it takes effect at COMMIT, like DROP TABLE
-// (ddl_tx.go): the block's earlier writes to the table are discarded, and
-// the block cannot read or write the table again before COMMIT (0A000);
-// ROLLBACK, or ROLLBACK TO a savepoint before it, keeps the rows.
+// (ddl_tx.go): the block's earlier writes to the table are discarded; a
+// log table reads, in the block, as holding only the block's writes after
+// the TRUNCATE, which COMMIT applies after it (so TRUNCATE then INSERT,
+// as dbt reloads a seed, works); a primary-key table cannot be read or
+// written again before COMMIT (0A000). ROLLBACK, or ROLLBACK TO a
+// savepoint before it, keeps the rows.
 
 func (s *session) planTruncate(ts *pg.TruncateStmt) (*stmt, error) {
 	var names []string
@@ -40,14 +45,12 @@ func (s *session) planTruncate(ts *pg.TruncateStmt) (*stmt, error) {
 			if err != nil {
 				return nil, err
 			}
-			if inBlock && s.truncatedInTx(name) {
-				continue // truncated twice: once is enough
-			}
 			tables = append(tables, t)
 		}
 		if inBlock {
 			for _, t := range tables {
-				s.tx.dropped = append(s.tx.dropped, droppedTable{id: t.id, name: t.name, truncate: true, restart: ts.RestartSeqs})
+				s.tx.dropped = append(s.tx.dropped, droppedTable{id: t.id, name: t.name, truncate: true, restart: ts.RestartSeqs,
+					pendingAt: len(s.tx.pending)})
 			}
 			return nil, nil
 		}
@@ -86,18 +89,24 @@ func (s *session) truncatedInTx(name string) bool {
 
 // truncatedIDInTx is truncatedInTx by table id.
 func (s *session) truncatedIDInTx(id catalog.TableID) bool {
-	for _, d := range s.tx.dropped {
-		if d.truncate && d.id == id {
-			return true
-		}
-	}
-	return false
+	_, truncated := truncatedAt(s.tx.dropped, id)
+	return truncated
+}
+
+// restartedInTx reports whether the open block truncated table id with
+// RESTART IDENTITY.
+func (s *session) restartedInTx(id catalog.TableID) bool {
+	return slices.ContainsFunc(s.tx.dropped, func(d droppedTable) bool { return d.truncate && d.restart && d.id == id })
 }
 
 // errTruncatedInTx is the error for a statement that reads or writes a
-// table its block truncated.
-func errTruncatedInTx(name string) error {
-	return &pgwire.Error{Code: pgwire.CodeFeatureNotSupported,
-		Message: "table \"" + name + "\" was truncated in this transaction block and cannot be read or written again before COMMIT",
-		Hint:    "COMMIT the block first: mink applies TRUNCATE at COMMIT."}
+// primary-key table its block truncated, or writes a table it truncated
+// with RESTART IDENTITY (its sequences restart only at COMMIT).
+func errTruncatedInTx(t *tableInfo) error {
+	msg := fmt.Sprintf("primary-key table %q was truncated in this transaction block and cannot be read or written again before COMMIT", t.name)
+	if !t.isPK() {
+		msg = fmt.Sprintf("table %q was truncated with RESTART IDENTITY in this transaction block and cannot be written again before COMMIT", t.name)
+	}
+	return &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: msg,
+		Hint: "COMMIT the block first: mink applies TRUNCATE at COMMIT."}
 }

@@ -47,15 +47,10 @@ func (s *session) write(ctx context.Context, table *tableInfo, batches []arrow.R
 	return a.wait(ctx)
 }
 
-// applyWrites applies a committed transaction block's writes in order.
+// applyWrites applies a committed transaction block's writes in order,
+// and releases them.
 func (s *session) applyWrites(ctx context.Context, pending []*pendingWrite) error {
-	defer func() {
-		for _, w := range pending {
-			for _, r := range w.records {
-				r.Release()
-			}
-		}
-	}()
+	defer releaseWrites(pending)
 	a := s.f.newAppender()
 	for _, w := range pending {
 		for _, r := range w.records {
@@ -65,6 +60,15 @@ func (s *session) applyWrites(ctx context.Context, pending []*pendingWrite) erro
 		}
 	}
 	return a.wait(ctx)
+}
+
+// releaseWrites releases the batches of writes.
+func releaseWrites(pending []*pendingWrite) {
+	for _, w := range pending {
+		for _, r := range w.records {
+			r.Release()
+		}
+	}
 }
 
 // appender routes a statement's batches to buckets and queues them all

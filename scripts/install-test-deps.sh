@@ -69,6 +69,15 @@ if ! "$venv/bin/python" -c "import confluent_kafka, pyarrow, pyarrow.flight, sys
 	[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
 	"$venv/bin/python" -m pip install -q --disable-pip-version-check "confluent-kafka==$confluent_kafka_version" "pyarrow==$pyarrow_version"
 fi
+# dbt-postgres for cmd/mink/dbt_e2e_test.go, in a virtualenv of its own
+# (dbt pins many packages of its own).
+dbt_core_version=1.9.1
+dbt_postgres_version=1.9.0
+dbt_venv="$cache/dbt-venv"
+if ! "$dbt_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('dbt-core') != '$dbt_core_version' or m.version('dbt-postgres') != '$dbt_postgres_version')" >/dev/null 2>&1; then
+	[ -x "$dbt_venv/bin/python" ] || /usr/bin/python3 -m venv "$dbt_venv"
+	"$dbt_venv/bin/python" -m pip install -q --disable-pip-version-check "dbt-core==$dbt_core_version" "dbt-postgres==$dbt_postgres_version"
+fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	echo "install-test-deps: node and npm are missing: install Node.js 20 for test/clients/kafka_kafkajs.js" >&2
 	exit 1

@@ -546,3 +546,22 @@ func isKeyword(s string) bool { return quotedKeywords[s] }
 
 // QuotedKeywords are the keywords quote_ident quotes, sorted.
 func QuotedKeywords() []string { return slices.Sorted(maps.Keys(quotedKeywords)) }
+
+// vectorColumns are the names of the catalog columns of type int2vector
+// or oidvector (indkey, indclass, proargtypes, …).
+var vectorColumns = func() map[string]bool {
+	out := map[string]bool{}
+	for _, d := range catalogDefs {
+		for _, c := range d.cols {
+			if c.typ == 22 || c.typ == 30 {
+				out[c.name] = true
+			}
+		}
+	}
+	return out
+}()
+
+// VectorColumn reports whether name is the name of a catalog column of
+// type int2vector or oidvector, whose text form is its elements separated
+// by spaces ("1 2"); mink stores them as lists.
+func VectorColumn(name string) bool { return vectorColumns[name] }

@@ -508,10 +508,16 @@ func (rw *catalogRewriter) typeCast(tc *pg.TypeCast) *pg.Node {
 		case "oidvector":
 			rw.catalog = true
 			return pg.CastArray(tc.Arg, "uinteger")
-		case "text":
+		case "text", "varchar":
 			// x::regclass::text prints the name.
-			if inner := tc.Arg.GetTypeCast(); inner != nil {
+			if inner := tc.Arg.GetTypeCast(); inner != nil && last == "text" {
 				rw.outputCasts[inner] = true
+			}
+			// indkey::varchar is "1 2", as SQLAlchemy's index reflection
+			// reads it.
+			if cr := tc.Arg.GetColumnRef(); cr != nil && pgcatalog.VectorColumn(cr.Fields[len(cr.Fields)-1].GetString_().GetSval()) {
+				rw.catalog = true
+				return pg.Call("array_to_string", tc.Arg, pg.StringConst(" "))
 			}
 		}
 	} else {

@@ -332,10 +332,30 @@ func (rw *engineRewriter) groupByResultColumns(sel *pg.SelectStmt, sc *fromScope
 	}
 }
 
+// anyArrayCompare turns x = ANY(array) into the engine's mink_any_eq(x,
+// array), and x <> ALL(array) into its negation, with PostgreSQL's NULLs.
+// The engine reads ANY(array) as a subquery, which it cannot join on
+// outside an inner join (SQLAlchemy's index reflection joins pg_attribute
+// ON attnum = ANY(indkey)); other operators stay as they are.
+func anyArrayCompare(e *pg.A_Expr) *pg.Node {
+	if len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
+		return nil
+	}
+	op := e.Name[0].GetString_().GetSval()
+	switch {
+	case e.Kind == pg.A_Expr_Kind_AEXPR_OP_ANY && op == "=":
+		return pg.Call("mink_any_eq", e.Lexpr, e.Rexpr)
+	case e.Kind == pg.A_Expr_Kind_AEXPR_OP_ALL && op == "<>":
+		return &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR,
+			Args: []*pg.Node{pg.Call("mink_any_eq", e.Lexpr, e.Rexpr)}}}}
+	}
+	return nil
+}
+
 func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 	if e.Kind == pg.A_Expr_Kind_AEXPR_OP_ANY || e.Kind == pg.A_Expr_Kind_AEXPR_OP_ALL {
 		rw.changed = anyArrayOperand(e, sc) || rw.changed
-		return nil
+		return anyArrayCompare(e)
 	}
 	if e.Kind != pg.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
 		return nil

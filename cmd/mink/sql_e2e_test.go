@@ -161,6 +161,7 @@ func TestSQLClients(t *testing.T) {
 	t.Run("psql", func(t *testing.T) { testPsql(t, n) })
 	t.Run("psql-pk", func(t *testing.T) { testPKPsql(t, n) })
 	t.Run("psycopg2", func(t *testing.T) { testPsycopg2(t, n) })
+	t.Run("sqlalchemy", func(t *testing.T) { testSQLAlchemy(t, n) })
 	t.Run("pgjdbc", func(t *testing.T) { testPgJDBC(t, n) })
 }
 
@@ -822,6 +823,17 @@ func testPgJDBC(t *testing.T, n *node) {
 	}
 	java := requireCommand(t, "java")
 	runClient(t, java, "-cp", jar, "../../test/clients/JdbcClient.java", fmt.Sprintf("jdbc:postgresql://%s/mink?user=mink", n.pgAddr()), "jdbc_t")
+}
+
+// SQLAlchemy 1.4 (Debian's python3-sqlalchemy) through
+// test/clients/sqlalchemy_client.py: reflection of columns, keys and
+// indexes, and an ORM round trip.
+func testSQLAlchemy(t *testing.T, n *node) {
+	const python = "/usr/bin/python3"
+	if out, err := exec.Command(python, "-c", "import sqlalchemy, psycopg2").CombinedOutput(); err != nil {
+		t.Fatalf("python3-sqlalchemy is not installed (%v: %s): %s", err, out, installHint)
+	}
+	runClient(t, python, "../../test/clients/sqlalchemy_client.py", "postgresql+psycopg2://mink@"+n.pgAddr()+"/mink")
 }
 
 // runClient runs a client script; it prints "ok" or what failed.

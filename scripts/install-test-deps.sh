@@ -21,10 +21,11 @@ if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/postgresql.jar ];
 fi
 
 # Real PostgreSQL clients for the SQL end-to-end tests (cmd/mink/sql_e2e_test.go):
-# psycopg2 and SQLAlchemy for Debian's /usr/bin/python3, pgjdbc and a JDK to run it.
+# psycopg2, SQLAlchemy and pandas for Debian's /usr/bin/python3, pgjdbc and a JDK to run it.
 missing=()
 dpkg -s python3-psycopg2 >/dev/null 2>&1 || missing+=(python3-psycopg2)
 dpkg -s python3-sqlalchemy >/dev/null 2>&1 || missing+=(python3-sqlalchemy)
+dpkg -s python3-pandas >/dev/null 2>&1 || missing+=(python3-pandas)
 dpkg -s libpostgresql-jdbc-java >/dev/null 2>&1 || missing+=(libpostgresql-jdbc-java)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless) # java File.java needs the compiler
 if [ ${#missing[@]} -gt 0 ]; then

@@ -825,13 +825,13 @@ func testPgJDBC(t *testing.T, n *node) {
 	runClient(t, java, "-cp", jar, "../../test/clients/JdbcClient.java", fmt.Sprintf("jdbc:postgresql://%s/mink?user=mink", n.pgAddr()), "jdbc_t")
 }
 
-// SQLAlchemy 1.4 (Debian's python3-sqlalchemy) through
-// test/clients/sqlalchemy_client.py: reflection of columns, keys and
-// indexes, and an ORM round trip.
+// SQLAlchemy 1.4 and pandas (Debian's python3-sqlalchemy and
+// python3-pandas) through test/clients/sqlalchemy_client.py: reflection
+// of columns, keys and indexes, an ORM round trip, to_sql and read_sql.
 func testSQLAlchemy(t *testing.T, n *node) {
 	const python = "/usr/bin/python3"
-	if out, err := exec.Command(python, "-c", "import sqlalchemy, psycopg2").CombinedOutput(); err != nil {
-		t.Fatalf("python3-sqlalchemy is not installed (%v: %s): %s", err, out, installHint)
+	if out, err := exec.Command(python, "-c", "import sqlalchemy, pandas, psycopg2").CombinedOutput(); err != nil {
+		t.Fatalf("python3-sqlalchemy or python3-pandas is not installed (%v: %s): %s", err, out, installHint)
 	}
 	runClient(t, python, "../../test/clients/sqlalchemy_client.py", "postgresql+psycopg2://mink@"+n.pgAddr()+"/mink")
 }

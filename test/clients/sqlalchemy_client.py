@@ -1,19 +1,22 @@
-"""SQLAlchemy 1.4 (Debian's python3-sqlalchemy, over psycopg2) against mink,
-for cmd/mink/sql_e2e_test.go.
+"""SQLAlchemy 1.4 and pandas (Debian's python3-sqlalchemy and python3-pandas,
+over psycopg2) against mink, for cmd/mink/sql_e2e_test.go.
 
 Usage: /usr/bin/python3 sqlalchemy_client.py URL
 
 Creates two tables with SQL, reflects them (Inspector.get_columns,
 get_pk_constraint, get_indexes, get_foreign_keys, Table(autoload_with=...)),
 then maps a class onto one with the ORM, adds rows in a session, commits,
-queries them back, updates one and deletes one. Prints "ok" and exits 0, or
-prints what differed and exits 1. The tables must not exist.
+queries them back, updates one and deletes one; then pandas writes a
+DataFrame with to_sql (create, append, replace) and reads it back with
+read_sql and read_sql_table. Prints "ok" and exits 0, or prints what
+differed and exits 1. The tables must not exist.
 """
 
 import datetime
 import decimal
 import sys
 
+import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy import orm
 
@@ -79,6 +82,21 @@ def main():
         got = [(i.id, i.price) for i in session.query(Item).order_by(Item.id)]
         check("rows after update and delete", got, [(1, decimal.Decimal("0.25")), (3, decimal.Decimal("11.00"))])
         check("filter", session.query(Item).filter(Item.name.in_(["bolt", "gear"])).count(), 2)
+
+    # pandas 1.5 takes a SQLAlchemy 1.x engine, not a future one.
+    engine = sa.create_engine(sys.argv[1])
+    df = pd.DataFrame({"id": [1, 2, 3], "name": ["a", "b", None], "score": [1.5, 2.25, None],
+                       "day": pd.to_datetime(["2024-01-01", "2024-01-02", "2024-01-03"])})
+    df.to_sql("sa_frame", engine, index=False)
+    df.to_sql("sa_frame", engine, index=False, if_exists="append")
+    back = pd.read_sql("SELECT * FROM sa_frame ORDER BY id, name", engine)
+    check("frame dtypes", {k: str(v) for k, v in back.dtypes.items()},
+          {"id": "int64", "name": "object", "score": "float64", "day": "datetime64[ns]"})
+    check("frame ids", list(back["id"]), [1, 1, 2, 2, 3, 3])
+    check("frame names", list(back["name"]), ["a", "a", "b", "b", None, None])
+    check("frame days", [str(d.date()) for d in back["day"]], ["2024-01-01"] * 2 + ["2024-01-02"] * 2 + ["2024-01-03"] * 2)
+    df.to_sql("sa_frame", engine, index=False, if_exists="replace")
+    check("replaced frame", pd.read_sql_table("sa_frame", engine).shape, (3, 4))
 
     if failures:
         print("\n".join(failures))

@@ -116,6 +116,8 @@ import (
 	"flag"
 	"fmt"
 	"math/big"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -625,7 +627,12 @@ func newLogicRunner(t *testing.T, file string, mode logicMode) *logicRunner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.url = fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable&timezone=UTC", cfg.User, cfg.Host, cfg.Port, db)
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(cfg.User, cfg.Password), Host: net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
+		Path: "/" + db, RawQuery: "sslmode=disable&timezone=UTC"}
+	if cfg.Password == "" {
+		u.User = url.User(cfg.User)
+	}
+	r.url = u.String()
 	r.drop = func() {
 		admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)").ReadAll()
 		admin.Close(ctx)

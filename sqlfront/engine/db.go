@@ -180,11 +180,6 @@ var sessionSettings = []string{
 	// The divisor of x / y and x % y, which sqlfront routes through this
 	// macro: PostgreSQL raises 22012 where DuckDB returns NULL.
 	"CREATE TEMP MACRO mink_divisor(x) AS CASE WHEN x = 0 THEN error('division by zero') ELSE x END",
-	// x = ANY(a) with PostgreSQL's NULLs (NULL when nothing matches and x
-	// or an element is NULL); sqlfront calls it for = ANY and <> ALL of an
-	// array, which the engine would read as a subquery.
-	`CREATE TEMP MACRO mink_any_eq(x, a) AS CASE WHEN a IS NULL THEN NULL WHEN list_contains(a, x) THEN true
-		WHEN (x IS NULL AND len(a) > 0) OR list_count(a) < len(a) THEN NULL ELSE false END`,
 	// PostgreSQL's array_remove and three-argument array_to_string (NULL
 	// elements as n), which sqlfront calls under these names.
 	"CREATE TEMP MACRO mink_array_remove(a, x) AS list_filter(a, lambda e: e IS DISTINCT FROM x)",

@@ -332,24 +332,75 @@ func (rw *engineRewriter) groupByResultColumns(sel *pg.SelectStmt, sc *fromScope
 	}
 }
 
-// anyArrayCompare turns x = ANY(array) into the engine's mink_any_eq(x,
-// array), and x <> ALL(array) into its negation, with PostgreSQL's NULLs.
-// The engine reads ANY(array) as a subquery, which it cannot join on
-// outside an inner join (SQLAlchemy's index reflection joins pg_attribute
-// ON attnum = ANY(indkey)); other operators stay as they are.
+// anyArrayCompare turns x = ANY(array) into anyEqual's CASE, and x <>
+// ALL(array) into its negation, with PostgreSQL's NULLs. The engine reads
+// ANY(array) as a subquery, which it cannot join on outside an inner join
+// (SQLAlchemy's index reflection joins pg_attribute ON attnum =
+// ANY(indkey)); other operators stay as they are.
 func anyArrayCompare(e *pg.A_Expr) *pg.Node {
 	if len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
+		return nil
+	}
+	if hasParam(e.Lexpr) || hasParam(e.Rexpr) {
+		// id = ANY($1): the engine's own reading types $1 when it prepares
+		// the statement; the CASE form leaves the statement's result
+		// columns untyped (text).
 		return nil
 	}
 	op := e.Name[0].GetString_().GetSval()
 	switch {
 	case e.Kind == pg.A_Expr_Kind_AEXPR_OP_ANY && op == "=":
-		return pg.Call("mink_any_eq", e.Lexpr, e.Rexpr)
+		return anyEqual(e.Lexpr, e.Rexpr)
 	case e.Kind == pg.A_Expr_Kind_AEXPR_OP_ALL && op == "<>":
 		return &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_NOT_EXPR,
-			Args: []*pg.Node{pg.Call("mink_any_eq", e.Lexpr, e.Rexpr)}}}}
+			Args: []*pg.Node{anyEqual(e.Lexpr, e.Rexpr)}}}}
 	}
 	return nil
+}
+
+// hasParam reports whether a parameter ($n) is under n.
+func hasParam(n *pg.Node) bool {
+	found := false
+	pg.Visit(n, func(m *pg.Node) bool {
+		found = found || m.GetParamRef() != nil
+		return !found
+	})
+	return found
+}
+
+// anyEqualTemplate is x = ANY(a) for the engine: true when a holds x;
+// NULL when a is NULL, or nothing matches and x or an element is NULL;
+// false otherwise (an empty a too). It is written out, not a macro: the
+// engine cannot type a parameter passed to a macro when it prepares the
+// statement.
+var anyEqualTemplate = func() *pg.Node {
+	n, err := pg.ParseExpr(`CASE WHEN mink_a IS NULL THEN NULL WHEN list_contains(mink_a, mink_x) THEN true
+		WHEN (mink_x IS NULL AND len(mink_a) > 0) OR list_count(mink_a) < len(mink_a) THEN NULL ELSE false END`)
+	if err != nil {
+		panic(fmt.Sprintf("translate: anyEqualTemplate: %v", err))
+	}
+	return n
+}()
+
+// anyEqual is anyEqualTemplate for x and a.
+func anyEqual(x, a *pg.Node) *pg.Node {
+	n := proto.Clone(anyEqualTemplate).(*pg.Node)
+	pg.Visit(n, func(m *pg.Node) bool {
+		cr := m.GetColumnRef()
+		if cr == nil || len(cr.Fields) != 1 {
+			return true
+		}
+		switch cr.Fields[0].GetString_().GetSval() {
+		case "mink_x":
+			m.Node = proto.Clone(x).(*pg.Node).Node
+			return false
+		case "mink_a":
+			m.Node = proto.Clone(a).(*pg.Node).Node
+			return false
+		}
+		return true
+	})
+	return n
 }
 
 func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
 	"github.com/minkdb/mink/sqlfront/translate"
@@ -100,7 +99,7 @@ func (s *session) planCopy(ctx context.Context, cs *pg.CopyStmt) (*stmt, error) 
 					fill[i] = gen
 					continue
 				}
-				v, err := s.constantValue(ctx, c.Default, table.cols[i].Type)
+				v, err := s.constantValue(ctx, table.name, c.Default, table.cols[i].Type)
 				if err != nil {
 					return pgwire.Result{}, wrapf(toWire(err), "default of column %q", c.Name)
 				}
@@ -110,32 +109,6 @@ func (s *session) planCopy(ctx context.Context, cs *pg.CopyStmt) (*stmt, error) 
 		sink := &copySink{s: s, table: table, targets: targets, fill: fill}
 		return pgwire.Result{CopyIn: &pgwire.CopyIn{Table: table.name, Columns: cols, Options: opts, Sink: sink}}, nil
 	}}, nil
-}
-
-// constantValue evaluates a constant expression as typ, giving the Go value
-// rowsToRecord takes for a column of that type.
-func (s *session) constantValue(ctx context.Context, expr string, typ sqltypes.Type) (any, error) {
-	rows, err := s.conn.Query(ctx, "SELECT CAST("+expr+" AS "+typ.DuckDBType()+")")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("constant %s gave no row", expr)
-	}
-	v := rows.Values()[0]
-	if u, ok := v.(string); ok && typ.Kind() == sqltypes.UUID {
-		// The engine gives uuid results as text.
-		var id pgtype.UUID
-		if err := id.Scan(u); err != nil {
-			return nil, err
-		}
-		return id.Bytes, nil
-	}
-	return v, nil
 }
 
 func containsInt(xs []int, x int) bool {

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
 	"github.com/minkdb/mink/sqlfront/translate"
 
@@ -555,42 +553,6 @@ func (s *session) partitionValueOf(ctx context.Context, typ sqltypes.Type, expr 
 	}
 	defer rec.Release()
 	return routing.PartitionValue(rec.Column(0), 0)
-}
-
-// evalConstants evaluates expressions (constants, or $n of args) as typ in
-// the engine, the way a comparison with a column of typ reads them, in one
-// query, and returns them as one row of typ's Arrow form, a column per
-// expression. It is how pruning and lake filters turn the values in a
-// WHERE clause into the values stored rows are compared with; what names
-// them in conversion errors.
-func (s *session) evalConstants(ctx context.Context, what string, typ sqltypes.Type, exprs []string, args []any) (arrow.RecordBatch, error) {
-	items := make([]string, len(exprs))
-	cols := make([]sqltypes.Column, len(exprs))
-	for i, e := range exprs {
-		name := "v" + strconv.Itoa(i)
-		items[i] = "CAST(" + e + " AS " + typ.DuckDBType() + ") AS " + name
-		cols[i] = sqltypes.Column{Name: name, Type: typ}
-	}
-	query := "SELECT " + strings.Join(items, ", ")
-	rdr, err := s.conn.QueryArrow(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rdr.Release()
-	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		if rec.NumRows() == 0 {
-			continue
-		}
-		if rec.NumRows() != 1 || int(rec.NumCols()) != len(exprs) {
-			return nil, fmt.Errorf("constants query %s returned %d rows of %d columns", query, rec.NumRows(), rec.NumCols())
-		}
-		return sqltypes.Conform(what, cols, rec, nil)
-	}
-	if err := rdr.Err(); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("constants query %s returned no row", query)
 }
 
 func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {

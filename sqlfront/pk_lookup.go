@@ -312,7 +312,7 @@ func (s *session) readConstant(ctx context.Context, n *pg.Node, typ sqltypes.Typ
 	if err != nil {
 		return nil, false
 	}
-	v, err := s.constantValue(ctx, text, typ)
+	v, err := s.constantValue(ctx, "lookup", text, typ)
 	if err != nil || v == nil {
 		return nil, false
 	}

@@ -330,6 +330,9 @@ func (g *Guard) IssueToken(id Identity) (string, error) {
 	return auth.SignToken(key, auth.Claims{Role: id.Name, Expires: g.cfg.Now().Add(g.cfg.TokenTTL)})
 }
 
+// TokenTTL is how long a token from IssueToken lasts.
+func (g *Guard) TokenTTL() time.Duration { return g.cfg.TokenTTL }
+
 // ForwardToken returns a short-lived token with which this node forwards a
 // request of id to another node: the other node acts for id, no more.
 func (g *Guard) ForwardToken(id Identity) (string, error) {

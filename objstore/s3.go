@@ -63,6 +63,9 @@ type S3 struct {
 	transport *http.Transport
 	bucket    string
 	prefix    string // "" or ends in '/'
+	// endpoint and region are the ones the client uses ("" endpoint: AWS).
+	endpoint string
+	region   string
 }
 
 var _ Store = (*S3)(nil)
@@ -120,8 +123,16 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		// would log a warning per request.
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
-	return &S3{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix}, nil
+	return &S3{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix,
+		endpoint: cfg.Endpoint, region: awsCfg.Region}, nil
 }
+
+// Endpoint is the service's base URL the store uses, "" for AWS S3 itself.
+// Requests use path-style addressing (bucket in the path), always.
+func (s *S3) Endpoint() string { return s.endpoint }
+
+// Region is the region requests are signed for.
+func (s *S3) Region() string { return s.region }
 
 func (s *S3) objectKey(key string) *string { return aws.String(s.prefix + key) }
 

@@ -74,8 +74,10 @@ func (s *Server) startAdmin() error {
 }
 
 // adminHandler routes the admin API. /healthz and /metrics are open to
-// anyone who reaches the port (load balancers and Prometheus); everything
-// else, unknown paths included, answers only a superuser (admin_auth.go).
+// anyone who reaches the port (load balancers and Prometheus); /iceberg/
+// (the lake's Iceberg REST catalog, admin_iceberg.go) answers any role
+// that logs in; everything else, unknown paths included, answers only a
+// superuser (admin_auth.go).
 func (s *Server) adminHandler() http.Handler {
 	superuser := http.NewServeMux()
 	superuser.HandleFunc("GET /api/v1/cluster/status", s.handleClusterStatus)
@@ -91,6 +93,7 @@ func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/iceberg/", s.icebergHandler())
 	mux.Handle("/", s.requireSuperuser(superuser))
 	return mux
 }

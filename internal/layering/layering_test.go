@@ -30,7 +30,7 @@ var layers = [][]string{
 	// PostgreSQL's SQL in the engine's terms.
 	{"sqlfront/translate"},
 	// The front ends over buckets and the lake.
-	{"sqlfront", "server/flightsvc", "server/kafka/groups"},
+	{"sqlfront", "server/flightsvc", "server/kafka/groups", "server/icebergrest"},
 	{"server/kafka"},
 	// A node: wiring, listeners, the coordinator.
 	{"server"},

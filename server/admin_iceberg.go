@@ -18,6 +18,12 @@ import (
 // that can log in, not only superusers: a role sees and loads the tables
 // it may SELECT from, as over SQL.
 func (s *Server) icebergHandler() http.Handler {
+	if s.tiering == nil || s.tiering.tierer == nil {
+		// A node without a lake (admin-only test servers) has no catalog.
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "this node has no lake to serve an Iceberg catalog of", http.StatusServiceUnavailable)
+		})
+	}
 	h := icebergrest.NewHandler(icebergrest.Config{
 		Meta: s.cat,
 		Lake: s.tiering.tierer.Lake(),

@@ -3,7 +3,6 @@ package sqlfront
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
@@ -202,31 +201,16 @@ func (s *session) setColumnDefault(ctx context.Context, t *tableInfo, a addColum
 // missingValue evaluates a column's DEFAULT once, as the value of the rows
 // stored before the column existed; nil if it is NULL.
 func (s *session) missingValue(ctx context.Context, def string, typ sqltypes.Type) (*string, error) {
-	rdr, err := s.conn.QueryArrow(ctx, "SELECT CAST("+def+" AS "+typ.DuckDBType()+") AS v")
+	rec, err := s.evalConstants(ctx, "default", typ, []string{def}, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer rdr.Release()
-	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		if rec.NumRows() == 0 {
-			continue
-		}
-		conformed, err := sqltypes.Conform("default", []sqltypes.Column{{Name: "v", Type: typ}}, rec, nil)
-		if err != nil {
-			return nil, err
-		}
-		defer conformed.Release()
-		if conformed.Column(0).IsNull(0) {
-			return nil, nil
-		}
-		text := sqltypes.MissingText(conformed.Column(0), 0)
-		return &text, nil
+	defer rec.Release()
+	if rec.Column(0).IsNull(0) {
+		return nil, nil
 	}
-	if err := rdr.Err(); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("default %s returned no row", def)
+	text := sqltypes.MissingText(rec.Column(0), 0)
+	return &text, nil
 }
 
 // tableEmpty reports whether t has no rows (as this session sees it).

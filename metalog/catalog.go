@@ -399,6 +399,18 @@ func (c *Catalog) WaitIndex(ctx context.Context, index uint64) error {
 	}
 }
 
+// Sync returns once the view has applied every entry appended before Sync
+// was called (a linearizable read of the log's head, then WaitIndex). A
+// check that would refuse on a view that may lag, such as a privilege a
+// GRANT on another node has just given, syncs and checks again.
+func (c *Catalog) Sync(ctx context.Context) error {
+	head, err := c.log.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("metadata log head: %w", err)
+	}
+	return c.WaitIndex(ctx, head)
+}
+
 // Close stops the tail, append and snapshot goroutines and waits for them.
 // Later Proposes fail with ErrClosed; pending ones return ErrClosed, or
 // ErrUnknownOutcome if their entry may have been appended.

@@ -121,6 +121,59 @@ func TestChangedAndWaitIndex(t *testing.T) {
 	}
 }
 
+// laggingLog delays every entry its Tail delivers, as a node whose tail
+// runs behind the log does.
+type laggingLog struct {
+	metalog.Log
+	delay time.Duration
+}
+
+func (l laggingLog) Tail(ctx context.Context, from uint64, fn func(uint64, []byte) error) error {
+	return l.Log.Tail(ctx, from, func(index uint64, data []byte) error {
+		select {
+		case <-time.After(l.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return fn(index, data)
+	})
+}
+
+// TestSyncCatchesUp: a Catalog whose tail lags has not applied an entry
+// another node's Propose has returned for; Sync returns once it has.
+func TestSyncCatchesUp(t *testing.T) {
+	ctx := metalogtest.Context(t, 10*time.Second)
+	l := metalog.NewMemLog()
+	defer l.Close()
+	a := metalogtest.OpenCatalog(t, l, metalogtest.Options(0))
+	b := metalogtest.OpenCatalog(t, laggingLog{Log: l, delay: 300 * time.Millisecond}, metalogtest.Options(0))
+
+	out, err := a.Propose(ctx, catalog.RegisterNode{Node: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.AppliedIndex(); got >= out.Index {
+		t.Fatalf("the lagging catalog applied index %d at once; the test cannot tell Sync from its tail", got)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Read(func(v *catalog.View) {
+		if v.Nodes[7] == nil {
+			t.Errorf("node 7 missing after Sync (applied %d, proposed at %d)", v.Index, out.Index)
+		}
+	})
+	// Sync ends with ctx when the entry cannot arrive in time.
+	if _, err := a.Propose(ctx, catalog.RegisterNode{Node: 8}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := b.Sync(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Sync with a 20ms deadline behind a 300ms tail = %v, want deadline exceeded", err)
+	}
+}
+
 func TestAmbiguousAppend(t *testing.T) {
 	lost := errors.New("injected: response lost")
 	for _, tc := range []struct {

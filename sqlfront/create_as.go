@@ -138,12 +138,12 @@ const (
 // IDENTITY (a sequence of the new table's own), the primary key with
 // INCLUDING INDEXES. WITH options, partitioning and the bucket key are
 // not copied. defs are the columns' SQL defaults ("" for none).
-func (s *session) likeColumns(like *pg.TableLikeClause) (cols []catalog.Column, defs []string, pk []string, err error) {
+func (s *session) likeColumns(ctx context.Context, like *pg.TableLikeClause) (cols []catalog.Column, defs []string, pk []string, err error) {
 	t, err := s.lookupTable(like.Relation)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := s.checkPrivileges([]tableNeed{{table: t.name, priv: catalog.PrivSelect}}); err != nil {
+	if err := s.checkPrivileges(ctx, []tableNeed{{table: t.name, priv: catalog.PrivSelect}}); err != nil {
 		return nil, nil, nil, err
 	}
 	for _, c := range t.spec.Columns {

@@ -128,7 +128,7 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 				spec.PrimaryKey = append(spec.PrimaryKey, k.GetString_().Sval)
 			}
 		case *pg.Node_TableLikeClause:
-			cols, defs, pk, err := s.likeColumns(e.TableLikeClause)
+			cols, defs, pk, err := s.likeColumns(ctx, e.TableLikeClause)
 			if err != nil {
 				return nil, err
 			}

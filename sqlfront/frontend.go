@@ -24,6 +24,9 @@ type Metadata interface {
 	Read(fn func(v *catalog.View))
 	Changed() <-chan struct{}
 	AppliedIndex() uint64
+	// Sync returns once the view holds every entry appended before the
+	// call (metalog.Catalog.Sync).
+	Sync(ctx context.Context) error
 }
 
 // Remote is the node-to-node transport: reads and writes of buckets led by

@@ -3,6 +3,7 @@ package sqlfront
 import (
 	"context"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -222,11 +223,31 @@ func isOwnerChange(at *pg.AlterTableStmt) bool {
 }
 
 // checkPrivileges checks the session's role against what a statement
-// needs, on the current view.
-func (s *session) checkPrivileges(list []tableNeed) error {
+// needs. A refusal on this node's view is checked again once the view has
+// caught up with the metadata log's head: a GRANT committed through another
+// node holds here from the next statement, as it does in PostgreSQL.
+func (s *session) checkPrivileges(ctx context.Context, list []tableNeed) error {
 	if len(list) == 0 {
 		return nil
 	}
+	err := s.privilegesIn(list)
+	if err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if serr := s.f.cfg.Meta.Sync(ctx); serr != nil {
+		return err // the refusal on this node's view stands
+	}
+	return s.privilegesIn(list)
+}
+
+// syncTimeout bounds the catch-up of a refused privilege check: with the
+// metadata log out of reach the refusal stands after it.
+const syncTimeout = 5 * time.Second
+
+// privilegesIn is checkPrivileges on the current view.
+func (s *session) privilegesIn(list []tableNeed) error {
 	var err error
 	s.f.cfg.Meta.Read(func(v *catalog.View) {
 		role := v.Roles[s.identity.Role]
@@ -262,7 +283,7 @@ func (s *session) guarded(st *stmt, node *pg.Node) *stmt {
 	}
 	run := st.run
 	st.run = func(ctx context.Context, params []any) (pgwire.Result, error) {
-		if err := s.checkPrivileges(list); err != nil {
+		if err := s.checkPrivileges(ctx, list); err != nil {
 			return pgwire.Result{}, err
 		}
 		return run(ctx, params)

@@ -16,7 +16,7 @@ import (
 // and lake; its Kafka topic and Flight descriptor take the new name. In a
 // transaction block the rename takes effect at once, for other sessions
 // too, and ROLLBACK renames the table back (ddl_tx.go).
-func (s *session) planRenameTable(rs *pg.RenameStmt) (*stmt, error) {
+func (s *session) planRenameTable(ctx context.Context, rs *pg.RenameStmt) (*stmt, error) {
 	name, err := relName(rs.Relation)
 	if err != nil {
 		return nil, err
@@ -34,7 +34,7 @@ func (s *session) planRenameTable(rs *pg.RenameStmt) (*stmt, error) {
 			}
 			return nil, err
 		}
-		if err := s.checkPrivileges([]tableNeed{{table: t.name, owner: true}}); err != nil {
+		if err := s.checkPrivileges(ctx, []tableNeed{{table: t.name, owner: true}}); err != nil {
 			return nil, err
 		}
 		if to == t.name {

@@ -182,7 +182,7 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 			return s.planRenameRole(n.RenameStmt)
 		}
 		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_TABLE {
-			return s.planRenameTable(n.RenameStmt)
+			return s.planRenameTable(ctx, n.RenameStmt)
 		}
 		if n.RenameStmt.RelationType == pg.ObjectType_OBJECT_TABLE {
 			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … RENAME COLUMN is not supported by mink",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -107,7 +108,9 @@ func kvWriteNeed(writes []flightwire.KVWrite) need {
 }
 
 // authorize checks that the caller of ctx holds n on the table. Without a
-// Guard every call may do anything.
+// Guard every call may do anything. A refusal on this node's view is
+// checked again once the view has caught up with the metadata log's head,
+// so that a GRANT committed through another node holds here at once.
 func (s *Service) authorize(ctx context.Context, table catalog.TableID, n need) error {
 	if s.cfg.Access == nil {
 		return nil
@@ -116,6 +119,24 @@ func (s *Service) authorize(ctx context.Context, table catalog.TableID, n need) 
 	if !ok {
 		return status.Error(codes.Unauthenticated, msgNoCredentials)
 	}
+	err := s.authorizeIn(id, table, n)
+	if status.Code(err) != codes.PermissionDenied {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if s.cfg.Meta.Sync(sctx) != nil {
+		return err // the refusal on this node's view stands
+	}
+	return s.authorizeIn(id, table, n)
+}
+
+// syncTimeout bounds the catch-up of a refused check: with the metadata
+// log out of reach the refusal stands after it.
+const syncTimeout = 5 * time.Second
+
+// authorizeIn is authorize on the current view.
+func (s *Service) authorizeIn(id access.Identity, table catalog.TableID, n need) error {
 	var err error
 	s.cfg.Meta.Read(func(v *catalog.View) {
 		t := v.Tables[table]

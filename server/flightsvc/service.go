@@ -31,6 +31,9 @@ type Metadata interface {
 	Read(fn func(v *catalog.View))
 	Propose(ctx context.Context, rec catalog.Record) (catalog.Outcome, error)
 	AppliedIndex() uint64
+	// Sync returns once the view holds every entry appended before the
+	// call (metalog.Catalog.Sync).
+	Sync(ctx context.Context) error
 }
 
 // Config configures a Service.

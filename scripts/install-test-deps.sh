@@ -80,6 +80,14 @@ if ! "$dbt_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.
 	[ -x "$dbt_venv/bin/python" ] || /usr/bin/python3 -m venv "$dbt_venv"
 	"$dbt_venv/bin/python" -m pip install -q --disable-pip-version-check "dbt-core==$dbt_core_version" "dbt-postgres==$dbt_postgres_version"
 fi
+# PyIceberg for cmd/mink/iceberg_rest_e2e_test.go: it loads the lake's
+# tables by name through mink's Iceberg REST catalog.
+pyiceberg_version=0.12.0
+iceberg_venv="$cache/iceberg-venv"
+if ! "$iceberg_venv/bin/python" -c "import importlib.metadata as m, pyarrow, sys; sys.exit(m.version('pyiceberg') != '$pyiceberg_version' or pyarrow.__version__ != '$pyarrow_version')" >/dev/null 2>&1; then
+	[ -x "$iceberg_venv/bin/python" ] || /usr/bin/python3 -m venv "$iceberg_venv"
+	"$iceberg_venv/bin/python" -m pip install -q --disable-pip-version-check "pyiceberg[pyarrow]==$pyiceberg_version" "pyarrow==$pyarrow_version"
+fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	echo "install-test-deps: node and npm are missing: install Node.js 20 for test/clients/kafka_kafkajs.js" >&2
 	exit 1

@@ -106,6 +106,26 @@ func icebergGoRows(t *testing.T, cat *rest.Catalog, name string) (rows []string,
 	return arrowRowStrings(t, recs), tbl
 }
 
+// deleteManifests counts the delete manifests of tbl's current snapshot.
+func deleteManifests(t *testing.T, tbl *table.Table) int {
+	t.Helper()
+	fio, err := tbl.FS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := tbl.CurrentSnapshot().Manifests(fio)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range manifests {
+		if m.ManifestContent() != iceberg.ManifestContentData {
+			n++
+		}
+	}
+	return n
+}
+
 // pyIcebergRead is what test/clients/iceberg_read.py prints.
 type pyIcebergRead struct {
 	Namespaces []string            `json:"namespaces"`
@@ -252,6 +272,9 @@ func TestIcebergRESTCatalog(t *testing.T) {
 			}
 			if d := rowsDiff(pyRowStrings(t, py, "public."+table), want); d != "" {
 				t.Fatalf("round %d: PyIceberg read of public.%s: %s", round, table, d)
+			}
+			if k := deleteManifests(t, tbl); k != 0 {
+				t.Fatalf("round %d: public.%s has %d delete manifests; mink's lake holds only data files", round, table, k)
 			}
 			pr := py.Read["public."+table]
 			if pr.MetadataLocation != tbl.MetadataLocation() || pr.SnapshotID.String() != fmt.Sprint(tbl.CurrentSnapshot().SnapshotID) {

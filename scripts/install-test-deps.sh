@@ -88,6 +88,22 @@ if ! "$iceberg_venv/bin/python" -c "import importlib.metadata as m, pyarrow, sys
 	[ -x "$iceberg_venv/bin/python" ] || /usr/bin/python3 -m venv "$iceberg_venv"
 	"$iceberg_venv/bin/python" -m pip install -q --disable-pip-version-check "pyiceberg[pyarrow]==$pyiceberg_version" "pyarrow==$pyarrow_version"
 fi
+# Spark (pyspark, PyPI) in local mode with Iceberg's Spark runtime (Maven
+# Central) for the same test: Spark reads the lake through the catalog.
+pyspark_version=3.5.7
+iceberg_spark_jar="$cache/jars/iceberg-spark-runtime-3.5_2.12-1.10.1.jar"
+iceberg_spark_sha1=6e4f43ae82d2291fa38c7a8fc1a46fbf95e8190f
+spark_venv="$cache/spark-venv"
+if ! "$spark_venv/bin/python" -c "import pyspark, sys; sys.exit(pyspark.__version__ != '$pyspark_version')" >/dev/null 2>&1; then
+	[ -x "$spark_venv/bin/python" ] || /usr/bin/python3 -m venv "$spark_venv"
+	"$spark_venv/bin/python" -m pip install -q --disable-pip-version-check "pyspark==$pyspark_version"
+fi
+if ! echo "$iceberg_spark_sha1  $iceberg_spark_jar" | sha1sum -c --status 2>/dev/null; then
+	mkdir -p "$(dirname "$iceberg_spark_jar")"
+	curl -sSfL -o "$iceberg_spark_jar.part" "https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-spark-runtime-3.5_2.12/1.10.1/$(basename "$iceberg_spark_jar")"
+	echo "$iceberg_spark_sha1  $iceberg_spark_jar.part" | sha1sum -c --status
+	mv "$iceberg_spark_jar.part" "$iceberg_spark_jar"
+fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	echo "install-test-deps: node and npm are missing: install Node.js 20 for test/clients/kafka_kafkajs.js" >&2
 	exit 1

@@ -364,13 +364,7 @@ func (t *Tierer) rewriteGroup(ctx context.Context, ls *lakeSchema, ps *parquet.S
 		buf  bytes.Buffer
 		read int64
 	)
-	w := parquet.NewGenericWriter[any](&buf, ps,
-		parquet.Compression(&parquet.Zstd),
-		parquet.MaxRowsPerRowGroup(rowGroupRows),
-		parquet.PageBufferSize(pageBuffer),
-		parquet.DataPageStatistics(true),
-		parquet.CreatedBy("mink", "tiering", ""),
-	)
+	w := newLakeWriter(&buf, ps)
 	b, next := g[0].bucket, g[0].from
 	rows := make([]parquet.Row, 256)
 	for _, f := range g {

@@ -3,6 +3,7 @@ package tiering
 import (
 	"bytes"
 	"fmt"
+	"io"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -18,6 +19,23 @@ const (
 	rowGroupRows = 128 << 10
 	pageBuffer   = 256 << 10
 )
+
+// newLakeWriter is the writer of every lake Parquet file: zstd, row groups
+// of rowGroupRows, page statistics. Pages are version 1 and byte arrays are
+// PLAIN (parquet-go's default is DELTA_LENGTH_BYTE_ARRAY in version-2
+// pages), the layout every reader decodes: Iceberg's vectorized Spark
+// reader refuses delta-encoded strings.
+func newLakeWriter(w io.Writer, ps *parquet.Schema) *parquet.GenericWriter[any] {
+	return parquet.NewGenericWriter[any](w, ps,
+		parquet.Compression(&parquet.Zstd),
+		parquet.MaxRowsPerRowGroup(rowGroupRows),
+		parquet.PageBufferSize(pageBuffer),
+		parquet.DataPageStatistics(true),
+		parquet.DataPageVersion(1),
+		parquet.DefaultEncodingFor(parquet.ByteArray, &parquet.Plain),
+		parquet.CreatedBy("mink", "tiering", ""),
+	)
+}
 
 // fileRows is the most rows in one lake file (a variable for tests).
 var fileRows = 1 << 20
@@ -67,13 +85,7 @@ func encodeParquet(ls *lakeSchema, bucket catalog.BucketID, batches []Batch, fro
 		for i := next - b.Offset; i < n && b.Offset+i < to; i++ {
 			if w == nil {
 				buf = &bytes.Buffer{}
-				w = parquet.NewGenericWriter[any](buf, ps,
-					parquet.Compression(&parquet.Zstd),
-					parquet.MaxRowsPerRowGroup(rowGroupRows),
-					parquet.PageBufferSize(pageBuffer),
-					parquet.DataPageStatistics(true),
-					parquet.CreatedBy("mink", "tiering", ""),
-				)
+				w = newLakeWriter(buf, ps)
 			}
 			row, err := appendRow(writers, make(parquet.Row, 0, nleaves), b.Record, 0, int(i), bucket, b.Offset+i)
 			if err != nil {

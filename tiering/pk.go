@@ -409,13 +409,7 @@ func (t *Tierer) applyChanges(ctx context.Context, ls *lakeSchema, ps *parquet.S
 // encodeParquetRows writes rows (of schema ps) as one Parquet file.
 func encodeParquetRows(ps *parquet.Schema, rows []parquet.Row) ([]byte, error) {
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[any](&buf, ps,
-		parquet.Compression(&parquet.Zstd),
-		parquet.MaxRowsPerRowGroup(rowGroupRows),
-		parquet.PageBufferSize(pageBuffer),
-		parquet.DataPageStatistics(true),
-		parquet.CreatedBy("mink", "tiering", ""),
-	)
+	w := newLakeWriter(&buf, ps)
 	for len(rows) > 0 {
 		n := min(len(rows), 1024)
 		if _, err := w.WriteRows(rows[:n]); err != nil {

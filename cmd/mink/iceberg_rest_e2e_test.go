@@ -3,7 +3,8 @@ package main
 // End-to-end tests of the Iceberg REST catalog (docs/lake.md): another
 // engine finds mink's lake tables by name at http://<admin-addr>/iceberg
 // and reads exactly the rows SELECT returns, with iceberg-go's REST client
-// and PyIceberg (test/clients/iceberg_read.py).
+// PyIceberg (test/clients/iceberg_read.py) and Spark
+// (test/clients/iceberg_spark.py).
 
 import (
 	"bytes"
@@ -11,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -126,6 +128,44 @@ func deleteManifests(t *testing.T, tbl *table.Table) int {
 	return n
 }
 
+// sparkAggregate is what test/clients/iceberg_spark.py prints per table.
+type sparkAggregate struct {
+	Count  int64  `json:"count"`
+	SumID  int64  `json:"sum_id"`
+	SumN   int64  `json:"sum_n"`
+	NullsV int64  `json:"nulls_v"`
+	Error  string `json:"error"`
+}
+
+// sparkAggregates runs iceberg_spark.py against the catalog at uri.
+func sparkAggregates(t *testing.T, uri string, tables ...string) map[string]sparkAggregate {
+	t.Helper()
+	cache := kafkaClientCache(t)
+	python := filepath.Join(cache, "spark-venv", "bin", "python")
+	jar := filepath.Join(cache, "jars", "iceberg-spark-runtime-3.5_2.12-1.10.1.jar")
+	if out, err := exec.Command(python, "-c", "import pyspark").CombinedOutput(); err != nil {
+		t.Fatalf("pyspark is not installed in %s (%v: %s): %s", python, err, out, installHint)
+	}
+	if _, err := os.Stat(jar); err != nil {
+		t.Fatalf("the Iceberg Spark runtime is missing (%v): %s", err, installHint)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, python, "../../test/clients/iceberg_spark.py", uri, jar, strings.Join(tables, ","))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("iceberg_spark.py: %v\n%s", err, stderr.String())
+	}
+	out := map[string]sparkAggregate{}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("iceberg_spark.py output: %v\n%s", err, stdout.String())
+	}
+	t.Logf("Spark took %v", time.Since(start).Round(100*time.Millisecond))
+	return out
+}
+
 // pyIcebergRead is what test/clients/iceberg_read.py prints.
 type pyIcebergRead struct {
 	Namespaces []string            `json:"namespaces"`
@@ -213,6 +253,7 @@ func rowsDiff(got, want []string) string {
 // After each round iceberg-go's REST client and PyIceberg load both tables
 // by name from the node's catalog and read exactly the rows SELECT
 // returns; both see the same metadata location, and it moves every round.
+// Spark then computes the same aggregates as SELECT.
 // An untiered table answers NoSuchTable with the hint, writes are refused.
 func TestIcebergRESTCatalog(t *testing.T) {
 	dataDir := t.TempDir()
@@ -299,6 +340,24 @@ func TestIcebergRESTCatalog(t *testing.T) {
 			t.Fatalf("PyIceberg load_table of a missing table: %q", e)
 		}
 	}
+	// Spark (local mode, Iceberg's Spark runtime) finds both tables through
+	// the catalog and computes the same aggregates as SELECT.
+	spark := sparkAggregates(t, uri, "public.events", "public.kv", "public.nope")
+	for _, table := range []string{"events", "kv"} {
+		var want sparkAggregate
+		if err := conn.QueryRow(ctx, "SELECT count(*), coalesce(sum(id), 0), coalesce(sum(n), 0), count(*) FILTER (WHERE v IS NULL) FROM "+table).
+			Scan(&want.Count, &want.SumID, &want.SumN, &want.NullsV); err != nil {
+			t.Fatal(err)
+		}
+		if got := spark["public."+table]; got != want {
+			t.Fatalf("Spark's aggregates of public.%s: %+v, want %+v", table, got, want)
+		}
+		t.Logf("Spark read public.%s: %+v", table, want)
+	}
+	if e := spark["public.nope"].Error; !strings.Contains(e, "TABLE_OR_VIEW_NOT_FOUND") {
+		t.Fatalf("Spark's read of a missing table: %q", e)
+	}
+
 	// Writes are refused with the reason; reads go on.
 	sch := iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true})
 	if _, err := cat.CreateTable(ctx, table.Identifier{"public", "other"}, sch); err == nil || !strings.Contains(err.Error(), "mink is the only writer of its lake") {

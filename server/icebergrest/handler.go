@@ -81,8 +81,41 @@ func NewHandler(cfg Config) *Handler {
 	return h
 }
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A client configured with a prefix
+// (the spec's /v1/{prefix}/…) is served as one without: the catalog has
+// one warehouse.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p, ok := stripPrefix(r.URL.Path); ok {
+		r2 := *r
+		u := *r.URL
+		u.Path, u.RawPath = p, ""
+		r2.URL = &u
+		r = &r2
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// prefixedRoots are the first path segments after /v1/{prefix}/.
+var prefixedRoots = []string{"namespaces", "tables", "transactions"}
+
+// stripPrefix returns path without the {prefix} segment of
+// /v1/{prefix}/namespaces…, /v1/{prefix}/tables… and
+// /v1/{prefix}/transactions…, and whether it had one.
+func stripPrefix(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/v1/")
+	if !ok {
+		return path, false
+	}
+	prefix, tail, ok := strings.Cut(rest, "/")
+	if !ok || prefix == "" || slices.Contains(prefixedRoots, prefix) || prefix == "config" || prefix == "oauth" {
+		return path, false
+	}
+	root, _, _ := strings.Cut(tail, "/")
+	if !slices.Contains(prefixedRoots, root) {
+		return path, false
+	}
+	return "/v1/" + tail, true
+}
 
 type endpoint struct{ method, path string }
 

@@ -199,6 +199,16 @@ func TestReads(t *testing.T) {
 	if a := f.do(t, "HEAD", "/v1/namespaces/sales", ""); a.code != 404 {
 		t.Errorf("unknown namespace exists: %d", a.code)
 	}
+	// A client configured with a prefix gets the same answers.
+	if a := f.do(t, "GET", "/v1/warehouse/namespaces/public", ""); a.code != 200 || fmt.Sprint(a.body["namespace"]) != "[public]" {
+		t.Errorf("load namespace with a prefix: %d %s", a.code, a.raw)
+	}
+	if a := f.do(t, "GET", "/v1/warehouse/namespaces/public/tables/events", ""); a.code != 200 || a.body["metadata-location"] == nil {
+		t.Errorf("load table with a prefix: %d %s", a.code, a.raw)
+	}
+	if a := f.do(t, "GET", "/v1/warehouse/config", ""); a.code != 404 {
+		t.Errorf("config under a prefix: %d %s", a.code, a.raw)
+	}
 	a := f.do(t, "GET", "/v1/namespaces/public/tables", "")
 	var names []string
 	for _, id := range a.body["identifiers"].([]any) {

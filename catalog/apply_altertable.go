@@ -79,8 +79,8 @@ func applyRenameTable(v *View, r RenameTable) Outcome {
 	case r.Name == old:
 		return Outcome{}
 	}
-	if other, ok := v.TableByName(r.Name); ok {
-		return reject(ErrExists, "rename %q to %q: table %d has that name", old, r.Name, other.ID)
+	if other, ok := v.relationNamed(r.Name); ok {
+		return reject(ErrExists, "rename %q to %q: relation %d has that name", old, r.Name, other)
 	}
 	t.Spec.Name = r.Name
 	// The topic is the table: its consumer groups go on under the new name.

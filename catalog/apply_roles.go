@@ -112,6 +112,17 @@ func applyDropRole(v *View, r DropRole) Outcome {
 			}
 		}
 	}
+	for _, id := range slices.Sorted(maps.Keys(v.Views)) {
+		sv := v.Views[id]
+		if sv.Owner == r.Role {
+			return reject(ErrInUse, "%s (%q): owner of view %s", what, role.Name, sv.Spec.Name)
+		}
+		for _, a := range sv.ACL {
+			if a.Grantee == r.Role {
+				return reject(ErrInUse, "%s (%q): privileges for view %s", what, role.Name, sv.Spec.Name)
+			}
+		}
+	}
 	delete(v.Roles, r.Role)
 	for _, other := range v.Roles {
 		if i := slices.Index(other.MemberOf, r.Role); i >= 0 {
@@ -163,42 +174,56 @@ func applyGrantTable(v *View, r GrantTable) Outcome {
 		return reject(ErrNotFound, "%s: no such role", what)
 	}
 	for _, id := range r.Tables {
-		if v.Tables[id] == nil {
+		if v.Tables[id] == nil && v.Views[id] == nil {
 			return reject(ErrNotFound, "%s: no table %d", what, id)
 		}
 	}
 	for _, id := range r.Tables {
-		t := v.Tables[id]
-		i := slices.IndexFunc(t.ACL, func(a ACLItem) bool { return a.Grantee == r.Grantee })
-		switch {
-		case i >= 0 && r.Revoke:
-			t.ACL[i].Privileges &^= r.Privileges
-			if t.ACL[i].Privileges == 0 {
-				t.ACL = slices.Delete(t.ACL, i, i+1)
-			}
-		case i >= 0:
-			t.ACL[i].Privileges |= r.Privileges
-		case !r.Revoke:
-			t.ACL = append(t.ACL, ACLItem{Grantee: r.Grantee, Privileges: r.Privileges})
-			slices.SortFunc(t.ACL, func(a, b ACLItem) int { return int(a.Grantee) - int(b.Grantee) })
-		}
-		if len(t.ACL) == 0 {
-			t.ACL = nil
+		if t := v.Tables[id]; t != nil {
+			t.ACL = grantACL(t.ACL, r)
+		} else {
+			sv := v.Views[id]
+			sv.ACL = grantACL(sv.ACL, r)
 		}
 	}
 	return Outcome{}
 }
 
+// grantACL returns acl with r's grant or revoke applied.
+func grantACL(acl []ACLItem, r GrantTable) []ACLItem {
+	i := slices.IndexFunc(acl, func(a ACLItem) bool { return a.Grantee == r.Grantee })
+	switch {
+	case i >= 0 && r.Revoke:
+		acl[i].Privileges &^= r.Privileges
+		if acl[i].Privileges == 0 {
+			acl = slices.Delete(acl, i, i+1)
+		}
+	case i >= 0:
+		acl[i].Privileges |= r.Privileges
+	case !r.Revoke:
+		acl = append(acl, ACLItem{Grantee: r.Grantee, Privileges: r.Privileges})
+		slices.SortFunc(acl, func(a, b ACLItem) int { return int(a.Grantee) - int(b.Grantee) })
+	}
+	if len(acl) == 0 {
+		return nil
+	}
+	return acl
+}
+
 func applySetTableOwner(v *View, r SetTableOwner) Outcome {
 	what := fmt.Sprintf("set the owner of table %d to role %d", r.Table, r.Owner)
-	t := v.Tables[r.Table]
-	if t == nil {
+	t, sv := v.Tables[r.Table], v.Views[r.Table]
+	if t == nil && sv == nil {
 		return reject(ErrNotFound, "%s: no such table", what)
 	}
 	if v.Roles[r.Owner] == nil {
 		return reject(ErrNotFound, "%s: no such role", what)
 	}
-	t.Owner = r.Owner
+	if t != nil {
+		t.Owner = r.Owner
+	} else {
+		sv.Owner = r.Owner
+	}
 	return Outcome{}
 }
 

@@ -19,6 +19,9 @@ func applyCreateTable(v *View, r CreateTable) Outcome {
 	if t, ok := v.TableByName(spec.Name); ok {
 		return reject(ErrExists, "create table %q: table %d has that name", spec.Name, t.ID)
 	}
+	if sv, ok := v.ViewByName(spec.Name); ok {
+		return reject(ErrExists, "create table %q: view %d has that name", spec.Name, sv.ID)
+	}
 	if r.Owner != 0 && v.Roles[r.Owner] == nil {
 		return reject(ErrNotFound, "create table %q: owner role %d: no such role", spec.Name, r.Owner)
 	}
@@ -149,6 +152,9 @@ func applyDropTable(v *View, r DropTable) Outcome {
 	t := v.Tables[r.Table]
 	if t == nil {
 		return reject(ErrNotFound, "drop table %d: no such table", r.Table)
+	}
+	if readers := v.ViewsReading(t.ID); readers != nil {
+		return reject(ErrInUse, "drop table %q: view %q reads it", t.Spec.Name, v.Views[readers[0]].Spec.Name)
 	}
 	v.retireBuckets(t)
 	delete(v.Tables, t.ID)

@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindRenameTable
+	maxKnownKind           = KindRenameView
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -66,6 +66,9 @@ var kindNames = map[Kind]string{
 	KindSetTableOwner:        "SetTableOwner",
 	KindSetClusterKey:        "SetClusterKey",
 	KindRenameTable:          "RenameTable",
+	KindCreateView:           "CreateView",
+	KindDropView:             "DropView",
+	KindRenameView:           "RenameView",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -171,6 +174,12 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[SetTableOwner](kind, body)
 	case KindSetClusterKey:
 		return decodeRecordBody[SetClusterKey](kind, body)
+	case KindCreateView:
+		return decodeRecordBody[CreateView](kind, body)
+	case KindDropView:
+		return decodeRecordBody[DropView](kind, body)
+	case KindRenameView:
+		return decodeRecordBody[RenameView](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)
@@ -206,6 +215,7 @@ type viewBody struct {
 	WALTrims    []walTrim   `json:"wal_trims,omitempty"`
 	Groups      []*Group    `json:"groups,omitempty"`
 	Roles       []*Role     `json:"roles,omitempty"`
+	Views       []*SQLView  `json:"views,omitempty"`
 	NextRoleID  RoleID      `json:"next_role_id,omitempty"`
 	ClusterKey  []byte      `json:"cluster_key,omitempty"`
 }
@@ -222,6 +232,9 @@ func EncodeView(v *View) ([]byte, error) {
 	body := viewBody{Index: v.Index, NextID: v.NextID, Coordinator: v.Coordinator, NextRoleID: v.NextRoleID, ClusterKey: v.ClusterKey}
 	for _, id := range slices.Sorted(maps.Keys(v.Roles)) {
 		body.Roles = append(body.Roles, v.Roles[id])
+	}
+	for _, id := range slices.Sorted(maps.Keys(v.Views)) {
+		body.Views = append(body.Views, v.Views[id])
 	}
 	for _, id := range slices.Sorted(maps.Keys(v.Nodes)) {
 		body.Nodes = append(body.Nodes, v.Nodes[id])
@@ -272,6 +285,9 @@ func DecodeView(data []byte) (*View, error) {
 	v.Index, v.NextID, v.Coordinator = body.Index, body.NextID, body.Coordinator
 	v.NextRoleID, v.ClusterKey = body.NextRoleID, body.ClusterKey
 	if err := fillMap(v.Roles, "role", body.Roles, func(r *Role) RoleID { return r.ID }); err != nil {
+		return nil, err
+	}
+	if err := fillMap(v.Views, "view", body.Views, func(sv *SQLView) TableID { return sv.ID }); err != nil {
 		return nil, err
 	}
 	if err := fillMap(v.Nodes, "node", body.Nodes, func(n *Node) NodeID { return n.ID }); err != nil {
@@ -341,6 +357,11 @@ func normalizeDecodedView(v *View) {
 			t.Tiering.Offsets = nil
 		}
 		t.Tiering.At = t.Tiering.At.UTC()
+	}
+	for _, sv := range v.Views {
+		sv.Spec.Columns = nilIfEmpty(sv.Spec.Columns)
+		sv.Spec.Relations = nilIfEmpty(sv.Spec.Relations)
+		sv.ACL = nilIfEmpty(sv.ACL)
 	}
 	for _, b := range v.Buckets {
 		b.Snapshots = nilIfEmpty(b.Snapshots)

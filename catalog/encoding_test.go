@@ -211,6 +211,10 @@ func sampleRecords() []catalog.Record {
 		catalog.GrantTable{Tables: []catalog.TableID{12, 13}, Grantee: 16385, Privileges: catalog.PrivSelect | catalog.PrivInsert, Revoke: true},
 		catalog.SetTableOwner{Table: 12, Owner: 16385},
 		catalog.RenameTable{Table: 12, Name: "renamed"},
+		catalog.CreateView{Spec: catalog.ViewSpec{Name: "v", Columns: []catalog.ViewColumn{{Name: "id", Type: "bigint"}},
+			Query: "SELECT id FROM t", Relations: []catalog.ViewRelation{{Name: "t", ID: 1}}}, Owner: 16384, Replace: true},
+		catalog.DropView{Views: []catalog.TableID{13, 14}},
+		catalog.RenameView{View: 13, Name: "w"},
 		catalog.SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}
 }

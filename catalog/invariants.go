@@ -13,13 +13,16 @@ import (
 // view that Apply maintains. DecodeView runs it on every decoded snapshot;
 // tests run it after every record.
 func (v *View) checkInvariants() error {
-	if v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil {
+	if v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil || v.Views == nil {
 		return fmt.Errorf("a map of the view is nil")
 	}
 	if v.NextID == 0 {
 		return fmt.Errorf("next id is 0")
 	}
 	if err := v.checkRoles(); err != nil {
+		return err
+	}
+	if err := v.checkViews(); err != nil {
 		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(v.Nodes)) {

@@ -50,6 +50,9 @@ const (
 	KindSetTableOwner        Kind = 27
 	KindSetClusterKey        Kind = 28
 	KindRenameTable          Kind = 29
+	KindCreateView           Kind = 30
+	KindDropView             Kind = 31
+	KindRenameView           Kind = 32
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -145,7 +148,8 @@ type TableSpec struct {
 	Options     map[string]string `json:"options,omitempty"`
 }
 
-// CreateTable creates a table named Spec.Name. Rejected when the name exists.
+// CreateTable creates a table named Spec.Name. Rejected when a table or a
+// view has the name.
 // The outcome carries the new TableID; an unpartitioned table also gets
 // Spec.Buckets buckets (ids in the outcome), with no leader until LeadBucket.
 type CreateTable struct {
@@ -155,7 +159,8 @@ type CreateTable struct {
 	Owner RoleID `json:"owner,omitempty"`
 }
 
-// DropTable drops the table and all its partitions and buckets. Their streams
+// DropTable drops the table and all its partitions and buckets. It is
+// rejected with ErrInUse while a view reads the table (DropView first). Their streams
 // are retired: a closed stream leaves the view at once, an open one is marked
 // Retired and leaves the view when it is closed (its holder, or the node
 // taking over from a dead holder, flushes and closes it as for any bucket it
@@ -372,9 +377,10 @@ type SetColumnDefault struct {
 // the table by its name follows it: its relation, its Kafka topic, and the
 // consumer groups' committed offsets of that topic, which move to the new
 // name. Buckets, streams, sequences, privileges and the lake belong to the
-// table's ID and do not change. Renaming a table to its own name changes
-// nothing. Rejected with ErrNotFound for an unknown table, ErrExists when
-// another table has the name, and ErrInvalid for an empty name.
+// table's ID and do not change, and views that read it follow it
+// (ViewRelation.ID). Renaming a table to its own name changes nothing.
+// Rejected with ErrNotFound for an unknown table, ErrExists when another
+// table or a view has the name, and ErrInvalid for an empty name.
 type RenameTable struct {
 	Table TableID `json:"table"`
 	Name  string  `json:"name"`

@@ -135,7 +135,7 @@ type AlterRole struct {
 }
 
 // DropRole drops a role and its memberships. Rejected with ErrInUse while
-// the role owns a table or holds a privilege on one (PostgreSQL's "role
+// the role owns a table or a view or holds a privilege on one (PostgreSQL's "role
 // cannot be dropped because some objects depend on it"), and for the
 // bootstrap superuser.
 type DropRole struct {
@@ -154,7 +154,8 @@ type GrantRole struct {
 
 // GrantTable grants Privileges on Tables to Grantee (Public: every role),
 // or with Revoke takes them away. It adds to (or removes from) what the
-// grantee holds already.
+// grantee holds already. An id in Tables may be a view's (GRANT … ON a
+// view).
 type GrantTable struct {
 	Tables     []TableID  `json:"tables"`
 	Grantee    RoleID     `json:"grantee"`
@@ -162,7 +163,8 @@ type GrantTable struct {
 	Revoke     bool       `json:"revoke,omitempty"`
 }
 
-// SetTableOwner makes Owner the owner of Table (ALTER TABLE … OWNER TO).
+// SetTableOwner makes Owner the owner of Table (ALTER TABLE … OWNER TO), a
+// table or a view.
 type SetTableOwner struct {
 	Table TableID `json:"table"`
 	Owner RoleID  `json:"owner"`
@@ -241,20 +243,36 @@ func (v *View) IsMember(role, group RoleID) bool {
 // granted to it, to a role it is a member of, or to Public. A table
 // without an owner (created before roles existed) is a superuser's.
 func (v *View) TablePrivileges(role RoleID, t *Table) Privileges {
+	return v.privileges(role, t.Owner, t.ACL)
+}
+
+// privileges is what role may do on a relation owned by owner with acl.
+func (v *View) privileges(role, owner RoleID, acl []ACLItem) Privileges {
 	r := v.Roles[role]
 	if r == nil {
 		return 0
 	}
-	if r.Superuser || (t.Owner != 0 && v.IsMember(role, t.Owner)) {
+	if r.Superuser || (owner != 0 && v.IsMember(role, owner)) {
 		return PrivAll
 	}
 	var p Privileges
-	for _, a := range t.ACL {
+	for _, a := range acl {
 		if a.Grantee == Public || v.IsMember(role, a.Grantee) {
 			p |= a.Privileges
 		}
 	}
 	return p
+}
+
+// checkACL checks that acl is sorted by grantee, each once, with
+// privileges, for existing roles.
+func (v *View) checkACL(acl []ACLItem) error {
+	for i, a := range acl {
+		if (a.Grantee != Public && v.Roles[a.Grantee] == nil) || a.Privileges == 0 || (i > 0 && acl[i-1].Grantee >= a.Grantee) {
+			return fmt.Errorf("bad acl %+v", acl)
+		}
+	}
+	return nil
 }
 
 func (r *Role) clone() *Role {
@@ -289,10 +307,8 @@ func (v *View) checkRoles() error {
 		if t.Owner != 0 && v.Roles[t.Owner] == nil {
 			return fmt.Errorf("table %d: owner role %d does not exist", id, t.Owner)
 		}
-		for i, a := range t.ACL {
-			if (a.Grantee != Public && v.Roles[a.Grantee] == nil) || a.Privileges == 0 || (i > 0 && t.ACL[i-1].Grantee >= a.Grantee) {
-				return fmt.Errorf("table %d: bad acl %+v", id, t.ACL)
-			}
+		if err := v.checkACL(t.ACL); err != nil {
+			return fmt.Errorf("table %d: %w", id, err)
 		}
 	}
 	if v.ClusterKey != nil && len(v.ClusterKey) < auth.KeyLen {

@@ -32,7 +32,7 @@ type Outcome struct {
 	// coordinator epoch. LeadBucket: the new leader epoch. OpenStream: the
 	// stream epoch.
 	Epoch     uint64
-	Table     TableID     // CreateTable
+	Table     TableID     // CreateTable, CreateView (the view's id)
 	Partition PartitionID // CreatePartition
 	// Buckets: CreateTable of an unpartitioned table and CreatePartition: the
 	// new buckets, in bucket index order. The slice is the caller's.
@@ -56,6 +56,7 @@ func NewView() *View {
 		WALTrims: map[WALID]uint64{},
 		Groups:   map[string]*Group{},
 		Roles:    map[RoleID]*Role{},
+		Views:    map[TableID]*SQLView{},
 		NextID:   1,
 	}
 }
@@ -73,7 +74,7 @@ func NewView() *View {
 // rec may be a record value or a pointer to one. Apply is not safe to call
 // concurrently with any other use of v.
 func Apply(v *View, index uint64, rec Record) Outcome {
-	if v == nil || v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil {
+	if v == nil || v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil || v.Views == nil {
 		panic(fmt.Sprintf("catalog: Apply(index %d) to a view not made by NewView, DecodeView or Clone: %+v", index, v))
 	}
 	if index != v.Index+1 {
@@ -134,6 +135,12 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applySetColumnDefault(v, r)
 	case RenameTable:
 		return applyRenameTable(v, r)
+	case CreateView:
+		return applyCreateView(v, r)
+	case DropView:
+		return applyDropView(v, r)
+	case RenameView:
+		return applyRenameView(v, r)
 	case CommitGroupOffsets:
 		return applyCommitGroupOffsets(v, r)
 	case DeleteGroupOffsets:
@@ -177,7 +184,8 @@ func recordValue(rec Record) (Record, error) {
 		DropPartition, LeadBucket, OpenStream, CloseStream, CommitStreamObjects,
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
 		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, RenameTable, CommitGroupOffsets, DeleteGroupOffsets,
-		CreateRole, AlterRole, DropRole, GrantRole, GrantTable, SetTableOwner, SetClusterKey:
+		CreateRole, AlterRole, DropRole, GrantRole, GrantTable, SetTableOwner, SetClusterKey,
+		CreateView, DropView, RenameView:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)

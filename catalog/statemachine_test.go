@@ -191,6 +191,9 @@ func formatOutcome(t testing.TB, rec catalog.Record, o catalog.Outcome) string {
 			s += " buckets=" + formatBucketIDs(o.Buckets)
 			want.Buckets = o.Buckets
 		}
+	case catalog.KindCreateView:
+		s += fmt.Sprintf(" view=%d", o.Table)
+		want.Table = o.Table
 	case catalog.KindTruncateTable:
 		if o.Buckets != nil {
 			s += " buckets=" + formatBucketIDs(o.Buckets)
@@ -340,6 +343,15 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 		}
 		id := ids[rng.IntN(len(ids))]
 		return id, v.Streams[id]
+	}
+	// pickRelation is mostly a view, sometimes a table or an unknown id.
+	pickRelation := func() catalog.TableID {
+		ids := slices.Sorted(maps.Keys(v.Views))
+		if len(ids) == 0 || rng.IntN(4) == 0 {
+			id, _ := pickTable()
+			return id
+		}
+		return ids[rng.IntN(len(ids))]
 	}
 	coordEpoch := func() uint64 {
 		if likely() {
@@ -679,6 +691,9 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 		}
 		for range rng.IntN(3) {
 			id, _ := pickTable()
+			if rng.IntN(3) == 0 {
+				id = pickRelation()
+			}
 			r.Tables = append(r.Tables, id)
 		}
 		rec = r
@@ -688,6 +703,35 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 	case catalog.KindRenameTable:
 		id, _ := pickTable()
 		rec = catalog.RenameTable{Table: id, Name: fmt.Sprintf("t%d", rng.IntN(6))}
+	case catalog.KindCreateView:
+		// Names collide with tables' (t%d) and with other views'.
+		spec := catalog.ViewSpec{Name: fmt.Sprintf("%s%d", []string{"t", "v", "v"}[rng.IntN(3)], rng.IntN(6)), Query: "select 1"}
+		for i := range 1 + rng.IntN(3) {
+			spec.Columns = append(spec.Columns, catalog.ViewColumn{Name: fmt.Sprintf("c%d", i), Type: []string{"int", "text"}[rng.IntN(2)]})
+		}
+		for range rng.IntN(3) {
+			id := pickRelation()
+			spec.Relations = append(spec.Relations, catalog.ViewRelation{Name: fmt.Sprintf("r%d", id), ID: id})
+		}
+		switch rng.IntN(10) {
+		case 0:
+			spec.Query = ""
+		case 1:
+			spec.Columns = append(spec.Columns, spec.Columns[0])
+		}
+		r := catalog.CreateView{Spec: spec, Replace: rng.IntN(2) == 0}
+		if rng.IntN(2) == 0 {
+			r.Owner = pickRole()
+		}
+		rec = r
+	case catalog.KindDropView:
+		var r catalog.DropView
+		for range rng.IntN(3) {
+			r.Views = append(r.Views, pickRelation())
+		}
+		rec = r
+	case catalog.KindRenameView:
+		rec = catalog.RenameView{View: pickRelation(), Name: fmt.Sprintf("%s%d", []string{"t", "v"}[rng.IntN(2)], rng.IntN(6))}
 	case catalog.KindSetClusterKey:
 		rec = catalog.SetClusterKey{Key: bytes.Repeat([]byte{byte(rng.IntN(2))}, []int{32, 32, 32, 5}[rng.IntN(4)])}
 	}
@@ -730,7 +774,12 @@ func TestStateMachineCloneIsDeep(t *testing.T) {
 		for _, s := range v.Streams {
 			objects = objects || len(s.Objects) > 0
 		}
-		return partitions && tiering && snapshots && objects && groups && len(v.WALTrims) > 0
+		var viewACL, viewRelations bool
+		for _, sv := range v.Views {
+			viewACL = viewACL || len(sv.ACL) > 0
+			viewRelations = viewRelations || len(sv.Spec.Relations) > 0
+		}
+		return partitions && tiering && snapshots && objects && groups && len(v.WALTrims) > 0 && viewACL && viewRelations
 	}
 	for v.Index < 300 || !rich() {
 		if v.Index > 100_000 {

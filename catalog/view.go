@@ -34,6 +34,10 @@ type View struct {
 	// memory.
 	Groups map[string]*Group `json:"groups"`
 
+	// Views holds the SQL views, by id (sqlview.go). Their ids come from
+	// NextID, as tables' do.
+	Views map[TableID]*SQLView `json:"views"`
+
 	// Roles holds the roles, by id (roles.go).
 	Roles map[RoleID]*Role `json:"roles"`
 	// NextRoleID is the next role id handed out (0: BootstrapRole).
@@ -42,7 +46,7 @@ type View struct {
 	// until a node sets it.
 	ClusterKey []byte `json:"cluster_key,omitempty"`
 
-	// NextID is the next id handed out for a table, partition or bucket. Ids
+	// NextID is the next id handed out for a table, view, partition or bucket. Ids
 	// are never reused, even after a drop.
 	NextID uint64 `json:"next_id"`
 }
@@ -256,12 +260,16 @@ func (v *View) Clone() *View {
 		WALTrims:    maps.Clone(v.WALTrims),
 		Groups:      make(map[string]*Group, len(v.Groups)),
 		Roles:       make(map[RoleID]*Role, len(v.Roles)),
+		Views:       make(map[TableID]*SQLView, len(v.Views)),
 		NextID:      v.NextID,
 		NextRoleID:  v.NextRoleID,
 		ClusterKey:  slices.Clone(v.ClusterKey),
 	}
 	for id, r := range v.Roles {
 		c.Roles[id] = r.clone()
+	}
+	for id, sv := range v.Views {
+		c.Views[id] = sv.clone()
 	}
 	for name, g := range v.Groups {
 		c.Groups[name] = g.clone()

@@ -66,6 +66,9 @@ func parseObject(a *recordArgs, o string, stream catalog.StreamID, epoch uint64)
 //	grant-table tables=(1, 4) grantee=16384|public privileges=(SELECT, INSERT | ALL | NONE) [revoke=true]
 //	set-table-owner table=1 owner=16384
 //	rename-table table=1 name=u
+//	create-view name=v cols=(a bigint, b text) query=q [rels=(t=1, u=4)] [owner=16384] [replace=true]
+//	drop-view views=(7, 8)
+//	rename-view view=7 name=w
 //	set-cluster-key key=<hex>
 //
 // A column is "name type [not null] [serial | generated always | generated
@@ -207,6 +210,27 @@ func ParseRecord(line string) (catalog.Record, error) {
 		rec = r
 	case "rename-table":
 		rec = catalog.RenameTable{Table: catalog.TableID(a.uint("table")), Name: a.str("name")}
+	case "create-view":
+		spec := catalog.ViewSpec{Name: a.str("name"), Query: a.str("query")}
+		for _, c := range a.list("cols") {
+			name, typ, _ := strings.Cut(c, " ")
+			spec.Columns = append(spec.Columns, catalog.ViewColumn{Name: name, Type: typ})
+		}
+		for _, r := range a.list("rels") {
+			name, id, _ := strings.Cut(r, "=")
+			spec.Relations = append(spec.Relations, catalog.ViewRelation{Name: name, ID: catalog.TableID(mustUint(a, id))})
+		}
+		rec = catalog.CreateView{Spec: spec, Owner: catalog.RoleID(a.uint("owner")), Replace: a.bool("replace")}
+	case "drop-view":
+		var r catalog.DropView
+		for _, id := range a.list("views") {
+			if id != "" {
+				r.Views = append(r.Views, catalog.TableID(mustUint(a, id)))
+			}
+		}
+		rec = r
+	case "rename-view":
+		rec = catalog.RenameView{View: catalog.TableID(a.uint("view")), Name: a.str("name")}
 	case "set-column-default":
 		rec = catalog.SetColumnDefault{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), Default: a.str("default")}
 	case "create-role":

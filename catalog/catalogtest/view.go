@@ -111,6 +111,31 @@ func DumpView(v *catalog.View) string {
 			b.WriteString(")\n")
 		}
 	}
+	for _, id := range slices.Sorted(maps.Keys(v.Views)) {
+		sv := v.Views[id]
+		var cols, rels []string
+		for _, c := range sv.Spec.Columns {
+			cols = append(cols, c.Name+" "+c.Type)
+		}
+		for _, r := range sv.Spec.Relations {
+			rels = append(rels, fmt.Sprintf("%s=%d", r.Name, r.ID))
+		}
+		fmt.Fprintf(&b, "view %d %q cols=(%s) query=%q", sv.ID, sv.Spec.Name, strings.Join(cols, ", "), sv.Spec.Query)
+		if rels != nil {
+			fmt.Fprintf(&b, " rels=(%s)", strings.Join(rels, ", "))
+		}
+		if sv.Owner != 0 {
+			fmt.Fprintf(&b, " owner=%d", sv.Owner)
+		}
+		if sv.ACL != nil {
+			var acl []string
+			for _, a := range sv.ACL {
+				acl = append(acl, fmt.Sprintf("%s=%s", granteeName(a.Grantee), a.Privileges.Letters()))
+			}
+			fmt.Fprintf(&b, " acl=(%s)", strings.Join(acl, ", "))
+		}
+		b.WriteString("\n")
+	}
 	for _, id := range slices.Sorted(maps.Keys(v.Buckets)) {
 		bk := v.Buckets[id]
 		fmt.Fprintf(&b, "bucket %d table=%d", bk.ID, bk.Table)

@@ -577,6 +577,10 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 		var tables []*tableInfo
 		var notices []*pgwire.Error
 		for _, name := range names {
+			if s.isView(&pg.RangeVar{Relname: name}) {
+				return nil, &pgwire.Error{Code: pgwire.CodeWrongObjectType, Message: fmt.Sprintf("%q is not a table", name),
+					Hint: "Use DROP VIEW to remove a view."}
+			}
 			t, err := s.f.lookupTableByName(name)
 			if err == nil && inBlock && s.droppedInTx(name) {
 				err = errDroppedInTx(name)
@@ -591,6 +595,23 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 			ids = append(ids, t.id)
 			tables = append(tables, t)
 		}
+		// Views that read the tables: 2BP01, or with CASCADE dropped first
+		// (at once, also in a block: see views.go).
+		var views []catalog.TableID
+		var err error
+		s.f.cfg.Meta.Read(func(v *catalog.View) {
+			var more []*pgwire.Error
+			views, more, err = cascadeViews(v, "table", ids, d.Behavior == pg.DropBehavior_DROP_CASCADE)
+			notices = append(notices, more...)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(views) > 0 {
+			if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: views}); err != nil {
+				return nil, dropViewError(err)
+			}
+		}
 		if inBlock {
 			for _, t := range tables {
 				if err := s.dropInTx(ctx, t); err != nil {
@@ -601,7 +622,7 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 		}
 		for _, id := range ids {
 			if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropTable{Table: id}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
-				return nil, err
+				return nil, dropViewError(err)
 			}
 		}
 		return notices, nil

@@ -161,6 +161,15 @@ func (s *session) rollbackDDL(ctx context.Context, keep int) {
 		u := s.tx.undo[len(s.tx.undo)-1]
 		s.tx.undo = s.tx.undo[:len(s.tx.undo)-1]
 		if u.renamedFrom == "" {
+			// Views created on the table since go with it (view DDL is
+			// not undone itself: views.go).
+			var views []catalog.TableID
+			s.f.cfg.Meta.Read(func(v *catalog.View) { views = v.DependentViews(u.table) })
+			if len(views) > 0 {
+				if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: views}); err != nil {
+					s.f.cfg.Logger.Warn("rollback: could not drop the views of a table the block created", "table", u.table, "err", err)
+				}
+			}
 			if err := s.dropNow(ctx, u.table); err != nil {
 				s.f.cfg.Logger.Warn("rollback: could not drop a table the block created", "table", u.table, "err", err)
 			}

@@ -30,7 +30,9 @@ import (
 //	DROP, ALTER TABLE               ownership (or membership in the owning
 //	                                role), or SUPERUSER
 //
-// Tables named in subqueries, CTEs and joins need SELECT. A table's
+// A view needs what a table would; what the view reads is checked against
+// the view's owner (views.go), through views of views, as PostgreSQL
+// does. Tables named in subqueries, CTEs and joins need SELECT. A table's
 // changelog (t$changelog) follows its table. Names that are no table (CTE
 // names, pg_catalog relations) are left to the statement, which reports
 // 42P01 for a missing table as before.
@@ -171,7 +173,7 @@ func statementNeeds(node *pg.Node) []tableNeed {
 			n.add(r.GetRangeVar(), catalog.PrivTruncate)
 		}
 	case *pg.Node_DropStmt:
-		if x.DropStmt.RemoveType == pg.ObjectType_OBJECT_TABLE {
+		if x.DropStmt.RemoveType == pg.ObjectType_OBJECT_TABLE || x.DropStmt.RemoveType == pg.ObjectType_OBJECT_VIEW {
 			for _, obj := range x.DropStmt.Objects {
 				if rv := rangeVarOfName(obj); rv != nil {
 					n.owner(rv)
@@ -255,6 +257,21 @@ func (s *session) privilegesIn(list []tableNeed) error {
 			return
 		}
 		for _, nd := range list {
+			if sv, ok := v.ViewByName(nd.table); ok {
+				switch {
+				case nd.owner && (role == nil || sv.Owner == 0 || !v.IsMember(role.ID, sv.Owner)):
+					err = errorf(pgwire.CodeInsufficientPrivilege, "must be owner of view %s", sv.Spec.Name)
+				case nd.owner:
+				case v.ViewPrivileges(s.identity.Role, sv)&nd.priv != nd.priv:
+					err = errorf(pgwire.CodeInsufficientPrivilege, "permission denied for view %s", sv.Spec.Name)
+				default:
+					err = viewReadsAllowed(v, sv, 0)
+				}
+				if err != nil {
+					return
+				}
+				continue
+			}
 			t, ok := v.TableByName(nd.table)
 			if !ok {
 				continue

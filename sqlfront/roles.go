@@ -475,16 +475,16 @@ func (s *session) planGrant(gs *pg.GrantStmt) (*stmt, error) {
 				slices.Sort(names)
 			}
 			for _, name := range names {
-				t, ok := v.TableByName(name)
+				id, owner, kind, ok := relationOwner(v, name)
 				if !ok {
 					err = undefinedTable(name)
 					return
 				}
-				if !super && (t.Owner == 0 || !v.IsMember(s.identity.Role, t.Owner)) {
-					err = permissionDenied("permission denied for table %s", name)
+				if !super && (owner == 0 || !v.IsMember(s.identity.Role, owner)) {
+					err = permissionDenied("permission denied for %s %s", kind, name)
 					return
 				}
-				rec.Tables = append(rec.Tables, t.ID)
+				rec.Tables = append(rec.Tables, id)
 			}
 		})
 		if err != nil || len(rec.Tables) == 0 {
@@ -514,11 +514,15 @@ func (s *session) planChangeOwner(at *pg.AlterTableStmt) (*stmt, error) {
 		return nil, err
 	}
 	newOwner := at.Cmds[len(at.Cmds)-1].GetAlterTableCmd().GetNewowner()
-	return s.tagOnly("ALTER TABLE", func(ctx context.Context) error {
+	tag := "ALTER TABLE"
+	if at.Objtype == pg.ObjectType_OBJECT_VIEW {
+		tag = "ALTER VIEW"
+	}
+	return s.tagOnly(tag, func(ctx context.Context) error {
 		var rec catalog.SetTableOwner
 		var err error
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
-			t, ok := v.TableByName(name)
+			id, owner, kind, ok := relationOwner(v, name)
 			if !ok {
 				err = undefinedTable(name)
 				return
@@ -531,13 +535,13 @@ func (s *session) planChangeOwner(at *pg.AlterTableStmt) (*stmt, error) {
 				err = undefinedRole("public")
 				return
 			}
-			rec.Table = t.ID
+			rec.Table = id
 			if s.superuserIn(v) {
 				return
 			}
 			switch {
-			case t.Owner == 0 || !v.IsMember(s.identity.Role, t.Owner):
-				err = permissionDenied("must be owner of table %s", name)
+			case owner == 0 || !v.IsMember(s.identity.Role, owner):
+				err = permissionDenied("must be owner of %s %s", kind, name)
 			case !v.IsMember(s.identity.Role, rec.Owner):
 				err = permissionDenied("must be able to SET ROLE %q", ownerName)
 			}
@@ -548,4 +552,16 @@ func (s *session) planChangeOwner(at *pg.AlterTableStmt) (*stmt, error) {
 		_, err = s.f.cfg.Meta.Propose(ctx, rec)
 		return err
 	}), nil
+}
+
+// relationOwner returns the id and owner of the table or view called name,
+// and which of the two it is ("table", "view").
+func relationOwner(v *catalog.View, name string) (catalog.TableID, catalog.RoleID, string, bool) {
+	if t, ok := v.TableByName(name); ok {
+		return t.ID, t.Owner, "table", true
+	}
+	if sv, ok := v.ViewByName(name); ok {
+		return sv.ID, sv.Owner, "view", true
+	}
+	return 0, 0, "", false
 }

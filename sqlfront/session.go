@@ -108,6 +108,15 @@ func (s *session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 
 // plan turns one parsed statement into a prepared statement.
 func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (*stmt, error) {
+	if err := s.refuseViewTarget(node); err != nil {
+		return nil, err
+	}
+	if readsRelations(node) {
+		var err error
+		if node, sql, err = s.expandViews(node, sql); err != nil {
+			return nil, err
+		}
+	}
 	switch n := node.Node.(type) {
 	case *pg.Node_TransactionStmt:
 		return s.planTransaction(n.TransactionStmt)
@@ -161,7 +170,7 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		}
 		return s.planDelete(ctx, n.DeleteStmt, paramOIDs)
 	case *pg.Node_AlterTableStmt:
-		if isOwnerChange(n.AlterTableStmt) && n.AlterTableStmt.Objtype == pg.ObjectType_OBJECT_TABLE {
+		if isOwnerChange(n.AlterTableStmt) && (n.AlterTableStmt.Objtype == pg.ObjectType_OBJECT_TABLE || n.AlterTableStmt.Objtype == pg.ObjectType_OBJECT_VIEW) {
 			return s.planChangeOwner(n.AlterTableStmt)
 		}
 		return s.planAlterTable(ctx, n.AlterTableStmt)
@@ -181,7 +190,13 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_ROLE {
 			return s.planRenameRole(n.RenameStmt)
 		}
+		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_VIEW {
+			return s.planRenameView(n.RenameStmt, "ALTER VIEW")
+		}
 		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_TABLE {
+			if s.isView(n.RenameStmt.Relation) {
+				return s.planRenameView(n.RenameStmt, "ALTER TABLE")
+			}
 			return s.planRenameTable(ctx, n.RenameStmt)
 		}
 		if n.RenameStmt.RelationType == pg.ObjectType_OBJECT_TABLE {
@@ -190,8 +205,9 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		}
 	case *pg.Node_CreateSchemaStmt:
 		return s.planCreateSchema(n.CreateSchemaStmt)
-	case *pg.Node_IndexStmt,
-		*pg.Node_ViewStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateFunctionStmt:
+	case *pg.Node_ViewStmt:
+		return s.planCreateView(ctx, n.ViewStmt)
+	case *pg.Node_IndexStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateFunctionStmt:
 		return nil, unsupported("%s is not supported by mink", statementName(node))
 	}
 	return nil, unsupported("%s is not supported by mink", statementName(node))

@@ -124,6 +124,7 @@ type (
 	UpdateStmt              = pg.UpdateStmt
 	VariableSetStmt         = pg.VariableSetStmt
 	VariableShowStmt        = pg.VariableShowStmt
+	ViewStmt                = pg.ViewStmt
 )
 
 const (
@@ -135,6 +136,8 @@ const (
 	A_Expr_Kind_AEXPR_OP                         = pg.A_Expr_Kind_AEXPR_OP
 	A_Expr_Kind_AEXPR_OP_ALL                     = pg.A_Expr_Kind_AEXPR_OP_ALL
 	A_Expr_Kind_AEXPR_OP_ANY                     = pg.A_Expr_Kind_AEXPR_OP_ANY
+	DropBehavior_DROP_CASCADE                    = pg.DropBehavior_DROP_CASCADE
+	ViewCheckOption_NO_CHECK_OPTION              = pg.ViewCheckOption_NO_CHECK_OPTION
 	AlterTableType_AT_AddColumn                  = pg.AlterTableType_AT_AddColumn
 	AlterTableType_AT_AddConstraint              = pg.AlterTableType_AT_AddConstraint
 	AlterTableType_AT_AddIdentity                = pg.AlterTableType_AT_AddIdentity

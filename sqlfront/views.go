@@ -1,0 +1,588 @@
+package sqlfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
+	"github.com/minkdb/mink/sqlfront/pgwire"
+	"github.com/minkdb/mink/sqlfront/translate"
+)
+
+// Views. A view is a catalog.SQLView: its query as SQL text, its columns,
+// and the relations the query reads, by id. A statement that reads a view
+// reads its query instead (translate.ExpandViews), planned from the
+// catalog view of the statement's Prepare, on every node alike. The
+// session's role needs SELECT on the view; the view's relations are
+// checked against the view's owner (privileges.go), as in PostgreSQL.
+//
+// View DDL takes effect at once, also in a transaction block: ROLLBACK
+// does not undo it (mink's catalog has no transactions; DROP TABLE's
+// deferral in a block, ddl_tx.go, is not extended to views).
+
+// planCreateView plans CREATE [OR REPLACE] VIEW v [(cols)] AS query.
+func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, error) {
+	name, err := relName(vs.View)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case vs.View.Relpersistence == "t":
+		return nil, unsupported("temporary views are not supported by mink")
+	case len(vs.Options) > 0:
+		return nil, unsupported("CREATE VIEW … WITH (options) is not supported by mink")
+	case vs.WithCheckOption != pg.ViewCheckOption_NO_CHECK_OPTION && vs.WithCheckOption != 0:
+		return nil, unsupported("WITH CHECK OPTION is not supported by mink: its views are not updatable")
+	case vs.Query.GetSelectStmt() == nil:
+		return nil, unsupported("CREATE VIEW … AS %s is not supported", statementName(vs.Query))
+	}
+	text, err := pg.Deparse(vs.Query)
+	if err != nil {
+		return nil, err
+	}
+	// The query is planned from its own text (views in it expanded), which
+	// checks it and describes its columns.
+	parsed, err := pg.Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.plan(ctx, text, parsed.Stmts[0].Stmt, nil)
+	if err != nil {
+		return nil, err
+	}
+	q.Close()
+	if len(q.params) > 0 {
+		return nil, errorf(pgwire.CodeUndefinedParameter, "there is no parameter $1")
+	}
+	if len(vs.Aliases) > len(q.columns) {
+		return nil, errorf(pgwire.CodeSyntaxError, "CREATE VIEW specifies more column names than columns")
+	}
+	spec := catalog.ViewSpec{Name: name, Query: text}
+	seen := map[string]bool{}
+	for i, c := range q.columns {
+		col := c.Name
+		if i < len(vs.Aliases) {
+			col = vs.Aliases[i].GetString_().GetSval()
+		}
+		if seen[col] {
+			return nil, errorf(pgwire.CodeDuplicateColumn, "column %q specified more than once", col)
+		}
+		seen[col] = true
+		typ, ok := sqltypes.FromOID(c.TypeOID, c.TypeMod)
+		if !ok {
+			return nil, unsupported("column %q of the view's query has a type mink does not store (type OID %d)", col, c.TypeOID)
+		}
+		spec.Columns = append(spec.Columns, catalog.ViewColumn{Name: col, Type: typ.Name()})
+	}
+	return s.tagOnly("CREATE VIEW", func(ctx context.Context) error {
+		var err error
+		s.f.cfg.Meta.Read(func(v *catalog.View) {
+			spec.Relations, err = viewRelations(v, parsed.Stmts[0].Stmt)
+			if err == nil {
+				err = s.checkCreateView(v, spec, vs.Replace)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		_, err = s.f.cfg.Meta.Propose(ctx, catalog.CreateView{Spec: spec, Owner: s.ownerRole(), Replace: vs.Replace})
+		switch {
+		case errors.Is(err, catalog.ErrExists):
+			return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", name)
+		case errors.Is(err, catalog.ErrNotFound):
+			return errorf(pgwire.CodeUndefinedTable, "a relation the view reads was dropped meanwhile")
+		case errors.Is(err, catalog.ErrInvalid):
+			return errorf(codeInvalidTableDefinition, "cannot replace view %q: %v", name, err)
+		}
+		return err
+	}), nil
+}
+
+// checkCreateView refuses, with PostgreSQL's errors, a CREATE VIEW that the
+// catalog would reject: a name taken, a replacement that changes the view's
+// columns, or one that would make the view read itself.
+func (s *session) checkCreateView(v *catalog.View, spec catalog.ViewSpec, replace bool) error {
+	if _, ok := v.TableByName(spec.Name); ok {
+		if replace {
+			return errorf(pgwire.CodeWrongObjectType, "%q is not a view", spec.Name)
+		}
+		return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", spec.Name)
+	}
+	old, ok := v.ViewByName(spec.Name)
+	if !ok {
+		return nil
+	}
+	if !replace {
+		return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", spec.Name)
+	}
+	if !s.superuserIn(v) && (old.Owner == 0 || !v.IsMember(s.identity.Role, old.Owner)) {
+		return permissionDenied("must be owner of view %s", spec.Name)
+	}
+	if len(spec.Columns) < len(old.Spec.Columns) {
+		return errorf(codeInvalidTableDefinition, "cannot drop columns from view")
+	}
+	for i, c := range old.Spec.Columns {
+		n := spec.Columns[i]
+		if n.Name != c.Name {
+			return &pgwire.Error{Code: codeInvalidTableDefinition,
+				Message: fmt.Sprintf("cannot change name of view column %q to %q", c.Name, n.Name),
+				Hint:    "Use ALTER VIEW ... RENAME COLUMN ... to change name of view column instead."}
+		}
+		if n.Type != c.Type {
+			return errorf(codeInvalidTableDefinition, "cannot change data type of view column %q from %s to %s", c.Name, c.Type, n.Type)
+		}
+	}
+	readers := v.DependentViews(old.ID)
+	for _, r := range spec.Relations {
+		if r.ID == old.ID || containsID(readers, r.ID) {
+			// PostgreSQL accepts the view and fails every read of it.
+			return errorf(codeInvalidObjectDefinition, "infinite recursion detected in rules for relation %q", spec.Name)
+		}
+	}
+	return nil
+}
+
+func containsID(ids []catalog.TableID, id catalog.TableID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// viewRelations returns the tables and views query reads, as a view
+// stores them; 42P01 for a name that is neither.
+func viewRelations(v *catalog.View, query *pg.Node) ([]catalog.ViewRelation, error) {
+	ctes := cteNames(query)
+	var rels []catalog.ViewRelation
+	seen := map[string]bool{}
+	for _, rv := range pg.RangeVars(query) {
+		if !readsRelation(rv, ctes) || seen[rv.Relname] {
+			continue
+		}
+		seen[rv.Relname] = true
+		var id catalog.TableID
+		if t, ok := v.TableByName(rv.Relname); ok {
+			id = t.ID
+		} else if sv, ok := v.ViewByName(rv.Relname); ok {
+			id = sv.ID
+		} else {
+			return nil, undefinedTable(rv.Relname)
+		}
+		rels = append(rels, catalog.ViewRelation{Name: rv.Relname, ID: id})
+	}
+	return rels, nil
+}
+
+// readsRelation reports whether rv, in a query with CTEs ctes, names one
+// of the database's tables or views (not a catalog relation, not a CTE).
+func readsRelation(rv *pg.RangeVar, ctes map[string]bool) bool {
+	switch {
+	case rv.Catalogname != "" || (rv.Schemaname != "" && rv.Schemaname != "public"):
+		return false
+	case rv.Schemaname == "" && ctes[rv.Relname]:
+		return false
+	}
+	return true
+}
+
+func cteNames(node *pg.Node) map[string]bool {
+	ctes := map[string]bool{}
+	pg.Visit(node, func(n *pg.Node) bool {
+		if cte := n.GetCommonTableExpr(); cte != nil {
+			ctes[cte.Ctename] = true
+		}
+		return true
+	})
+	return ctes
+}
+
+// viewQuery parses sv's query and names the relations it reads by their
+// current names.
+func viewQuery(v *catalog.View, sv *catalog.SQLView) (*pg.Node, error) {
+	tree, err := pg.Parse(sv.Spec.Query)
+	if err != nil || len(tree.Stmts) != 1 {
+		return nil, fmt.Errorf("view %q: its stored query does not parse: %v", sv.Spec.Name, err)
+	}
+	node := tree.Stmts[0].Stmt
+	current := map[string]string{}
+	for _, r := range sv.Spec.Relations {
+		if name, ok := v.RelationName(r.ID); ok {
+			current[r.Name] = name
+		}
+	}
+	ctes := cteNames(node)
+	for _, rv := range pg.RangeVars(node) {
+		if readsRelation(rv, ctes) {
+			if name, ok := current[rv.Relname]; ok {
+				rv.Relname = name
+			}
+		}
+	}
+	return node, nil
+}
+
+// viewLookup looks views up in v for translate.ExpandViews.
+func viewLookup(v *catalog.View) translate.ViewLookup {
+	return func(name string) (translate.View, bool, error) {
+		sv, ok := v.ViewByName(name)
+		if !ok {
+			return translate.View{}, false, nil
+		}
+		q, err := viewQuery(v, sv)
+		if err != nil {
+			return translate.View{}, false, err
+		}
+		cols := make([]string, len(sv.Spec.Columns))
+		for i, c := range sv.Spec.Columns {
+			cols[i] = c.Name
+		}
+		return translate.View{Query: q, Columns: cols}, true, nil
+	}
+}
+
+// expandViews returns node with the views it reads replaced by their
+// queries, and the SQL text of the result (parsed again, so positions in
+// the tree point into it); node and sql themselves when it reads none.
+// node is not modified.
+func (s *session) expandViews(node *pg.Node, sql string) (*pg.Node, string, error) {
+	if !s.hasViews() {
+		return node, sql, nil
+	}
+	out := proto.Clone(node).(*pg.Node)
+	var changed bool
+	var err error
+	s.f.cfg.Meta.Read(func(v *catalog.View) {
+		changed, err = translate.ExpandViews(out, viewLookup(v))
+	})
+	var rec *translate.ErrViewRecursion
+	if errors.As(err, &rec) {
+		return nil, "", errorf(codeInvalidObjectDefinition, "%s", rec.Error())
+	}
+	if err != nil || !changed {
+		return node, sql, err
+	}
+	text, err := pg.Deparse(out)
+	if err != nil {
+		return nil, "", err
+	}
+	tree, err := pg.Parse(text)
+	if err != nil {
+		return nil, "", err
+	}
+	return tree.Stmts[0].Stmt, text, nil
+}
+
+// hasViews reports whether the catalog has a view: most have none, and
+// their statements skip the expansion.
+func (s *session) hasViews() bool {
+	has := false
+	s.f.cfg.Meta.Read(func(v *catalog.View) { has = len(v.Views) > 0 })
+	return has
+}
+
+// isView reports whether rv names a view.
+func (s *session) isView(rv *pg.RangeVar) bool {
+	if rv == nil || rv.Catalogname != "" || (rv.Schemaname != "" && rv.Schemaname != "public") {
+		return false
+	}
+	is := false
+	s.f.cfg.Meta.Read(func(v *catalog.View) { _, is = v.ViewByName(rv.Relname) })
+	return is
+}
+
+// refuseViewTarget returns PostgreSQL's error for a statement that writes
+// to a view (mink's views are not updatable), or nil.
+func (s *session) refuseViewTarget(node *pg.Node) error {
+	notUpdatable := func(verb, to string, rv *pg.RangeVar) error {
+		return &pgwire.Error{Code: pgwire.CodeObjectNotInPrerequisiteState,
+			Message: fmt.Sprintf("cannot %s view %q", verb, rv.Relname),
+			Detail:  "mink's views are not updatable.",
+			Hint:    fmt.Sprintf("%s the view's table instead.", to)}
+	}
+	switch n := node.Node.(type) {
+	case *pg.Node_InsertStmt:
+		if rv := n.InsertStmt.Relation; s.isView(rv) {
+			return notUpdatable("insert into", "Insert into", rv)
+		}
+	case *pg.Node_UpdateStmt:
+		if rv := n.UpdateStmt.Relation; s.isView(rv) {
+			return notUpdatable("update", "Update", rv)
+		}
+	case *pg.Node_DeleteStmt:
+		if rv := n.DeleteStmt.Relation; s.isView(rv) {
+			return notUpdatable("delete from", "Delete from", rv)
+		}
+	case *pg.Node_CopyStmt:
+		cp := n.CopyStmt
+		if cp.Query == nil && s.isView(cp.Relation) {
+			if cp.IsFrom {
+				return &pgwire.Error{Code: pgwire.CodeWrongObjectType, Message: fmt.Sprintf("cannot copy to view %q", cp.Relation.Relname)}
+			}
+			return &pgwire.Error{Code: pgwire.CodeWrongObjectType, Message: fmt.Sprintf("cannot copy from view %q", cp.Relation.Relname),
+				Hint: "Try the COPY (SELECT ...) TO variant."}
+		}
+	case *pg.Node_TruncateStmt:
+		for _, r := range n.TruncateStmt.Relations {
+			if rv := r.GetRangeVar(); s.isView(rv) {
+				return errorf(pgwire.CodeWrongObjectType, "%q is not a table", rv.Relname)
+			}
+		}
+	case *pg.Node_AlterTableStmt:
+		if at := n.AlterTableStmt; s.isView(at.Relation) && !isOwnerChange(at) {
+			return &pgwire.Error{Code: pgwire.CodeWrongObjectType,
+				Message: fmt.Sprintf("ALTER action %s cannot be performed on relation %q", alterActionName(at), at.Relation.Relname),
+				Detail:  "This operation is not supported for views."}
+		}
+	}
+	return nil
+}
+
+// alterActionName names an ALTER TABLE's first action as PostgreSQL's
+// errors do ("ADD COLUMN").
+func alterActionName(at *pg.AlterTableStmt) string {
+	if len(at.Cmds) == 0 {
+		return "ALTER"
+	}
+	switch at.Cmds[0].GetAlterTableCmd().GetSubtype() {
+	case pg.AlterTableType_AT_AddColumn:
+		return "ADD COLUMN"
+	case pg.AlterTableType_AT_DropColumn:
+		return "DROP COLUMN"
+	case pg.AlterTableType_AT_ColumnDefault:
+		return "ALTER COLUMN ... SET DEFAULT"
+	case pg.AlterTableType_AT_AlterColumnType:
+		return "ALTER COLUMN ... SET DATA TYPE"
+	case pg.AlterTableType_AT_AddConstraint:
+		return "ADD CONSTRAINT"
+	}
+	return strings.TrimPrefix(at.Cmds[0].GetAlterTableCmd().GetSubtype().String(), "AT_")
+}
+
+// viewsReadsAllowed checks, for a read of view sv, that the view's owner
+// may read what the view reads, through views of views (PostgreSQL checks a
+// view's relations as its owner). An owner that is a superuser, or none
+// (0), may read everything.
+func viewReadsAllowed(v *catalog.View, sv *catalog.SQLView, depth int) error {
+	owner := v.Roles[sv.Owner]
+	if sv.Owner == 0 || (owner != nil && owner.Superuser) || depth > 64 {
+		return nil
+	}
+	for _, r := range sv.Spec.Relations {
+		if t := v.Tables[r.ID]; t != nil {
+			if v.TablePrivileges(sv.Owner, t)&catalog.PrivSelect == 0 {
+				return permissionDenied("permission denied for table %s", t.Spec.Name)
+			}
+			continue
+		}
+		inner := v.Views[r.ID]
+		if inner == nil {
+			continue
+		}
+		if v.ViewPrivileges(sv.Owner, inner)&catalog.PrivSelect == 0 {
+			return permissionDenied("permission denied for view %s", inner.Spec.Name)
+		}
+		if err := viewReadsAllowed(v, inner, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planDropView plans DROP VIEW [IF EXISTS] v, … [CASCADE | RESTRICT]: one
+// catalog.DropView of the views named and, with CASCADE, of the views that
+// read them.
+func (s *session) planDropView(d *pg.DropStmt) (*stmt, error) {
+	var names []string
+	for _, obj := range d.Objects {
+		name, err := relName(rangeVarOfName(obj))
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	cascade := d.Behavior == pg.DropBehavior_DROP_CASCADE
+	return s.tagWithNotices("DROP VIEW", func(ctx context.Context) ([]*pgwire.Error, error) {
+		var notices []*pgwire.Error
+		var ids []catalog.TableID
+		var err error
+		s.f.cfg.Meta.Read(func(v *catalog.View) {
+			for _, name := range names {
+				if _, ok := v.TableByName(name); ok {
+					err = &pgwire.Error{Code: pgwire.CodeWrongObjectType, Message: fmt.Sprintf("%q is not a view", name),
+						Hint: "Use DROP TABLE to remove a table."}
+					return
+				}
+				sv, ok := v.ViewByName(name)
+				if !ok {
+					if !d.MissingOk {
+						err = errorf(pgwire.CodeUndefinedTable, "view %q does not exist", name)
+						return
+					}
+					notices = append(notices, notice(pgwire.CodeSuccessfulCompletion, "view %q does not exist, skipping", name))
+					continue
+				}
+				if !containsID(ids, sv.ID) {
+					ids = append(ids, sv.ID)
+				}
+			}
+			var more []*pgwire.Error
+			ids, more, err = cascadeViews(v, "view", ids, cascade)
+			notices = append(notices, more...)
+		})
+		if err != nil || len(ids) == 0 {
+			return notices, err
+		}
+		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: ids}); err != nil {
+			return nil, dropViewError(err)
+		}
+		return notices, nil
+	}), nil
+}
+
+func viewOwnerNeeds(names []string) []tableNeed {
+	var list []tableNeed
+	for _, n := range names {
+		list = append(list, tableNeed{table: n, owner: true})
+	}
+	return list
+}
+
+func dropViewError(err error) error {
+	switch {
+	case errors.Is(err, catalog.ErrInUse):
+		return errorf(codeDependentObjects, "a view was created meanwhile that reads what the statement drops: %v", err)
+	case errors.Is(err, catalog.ErrNotFound):
+		return errorf(pgwire.CodeUndefinedTable, "a view was dropped meanwhile: %v", err)
+	}
+	return err
+}
+
+// cascadeViews returns ids (the tables or views a DROP names, of kind
+// "table" or "view") followed by the views that read them, directly or
+// through other views, in the order PostgreSQL reports them. Without
+// cascade a reader is PostgreSQL's 2BP01 error, whose DETAIL lists them;
+// with it, the readers are PostgreSQL's "drop cascades to …" notice.
+// For a DROP TABLE the tables are left out of the result.
+func cascadeViews(v *catalog.View, kind string, ids []catalog.TableID, cascade bool) ([]catalog.TableID, []*pgwire.Error, error) {
+	dropped := map[catalog.TableID]bool{}
+	for _, id := range ids {
+		dropped[id] = true
+	}
+	var readers []catalog.TableID
+	var depends, cascades []string
+	var visit func(id catalog.TableID)
+	visit = func(id catalog.TableID) {
+		for _, r := range v.ViewsReading(id) {
+			if dropped[r] {
+				continue
+			}
+			dropped[r] = true
+			readers = append(readers, r)
+			name, _ := v.RelationName(id)
+			what := "view"
+			if v.Tables[id] != nil {
+				what = "table"
+			}
+			depends = append(depends, fmt.Sprintf("view %s depends on %s %s", v.Views[r].Spec.Name, what, name))
+			cascades = append(cascades, "drop cascades to view "+v.Views[r].Spec.Name)
+			visit(r)
+		}
+	}
+	var blocked catalog.TableID // the first named relation a view reads
+	for _, id := range ids {
+		before := len(readers)
+		visit(id)
+		if blocked == 0 && len(readers) > before {
+			blocked = id
+		}
+	}
+	out := readers
+	if kind == "view" {
+		out = append(append([]catalog.TableID(nil), ids...), readers...)
+	}
+	if len(readers) == 0 {
+		return out, nil, nil
+	}
+	if !cascade {
+		name, _ := v.RelationName(blocked)
+		return nil, nil, &pgwire.Error{Code: codeDependentObjects,
+			Message: fmt.Sprintf("cannot drop %s %s because other objects depend on it", kind, name),
+			Detail:  strings.Join(depends, "\n"),
+			Hint:    "Use DROP ... CASCADE to drop the dependent objects too."}
+	}
+	if len(cascades) == 1 {
+		return out, []*pgwire.Error{notice(pgwire.CodeSuccessfulCompletion, "%s", cascades[0])}, nil
+	}
+	n := notice(pgwire.CodeSuccessfulCompletion, "drop cascades to %d other objects", len(cascades))
+	n.Detail = strings.Join(cascades, "\n")
+	return out, []*pgwire.Error{n}, nil
+}
+
+// planRenameView plans ALTER VIEW [IF EXISTS] v RENAME TO w, and ALTER
+// TABLE … RENAME of a view (PostgreSQL takes either for either, except
+// that ALTER VIEW of a table is 42809): one catalog.RenameView. Views that
+// read it follow it.
+func (s *session) planRenameView(rs *pg.RenameStmt, tag string) (*stmt, error) {
+	name, err := relName(rs.Relation)
+	if err != nil {
+		return nil, err
+	}
+	to := rs.Newname
+	return s.tagWithNotices(tag, func(ctx context.Context) ([]*pgwire.Error, error) {
+		var sv *catalog.SQLView
+		var err error
+		s.f.cfg.Meta.Read(func(v *catalog.View) {
+			var ok bool
+			if sv, ok = v.ViewByName(name); ok {
+				if _, taken := v.TableByName(to); taken || to == name {
+					err = errorf(pgwire.CodeDuplicateTable, "relation %q already exists", to)
+				} else if _, taken := v.ViewByName(to); taken {
+					err = errorf(pgwire.CodeDuplicateTable, "relation %q already exists", to)
+				}
+				return
+			}
+			if _, ok := v.TableByName(name); ok {
+				err = errorf(pgwire.CodeWrongObjectType, "%q is not a view", name)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		if sv == nil {
+			if rs.MissingOk {
+				return []*pgwire.Error{notice(pgwire.CodeSuccessfulCompletion, "relation %q does not exist, skipping", name)}, nil
+			}
+			return nil, undefinedTable(name)
+		}
+		if err := s.checkPrivileges(ctx, viewOwnerNeeds([]string{name})); err != nil {
+			return nil, err
+		}
+		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.RenameView{View: sv.ID, Name: to}); err != nil {
+			if errors.Is(err, catalog.ErrExists) {
+				return nil, errorf(pgwire.CodeDuplicateTable, "relation %q already exists", to)
+			}
+			return nil, err
+		}
+		return nil, nil
+	}), nil
+}
+
+// readsRelations reports whether node is a statement whose relations may
+// be views to expand (queries and DML; not DDL, whose relations are the
+// objects it acts on).
+func readsRelations(node *pg.Node) bool {
+	switch node.Node.(type) {
+	case *pg.Node_SelectStmt, *pg.Node_ExplainStmt, *pg.Node_InsertStmt, *pg.Node_UpdateStmt,
+		*pg.Node_DeleteStmt, *pg.Node_CopyStmt, *pg.Node_CreateTableAsStmt:
+		return true
+	}
+	return false
+}

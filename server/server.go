@@ -466,6 +466,7 @@ func (s *Server) startFlight() error {
 		Node: catalog.NodeID(s.cfg.NodeID), Meta: s.cat, Buckets: s.Buckets, Live: s.live.IsLive, Logger: s.logger,
 		Pool:   s.remote, // one set of connections to the other nodes, shared with SQL
 		Access: s.guard,
+		Lake:   s.lakeReader.Load(),
 	}
 	if s.tls != nil {
 		fcfg.TLS = s.tls.serverConfig()

@@ -154,6 +154,10 @@ type EndpointMeta struct {
 	Bucket    uint64 `json:"bucket"`
 	Partition string `json:"partition,omitempty"`
 	Leader    uint32 `json:"leader,omitempty"`
+	// Lake marks the endpoint of a log-table bucket's rows below its
+	// stream's start, which only the lake holds: any node serves it (the
+	// endpoint has no location).
+	Lake bool `json:"lake,omitempty"`
 }
 
 // Location is the Flight location URI of a host:port address.

@@ -59,12 +59,38 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 	if err != nil {
 		return err
 	}
+	// The rows below the stream's start are only in the lake: any node
+	// serves them, before the rest, which comes from the stream.
+	var w *flight.Writer
+	writer := func() *flight.Writer {
+		if w == nil {
+			w = flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(s.alloc))
+		}
+		return w
+	}
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	if snapshot, lakeEnd := s.lakeSplit(r.table.id, id); t.From < lakeEnd {
+		to := lakeEnd
+		if t.To != nil {
+			to = min(to, *t.To)
+		}
+		if err := s.sendLake(ctx, writer(), r.table, id, snapshot, t.From, to, schema); err != nil {
+			return toStatus(err)
+		}
+		t.From = to
+		if t.To != nil && t.From == *t.To {
+			return writer().Close()
+		}
+	}
 	read, end, err := s.bucketReader(id, t)
 	if err != nil {
 		return err
 	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(s.alloc))
-	defer w.Close()
+	ww := writer()
 	for from := t.From; from < end; {
 		batches, err := read(ctx, from, min(from+readChunkRows, end))
 		if err != nil {
@@ -73,7 +99,7 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 		next := from
 		for _, b := range batches {
 			if err == nil {
-				err = s.sendBatch(w, r.table.cols, b, from, end, cols, schema)
+				err = s.sendBatch(ww, r.table.cols, b, from, end, cols, schema)
 			}
 			next = max(next, b.Offset+uint64(b.Record.NumRows()))
 		}
@@ -86,7 +112,7 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 		}
 		from = next
 	}
-	return w.Close()
+	return ww.Close()
 }
 
 // bucketReader returns how to read bucket id for ticket t, and the offset

@@ -23,6 +23,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/tiering"
 )
 
 // Metadata is what the service needs from the metadata log;
@@ -60,6 +61,9 @@ type Config struct {
 	// a cluster serves TLS or none does, so the location of another
 	// node's bucket has this node's scheme.
 	TLS *tls.Config
+	// Lake reads the rows of log-table buckets below their streams' start
+	// (trimmed by retention after tiering). Nil: such rows are not served.
+	Lake *tiering.LakeReader
 	// Access authenticates every call (Handshake, bearer tokens) and
 	// checks the caller's table privileges (auth.go, privileges.go). It
 	// also makes the tokens with which the Pool forwards requests for the
@@ -249,6 +253,13 @@ func (s *Service) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor)
 	}
 	for _, b := range r.buckets {
 		t := flightwire.Ticket{Bucket: uint64(b.id), Columns: cmd.Columns}
+		if _, lakeEnd := s.lakeSplit(r.table.id, b.id); lakeEnd > 0 {
+			// The rows retention trimmed from the stream, from the lake.
+			lt := flightwire.Ticket{Bucket: uint64(b.id), Columns: cmd.Columns, To: &lakeEnd}
+			meta, _ := json.Marshal(flightwire.EndpointMeta{Bucket: uint64(b.id), Partition: b.partition, Leader: uint32(b.leader), Lake: true})
+			info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: lt.Encode()}, AppMetadata: meta})
+			t.From = lakeEnd
+		}
 		if end, ok := ends[b.id]; ok {
 			t.To = &end
 			if info.TotalRecords >= 0 {

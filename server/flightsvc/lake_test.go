@@ -2,13 +2,19 @@ package flightsvc_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/server"
 )
 
@@ -97,4 +103,112 @@ func TestUnionReadAcrossNodes(t *testing.T) {
 			t.Fatalf("tiering status %+v: want some rows tiered and some not (%d rows)", tt, next)
 		}
 	}
+}
+
+// TestLakeEndpointsOnAnyNode: a tiered table whose streams log_retention
+// trimmed, with buckets led by two nodes. Each bucket's lake endpoint
+// (rows below the stream's start) reads the same rows on either node, the
+// non-leader included; with the stream endpoints the rows are those of
+// SELECT, once each.
+func TestLakeEndpointsOnAnyNode(t *testing.T) {
+	n1, n2 := startPair(t)
+	c1 := connect(t, n1)
+	exec(t, c1, "CREATE TABLE events (id bigint NOT NULL, name text) WITH (buckets = 2, log_retention = '1s')")
+	raw1, raw2 := dialFlight(t, n1.Config.FlightAddr), dialFlight(t, n2.Config.FlightAddr)
+	bucketOn(t, raw1, "events", 1)
+	bucketOn(t, raw1, "events", 2)
+	ctx := context.Background()
+	for i := range 4 { // statements go round-robin over the buckets
+		exec(t, c1, fmt.Sprintf("INSERT INTO events SELECT g, 'n' || g FROM generate_series(%d, %d) AS s(g)", i*100, i*100+99))
+	}
+	admin := server.NewAdminClient(n1.Config.AdminAddr)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := admin.TieringStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Tables) == 1 && st.Tables[0].End == 400 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committed rows: %+v", st.Tables)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := admin.TieringRun(ctx, "events", true, func(server.TieringRunEvent) {}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline = time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		bs, err := admin.TableBuckets(ctx, "events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		trimmed := 0
+		for _, b := range bs {
+			if b.Start > 0 && b.Start == b.End {
+				trimmed++
+			}
+		}
+		if trimmed == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("streams not trimmed to their tiered offsets: %+v", bs)
+		}
+	}
+	exec(t, c1, "INSERT INTO events VALUES (400, 'n400'), (401, 'n401')")
+
+	info, err := raw1.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"events"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []int64
+	lakeEndpoints := 0
+	for _, ep := range info.Endpoint {
+		var meta flightwire.EndpointMeta
+		if err := json.Unmarshal(ep.AppMetadata, &meta); err != nil {
+			t.Fatal(err)
+		}
+		if !meta.Lake {
+			leader := raw1
+			if meta.Leader == 2 {
+				leader = raw2
+			}
+			ids := endpointIDs(t, leader, ep.Ticket.Ticket, "the leader")
+			all = append(all, ids...)
+			continue
+		}
+		lakeEndpoints++
+		on1, on2 := endpointIDs(t, raw1, ep.Ticket.Ticket, "node 1"), endpointIDs(t, raw2, ep.Ticket.Ticket, "node 2")
+		if !slices.Equal(on1, on2) || len(on1) == 0 {
+			t.Fatalf("bucket %d (leader node %d): the lake endpoint reads %d rows on node 1, %d on node 2", meta.Bucket, meta.Leader, len(on1), len(on2))
+		}
+		all = append(all, on1...)
+	}
+	if lakeEndpoints != 2 {
+		t.Fatalf("%d lake endpoints, want one per bucket", lakeEndpoints)
+	}
+	slices.Sort(all)
+	want := make([]int64, 402)
+	for i := range want {
+		want[i] = int64(i)
+	}
+	if !slices.Equal(all, want) {
+		t.Fatalf("the endpoints read %d rows, want ids 0..401 once each", len(all))
+	}
+}
+
+// endpointIDs reads a ticket's "id" column at c, following no redirect.
+func endpointIDs(t *testing.T, c flight.Client, ticket []byte, where string) []int64 {
+	t.Helper()
+	var ids []int64
+	err := flightwire.GetStream(context.Background(), c, ticket, nil, func(rec arrow.RecordBatch, _ flightwire.BatchMeta) error {
+		ids = append(ids, rec.Column(0).(*array.Int64).Int64Values()...)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("DoGet on %s: %v", where, err)
+	}
+	return ids
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/tiering"
 )
 
 // bucketStatus turns an error about bucket id into the gRPC status a client
@@ -49,8 +50,15 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	var sqlErr *sqltypes.Error
+	var (
+		sqlErr  *sqltypes.Error
+		fileErr *tiering.LakeFileError
+	)
 	switch {
+	case errors.As(err, &fileErr):
+		// A lake file that is missing or corrupt: the rows it held cannot
+		// be served (SQL answers XX001 for the same).
+		return status.Error(codes.DataLoss, err.Error())
 	case errors.As(err, &sqlErr):
 		st, derr := status.New(codes.InvalidArgument, err.Error()).WithDetails(&errdetails.ErrorInfo{
 			Reason: "SQLSTATE_" + sqlErr.Code, Domain: flightwire.Domain, Metadata: map[string]string{"sqlstate": sqlErr.Code},

@@ -1,14 +1,18 @@
 package flightsvc
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/tiering"
 )
 
 // TestConformWithoutAddedColumns: a batch written without the columns
@@ -90,5 +94,14 @@ func TestConformWithoutAddedColumns(t *testing.T) {
 			t.Fatalf("%v: stored as %s", names, got)
 		}
 		out.Release()
+	}
+}
+
+// A lake file that is missing or corrupt is DATA_LOSS, with the file named.
+func TestLakeFileErrorStatus(t *testing.T) {
+	err := lakeReadError(3, &tiering.LakeFileError{Key: "lake/1/data/f.parquet", NotFound: true, Err: errors.New("no such key")})
+	st := status.Convert(toStatus(err))
+	if st.Code() != codes.DataLoss || !strings.Contains(st.Message(), "bucket 3: read the lake: lake file lake/1/data/f.parquet is missing") {
+		t.Fatalf("status %v: %s", st.Code(), st.Message())
 	}
 }

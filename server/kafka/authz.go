@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,7 +20,26 @@ import (
 // role may create topics (it owns them) and use any consumer group: there
 // are no group ACLs. Every check reads the view of the request, never
 // something kept on the connection, so a GRANT or REVOKE holds from the
-// connection's next request.
+// connection's next request (a Produce or Fetch refused on this node's
+// view is checked again once the view has caught up with the log).
+
+// syncAfterRefusal catches this node's view up with the metadata log's
+// head after a check refused a request, and reports whether it did (the
+// check is then made again): a GRANT committed through another node holds
+// from the connection's next request, as in SQL.
+func (s *Server) syncAfterRefusal(ctx context.Context) bool {
+	sy, ok := s.cfg.Meta.(interface{ Sync(context.Context) error })
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	return sy.Sync(ctx) == nil
+}
+
+// syncTimeout bounds syncAfterRefusal: with the metadata log out of reach
+// the refusal stands after it.
+const syncTimeout = 5 * time.Second
 
 // unrestricted reports whether the connection of ss is subject to no
 // checks: the listener has no guard, or the node trusts every client and

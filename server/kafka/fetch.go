@@ -28,17 +28,22 @@ type servedPartition struct {
 // that the connection of ss may read it (SELECT), that this node serves
 // it, and that the client's idea of the leader epoch (-1: none) is current
 // (KIP-320).
-func (s *Server) servePartition(m *buckets.Manager, ss *session, name string, partition, currentLeaderEpoch int32) (servedPartition, *kerr.Error) {
+func (s *Server) servePartition(ctx context.Context, m *buckets.Manager, ss *session, name string, partition, currentLeaderEpoch int32) (servedPartition, *kerr.Error) {
 	var tp *topic
 	var sh *shape
 	var err error
 	allowed := false
-	s.cfg.Meta.Read(func(v *catalog.View) {
-		if tp, err = lookupTopic(v, name); err == nil {
-			allowed = s.may(v, ss, tp.table, catalog.PrivSelect)
-			sh, err = s.shapes.of(tp.table)
-		}
-	})
+	check := func() {
+		s.cfg.Meta.Read(func(v *catalog.View) {
+			if tp, err = lookupTopic(v, name); err == nil {
+				allowed = s.may(v, ss, tp.table, catalog.PrivSelect)
+				sh, err = s.shapes.of(tp.table)
+			}
+		})
+	}
+	if check(); err == nil && !allowed && s.syncAfterRefusal(ctx) {
+		check()
+	}
 	if err != nil || partition < 0 || int(partition) >= len(tp.buckets) {
 		return servedPartition{}, kerr.UnknownTopicOrPartition
 	}
@@ -132,7 +137,7 @@ func (s *Server) fetchOnce(ctx context.Context, ss *session, req *kmsg.FetchRequ
 			rp.PreferredReadReplica = -1
 			// Empty, not null: librdkafka refuses a null record set.
 			rp.RecordBatches = []byte{}
-			sp, kerrCode := s.servePartition(m, ss, t.Topic, p.Partition, p.CurrentLeaderEpoch)
+			sp, kerrCode := s.servePartition(ctx, m, ss, t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			if kerrCode != nil {
 				rp.ErrorCode = kerrCode.Code
 				rt.Partitions = append(rt.Partitions, rp)
@@ -231,7 +236,7 @@ func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw
 	return out, nil
 }
 
-func (s *Server) listOffsets(ss *session, req *kmsg.ListOffsetsRequest) kmsg.Response {
+func (s *Server) listOffsets(ctx context.Context, ss *session, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	m := s.cfg.Buckets()
 	for _, t := range req.Topics {
@@ -241,7 +246,7 @@ func (s *Server) listOffsets(ss *session, req *kmsg.ListOffsetsRequest) kmsg.Res
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.Offset, rp.Timestamp, rp.LeaderEpoch = -1, -1, -1
-			sp, code := s.servePartition(m, ss, t.Topic, p.Partition, p.CurrentLeaderEpoch)
+			sp, code := s.servePartition(ctx, m, ss, t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			if code != nil {
 				rp.ErrorCode = code.Code
 				rt.Partitions = append(rt.Partitions, rp)
@@ -319,7 +324,7 @@ func (s *Server) offsetForTime(sp servedPartition, start, hw uint64, ts int64) (
 // offsetForLeaderEpoch answers KIP-320's truncation check. mink never
 // truncates an acknowledged record, so the end of any epoch a client saw
 // is at or after its position: the answer is the current epoch and end.
-func (s *Server) offsetForLeaderEpoch(ss *session, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
+func (s *Server) offsetForLeaderEpoch(ctx context.Context, ss *session, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	m := s.cfg.Buckets()
 	for _, t := range req.Topics {
@@ -329,7 +334,7 @@ func (s *Server) offsetForLeaderEpoch(ss *session, req *kmsg.OffsetForLeaderEpoc
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.LeaderEpoch, rp.EndOffset = -1, -1
-			sp, code := s.servePartition(m, ss, t.Topic, p.Partition, p.CurrentLeaderEpoch)
+			sp, code := s.servePartition(ctx, m, ss, t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			if code != nil {
 				rp.ErrorCode = code.Code
 			} else {

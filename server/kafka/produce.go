@@ -52,12 +52,17 @@ func (s *Server) produce(ctx context.Context, ss *session, req *kmsg.ProduceRequ
 		var sh *shape
 		var lookupErr error
 		allowed := false
-		s.cfg.Meta.Read(func(v *catalog.View) {
-			if tp, lookupErr = lookupTopic(v, t.Topic); lookupErr == nil {
-				allowed = s.may(v, ss, tp.table, catalog.PrivInsert)
-				sh, lookupErr = s.shapes.of(tp.table)
-			}
-		})
+		check := func() {
+			s.cfg.Meta.Read(func(v *catalog.View) {
+				if tp, lookupErr = lookupTopic(v, t.Topic); lookupErr == nil {
+					allowed = s.may(v, ss, tp.table, catalog.PrivInsert)
+					sh, lookupErr = s.shapes.of(tp.table)
+				}
+			})
+		}
+		if check(); lookupErr == nil && !allowed && s.syncAfterRefusal(ctx) {
+			check()
+		}
 		if errors.Is(lookupErr, kerr.UnknownTopicOrPartition) && s.cfg.AutoCreateTopics {
 			if err := s.createTopic(ctx, t.Topic, s.cfg.DefaultPartitions, nil, s.owner(ss)); err != nil && !errors.Is(err, catalog.ErrExists) {
 				s.cfg.Logger.Warn("kafka: auto-create topic failed", "topic", t.Topic, "err", err)

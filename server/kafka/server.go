@@ -447,9 +447,9 @@ func (s *Server) handle(ctx context.Context, ss *session, req request) (reply, e
 	case *kmsg.FetchRequest:
 		resp = s.fetch(ctx, ss, body)
 	case *kmsg.ListOffsetsRequest:
-		resp = s.listOffsets(ss, body)
+		resp = s.listOffsets(ctx, ss, body)
 	case *kmsg.OffsetForLeaderEpochRequest:
-		resp = s.offsetForLeaderEpoch(ss, body)
+		resp = s.offsetForLeaderEpoch(ctx, ss, body)
 	case *kmsg.InitProducerIDRequest:
 		resp = s.initProducerID(body)
 	case *kmsg.CreateTopicsRequest:

@@ -50,6 +50,9 @@ func (s *session) planQuery(ctx context.Context, sql string, node *pg.Node, para
 			st.columns[i] = pgwire.NewColumn(st.columns[i].Name, numericOID)
 		}
 	}
+	if len(quotients) == 0 {
+		st.arrow = desc.Arrow
+	}
 	var prune *prunePlan
 	var lakePlan *lakeFilterPlan
 	if node != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"google.golang.org/protobuf/proto"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
@@ -276,8 +277,12 @@ type stmt struct {
 	columns []pgwire.Column
 	// allowInFailedTx marks ROLLBACK and COMMIT, which end a failed block.
 	allowInFailedTx bool
-	run             func(ctx context.Context, params []any) (pgwire.Result, error)
-	close           func()
+	// arrow is the schema of the engine's batches for a query whose rows
+	// Arrow clients may take as the engine makes them (arrow.go); nil for
+	// statements whose rows need converting.
+	arrow *arrow.Schema
+	run   func(ctx context.Context, params []any) (pgwire.Result, error)
+	close func()
 }
 
 func (st *stmt) ParamOIDs() []uint32      { return st.params }

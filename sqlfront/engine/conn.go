@@ -69,6 +69,9 @@ type Description struct {
 	// Params are the types DuckDB inferred for the parameters $1, $2, …;
 	// an invalid Type (Valid() false) where it could not.
 	Params []sqltypes.Type
+	// Arrow is the schema of the batches QueryArrow returns for the
+	// statement (DuckDB's Arrow layout, see QueryArrow).
+	Arrow *arrow.Schema
 }
 
 // Register makes src readable as the view name in this Conn's statements,
@@ -188,11 +191,28 @@ func (c *Conn) Describe(ctx context.Context, query string) (*Description, error)
 	}
 	defer duck.DestroyPrepare(&stmt)
 	d := &Description{}
-	for i := duck.IdxT(0); i < duck.PreparedStatementColumnCount(stmt); i++ {
+	n := duck.PreparedStatementColumnCount(stmt)
+	types := make([]duck.LogicalType, 0, n)
+	names := make([]string, 0, n)
+	defer func() {
+		for i := range types {
+			duck.DestroyLogicalType(&types[i])
+		}
+	}()
+	for i := duck.IdxT(0); i < n; i++ {
 		lt := duck.PreparedStatementColumnLogicalType(stmt, i)
-		d.Columns = append(d.Columns, describeColumn(duck.PreparedStatementColumnName(stmt, i), lt))
-		duck.DestroyLogicalType(&lt)
+		name := duck.PreparedStatementColumnName(stmt, i)
+		d.Columns = append(d.Columns, describeColumn(name, lt))
+		types, names = append(types, lt), append(names, name)
 	}
+	var opts duck.ArrowOptions
+	duck.ConnectionGetArrowOptions(c.duck, &opts)
+	schema, err := arrowSchema(opts, types, names)
+	duck.DestroyArrowOptions(&opts)
+	if err != nil {
+		return nil, fmt.Errorf("describe: arrow schema: %w", err)
+	}
+	d.Arrow = schema
 	for i := duck.IdxT(1); i <= duck.NParams(stmt); i++ {
 		lt := duck.ParamLogicalType(stmt, i)
 		if lt.Ptr == nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -81,6 +82,18 @@ func (rs *Rows) Values() []any { return rs.values }
 // Err returns the error that ended the rows, an *Error (wrapping the
 // context's error if the statement was cancelled).
 func (rs *Rows) Err() error { return rs.err }
+
+// Reader hands the rest of the result over as Arrow batches (as
+// QueryArrow returns them), for a caller that wants batches rather than
+// rows. It must be called before the first Next; the Rows is then closed
+// and the caller releases the reader.
+func (rs *Rows) Reader() array.RecordReader {
+	if rs.closed || rs.rec != nil {
+		panic(fmt.Sprintf("engine: Rows.Reader after Next or Close (closed %v)", rs.closed))
+	}
+	rs.closed = true
+	return rs.r
+}
 
 // Close releases the result. Rows not read are discarded.
 func (rs *Rows) Close() error {

@@ -47,6 +47,9 @@ type Config struct {
 	PGAddr     string
 	FlightAddr string
 	AdminAddr  string
+	// FlightSQLIdleTimeout closes a Flight SQL prepared statement left
+	// unused this long (server/flightsql); 0: 10 minutes.
+	FlightSQLIdleTimeout time.Duration
 	// KafkaAddr is the Kafka protocol listener (server/kafka); empty: none.
 	KafkaAddr string
 	// KafkaAutoCreateTopics creates a topic (a Kafka-shaped log table) on

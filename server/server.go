@@ -26,6 +26,7 @@ import (
 	"github.com/minkdb/mink/metalog"
 	"github.com/minkdb/mink/metalog/etcdlog"
 	"github.com/minkdb/mink/objstore"
+	"github.com/minkdb/mink/server/flightsql"
 	"github.com/minkdb/mink/server/flightsvc"
 	"github.com/minkdb/mink/server/kafka"
 	"github.com/minkdb/mink/server/kafka/groups"
@@ -41,22 +42,23 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 
-	lock     *dirLock
-	etcd     *embedetcd.Etcd // nil with an external etcd
-	client   *clientv3.Client
-	store    objstore.Store
-	cat      *metalog.Catalog
-	liveness *etcdlog.Liveness
-	live     *metalog.LiveCache // the live nodes, kept current by a watch
-	election *etcdlog.Election
-	admin    *http.Server
-	adminLn  net.Listener
-	engine   *engine.DB
-	front    *sqlfront.Frontend
-	remote   *flightsvc.Pool // connections to other nodes' Flight services
-	pg       *pgwire.Server
-	pgLn     net.Listener
-	flight   *flightsvc.Service
+	lock      *dirLock
+	etcd      *embedetcd.Etcd // nil with an external etcd
+	client    *clientv3.Client
+	store     objstore.Store
+	cat       *metalog.Catalog
+	liveness  *etcdlog.Liveness
+	live      *metalog.LiveCache // the live nodes, kept current by a watch
+	election  *etcdlog.Election
+	admin     *http.Server
+	adminLn   net.Listener
+	engine    *engine.DB
+	front     *sqlfront.Frontend
+	remote    *flightsvc.Pool // connections to other nodes' Flight services
+	pg        *pgwire.Server
+	pgLn      net.Listener
+	flight    *flightsvc.Service
+	flightSQL *flightsql.Server // Flight SQL on the Flight listener
 	// kafka is the Kafka listener, nil without --kafka-addr (set by
 	// startKafka; read by the metrics, which may be scraped before).
 	kafka   atomic.Pointer[kafka.Server]
@@ -471,6 +473,8 @@ func (s *Server) startFlight() error {
 	if s.tls != nil {
 		fcfg.TLS = s.tls.serverConfig()
 	}
+	s.flightSQL = flightsql.New(flightsql.Config{Front: s.front, Meta: s.cat, Access: s.guard, Logger: s.logger, IdleTimeout: s.cfg.FlightSQLIdleTimeout})
+	fcfg.Route = s.flightSQL.Route
 	s.flight = flightsvc.New(fcfg)
 	s.wg.Add(1)
 	go func() {
@@ -612,6 +616,9 @@ func (s *Server) Close() error {
 		}
 		if s.flight != nil {
 			s.flight.Close(5 * time.Second)
+		}
+		if s.flightSQL != nil {
+			s.flightSQL.Close()
 		}
 		if k := s.kafka.Load(); k != nil {
 			k.Close()

@@ -19,6 +19,7 @@ import (
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/engine"
+	pg "github.com/minkdb/mink/sqlfront/pgtree"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -85,7 +86,8 @@ type ArrowStatement struct {
 	params *arrow.Schema
 }
 
-// Prepare prepares one statement. paramTypes, when not nil, are the types
+// Prepare prepares one statement and checks the role's privileges for
+// it. paramTypes, when not nil, are the types
 // of $1, $2, … as the client will send them (like the parameter types of
 // a Postgres Parse message); nil lets the statement infer them.
 func (a *ArrowSession) Prepare(ctx context.Context, sql string, paramTypes []sqltypes.Type) (*ArrowStatement, error) {
@@ -97,11 +99,20 @@ func (a *ArrowSession) Prepare(ctx context.Context, sql string, paramTypes []sql
 		}
 		oids = append(oids, oid)
 	}
-	ps, err := a.s.Prepare(access.NewContext(ctx, a.s.identity), sql, oids)
+	ctx = access.NewContext(ctx, a.s.identity)
+	ps, err := a.s.Prepare(ctx, sql, oids)
 	if err != nil {
 		return nil, err
 	}
 	st := ps.(*stmt)
+	// Arrow clients learn of a missing privilege when they plan, before
+	// they fetch (execution checks again).
+	if tree, err := pg.Parse(sql); err == nil && len(tree.Stmts) == 1 {
+		if err := a.s.checkPrivileges(ctx, statementNeeds(tree.Stmts[0].Stmt)); err != nil {
+			st.Close()
+			return nil, toWire(err)
+		}
+	}
 	p := &ArrowStatement{a: a, st: st}
 	if cols := st.Columns(); cols != nil {
 		p.schema = columnsSchema(cols, st.arrow)

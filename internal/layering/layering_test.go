@@ -31,7 +31,7 @@ var layers = [][]string{
 	{"sqlfront/translate"},
 	// The front ends over buckets and the lake.
 	{"sqlfront", "server/flightsvc", "server/kafka/groups", "server/icebergrest"},
-	{"server/kafka"},
+	{"server/kafka", "server/flightsql"},
 	// A node: wiring, listeners, the coordinator.
 	{"server"},
 	// The binary, test harnesses and benchmarks over whole nodes.

@@ -69,6 +69,12 @@ type Config struct {
 	// also makes the tokens with which the Pool forwards requests for the
 	// caller. Nil: no authentication and no privilege checks (tests).
 	Access *access.Guard
+	// Route, when set, is given the Service and returns the handler that
+	// serves the listener's RPCs in its place: server/flightsql's router,
+	// which takes the Flight SQL commands and passes everything else to
+	// the Service. The interceptors above authenticate every RPC either
+	// way.
+	Route func(flight.FlightServer) flight.FlightServer
 }
 
 // Service is the Flight service of one node.
@@ -112,7 +118,11 @@ func New(cfg Config) *Service {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	s.grpc = grpc.NewServer(opts...)
-	flight.RegisterFlightServiceServer(s.grpc, s)
+	var handler flight.FlightServer = s
+	if cfg.Route != nil {
+		handler = cfg.Route(s)
+	}
+	flight.RegisterFlightServiceServer(s.grpc, handler)
 	return s
 }
 

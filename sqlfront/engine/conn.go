@@ -70,7 +70,8 @@ type Description struct {
 	// an invalid Type (Valid() false) where it could not.
 	Params []sqltypes.Type
 	// Arrow is the schema of the batches QueryArrow returns for the
-	// statement (DuckDB's Arrow layout, see QueryArrow).
+	// statement (DuckDB's Arrow layout, see QueryArrow); nil when a
+	// column's type is not known before execution.
 	Arrow *arrow.Schema
 }
 
@@ -207,12 +208,10 @@ func (c *Conn) Describe(ctx context.Context, query string) (*Description, error)
 	}
 	var opts duck.ArrowOptions
 	duck.ConnectionGetArrowOptions(c.duck, &opts)
-	schema, err := arrowSchema(opts, types, names)
+	// Columns of types DuckDB cannot tell yet (a parameter's) have no
+	// Arrow type: Arrow stays nil then.
+	d.Arrow, _ = arrowSchema(opts, types, names)
 	duck.DestroyArrowOptions(&opts)
-	if err != nil {
-		return nil, fmt.Errorf("describe: arrow schema: %w", err)
-	}
-	d.Arrow = schema
 	for i := duck.IdxT(1); i <= duck.NParams(stmt); i++ {
 		lt := duck.ParamLogicalType(stmt, i)
 		if lt.Ptr == nil {

@@ -1,0 +1,264 @@
+package flightsql
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql/schema_ref"
+	pb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
+
+	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
+)
+
+// Metadata commands answer from the metadata view: one catalog (the
+// database, "mink"), one schema ("public"), and the tables the caller
+// holds a privilege on, as Flight SQL's reference schemas lay them out.
+
+const (
+	schemaName = "public"
+	tableType  = "TABLE"
+)
+
+// metadataInfo is the FlightInfo of a metadata command: its reference
+// schema and one endpoint whose ticket is the command itself.
+func (s *Server) metadataInfo(desc *flight.FlightDescriptor, schema *arrow.Schema) *flight.FlightInfo {
+	return s.flightInfo(desc, schema, desc.Cmd)
+}
+
+// table is a table as the metadata commands show it.
+type table struct {
+	name       string
+	schema     *arrow.Schema
+	primaryKey []string
+}
+
+// tables returns the tables the caller may see whose names match
+// namePattern (a LIKE pattern; nil: all), sorted by name.
+func (s *Server) tables(ctx context.Context, namePattern *string) []table {
+	id := s.identity(ctx)
+	var out []table
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		for _, t := range v.Tables {
+			if namePattern != nil && !like(t.Spec.Name, *namePattern) {
+				continue
+			}
+			if s.cfg.Access != nil && v.TablePrivileges(id.Role, t) == 0 {
+				continue
+			}
+			cols := make([]sqltypes.Column, 0, len(t.Spec.Columns))
+			ok := true
+			for _, c := range t.Spec.Columns {
+				typ, err := sqltypes.Parse(c.Type)
+				if err != nil {
+					ok = false // a newer node's type
+					break
+				}
+				cols = append(cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull})
+			}
+			if ok {
+				out = append(out, table{name: t.Spec.Name, schema: sqltypes.Schema(cols), primaryKey: t.Spec.PrimaryKey})
+			}
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// catalogMatches reports whether a command's catalog filter admits the
+// database ("" means objects without a catalog, which mink has none of).
+func (s *Server) catalogMatches(catalogName *string) bool {
+	return catalogName == nil || *catalogName == s.cfg.Front.Database()
+}
+
+func schemaMatches(pattern *string) bool {
+	return pattern == nil || like(schemaName, *pattern)
+}
+
+// like matches s against a SQL LIKE pattern: % any run, _ any one
+// character, \ escapes.
+func like(s, pattern string) bool {
+	p := []rune(pattern)
+	r := []rune(s)
+	var match func(i, j int) bool
+	match = func(i, j int) bool {
+		for j < len(p) {
+			switch p[j] {
+			case '%':
+				for k := i; k <= len(r); k++ {
+					if match(k, j+1) {
+						return true
+					}
+				}
+				return false
+			case '_':
+				if i >= len(r) {
+					return false
+				}
+			case '\\':
+				if j+1 < len(p) {
+					j++
+				}
+				fallthrough
+			default:
+				if i >= len(r) || r[i] != p[j] {
+					return false
+				}
+			}
+			i++
+			j++
+		}
+		return i == len(r)
+	}
+	return match(0, 0)
+}
+
+// recordStream streams one batch built by build with schema.
+func (s *Server) recordStream(ctx context.Context, schema *arrow.Schema, build func(b *array.RecordBuilder)) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	b := array.NewRecordBuilder(s.alloc, schema)
+	defer b.Release()
+	build(b)
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	rdr, err := array.NewRecordReader(schema, []arrow.RecordBatch{rec})
+	if err != nil {
+		return nil, nil, toStatus(err)
+	}
+	return schema, s.stream(ctx, rdr, func() {}), nil
+}
+
+func (s *Server) GetFlightInfoCatalogs(_ context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return s.metadataInfo(desc, schema_ref.Catalogs), nil
+}
+
+func (s *Server) DoGetCatalogs(ctx context.Context) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return s.recordStream(ctx, schema_ref.Catalogs, func(b *array.RecordBuilder) {
+		b.Field(0).(*array.StringBuilder).Append(s.cfg.Front.Database())
+	})
+}
+
+func (s *Server) GetFlightInfoSchemas(_ context.Context, _ flightsql.GetDBSchemas, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return s.metadataInfo(desc, schema_ref.DBSchemas), nil
+}
+
+func (s *Server) DoGetDBSchemas(ctx context.Context, cmd flightsql.GetDBSchemas) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return s.recordStream(ctx, schema_ref.DBSchemas, func(b *array.RecordBuilder) {
+		if s.catalogMatches(cmd.GetCatalog()) && schemaMatches(cmd.GetDBSchemaFilterPattern()) {
+			b.Field(0).(*array.StringBuilder).Append(s.cfg.Front.Database())
+			b.Field(1).(*array.StringBuilder).Append(schemaName)
+		}
+	})
+}
+
+func (s *Server) GetFlightInfoTableTypes(_ context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return s.metadataInfo(desc, schema_ref.TableTypes), nil
+}
+
+func (s *Server) DoGetTableTypes(ctx context.Context) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return s.recordStream(ctx, schema_ref.TableTypes, func(b *array.RecordBuilder) {
+		b.Field(0).(*array.StringBuilder).Append(tableType)
+	})
+}
+
+func (s *Server) GetFlightInfoTables(_ context.Context, cmd flightsql.GetTables, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	if cmd.GetIncludeSchema() {
+		return s.metadataInfo(desc, schema_ref.TablesWithIncludedSchema), nil
+	}
+	return s.metadataInfo(desc, schema_ref.Tables), nil
+}
+
+// DoGetTables lists the tables; with include_schema, each one's Arrow
+// schema (IPC-serialised) as mink stores it, the schema DoGet of the
+// table's descriptor returns.
+func (s *Server) DoGetTables(ctx context.Context, cmd flightsql.GetTables) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	schema := schema_ref.Tables
+	if cmd.GetIncludeSchema() {
+		schema = schema_ref.TablesWithIncludedSchema
+	}
+	typeOK := len(cmd.GetTableTypes()) == 0
+	for _, t := range cmd.GetTableTypes() {
+		if strings.EqualFold(t, tableType) {
+			typeOK = true
+		}
+	}
+	var tables []table
+	if typeOK && s.catalogMatches(cmd.GetCatalog()) && schemaMatches(cmd.GetDBSchemaFilterPattern()) {
+		tables = s.tables(ctx, cmd.GetTableNameFilterPattern())
+	}
+	return s.recordStream(ctx, schema, func(b *array.RecordBuilder) {
+		for _, t := range tables {
+			b.Field(0).(*array.StringBuilder).Append(s.cfg.Front.Database())
+			b.Field(1).(*array.StringBuilder).Append(schemaName)
+			b.Field(2).(*array.StringBuilder).Append(t.name)
+			b.Field(3).(*array.StringBuilder).Append(tableType)
+			if cmd.GetIncludeSchema() {
+				b.Field(4).(*array.BinaryBuilder).Append(flight.SerializeSchema(t.schema, s.alloc))
+			}
+		}
+	})
+}
+
+func (s *Server) GetFlightInfoPrimaryKeys(_ context.Context, _ flightsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return s.metadataInfo(desc, schema_ref.PrimaryKeys), nil
+}
+
+// DoGetPrimaryKeys lists the primary-key columns of a table, in key
+// order; a log table has none.
+func (s *Server) DoGetPrimaryKeys(ctx context.Context, ref flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	var pk []string
+	if s.catalogMatches(ref.Catalog) && (ref.DBSchema == nil || *ref.DBSchema == schemaName) {
+		name := ref.Table
+		for _, t := range s.tables(ctx, nil) {
+			if t.name == name {
+				pk = t.primaryKey
+			}
+		}
+	}
+	return s.recordStream(ctx, schema_ref.PrimaryKeys, func(b *array.RecordBuilder) {
+		for i, c := range pk {
+			b.Field(0).(*array.StringBuilder).Append(s.cfg.Front.Database())
+			b.Field(1).(*array.StringBuilder).Append(schemaName)
+			b.Field(2).(*array.StringBuilder).Append(ref.Table)
+			b.Field(3).(*array.StringBuilder).Append(c)
+			b.Field(4).(*array.Int32Builder).Append(int32(i + 1))
+			b.Field(5).AppendNull()
+		}
+	})
+}
+
+// registerSQLInfo registers GetSqlInfo's answers.
+func (s *Server) registerSQLInfo() {
+	for id, v := range map[flightsql.SqlInfo]any{
+		flightsql.SqlInfoFlightSqlServerName:          "mink",
+		flightsql.SqlInfoFlightSqlServerVersion:       s.cfg.Version,
+		flightsql.SqlInfoFlightSqlServerArrowVersion:  "18",
+		flightsql.SqlInfoFlightSqlServerReadOnly:      false,
+		flightsql.SqlInfoFlightSqlServerSql:           true,
+		flightsql.SqlInfoFlightSqlServerSubstrait:     false,
+		flightsql.SqlInfoFlightSqlServerTransaction:   int32(flightsql.SqlTransactionNone),
+		flightsql.SqlInfoFlightSqlServerCancel:        false,
+		flightsql.SqlInfoFlightSqlServerBulkIngestion: false,
+		flightsql.SqlInfoDDLCatalog:                   false,
+		flightsql.SqlInfoDDLSchema:                    false,
+		flightsql.SqlInfoDDLTable:                     true,
+		flightsql.SqlInfoIdentifierCase:               int64(flightsql.SqlCaseSensitivityLowerCase),
+		flightsql.SqlInfoIdentifierQuoteChar:          `"`,
+		flightsql.SqlInfoQuotedIdentifierCase:         int64(flightsql.SqlCaseSensitivityUnknown),
+		flightsql.SqlInfoTransactionsSupported:        false,
+		flightsql.SqlInfoSupportedGrammar:             int32(1<<pb.SupportedSqlGrammar_SQL_MINIMUM_GRAMMAR | 1<<pb.SupportedSqlGrammar_SQL_CORE_GRAMMAR),
+		flightsql.SqlInfoANSI92SupportedLevel:         int32(1 << pb.SupportedAnsi92SqlGrammarLevel_ANSI92_ENTRY_SQL),
+		flightsql.SqlInfoSchemaTerm:                   "schema",
+		flightsql.SqlInfoCatalogTerm:                  "database",
+		flightsql.SqlInfoSelectForUpdateSupported:     false,
+		flightsql.SqlInfoStoredProceduresSupported:    false,
+	} {
+		if err := s.RegisterSqlInfo(id, v); err != nil {
+			panic(err) // the values above are of the types it takes
+		}
+	}
+}

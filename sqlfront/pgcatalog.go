@@ -197,7 +197,7 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 		var tables []*pgcatalog.Table
 		var roles *pgcatalog.Roles
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
-			tables = pgcatalog.NewTables(v, s.bucketRows, defaultExpr)
+			tables = pgcatalog.NewTables(v, s.bucketRows, defaultExpr, func(sv *catalog.SQLView) string { return viewDefinition(v, sv) })
 			roles = pgcatalog.NewRoles(v, s.identity)
 		})
 		c.tables, c.roles, c.index = tables, roles, index

@@ -586,3 +586,19 @@ func readsRelations(node *pg.Node) bool {
 	}
 	return false
 }
+
+// viewDefinition is what pg_get_viewdef and pg_views show of a view: its
+// query, with the current names of the relations it reads, as mink
+// deparses it (one line, unlike PostgreSQL's pretty-printed form), with
+// PostgreSQL's leading space and trailing semicolon.
+func viewDefinition(v *catalog.View, sv *catalog.SQLView) string {
+	q, err := viewQuery(v, sv)
+	if err != nil {
+		return " " + sv.Spec.Query + ";"
+	}
+	text, err := pg.Deparse(q)
+	if err != nil {
+		return " " + sv.Spec.Query + ";"
+	}
+	return " " + text + ";"
+}

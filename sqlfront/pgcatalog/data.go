@@ -389,6 +389,9 @@ type Table struct {
 	// (catalog.Table's; roles.go).
 	owner catalog.RoleID
 	acl   []catalog.ACLItem
+	// definition is a view's query as pg_get_viewdef prints it; "" for a
+	// table. A view is a Table with only names and types in spec.
+	definition string
 }
 
 // Setting is a row of pg_settings.
@@ -406,12 +409,14 @@ type Activity struct {
 	BackendStart time.Time
 }
 
-// NewTables reads the user tables from the view. Tables whose
+// NewTables reads the user tables and views from the view. Tables whose
 // column types do not parse (a newer node's types) are left out.
 // bucketRows returns the number of rows in a bucket this node leads;
 // renderDefault turns a column's stored default (SQL text) into what
-// pg_get_expr prints for it (the caller parses SQL; pgcatalog does not).
-func NewTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool), renderDefault func(def string, typ sqltypes.Type) string) []*Table {
+// pg_get_expr prints for it, and viewDef a view into what pg_get_viewdef
+// prints for it (the caller parses SQL; pgcatalog does not).
+func NewTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool), renderDefault func(def string, typ sqltypes.Type) string,
+	viewDef func(*catalog.SQLView) string) []*Table {
 	var out []*Table
 	for _, t := range v.Tables {
 		ct := &Table{oid: TableOID(t.ID), id: t.ID, spec: t.Spec, nParts: len(t.Partitions),
@@ -443,12 +448,36 @@ func NewTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool),
 		}
 		out = append(out, ct)
 	}
+	for _, sv := range v.Views {
+		ct := &Table{oid: TableOID(sv.ID), id: sv.ID, spec: catalog.TableSpec{Name: sv.Spec.Name}, rows: -1,
+			owner: sv.Owner, acl: slices.Clone(sv.ACL), definition: viewDef(sv)}
+		ok := true
+		for _, c := range sv.Spec.Columns {
+			typ, err := sqltypes.Parse(c.Type)
+			if err != nil {
+				ok = false
+				break
+			}
+			ct.spec.Columns = append(ct.spec.Columns, catalog.Column{Name: c.Name, Type: c.Type})
+			ct.types = append(ct.types, typ)
+			ct.defaults = append(ct.defaults, "")
+		}
+		if ok {
+			out = append(out, ct)
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].oid < out[j].oid })
 	return out
 }
 
-// relkind of a user table.
+// isView reports whether t is a view.
+func (t *Table) isView() bool { return t.definition != "" }
+
+// relkind of a user table or view.
 func (t *Table) relkind() string {
+	if t.isView() {
+		return "v"
+	}
 	if t.spec.PartitionBy != "" {
 		return "p"
 	}
@@ -457,6 +486,9 @@ func (t *Table) relkind() string {
 
 // reloptions are the table's WITH options as PostgreSQL lists them.
 func (t *Table) reloptions() []string {
+	if t.isView() {
+		return nil
+	}
 	opts := []string{fmt.Sprintf("buckets=%d", t.spec.Buckets)}
 	if len(t.spec.BucketKey) > 0 {
 		opts = append(opts, "bucket_key="+strings.Join(t.spec.BucketKey, ","))

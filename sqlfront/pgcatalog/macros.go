@@ -68,6 +68,7 @@ var catalogMacros = append([]catalogMacro{
 	{name: "mink_array_upper", sql: `(p_a, p_d) AS CASE WHEN p_d = 1 AND len(p_a) > 0 THEN len(p_a)::INTEGER END`},
 	{name: "mink_array_lower", sql: `(p_a, p_d) AS CASE WHEN p_d = 1 AND len(p_a) > 0 THEN 1 END`},
 	{name: "mink_expandarray", sql: `(p_a) AS unnest(list_transform(range(len(p_a)), m_i -> {'x': p_a[m_i + 1], 'n': (m_i + 1)::INTEGER}))`},
+	{name: "mink_viewdef", sql: `(p_r) AS (SELECT m_i.viewdef FROM mink_relinfo m_i WHERE m_i.oid = p_r)`, deps: []string{"mink.relinfo"}},
 	{name: "mink_partkeydef", sql: `(p_r) AS (SELECT m_i.partkeydef FROM mink_relinfo m_i WHERE m_i.oid = p_r)`, deps: []string{"mink.relinfo"}},
 	{name: "mink_indexdef", sql: `(p_r, p_c) AS (SELECT m_k.def FROM mink_keydefs m_k WHERE m_k.oid = p_r AND m_k.col = p_c)`, deps: []string{"mink.keydefs"}},
 	{name: "mink_table_size", sql: `(p_r) AS coalesce((SELECT m_i.size FROM mink_relinfo m_i WHERE m_i.oid = p_r), 0)`, deps: []string{"mink.relinfo"}},

@@ -46,6 +46,9 @@ var relationBuilders = map[string]func(in *Input, b *relBuilder){
 	"pg_catalog.pg_stat_user_tables":  buildStatUserTables,
 	"pg_catalog.pg_statio_user_tables": func(in *Input, b *relBuilder) {
 		for _, t := range in.Tables {
+			if t.isView() {
+				continue
+			}
 			b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name)
 		}
 	},
@@ -92,7 +95,7 @@ var privateRelations = map[string][]catalogCol{
 		{"elem", 26, -1, true}, {"elemname", 25, -1, false},
 	},
 	"mink.relinfo": {
-		{"oid", 26, -1, true}, {"size", 20, -1, true}, {"partkeydef", 25, -1, false},
+		{"oid", 26, -1, true}, {"size", 20, -1, true}, {"partkeydef", 25, -1, false}, {"viewdef", 25, -1, false},
 	},
 	"mink.keydefs": {
 		{"oid", 26, -1, true}, {"col", 23, -1, true}, {"def", 25, -1, true},
@@ -395,7 +398,11 @@ func buildPgTables(in *Input, b *relBuilder) {
 func buildPgViews(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		if r.kind == "v" {
-			b.add("schemaname", r.schema, "viewname", r.name, "viewowner", in.Roles.name(r.owner()))
+			var def any
+			if r.table != nil {
+				def = r.table.definition
+			}
+			b.add("schemaname", r.schema, "viewname", r.name, "viewowner", in.Roles.name(r.owner()), "definition", def)
 		}
 	}
 }
@@ -448,7 +455,9 @@ func nilIfEmpty(s string) any {
 
 func buildStatUserTables(in *Input, b *relBuilder) {
 	for _, t := range in.Tables {
-		b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name, "seq_scan", int64(0), "n_live_tup", max(t.rows, 0))
+		if !t.isView() {
+			b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name, "seq_scan", int64(0), "n_live_tup", max(t.rows, 0))
+		}
 	}
 }
 
@@ -478,7 +487,12 @@ func buildISTables(in *Input, b *relBuilder) {
 func buildISViews(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		if r.kind == "v" && in.visible(r, anyTablePrivilege) {
-			b.add("table_catalog", in.Database, "table_schema", r.schema, "table_name", r.name, "check_option", "NONE",
+			// As PostgreSQL, the definition only for the owner's roles.
+			var def any
+			if r.table != nil && in.Roles.hasRole(in.Session.Role, r.owner()) {
+				def = r.table.definition
+			}
+			b.add("table_catalog", in.Database, "table_schema", r.schema, "table_name", r.name, "view_definition", def, "check_option", "NONE",
 				"is_updatable", "NO", "is_insertable_into", "NO", "is_trigger_updatable", "NO",
 				"is_trigger_deletable", "NO", "is_trigger_insertable_into", "NO")
 		}
@@ -510,7 +524,7 @@ func buildISColumns(in *Input, b *relBuilder) {
 				"column_name", a.name, "ordinal_position", int32(i + 1), "is_nullable", nullable, "data_type", dataType,
 				"udt_catalog", in.Database, "udt_schema", "pg_catalog", "udt_name", t.name,
 				"dtd_identifier", fmt.Sprint(i + 1), "is_self_referencing", "NO", "is_identity", "NO",
-				"is_generated", "NEVER", "is_updatable", map[bool]string{true: "YES", false: "NO"}[r.table != nil]}
+				"is_generated", "NEVER", "is_updatable", map[bool]string{true: "YES", false: "NO"}[r.table != nil && r.kind != "v"]}
 			if a.def != "" {
 				row = append(row, "column_default", a.def)
 			}
@@ -585,7 +599,7 @@ func typeDisplayName(oid uint32) string {
 
 func buildRelinfo(in *Input, b *relBuilder) {
 	for _, t := range in.Tables {
-		b.add("oid", t.oid, "size", t.size, "partkeydef", nilIfEmpty(t.partKeyDef()))
+		b.add("oid", t.oid, "size", t.size, "partkeydef", nilIfEmpty(t.partKeyDef()), "viewdef", nilIfEmpty(t.definition))
 	}
 }
 

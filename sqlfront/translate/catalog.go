@@ -302,6 +302,7 @@ var macroFuncs = map[string]string{
 	"array_upper":            "mink_array_upper",
 	"array_lower":            "mink_array_lower",
 	"pg_get_partkeydef":      "mink_partkeydef",
+	"pg_get_viewdef":         "mink_viewdef",
 	"pg_table_size":          "mink_table_size",
 	"pg_relation_size":       "mink_table_size",
 	"pg_total_relation_size": "mink_table_size",
@@ -321,13 +322,14 @@ var regclassArgFuncs = map[string]bool{
 	"pg_table_size":          true,
 	"pg_relation_size":       true,
 	"pg_total_relation_size": true,
+	"pg_get_viewdef":         true,
 }
 
 // nullFuncs describe objects mink does not have: indexes and constraints
-// other than primary keys, views' SQL, functions, comments.
+// other than primary keys, triggers, functions, comments.
 var nullFuncs = map[string]bool{
 	"obj_description": true, "col_description": true, "shobj_description": true,
-	"pg_get_viewdef": true, "pg_get_triggerdef": true,
+	"pg_get_triggerdef":  true,
 	"pg_get_functiondef": true, "pg_get_function_arguments": true, "pg_get_function_result": true,
 	"pg_get_function_identity_arguments": true, "pg_get_statisticsobjdef_columns": true, "pg_get_ruledef": true,
 	"pg_get_serial_sequence": true, "inet_server_addr": true, "inet_client_addr": true,
@@ -429,8 +431,11 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		hit()
 		rw.useMacro(m)
 		fc.Funcname = pg.Names(m)
-		if name == "current_setting" && len(fc.Args) > 1 {
-			fc.Args = fc.Args[:1] // missing_ok: an unknown setting is NULL anyway
+		if (name == "current_setting" || name == "pg_get_viewdef") && len(fc.Args) > 1 {
+			// current_setting's missing_ok: an unknown setting is NULL
+			// anyway; pg_get_viewdef's pretty or wrap column: mink's
+			// definitions are one line.
+			fc.Args = fc.Args[:1]
 		}
 		if regclassArgFuncs[name] && len(fc.Args) == 1 {
 			// pg_table_size('t'): PostgreSQL reads the quoted name as

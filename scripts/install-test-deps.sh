@@ -104,6 +104,15 @@ if ! echo "$iceberg_spark_sha1  $iceberg_spark_jar" | sha1sum -c --status 2>/dev
 	echo "$iceberg_spark_sha1  $iceberg_spark_jar.part" | sha1sum -c --status
 	mv "$iceberg_spark_jar.part" "$iceberg_spark_jar"
 fi
+# The ADBC Flight SQL driver for cmd/mink/flightsql_adbc_e2e_test.go
+# (test/clients/flightsql_adbc.py), in a virtualenv of its own.
+adbc_version=1.13.0
+adbc_pyarrow_version=26.0.1
+adbc_venv="$cache/adbc-venv"
+if ! "$adbc_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('adbc-driver-flightsql') != '$adbc_version' or m.version('adbc-driver-manager') != '$adbc_version' or m.version('pyarrow') != '$adbc_pyarrow_version')" >/dev/null 2>&1; then
+	[ -x "$adbc_venv/bin/python" ] || /usr/bin/python3 -m venv "$adbc_venv"
+	"$adbc_venv/bin/python" -m pip install -q --disable-pip-version-check "adbc-driver-flightsql==$adbc_version" "adbc-driver-manager==$adbc_version" "pyarrow==$adbc_pyarrow_version"
+fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	echo "install-test-deps: node and npm are missing: install Node.js 20 for test/clients/kafka_kafkajs.js" >&2
 	exit 1

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 	"github.com/minkdb/mink/sqlfront/translate"
@@ -182,12 +183,16 @@ func viewRelations(v *catalog.View, query *pg.Node) ([]catalog.ViewRelation, err
 }
 
 // readsRelation reports whether rv, in a query with CTEs ctes, names one
-// of the database's tables or views (not a catalog relation, not a CTE).
+// of the database's tables or views (not a CTE, not a catalog relation:
+// pg_catalog comes first in PostgreSQL's search path).
 func readsRelation(rv *pg.RangeVar, ctes map[string]bool) bool {
 	switch {
 	case rv.Catalogname != "" || (rv.Schemaname != "" && rv.Schemaname != "public"):
 		return false
 	case rv.Schemaname == "" && ctes[rv.Relname]:
+		return false
+	}
+	if _, isCatalog := pgcatalog.Key("", rv.Relname); isCatalog && rv.Schemaname == "" {
 		return false
 	}
 	return true

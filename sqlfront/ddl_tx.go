@@ -74,6 +74,10 @@ type undoDDL struct {
 	// renamedFrom is the name a RENAME took from the table; "" for a
 	// CREATE TABLE.
 	renamedFrom string
+	// view: table is a view's id, and the statement a CREATE VIEW (not
+	// OR REPLACE of an existing view) or, with renamedFrom, a RENAME
+	// (views.go).
+	view bool
 }
 
 // dropInTx records DROP TABLE of t in the open block: a table the block
@@ -160,6 +164,10 @@ func (s *session) rollbackDDL(ctx context.Context, keep int) {
 	for len(s.tx.undo) > keep {
 		u := s.tx.undo[len(s.tx.undo)-1]
 		s.tx.undo = s.tx.undo[:len(s.tx.undo)-1]
+		if u.view {
+			s.rollbackViewDDL(ctx, u)
+			continue
+		}
 		if u.renamedFrom == "" {
 			// Views created on the table since go with it (view DDL is
 			// not undone itself: views.go).

@@ -23,9 +23,11 @@ import (
 // session's role needs SELECT on the view; the view's relations are
 // checked against the view's owner (privileges.go), as in PostgreSQL.
 //
-// View DDL takes effect at once, also in a transaction block: ROLLBACK
-// does not undo it (mink's catalog has no transactions; DROP TABLE's
-// deferral in a block, ddl_tx.go, is not extended to views).
+// View DDL takes effect at once, also in a transaction block (mink's
+// catalog has no transactions). As for CREATE TABLE and RENAME (ddl_tx.go),
+// ROLLBACK drops the views the block created and renames back the views it
+// renamed; it does not bring back a view the block dropped, nor the old
+// query of one it replaced.
 
 // planCreateView plans CREATE [OR REPLACE] VIEW v [(cols)] AS query.
 func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, error) {
@@ -92,7 +94,12 @@ func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, e
 		if err != nil {
 			return err
 		}
-		_, err = s.f.cfg.Meta.Propose(ctx, catalog.CreateView{Spec: spec, Owner: s.ownerRole(), Replace: vs.Replace})
+		var replacing bool
+		s.f.cfg.Meta.Read(func(v *catalog.View) { _, replacing = v.ViewByName(name) })
+		out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateView{Spec: spec, Owner: s.ownerRole(), Replace: vs.Replace})
+		if err == nil && !replacing && s.tx.status == pgwire.TxInBlock {
+			s.tx.undo = append(s.tx.undo, undoDDL{table: out.Table, view: true})
+		}
 		switch {
 		case errors.Is(err, catalog.ErrExists):
 			return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", name)
@@ -576,6 +583,9 @@ func (s *session) planRenameView(rs *pg.RenameStmt, tag string) (*stmt, error) {
 			}
 			return nil, err
 		}
+		if s.tx.status == pgwire.TxInBlock {
+			s.tx.undo = append(s.tx.undo, undoDDL{table: sv.ID, renamedFrom: name, view: true})
+		}
 		return nil, nil
 	}), nil
 }
@@ -606,4 +616,29 @@ func viewDefinition(v *catalog.View, sv *catalog.SQLView) string {
 		return " " + sv.Spec.Query + ";"
 	}
 	return " " + text + ";"
+}
+
+// rollbackViewDDL undoes a CREATE VIEW (with the views created on it
+// since) or an ALTER VIEW … RENAME of the block that rolled back. A view
+// dropped meanwhile is left dropped; a failure is logged, as
+// rollbackDDL's.
+func (s *session) rollbackViewDDL(ctx context.Context, u undoDDL) {
+	if u.renamedFrom != "" {
+		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.RenameView{View: u.table, Name: u.renamedFrom}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			s.f.cfg.Logger.Warn("rollback: could not rename a view back", "view", u.table, "name", u.renamedFrom, "err", err)
+		}
+		return
+	}
+	var ids []catalog.TableID
+	s.f.cfg.Meta.Read(func(v *catalog.View) {
+		if v.Views[u.table] != nil {
+			ids = append([]catalog.TableID{u.table}, v.DependentViews(u.table)...)
+		}
+	})
+	if len(ids) == 0 {
+		return
+	}
+	if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: ids}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		s.f.cfg.Logger.Warn("rollback: could not drop a view the block created", "view", u.table, "err", err)
+	}
 }

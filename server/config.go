@@ -47,6 +47,9 @@ type Config struct {
 	PGAddr     string
 	FlightAddr string
 	AdminAddr  string
+	// Version is the build's version, reported to Flight SQL clients
+	// (GetSqlInfo); "" reports "dev".
+	Version string
 	// FlightSQLIdleTimeout closes a Flight SQL prepared statement left
 	// unused this long (server/flightsql); 0: 10 minutes.
 	FlightSQLIdleTimeout time.Duration

@@ -473,7 +473,7 @@ func (s *Server) startFlight() error {
 	if s.tls != nil {
 		fcfg.TLS = s.tls.serverConfig()
 	}
-	s.flightSQL = flightsql.New(flightsql.Config{Front: s.front, Meta: s.cat, Access: s.guard, Logger: s.logger, IdleTimeout: s.cfg.FlightSQLIdleTimeout})
+	s.flightSQL = flightsql.New(flightsql.Config{Front: s.front, Meta: s.cat, Access: s.guard, Logger: s.logger, IdleTimeout: s.cfg.FlightSQLIdleTimeout, Version: s.cfg.Version})
 	fcfg.Route = s.flightSQL.Route
 	s.flight = flightsvc.New(fcfg)
 	s.wg.Add(1)

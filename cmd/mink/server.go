@@ -20,6 +20,7 @@ import (
 
 func newServerCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
+	cfg.Version = version
 	var configFile, logLevel, logFormat string
 	var endpoints string
 	cmd := &cobra.Command{

@@ -294,6 +294,10 @@ func TestMetadata(t *testing.T) {
 	ctx := context.Background()
 	update(t, ctx, c, "CREATE TABLE logs (id bigint NOT NULL, msg text) WITH (buckets = 1)")
 	update(t, ctx, c, "CREATE TABLE users (org int, name text, age int, PRIMARY KEY (org, name)) WITH (buckets = 1)")
+	update(t, ctx, c, "CREATE VIEW adults AS SELECT name, age FROM users WHERE age >= 18")
+	update(t, ctx, c, "INSERT INTO users VALUES (1, 'ann', 30), (1, 'bo', 9)")
+	_, rows := query(t, ctx, c, "SELECT name, age FROM adults")
+	wantRows(t, "view", rows, [][]string{{"ann", "30"}})
 
 	read := func(info *flight.FlightInfo, err error) [][]string {
 		t.Helper()
@@ -310,9 +314,11 @@ func TestMetadata(t *testing.T) {
 	wantRows(t, "schemas", read(c.GetDBSchemas(ctx, &flightsql.GetDBSchemasOpts{})), [][]string{{"mink", "public"}})
 	nomatch := "x%"
 	wantRows(t, "schemas x%", read(c.GetDBSchemas(ctx, &flightsql.GetDBSchemasOpts{DbSchemaFilterPattern: &nomatch})), nil)
-	wantRows(t, "table types", read(c.GetTableTypes(ctx)), [][]string{{"TABLE"}})
+	wantRows(t, "table types", read(c.GetTableTypes(ctx)), [][]string{{"TABLE"}, {"VIEW"}})
 	wantRows(t, "tables", read(c.GetTables(ctx, &flightsql.GetTablesOpts{})),
-		[][]string{{"mink", "public", "logs", "TABLE"}, {"mink", "public", "users", "TABLE"}})
+		[][]string{{"mink", "public", "adults", "VIEW"}, {"mink", "public", "logs", "TABLE"}, {"mink", "public", "users", "TABLE"}})
+	wantRows(t, "views", read(c.GetTables(ctx, &flightsql.GetTablesOpts{TableTypes: []string{"VIEW"}})),
+		[][]string{{"mink", "public", "adults", "VIEW"}})
 	pattern := "us_r%"
 	info, err := c.GetTables(ctx, &flightsql.GetTablesOpts{TableNameFilterPattern: &pattern, IncludeSchema: true})
 	if err != nil {

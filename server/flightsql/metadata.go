@@ -17,12 +17,14 @@ import (
 )
 
 // Metadata commands answer from the metadata view: one catalog (the
-// database, "mink"), one schema ("public"), and the tables the caller
-// holds a privilege on, as Flight SQL's reference schemas lay them out.
+// database, "mink"), one schema ("public"), and the tables and views the
+// caller holds a privilege on, as Flight SQL's reference schemas lay them
+// out.
 
 const (
 	schemaName = "public"
 	tableType  = "TABLE"
+	viewType   = "VIEW"
 )
 
 // metadataInfo is the FlightInfo of a metadata command: its reference
@@ -31,38 +33,67 @@ func (s *Server) metadataInfo(desc *flight.FlightDescriptor, schema *arrow.Schem
 	return s.flightInfo(desc, schema, desc.Cmd)
 }
 
-// table is a table as the metadata commands show it.
+// table is a table or view as the metadata commands show it.
 type table struct {
 	name       string
+	kind       string // tableType or viewType
 	schema     *arrow.Schema
 	primaryKey []string
 }
 
-// tables returns the tables the caller may see whose names match
-// namePattern (a LIKE pattern; nil: all), sorted by name.
-func (s *Server) tables(ctx context.Context, namePattern *string) []table {
+// schemaOf is the Arrow schema of columns of these SQL types; false if a
+// type does not parse (a newer node's).
+func schemaOf(names, types []string, notNull []bool) (*arrow.Schema, bool) {
+	cols := make([]sqltypes.Column, len(names))
+	for i := range names {
+		typ, err := sqltypes.Parse(types[i])
+		if err != nil {
+			return nil, false
+		}
+		cols[i] = sqltypes.Column{Name: names[i], Type: typ, NotNull: notNull[i]}
+	}
+	return sqltypes.Schema(cols), true
+}
+
+// tables returns the tables and views the caller may see whose names
+// match namePattern (a LIKE pattern; nil: all), of the kinds in kinds,
+// sorted by name.
+func (s *Server) tables(ctx context.Context, namePattern *string, kinds map[string]bool) []table {
 	id := s.identity(ctx)
 	var out []table
 	s.cfg.Meta.Read(func(v *catalog.View) {
+		for _, sv := range v.Views {
+			if !kinds[viewType] || (namePattern != nil && !like(sv.Spec.Name, *namePattern)) {
+				continue
+			}
+			if s.cfg.Access != nil && v.ViewPrivileges(id.Role, sv) == 0 {
+				continue
+			}
+			var names, types []string
+			for _, c := range sv.Spec.Columns {
+				names, types = append(names, c.Name), append(types, c.Type)
+			}
+			if schema, ok := schemaOf(names, types, make([]bool, len(names))); ok {
+				out = append(out, table{name: sv.Spec.Name, kind: viewType, schema: schema})
+			}
+		}
 		for _, t := range v.Tables {
+			if !kinds[tableType] {
+				continue
+			}
 			if namePattern != nil && !like(t.Spec.Name, *namePattern) {
 				continue
 			}
 			if s.cfg.Access != nil && v.TablePrivileges(id.Role, t) == 0 {
 				continue
 			}
-			cols := make([]sqltypes.Column, 0, len(t.Spec.Columns))
-			ok := true
+			var names, types []string
+			var notNull []bool
 			for _, c := range t.Spec.Columns {
-				typ, err := sqltypes.Parse(c.Type)
-				if err != nil {
-					ok = false // a newer node's type
-					break
-				}
-				cols = append(cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull})
+				names, types, notNull = append(names, c.Name), append(types, c.Type), append(notNull, c.NotNull)
 			}
-			if ok {
-				out = append(out, table{name: t.Spec.Name, schema: sqltypes.Schema(cols), primaryKey: t.Spec.PrimaryKey})
+			if schema, ok := schemaOf(names, types, notNull); ok {
+				out = append(out, table{name: t.Spec.Name, kind: tableType, schema: schema, primaryKey: t.Spec.PrimaryKey})
 			}
 		}
 	})
@@ -162,6 +193,7 @@ func (s *Server) GetFlightInfoTableTypes(_ context.Context, desc *flight.FlightD
 func (s *Server) DoGetTableTypes(ctx context.Context) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	return s.recordStream(ctx, schema_ref.TableTypes, func(b *array.RecordBuilder) {
 		b.Field(0).(*array.StringBuilder).Append(tableType)
+		b.Field(0).(*array.StringBuilder).Append(viewType)
 	})
 }
 
@@ -180,22 +212,23 @@ func (s *Server) DoGetTables(ctx context.Context, cmd flightsql.GetTables) (*arr
 	if cmd.GetIncludeSchema() {
 		schema = schema_ref.TablesWithIncludedSchema
 	}
-	typeOK := len(cmd.GetTableTypes()) == 0
-	for _, t := range cmd.GetTableTypes() {
-		if strings.EqualFold(t, tableType) {
-			typeOK = true
+	kinds := map[string]bool{tableType: true, viewType: true}
+	if len(cmd.GetTableTypes()) > 0 {
+		kinds = map[string]bool{}
+		for _, t := range cmd.GetTableTypes() {
+			kinds[strings.ToUpper(t)] = true
 		}
 	}
 	var tables []table
-	if typeOK && s.catalogMatches(cmd.GetCatalog()) && schemaMatches(cmd.GetDBSchemaFilterPattern()) {
-		tables = s.tables(ctx, cmd.GetTableNameFilterPattern())
+	if s.catalogMatches(cmd.GetCatalog()) && schemaMatches(cmd.GetDBSchemaFilterPattern()) {
+		tables = s.tables(ctx, cmd.GetTableNameFilterPattern(), kinds)
 	}
 	return s.recordStream(ctx, schema, func(b *array.RecordBuilder) {
 		for _, t := range tables {
 			b.Field(0).(*array.StringBuilder).Append(s.cfg.Front.Database())
 			b.Field(1).(*array.StringBuilder).Append(schemaName)
 			b.Field(2).(*array.StringBuilder).Append(t.name)
-			b.Field(3).(*array.StringBuilder).Append(tableType)
+			b.Field(3).(*array.StringBuilder).Append(t.kind)
 			if cmd.GetIncludeSchema() {
 				b.Field(4).(*array.BinaryBuilder).Append(flight.SerializeSchema(t.schema, s.alloc))
 			}
@@ -213,7 +246,7 @@ func (s *Server) DoGetPrimaryKeys(ctx context.Context, ref flightsql.TableRef) (
 	var pk []string
 	if s.catalogMatches(ref.Catalog) && (ref.DBSchema == nil || *ref.DBSchema == schemaName) {
 		name := ref.Table
-		for _, t := range s.tables(ctx, nil) {
+		for _, t := range s.tables(ctx, nil, map[string]bool{tableType: true}) {
 			if t.name == name {
 				pk = t.primaryKey
 			}

@@ -73,6 +73,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunFlight(ctx, os.Stdout, cfg)
 	},
+	"flightsql": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.FlightSQLConfig{Dir: dir}
+		if quick {
+			cfg.Rows, cfg.ChunkRows, cfg.Runs = 200_000, 50_000, 1
+		}
+		return bench.RunFlightSQL(ctx, os.Stdout, cfg)
+	},
 	"pk": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.PKConfig{Dir: dir, Only: *pkOnly}
 		if quick {

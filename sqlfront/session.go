@@ -102,6 +102,7 @@ func (s *session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 	if err != nil {
 		return nil, toWire(err)
 	}
+	st = s.replanOnViewChange(st, sql, tree.Stmts[0].Stmt, paramOIDs)
 	st = s.guarded(st, tree.Stmts[0].Stmt)
 	st.s = s
 	return st, nil
@@ -113,11 +114,23 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 		return nil, err
 	}
 	if readsRelations(node) {
-		var err error
-		if node, sql, err = s.expandViews(node, sql); err != nil {
+		expanded, text, views, err := s.expandViews(node, sql)
+		if err != nil {
 			return nil, err
 		}
+		if views != "" {
+			st, err := s.planStatement(ctx, text, expanded, paramOIDs)
+			if st != nil {
+				st.views = views
+			}
+			return st, err
+		}
 	}
+	return s.planStatement(ctx, sql, node, paramOIDs)
+}
+
+// planStatement is plan once the views node reads are expanded.
+func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (*stmt, error) {
 	switch n := node.Node.(type) {
 	case *pg.Node_TransactionStmt:
 		return s.planTransaction(n.TransactionStmt)
@@ -281,6 +294,9 @@ type stmt struct {
 	// Arrow clients may take as the engine makes them (arrow.go); nil for
 	// statements whose rows need converting.
 	arrow *arrow.Schema
+	// views is the fingerprint of the views the statement read when it
+	// was planned (viewsFingerprint); "" when it reads none.
+	views string
 	run   func(ctx context.Context, params []any) (pgwire.Result, error)
 	close func()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -148,21 +150,12 @@ func (s *session) checkCreateView(v *catalog.View, spec catalog.ViewSpec, replac
 	}
 	readers := v.DependentViews(old.ID)
 	for _, r := range spec.Relations {
-		if r.ID == old.ID || containsID(readers, r.ID) {
+		if r.ID == old.ID || slices.Contains(readers, r.ID) {
 			// PostgreSQL accepts the view and fails every read of it.
 			return errorf(codeInvalidObjectDefinition, "infinite recursion detected in rules for relation %q", spec.Name)
 		}
 	}
 	return nil
-}
-
-func containsID(ids []catalog.TableID, id catalog.TableID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // viewRelations returns the tables and views query reads, as a view
@@ -261,35 +254,113 @@ func viewLookup(v *catalog.View) translate.ViewLookup {
 }
 
 // expandViews returns node with the views it reads replaced by their
-// queries, and the SQL text of the result (parsed again, so positions in
-// the tree point into it); node and sql themselves when it reads none.
-// node is not modified.
-func (s *session) expandViews(node *pg.Node, sql string) (*pg.Node, string, error) {
+// queries, the SQL text of the result (parsed again, so positions in the
+// tree point into it), and the fingerprint of the views it was expanded
+// from; node, sql and "" when it reads none. node is not modified.
+func (s *session) expandViews(node *pg.Node, sql string) (*pg.Node, string, string, error) {
 	if !s.hasViews() {
-		return node, sql, nil
+		return node, sql, "", nil
 	}
 	out := proto.Clone(node).(*pg.Node)
 	var changed bool
+	var fingerprint string
 	var err error
 	s.f.cfg.Meta.Read(func(v *catalog.View) {
 		changed, err = translate.ExpandViews(out, viewLookup(v))
+		fingerprint = viewsFingerprint(v)
 	})
 	var rec *translate.ErrViewRecursion
 	if errors.As(err, &rec) {
-		return nil, "", errorf(codeInvalidObjectDefinition, "%s", rec.Error())
+		return nil, "", "", errorf(codeInvalidObjectDefinition, "%s", rec.Error())
 	}
 	if err != nil || !changed {
-		return node, sql, err
+		return node, sql, "", err
 	}
 	text, err := pg.Deparse(out)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	tree, err := pg.Parse(text)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	return tree.Stmts[0].Stmt, text, nil
+	return tree.Stmts[0].Stmt, text, fingerprint, nil
+}
+
+// viewsFingerprint identifies what the views of v read: their names,
+// queries (with the current names of their relations) and columns. A
+// statement planned from the views of one fingerprint is planned again
+// when it changes.
+func viewsFingerprint(v *catalog.View) string {
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(v.Views)) {
+		sv := v.Views[id]
+		fmt.Fprintf(&b, "%d %q %q %v", id, sv.Spec.Name, sv.Spec.Query, sv.Spec.Columns)
+		for _, r := range sv.Spec.Relations {
+			name, _ := v.RelationName(r.ID)
+			fmt.Fprintf(&b, " %q=%q", r.Name, name)
+		}
+		b.WriteString(";")
+	}
+	return b.String()
+}
+
+// replanOnViewChange makes st, planned from sql and node, plan itself
+// again before an execution at which the views have changed since it was
+// planned (replaced, renamed, dropped, or their relations renamed), as
+// PostgreSQL invalidates a cached plan: a prepared statement that reads a
+// dropped view then fails with 42P01, and one whose result columns would
+// change with PostgreSQL's 0A000.
+func (s *session) replanOnViewChange(st *stmt, sql string, node *pg.Node, paramOIDs []uint32) *stmt {
+	if st == nil || st.views == "" {
+		return st
+	}
+	orig := proto.Clone(node).(*pg.Node)
+	planned, run := st.views, st.run
+	var replanned *stmt
+	st.run = func(ctx context.Context, params []any) (pgwire.Result, error) {
+		var now string
+		s.f.cfg.Meta.Read(func(v *catalog.View) { now = viewsFingerprint(v) })
+		if now != planned {
+			next, err := s.plan(ctx, sql, proto.Clone(orig).(*pg.Node), paramOIDs)
+			if err != nil {
+				return pgwire.Result{}, err
+			}
+			if !sameColumns(next.columns, st.columns) || len(next.params) != len(st.params) {
+				next.Close()
+				return pgwire.Result{}, errorf(pgwire.CodeFeatureNotSupported, "cached plan must not change result type")
+			}
+			if replanned != nil {
+				replanned.Close()
+			}
+			replanned, run, planned = next, next.run, now
+		}
+		return run(ctx, params)
+	}
+	closePlanned := st.close
+	st.close = func() {
+		if closePlanned != nil {
+			closePlanned()
+		}
+		if replanned != nil {
+			replanned.Close()
+		}
+	}
+	return st
+}
+
+// sameColumns reports whether two statements' results have the same
+// column names and types.
+func sameColumns(a, b []pgwire.Column) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].TypeOID != b[i].TypeOID || a[i].TypeMod != b[i].TypeMod {
+			return false
+		}
+	}
+	return true
 }
 
 // hasViews reports whether the catalog has a view: most have none, and
@@ -441,7 +512,7 @@ func (s *session) planDropView(d *pg.DropStmt) (*stmt, error) {
 					notices = append(notices, notice(pgwire.CodeSuccessfulCompletion, "view %q does not exist, skipping", name))
 					continue
 				}
-				if !containsID(ids, sv.ID) {
+				if !slices.Contains(ids, sv.ID) {
 					ids = append(ids, sv.ID)
 				}
 			}

@@ -2,6 +2,7 @@ package sqlfront_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -71,4 +72,71 @@ func TestViewPrivileges(t *testing.T) {
 		t.Fatalf("alice reads the view she owns: %d, %v", n1, err)
 	}
 	mustExec(t, alice, "ALTER VIEW open RENAME TO shut", "DROP VIEW shut")
+}
+
+// A prepared statement that reads a view reads the view as it is at each
+// execution: a replaced view's new query, a renamed table; a dropped view
+// is 42P01, and a replacement that changes the statement's result columns
+// PostgreSQL's 0A000.
+func TestViewPreparedStatement(t *testing.T) {
+	n := startWithPassword(t, "root pw")
+	ctx := context.Background()
+	conn, err := as(t, n, "mink", "root pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn,
+		"CREATE TABLE t (a int, b text)",
+		"INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'z')",
+		"CREATE VIEW v AS SELECT a, b FROM t WHERE a > 1",
+	)
+	stmt, err := conn.Prepare(ctx, "read_v", "SELECT b FROM v WHERE a >= $1 ORDER BY a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() ([]string, error) {
+		rows, err := conn.Query(ctx, stmt.Name, 0)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for rows.Next() {
+			var b string
+			if err := rows.Scan(&b); err != nil {
+				return nil, err
+			}
+			out = append(out, b)
+		}
+		return out, rows.Err()
+	}
+	want := func(what string, expect ...string) {
+		t.Helper()
+		got, err := read()
+		if err != nil || strings.Join(got, ",") != strings.Join(expect, ",") {
+			t.Fatalf("%s: %v, %v; want %v", what, got, err, expect)
+		}
+	}
+	want("as prepared", "y", "z")
+	mustExec(t, conn, "CREATE OR REPLACE VIEW v AS SELECT a, b FROM t WHERE a < 3")
+	want("after CREATE OR REPLACE", "x", "y")
+	mustExec(t, conn, "ALTER TABLE t RENAME TO t2", "INSERT INTO t2 VALUES (0, 'w')")
+	want("after the table's rename", "w", "x", "y")
+	mustExec(t, conn, "CREATE OR REPLACE VIEW v AS SELECT a, upper(b) AS b FROM t2 WHERE a < 3")
+	want("a column's expression replaced", "W", "X", "Y")
+
+	// A statement whose result columns are the view's own changes its
+	// result type with a replacement that adds one.
+	star, err := conn.Prepare(ctx, "star_v", "SELECT * FROM v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, "CREATE OR REPLACE VIEW v AS SELECT a, upper(b) AS b, 1 AS c FROM t2 WHERE a < 3")
+	if _, err := conn.Exec(ctx, star.Name); sqlstate(err) != "0A000" || !strings.Contains(err.Error(), "cached plan must not change result type") {
+		t.Fatalf("SELECT * after a column was added: %v, want 0A000", err)
+	}
+	want("a column added that the statement does not read", "W", "X", "Y")
+	mustExec(t, conn, "DROP VIEW v")
+	if _, err := read(); sqlstate(err) != "42P01" {
+		t.Fatalf("after DROP VIEW: %v, want 42P01", err)
+	}
 }

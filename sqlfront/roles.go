@@ -472,6 +472,9 @@ func (s *session) planGrant(gs *pg.GrantStmt) (*stmt, error) {
 				for _, t := range v.Tables {
 					names = append(names, t.Spec.Name)
 				}
+				for _, sv := range v.Views { // ALL TABLES takes in views, as in PostgreSQL
+					names = append(names, sv.Spec.Name)
+				}
 				slices.Sort(names)
 			}
 			for _, name := range names {

@@ -38,6 +38,8 @@ func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, e
 		return nil, err
 	}
 	switch {
+	case strings.HasSuffix(name, changelogSuffix):
+		return nil, errorf(codeReservedName, "relation names ending in %q are reserved for changelogs", changelogSuffix)
 	case vs.View.Relpersistence == "t":
 		return nil, unsupported("temporary views are not supported by mink")
 	case len(vs.Options) > 0:
@@ -619,6 +621,9 @@ func (s *session) planRenameView(rs *pg.RenameStmt, tag string) (*stmt, error) {
 		return nil, err
 	}
 	to := rs.Newname
+	if strings.HasSuffix(to, changelogSuffix) {
+		return nil, errorf(codeReservedName, "relation names ending in %q are reserved for changelogs", changelogSuffix)
+	}
 	return s.tagWithNotices(tag, func(ctx context.Context) ([]*pgwire.Error, error) {
 		var sv *catalog.SQLView
 		var err error

@@ -140,3 +140,34 @@ func TestViewPreparedStatement(t *testing.T) {
 		t.Fatalf("after DROP VIEW: %v, want 42P01", err)
 	}
 }
+
+// GRANT … ON ALL TABLES IN SCHEMA public takes in views, as in PostgreSQL.
+func TestViewGrantAllTables(t *testing.T) {
+	n := startWithPassword(t, "root pw")
+	ctx := context.Background()
+	admin, err := as(t, n, "mink", "root pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin,
+		"CREATE ROLE carol LOGIN PASSWORD 'carol pw'",
+		"CREATE TABLE t (a int)",
+		"INSERT INTO t VALUES (1), (2)",
+		"CREATE VIEW v AS SELECT a FROM t WHERE a > 1",
+	)
+	carol, err := as(t, n, "carol", "carol pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, carol, "SELECT * FROM v", "42501", "permission denied for view v")
+	mustExec(t, admin, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO carol")
+	var count int
+	if err := carol.QueryRow(ctx, "SELECT count(*) FROM v").Scan(&count); err != nil || count != 1 {
+		t.Fatalf("carol reads v after GRANT … ALL TABLES: %d, %v", count, err)
+	}
+	var has bool
+	if err := carol.QueryRow(ctx, "SELECT has_table_privilege('v', 'SELECT')").Scan(&has); err != nil || !has {
+		t.Fatalf("has_table_privilege('v', 'SELECT') for carol: %v, %v", has, err)
+	}
+	wantState(t, admin, `CREATE VIEW "v$changelog" AS SELECT 1`, "42939", "reserved for changelogs")
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -76,6 +77,12 @@ type RebalanceEvent struct {
 	// bucket open.
 	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// CoordinatorChanged marks an "error" event of a rebalance that stopped
+	// because another node took the coordinator lease: run it again.
+	CoordinatorChanged bool `json:"coordinator_changed,omitempty"`
+	// Replan marks a "plan" event after a move: the cluster changed
+	// meanwhile, and Moves are what is left to do now.
+	Replan bool `json:"replan,omitempty"`
 	// By is the node (the coordinator lease holder) that ran the rebalance.
 	By catalog.NodeID `json:"by,omitempty"`
 }
@@ -100,26 +107,36 @@ func (s *Server) handleRebalance(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := s.rebalance(r.Context(), epoch, dryRun, emit); err != nil {
-		emit(RebalanceEvent{Type: "error", Error: err.Error()})
+		emit(RebalanceEvent{Type: "error", Error: err.Error(), CoordinatorChanged: errors.Is(err, catalog.ErrStaleEpoch)})
 	}
 }
 
 // rebalance plans and, unless dryRun, carries out the moves one LeadBucket
-// at a time, waiting for each bucket to open on its new leader.
+// at a time, waiting for each bucket to open on its new leader. Every plan
+// is made from a view caught up with the metadata log's head, and the plan
+// is made again after each move: the view a coordinator that just took the
+// lease holds may lag the log, and failovers move buckets while a
+// rebalance runs, so a plan made once can end outside the band. When the
+// plan changes, the new one is emitted as a "plan" event with Replan set.
 func (s *Server) rebalance(ctx context.Context, epoch uint64, dryRun bool, emit func(RebalanceEvent)) error {
-	var live []catalog.NodeID
-	for id := range s.live.Nodes() {
-		live = append(live, id)
+	moves, err := s.rebalancePlan(ctx, epoch)
+	if err != nil {
+		return err
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i] < live[j] })
-	var moves []plan.Move
-	s.cat.Read(func(v *catalog.View) { moves = plan.Rebalance(v, live) })
 	emit(RebalanceEvent{Type: "plan", Moves: moves, Total: len(moves)})
 	if dryRun {
 		emit(RebalanceEvent{Type: "done", Total: len(moves)})
 		return nil
 	}
-	for i, m := range moves {
+	// Each move narrows the spread of a stable view; the bound stops a
+	// rebalance that concurrent changes keep from converging.
+	limit := 2*len(moves) + 8
+	done := 0
+	for len(moves) > 0 {
+		if done == limit {
+			return fmt.Errorf("rebalance did not converge after %d moves: the cluster kept changing; run it again", done)
+		}
+		m := moves[0]
 		start := time.Now()
 		out, err := s.cat.Propose(ctx, catalog.LeadBucket{Bucket: m.Bucket, Node: m.To, CoordinatorEpoch: epoch})
 		if err != nil {
@@ -128,11 +145,50 @@ func (s *Server) rebalance(ctx context.Context, epoch uint64, dryRun bool, emit 
 		if err := s.waitOpen(ctx, m.Bucket, m.To, out.Epoch); err != nil {
 			return err
 		}
-		mv := m
-		emit(RebalanceEvent{Type: "moved", Move: &mv, Done: i + 1, Total: len(moves), ElapsedMS: time.Since(start).Milliseconds()})
+		done++
+		next, err := s.rebalancePlan(ctx, epoch)
+		if err != nil {
+			return err
+		}
+		emit(RebalanceEvent{Type: "moved", Move: &m, Done: done, Total: done + len(next), ElapsedMS: time.Since(start).Milliseconds()})
+		if !slices.Equal(next, moves[1:]) && len(next) > 0 {
+			emit(RebalanceEvent{Type: "plan", Moves: next, Total: done + len(next), Replan: true})
+		}
+		moves = next
 	}
-	emit(RebalanceEvent{Type: "done", Total: len(moves)})
+	emit(RebalanceEvent{Type: "done", Total: done})
 	return nil
+}
+
+// rebalancePlan is plan.Rebalance of the live nodes, on a view that holds
+// every metadata record appended before the call. It fails with
+// catalog.ErrStaleEpoch once another node has taken the coordinator lease
+// since the rebalance began at epoch: a rebalance stops with its
+// coordinator, rather than report a plan it may no longer carry out.
+func (s *Server) rebalancePlan(ctx context.Context, epoch uint64) ([]plan.Move, error) {
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.cat.Sync(sctx); err != nil {
+		return nil, fmt.Errorf("catch up with the metadata log before planning: %w", err)
+	}
+	var live []catalog.NodeID
+	for id := range s.live.Nodes() {
+		live = append(live, id)
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i] < live[j] })
+	var (
+		moves []plan.Move
+		stale error
+	)
+	s.cat.Read(func(v *catalog.View) {
+		if v.Coordinator.Epoch != epoch {
+			stale = fmt.Errorf("the rebalance stopped: it runs at coordinator epoch %d, current is %d (node %d): %w",
+				epoch, v.Coordinator.Epoch, v.Coordinator.Node, catalog.ErrStaleEpoch)
+			return
+		}
+		moves = plan.Rebalance(v, live)
+	})
+	return moves, stale
 }
 
 // waitOpen waits until node has bucket's stream open at leaderEpoch.

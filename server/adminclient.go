@@ -187,8 +187,14 @@ func (c *AdminClient) TableBuckets(ctx context.Context, table string) ([]BucketS
 	return out.Buckets, err
 }
 
+// ErrCoordinatorMoving is the error of a rebalance that stopped because
+// another node took the coordinator lease, or that found no registered
+// coordinator to run on: running it again continues on the new one.
+var ErrCoordinatorMoving = errors.New("the coordinator lease is moving")
+
 // Rebalance calls POST /api/v1/cluster/rebalance and calls fn for every
-// event as it arrives.
+// event as it arrives. Its error wraps ErrCoordinatorMoving when the
+// rebalance may be run again on the next coordinator.
 func (c *AdminClient) Rebalance(ctx context.Context, dryRun bool, fn func(RebalanceEvent)) error {
 	path := "/api/v1/cluster/rebalance"
 	if dryRun {
@@ -207,7 +213,11 @@ func (c *AdminClient) Rebalance(ctx context.Context, dryRun bool, fn func(Rebala
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return c.statusError(path, resp.StatusCode, body)
+		err := c.statusError(path, resp.StatusCode, body)
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			err = fmt.Errorf("%w (%w)", err, ErrCoordinatorMoving)
+		}
+		return err
 	}
 	dec := json.NewDecoder(resp.Body)
 	for {
@@ -222,6 +232,9 @@ func (c *AdminClient) Rebalance(ctx context.Context, dryRun bool, fn func(Rebala
 		case "done":
 			return nil
 		case "error":
+			if ev.CoordinatorChanged {
+				return fmt.Errorf("rebalance on node %d: %s (%w)", ev.By, ev.Error, ErrCoordinatorMoving)
+			}
 			return fmt.Errorf("rebalance on node %d: %s", ev.By, ev.Error)
 		}
 	}

@@ -2,13 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/minkdb/mink/plan"
 	"github.com/minkdb/mink/server"
 )
 
@@ -40,36 +43,59 @@ request to the coordinator lease holder. --dry-run prints the plan only.`,
 			if err != nil {
 				return err
 			}
-			return c.Rebalance(cmd.Context(), dryRun, func(ev server.RebalanceEvent) {
-				switch ev.Type {
-				case "plan":
-					if len(ev.Moves) == 0 {
-						fmt.Fprintf(out, "nothing to move (coordinator: node %d)\n", ev.By)
-						return
-					}
-					fmt.Fprintf(out, "plan (coordinator: node %d): %d moves\n", ev.By, len(ev.Moves))
-					for _, m := range ev.Moves {
-						from := fmt.Sprintf("node %d", m.From)
-						if m.From == 0 {
-							from = "no leader"
-						}
-						fmt.Fprintf(out, "  bucket %d: %s -> node %d\n", m.Bucket, from, m.To)
-					}
-				case "moved":
-					fmt.Fprintf(out, "[%d/%d] bucket %d now led by node %d (%d ms)\n", ev.Done, ev.Total, ev.Move.Bucket, ev.Move.To, ev.ElapsedMS)
-				case "done":
-					if dryRun {
-						fmt.Fprintln(out, "dry run: nothing moved")
-					} else if ev.Total > 0 {
-						fmt.Fprintf(out, "done: %d buckets moved\n", ev.Total)
-					}
+			// A rebalance whose coordinator lost the lease stops; it goes on
+			// on the next coordinator, which plans from what has moved.
+			deadline := time.Now().Add(rebalanceRetryFor)
+			for {
+				err := c.Rebalance(cmd.Context(), dryRun, printRebalanceEvent(out, dryRun))
+				if !errors.Is(err, server.ErrCoordinatorMoving) || time.Now().After(deadline) {
+					return err
 				}
-			})
+				fmt.Fprintf(cmd.ErrOrStderr(), "mink: %v\n", err)
+				fmt.Fprintln(out, "the coordinator changed; running the rebalance again on the next one")
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(time.Second):
+				}
+			}
 		},
 	}
 	admin.register(cmd.Flags())
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan without moving anything")
 	return cmd
+}
+
+// rebalanceRetryFor bounds how long `mink cluster rebalance` keeps running
+// the rebalance again while the coordinator lease moves.
+const rebalanceRetryFor = 2 * time.Minute
+
+// printRebalanceEvent prints the progress of a rebalance.
+func printRebalanceEvent(out io.Writer, dryRun bool) func(server.RebalanceEvent) {
+	return func(ev server.RebalanceEvent) {
+		switch ev.Type {
+		case "plan":
+			if ev.Replan {
+				fmt.Fprintf(out, "the cluster changed; %d moves left:\n", len(ev.Moves))
+				printMoves(out, ev.Moves)
+				return
+			}
+			if len(ev.Moves) == 0 {
+				fmt.Fprintf(out, "nothing to move (coordinator: node %d)\n", ev.By)
+				return
+			}
+			fmt.Fprintf(out, "plan (coordinator: node %d): %d moves\n", ev.By, len(ev.Moves))
+			printMoves(out, ev.Moves)
+		case "moved":
+			fmt.Fprintf(out, "[%d/%d] bucket %d now led by node %d (%d ms)\n", ev.Done, ev.Total, ev.Move.Bucket, ev.Move.To, ev.ElapsedMS)
+		case "done":
+			if dryRun {
+				fmt.Fprintln(out, "dry run: nothing moved")
+			} else if ev.Total > 0 {
+				fmt.Fprintf(out, "done: %d buckets moved\n", ev.Total)
+			}
+		}
+	}
 }
 
 func newTableCmd() *cobra.Command {
@@ -181,4 +207,15 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printMoves prints the moves of a rebalance plan, one per line.
+func printMoves(out io.Writer, moves []plan.Move) {
+	for _, m := range moves {
+		from := fmt.Sprintf("node %d", m.From)
+		if m.From == 0 {
+			from = "no leader"
+		}
+		fmt.Fprintf(out, "  bucket %d: %s -> node %d\n", m.Bucket, from, m.To)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -367,22 +368,28 @@ type arrowRows struct {
 	ctx    context.Context
 	schema *arrow.Schema
 	rows   pgwire.Rows
+	refs   atomic.Int64
 	cur    arrow.RecordBatch
 	err    error
 	done   bool
 }
 
 func newArrowRows(ctx context.Context, schema *arrow.Schema, rows pgwire.Rows) *arrowRows {
-	return &arrowRows{ctx: ctx, schema: schema, rows: rows}
+	r := &arrowRows{ctx: ctx, schema: schema, rows: rows}
+	r.refs.Store(1)
+	return r
 }
 
 func (r *arrowRows) Schema() *arrow.Schema          { return r.schema }
 func (r *arrowRows) RecordBatch() arrow.RecordBatch { return r.cur }
 func (r *arrowRows) Record() arrow.RecordBatch      { return r.cur }
 func (r *arrowRows) Err() error                     { return r.err }
-func (r *arrowRows) Retain()                        {}
+func (r *arrowRows) Retain()                        { r.refs.Add(1) }
 
 func (r *arrowRows) Release() {
+	if r.refs.Add(-1) > 0 {
+		return
+	}
 	if r.cur != nil {
 		r.cur.Release()
 		r.cur = nil

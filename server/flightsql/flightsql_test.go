@@ -98,6 +98,15 @@ func query(t *testing.T, ctx context.Context, c *flightsql.Client, sql string) (
 	return schema, rows
 }
 
+func mustExecute(t *testing.T, ctx context.Context, c *flightsql.Client, sql string) *flight.FlightInfo {
+	t.Helper()
+	info, err := c.Execute(ctx, sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return info
+}
+
 func wantRows(t *testing.T, what string, got, want [][]string) {
 	t.Helper()
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -392,6 +401,32 @@ func TestErrors(t *testing.T) {
 	}
 	if _, state := sqlstate(t, err); state != "22P02" {
 		t.Fatalf("mid-stream: %s after %d rows", state, len(rows))
+	}
+
+	// A client that stops reading part-way: the server's reader ends
+	// (goleak checks at the end) and the node serves the next query.
+	info, err = c.Execute(ctx, "SELECT i FROM range(50000000) t(i)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	r, err := c.DoGet(cctx, info.Endpoint[0].Ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Next() {
+		t.Fatalf("no first batch: %v", r.Err())
+	}
+	cancel()
+	for r.Next() {
+	}
+	if status.Code(r.Err()) != codes.Canceled {
+		t.Fatalf("cancelled DoGet: %v, want Canceled", r.Err())
+	}
+	r.Release()
+	_, rows, err = fetch(ctx, c, mustExecute(t, ctx, c, "SELECT 1"))
+	if err != nil || fmt.Sprint(rows) != "[[1]]" {
+		t.Fatalf("after a cancelled DoGet: %v %v", rows, err)
 	}
 
 	// Unsupported commands say so.

@@ -1,6 +1,7 @@
 package flightsvc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -122,15 +123,7 @@ func (s *Service) lakeRuns(ctx context.Context, tb *table, id catalog.BucketID, 
 		release()
 		return nil, toStatus(lakeReadError(id, err))
 	}
-	slices.SortFunc(runs, func(a, b run) int {
-		switch {
-		case a.first < b.first:
-			return -1
-		case a.first > b.first:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(runs, func(a, b run) int { return cmp.Compare(a.first, b.first) })
 	return runs, nil
 }
 

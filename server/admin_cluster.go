@@ -119,7 +119,29 @@ func (s *Server) handleRebalance(w http.ResponseWriter, r *http.Request) {
 // rebalance runs, so a plan made once can end outside the band. When the
 // plan changes, the new one is emitted as a "plan" event with Replan set.
 func (s *Server) rebalance(ctx context.Context, epoch uint64, dryRun bool, emit func(RebalanceEvent)) error {
-	moves, err := s.rebalancePlan(ctx, epoch)
+	return runRebalance(ctx, rebalanceSteps{
+		plan: func(ctx context.Context) ([]plan.Move, error) { return s.rebalancePlan(ctx, epoch) },
+		move: func(ctx context.Context, m plan.Move) error {
+			out, err := s.cat.Propose(ctx, catalog.LeadBucket{Bucket: m.Bucket, Node: m.To, CoordinatorEpoch: epoch})
+			if err != nil {
+				return fmt.Errorf("move bucket %d to node %d: %w", m.Bucket, m.To, err)
+			}
+			return s.waitOpen(ctx, m.Bucket, m.To, out.Epoch)
+		},
+	}, dryRun, emit)
+}
+
+// rebalanceSteps are what a rebalance does: plan from the current state,
+// and move one bucket (until it is open on its new leader).
+type rebalanceSteps struct {
+	plan func(ctx context.Context) ([]plan.Move, error)
+	move func(ctx context.Context, m plan.Move) error
+}
+
+// runRebalance is the rebalance loop: plan, make the first move, plan
+// again, until the plan is empty.
+func runRebalance(ctx context.Context, steps rebalanceSteps, dryRun bool, emit func(RebalanceEvent)) error {
+	moves, err := steps.plan(ctx)
 	if err != nil {
 		return err
 	}
@@ -138,15 +160,11 @@ func (s *Server) rebalance(ctx context.Context, epoch uint64, dryRun bool, emit 
 		}
 		m := moves[0]
 		start := time.Now()
-		out, err := s.cat.Propose(ctx, catalog.LeadBucket{Bucket: m.Bucket, Node: m.To, CoordinatorEpoch: epoch})
-		if err != nil {
-			return fmt.Errorf("move bucket %d to node %d: %w", m.Bucket, m.To, err)
-		}
-		if err := s.waitOpen(ctx, m.Bucket, m.To, out.Epoch); err != nil {
+		if err := steps.move(ctx, m); err != nil {
 			return err
 		}
 		done++
-		next, err := s.rebalancePlan(ctx, epoch)
+		next, err := steps.plan(ctx)
 		if err != nil {
 			return err
 		}

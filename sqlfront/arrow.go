@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -297,6 +299,10 @@ func arrowTypeOf(t sqltypes.Type) arrow.DataType {
 		sqltypes.Text, sqltypes.Varchar, sqltypes.Char, sqltypes.Bytea, sqltypes.Date,
 		sqltypes.Timestamp, sqltypes.Timestamptz:
 		return t.ArrowType()
+	case sqltypes.Numeric:
+		if t.Precision() > 0 {
+			return t.ArrowType() // decimal128(p, s), as the engine gives it
+		}
 	}
 	return arrow.BinaryTypes.String
 }
@@ -490,6 +496,12 @@ func appendResultValue(b array.Builder, v any) error {
 			b.Append([]byte(x))
 			return nil
 		}
+	case *array.Decimal128Builder:
+		dt := b.Type().(*arrow.Decimal128Type)
+		if d, ok := decimalOf(v, dt.Precision, dt.Scale); ok {
+			b.Append(d)
+			return nil
+		}
 	case *array.Date32Builder:
 		if x, ok := v.(time.Time); ok {
 			b.Append(arrow.Date32FromTime(x))
@@ -502,6 +514,33 @@ func appendResultValue(b array.Builder, v any) error {
 		}
 	}
 	return fmt.Errorf("cannot store %T as %s", v, b.Type())
+}
+
+// decimalOf is a numeric value (pgtype.Numeric, or its text) as a
+// decimal of scale.
+func decimalOf(v any, precision, scale int32) (decimal128.Num, bool) {
+	switch x := v.(type) {
+	case pgtype.Numeric:
+		if !x.Valid || x.NaN || x.InfinityModifier != pgtype.Finite || x.Int == nil {
+			return decimal128.Num{}, false
+		}
+		n := new(big.Int).Set(x.Int)
+		switch e := int64(x.Exp) + int64(scale); {
+		case e > 0:
+			n.Mul(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(e), nil))
+		case e < 0:
+			n.Quo(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(-e), nil))
+		}
+		d := decimal128.FromBigInt(n)
+		return d, d.FitsInPrecision(precision)
+	case string:
+		d, err := decimal128.FromString(x, precision, scale)
+		return d, err == nil
+	case pgwire.Text:
+		d, err := decimal128.FromString(string(x), precision, scale)
+		return d, err == nil
+	}
+	return decimal128.Num{}, false
 }
 
 func resultInt(v any) (int64, bool) {

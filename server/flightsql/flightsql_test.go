@@ -533,10 +533,10 @@ func TestTypes(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	if got, want := types(schema), "k:int64 b:bool i:int32 n:utf8 d:date32 ts:timestamp[us, tz=UTC] u:utf8 a:utf8"; got != want {
+	if got, want := types(schema), "k:int64 b:bool i:int32 n:decimal(10, 2) d:date32 ts:timestamp[us, tz=UTC] u:utf8 a:utf8"; got != want {
 		t.Fatalf("RETURNING schema\n%s, want\n%s", got, want)
 	}
-	wantRows(t, "RETURNING", rows, [][]string{{"1", "true", "7", "12.50", "2024-03-01", "2024-03-01T12:00:00Z", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "{1,2}"}})
+	wantRows(t, "RETURNING", rows, [][]string{{"1", "true", "7", "12.5", "2024-03-01", "2024-03-01T12:00:00Z", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "{1,2}"}})
 
 	schema, rows = query(t, ctx, c, "SELECT k, b, i, n, d, u, a FROM ty ORDER BY k")
 	if got, want := types(schema), "k:int64 b:bool i:int32 n:decimal(10, 2) d:date32 u:utf8 a:list<l: int32, nullable>"; got != want {

@@ -189,7 +189,7 @@ func viewRelations(v *catalog.View, query *pg.Node) ([]catalog.ViewRelation, err
 // pg_catalog comes first in PostgreSQL's search path).
 func readsRelation(rv *pg.RangeVar, ctes map[string]bool) bool {
 	switch {
-	case rv.Catalogname != "" || (rv.Schemaname != "" && rv.Schemaname != "public"):
+	case !inPublic(rv):
 		return false
 	case rv.Schemaname == "" && ctes[rv.Relname]:
 		return false
@@ -198,6 +198,13 @@ func readsRelation(rv *pg.RangeVar, ctes map[string]bool) bool {
 		return false
 	}
 	return true
+}
+
+// inPublic reports whether rv names a relation of mink's one schema:
+// unqualified, or qualified with public and perhaps the database, as
+// dbt writes "mink"."public"."t" (relName's rule).
+func inPublic(rv *pg.RangeVar) bool {
+	return (rv.Catalogname == "" || rv.Catalogname == "mink") && (rv.Schemaname == "" || rv.Schemaname == "public")
 }
 
 func cteNames(node *pg.Node) map[string]bool {
@@ -238,8 +245,11 @@ func viewQuery(v *catalog.View, sv *catalog.SQLView) (*pg.Node, error) {
 
 // viewLookup looks views up in v for translate.ExpandViews.
 func viewLookup(v *catalog.View) translate.ViewLookup {
-	return func(name string) (translate.View, bool, error) {
-		sv, ok := v.ViewByName(name)
+	return func(rv *pg.RangeVar) (translate.View, bool, error) {
+		if !inPublic(rv) {
+			return translate.View{}, false, nil
+		}
+		sv, ok := v.ViewByName(rv.Relname)
 		if !ok {
 			return translate.View{}, false, nil
 		}
@@ -375,7 +385,7 @@ func (s *session) hasViews() bool {
 
 // isView reports whether rv names a view.
 func (s *session) isView(rv *pg.RangeVar) bool {
-	if rv == nil || rv.Catalogname != "" || (rv.Schemaname != "" && rv.Schemaname != "public") {
+	if rv == nil || !inPublic(rv) {
 		return false
 	}
 	is := false

@@ -79,6 +79,13 @@ const (
 	// attrdefOIDBase: a column default's OID is attrdefOIDBase + table id
 	// << 11 + attnum (a table has at most 1600 columns).
 	attrdefOIDBase uint32 = 1 << 30
+	// ruleOIDBase: the OID of a view's _RETURN rule (pg_rewrite) is
+	// ruleOIDBase + the view's id.
+	ruleOIDBase uint32 = 14 << 28
+	// The OIDs of pg_class and pg_rewrite, pg_depend's classid and
+	// refclassid.
+	oidPgClass   uint32 = 1259
+	oidPgRewrite uint32 = 2618
 )
 
 func TableOID(id catalog.TableID) uint32 { return firstUserOID + uint32(id) }
@@ -392,6 +399,8 @@ type Table struct {
 	// definition is a view's query as pg_get_viewdef prints it; "" for a
 	// table. A view is a Table with only names and types in spec.
 	definition string
+	// reads are the tables and views a view's query reads (pg_depend).
+	reads []catalog.TableID
 }
 
 // Setting is a row of pg_settings.
@@ -451,6 +460,9 @@ func NewTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool),
 	for _, sv := range v.Views {
 		ct := &Table{oid: TableOID(sv.ID), id: sv.ID, spec: catalog.TableSpec{Name: sv.Spec.Name}, rows: -1,
 			owner: sv.Owner, acl: slices.Clone(sv.ACL), definition: viewDef(sv)}
+		for _, r := range sv.Spec.Relations {
+			ct.reads = append(ct.reads, r.ID)
+		}
 		ok := true
 		for _, c := range sv.Spec.Columns {
 			typ, err := sqltypes.Parse(c.Type)

@@ -37,6 +37,8 @@ var relationBuilders = map[string]func(in *Input, b *relBuilder){
 	"pg_catalog.pg_auth_members":      buildAuthMembers,
 	"pg_catalog.pg_tables":            buildPgTables,
 	"pg_catalog.pg_views":             buildPgViews,
+	"pg_catalog.pg_rewrite":           buildRewrites,
+	"pg_catalog.pg_depend":            buildDepends,
 	"pg_catalog.pg_partitioned_table": buildPartitionedTables,
 	"pg_catalog.pg_settings":          buildSettings,
 	"pg_catalog.pg_index":             buildIndexes,
@@ -403,6 +405,37 @@ func buildPgViews(in *Input, b *relBuilder) {
 				def = r.table.definition
 			}
 			b.add("schemaname", r.schema, "viewname", r.name, "viewowner", in.Roles.name(r.owner()), "definition", def)
+		}
+	}
+}
+
+// buildRewrites lists each view's _RETURN rule, as PostgreSQL keeps a
+// view's query: tools (dbt's relation cache) join it with pg_depend to
+// learn which views read which relations.
+func buildRewrites(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
+		if t.isView() {
+			b.add("oid", ruleOIDBase+uint32(t.id), "rulename", "_RETURN", "ev_class", t.oid, "ev_type", "1",
+				"ev_enabled", "O", "is_instead", true)
+		}
+	}
+}
+
+// buildDepends lists, for each view, its rule's dependencies as
+// PostgreSQL records them: on the view itself (internal) and on every
+// relation the view reads (normal; PostgreSQL adds one row per column
+// read, mink one per relation, with refobjsubid 0).
+func buildDepends(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
+		if !t.isView() {
+			continue
+		}
+		rule := ruleOIDBase + uint32(t.id)
+		b.add("classid", oidPgRewrite, "objid", rule, "objsubid", int32(0), "refclassid", oidPgClass,
+			"refobjid", t.oid, "refobjsubid", int32(0), "deptype", "i")
+		for _, id := range t.reads {
+			b.add("classid", oidPgRewrite, "objid", rule, "objsubid", int32(0), "refclassid", oidPgClass,
+				"refobjid", TableOID(id), "refobjsubid", int32(0), "deptype", "n")
 		}
 	}
 }

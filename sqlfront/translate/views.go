@@ -16,9 +16,9 @@ type View struct {
 	Columns []string
 }
 
-// ViewLookup returns the view an unqualified (or public.) relation name
-// names; ok is false for a name that is no view.
-type ViewLookup func(name string) (view View, ok bool, err error)
+// ViewLookup returns the view rv names; ok is false for a relation that is
+// no view (the lookup judges its schema and database qualifiers).
+type ViewLookup func(rv *pg.RangeVar) (view View, ok bool, err error)
 
 // ErrViewRecursion is returned (wrapped) by ExpandViews for a view that
 // reads itself.
@@ -38,8 +38,7 @@ const maxViewDepth = 64
 // view's query does not grow the view when its table gains a column. Views
 // read through views are expanded too; one that reads itself is an
 // *ErrViewRecursion. Names of CTEs in the statement shadow views of the same
-// name, and qualified names other than public. are left alone. It reports
-// whether it replaced anything.
+// name. It reports whether it replaced anything.
 //
 // Only relations under *pg.Node wrappers (FROM items, JOIN arms) are
 // replaced: the target of an INSERT, UPDATE, DELETE or COPY is the caller's
@@ -63,13 +62,10 @@ func expandViews(node *pg.Node, lookup ViewLookup, stack []string) (bool, error)
 			return false
 		}
 		rv := n.GetRangeVar()
-		if rv == nil || (rv.Schemaname != "" && rv.Schemaname != "public") || rv.Catalogname != "" {
+		if rv == nil || (rv.Schemaname == "" && ctes[rv.Relname]) {
 			return true
 		}
-		if rv.Schemaname == "" && ctes[rv.Relname] {
-			return true
-		}
-		view, ok, lerr := lookup(rv.Relname)
+		view, ok, lerr := lookup(rv)
 		if lerr != nil {
 			err = lerr
 			return false

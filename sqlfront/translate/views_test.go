@@ -18,8 +18,11 @@ func TestExpandViews(t *testing.T) {
 		"ping": {"SELECT a FROM pong", []string{"a"}},
 		"pong": {"SELECT a FROM ping", []string{"a"}},
 	}
-	lookup := func(name string) (View, bool, error) {
-		v, ok := views[name]
+	lookup := func(rv *pg.RangeVar) (View, bool, error) {
+		if rv.Schemaname != "" && rv.Schemaname != "public" {
+			return View{}, false, nil
+		}
+		v, ok := views[rv.Relname]
 		if !ok {
 			return View{}, false, nil
 		}

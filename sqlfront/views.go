@@ -49,7 +49,9 @@ func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, e
 	case vs.Query.GetSelectStmt() == nil:
 		return nil, unsupported("CREATE VIEW … AS %s is not supported", statementName(vs.Query))
 	}
-	text, err := pg.Deparse(vs.Query)
+	query := proto.Clone(vs.Query).(*pg.Node)
+	s.f.cfg.Meta.Read(func(v *catalog.View) { expandStars(v, query.GetSelectStmt()) })
+	text, err := pg.Deparse(query)
 	if err != nil {
 		return nil, err
 	}
@@ -727,4 +729,96 @@ func (s *session) rollbackViewDDL(ctx context.Context, u undoDDL) {
 	if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: ids}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		s.f.cfg.Logger.Warn("rollback: could not drop a view the block created", "view", u.table, "err", err)
 	}
+}
+
+// expandStars replaces, in the target list of a plain SELECT (no set
+// operation), `*` and `rel.*` with the columns they stand for in v, as
+// PostgreSQL binds a view's columns when it creates the view: a table
+// column added later does not appear in the view, nor shift the columns of
+// a join. FROM items other than tables, views and joins of them without
+// USING or NATURAL (subqueries, functions, catalogs) leave the query as it
+// is; it reports whether it expanded the stars.
+func expandStars(v *catalog.View, sel *pg.SelectStmt) bool {
+	if sel == nil || sel.Op != pg.SetOperation_SETOP_NONE || len(sel.ValuesLists) > 0 {
+		return false
+	}
+	type rel struct {
+		alias string
+		cols  []string
+	}
+	var rels []rel
+	var from func(n *pg.Node) bool
+	from = func(n *pg.Node) bool {
+		if j := n.GetJoinExpr(); j != nil {
+			if j.IsNatural || len(j.UsingClause) > 0 || j.Alias != nil {
+				return false
+			}
+			return from(j.Larg) && from(j.Rarg)
+		}
+		rv := n.GetRangeVar()
+		if rv == nil || !inPublic(rv) {
+			return false
+		}
+		alias := rv.Relname
+		if rv.Alias != nil {
+			if len(rv.Alias.Colnames) > 0 {
+				return false
+			}
+			alias = rv.Alias.Aliasname
+		}
+		var cols []string
+		if t, ok := v.TableByName(rv.Relname); ok {
+			for _, c := range t.Spec.Columns {
+				cols = append(cols, c.Name)
+			}
+		} else if sv, ok := v.ViewByName(rv.Relname); ok {
+			for _, c := range sv.Spec.Columns {
+				cols = append(cols, c.Name)
+			}
+		} else {
+			return false
+		}
+		rels = append(rels, rel{alias: alias, cols: cols})
+		return true
+	}
+	for _, n := range sel.FromClause {
+		if !from(n) {
+			return false
+		}
+	}
+	var out []*pg.Node
+	stars := false
+	for _, target := range sel.TargetList {
+		ref := target.GetResTarget().GetVal().GetColumnRef()
+		if ref == nil || len(ref.Fields) == 0 || ref.Fields[len(ref.Fields)-1].GetAStar() == nil {
+			out = append(out, target)
+			continue
+		}
+		stars = true
+		var qualifier string
+		if len(ref.Fields) == 2 {
+			qualifier = ref.Fields[0].GetString_().GetSval()
+		} else if len(ref.Fields) > 2 {
+			return false
+		}
+		found := false
+		for _, r := range rels {
+			if qualifier != "" && r.alias != qualifier {
+				continue
+			}
+			found = true
+			for _, c := range r.cols {
+				out = append(out, &pg.Node{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{
+					Val: &pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: &pg.ColumnRef{Fields: pg.Names(r.alias, c)}}},
+				}}})
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if stars {
+		sel.TargetList = out
+	}
+	return stars
 }

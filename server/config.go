@@ -51,7 +51,8 @@ type Config struct {
 	// (GetSqlInfo); "" reports "dev".
 	Version string
 	// FlightSQLIdleTimeout closes a Flight SQL prepared statement left
-	// unused this long (server/flightsql); 0: 10 minutes.
+	// unused this long (server/flightsql, --flight-sql-idle-timeout); 0:
+	// 10 minutes.
 	FlightSQLIdleTimeout time.Duration
 	// KafkaAddr is the Kafka protocol listener (server/kafka); empty: none.
 	KafkaAddr string
@@ -142,6 +143,7 @@ func DefaultConfig() Config {
 		EtcdDialTimeout:       30 * time.Second,
 		PGAddr:                "127.0.0.1:5433",
 		FlightAddr:            "127.0.0.1:8815",
+		FlightSQLIdleTimeout:  10 * time.Minute,
 		AdminAddr:             "127.0.0.1:9480",
 		KafkaAddr:             "127.0.0.1:9092",
 		LeaseTTL:              30 * time.Second,

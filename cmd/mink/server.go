@@ -64,6 +64,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.S3Region, "s3-region", "", "S3 region (default: AWS_REGION, or us-east-1)")
 	f.StringVar(&cfg.PGAddr, "pg-addr", cfg.PGAddr, "PostgreSQL wire protocol listen address")
 	f.StringVar(&cfg.FlightAddr, "flight-addr", cfg.FlightAddr, "Arrow Flight listen address")
+	f.DurationVar(&cfg.FlightSQLIdleTimeout, "flight-sql-idle-timeout", cfg.FlightSQLIdleTimeout, "how long a Flight SQL prepared statement may stay unused before it is closed")
 	f.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "admin HTTP listen address (/healthz, /metrics, admin API)")
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address (empty: no Kafka listener)")
 	f.BoolVar(&cfg.KafkaAutoCreateTopics, "kafka-auto-create-topics", cfg.KafkaAutoCreateTopics, "create a topic (a Kafka-shaped log table) on its first produce or metadata request")

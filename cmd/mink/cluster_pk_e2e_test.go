@@ -217,7 +217,20 @@ func testKillPrimaryKeyLeader(t *testing.T, forwarded bool) {
 		}
 	}()
 
-	time.Sleep(2 * time.Second)
+	// Counts, not durations, so that a loaded machine runs the same
+	// history, only slower.
+	acked := func(since time.Duration) int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for _, o := range h.ops {
+			if !o.read && o.status == opOK && o.call > since {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 60*time.Second, "50 upserts acknowledged before the kill", func() bool { return acked(-1) >= 50 })
 	killed, killedAt := time.Now(), h.now()
 	victim.kill()
 	var survivor *node
@@ -239,7 +252,7 @@ func testKillPrimaryKeyLeader(t *testing.T, forwarded bool) {
 		return true
 	})
 	t.Logf("kill -9 to every bucket open again: %v", time.Since(killed).Round(10*time.Millisecond))
-	time.Sleep(2 * time.Second) // upserts against the new leaders
+	waitFor(t, 60*time.Second, "50 upserts against the new leaders acknowledged", func() bool { return acked(killedAt) >= 50 })
 	close(stop)
 	wg.Wait()
 

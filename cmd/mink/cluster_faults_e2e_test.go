@@ -116,7 +116,7 @@ func TestPauseLeaderPastLease(t *testing.T) {
 	t.Logf("node 3 live again %v after SIGCONT", time.Since(resumed).Round(10*time.Millisecond))
 	// Writes keep going through all three nodes for a while.
 	time.Sleep(2 * time.Second)
-	w.halt()
+	w.haltAfter(t, 100)
 
 	bs = c.waitServed(c.nodes[0], "p", 60*time.Second)
 	st, _ = c.status()
@@ -247,7 +247,7 @@ func TestBucketMovesBackAndForth(t *testing.T) {
 	rebalance(c.nodes[1])
 	time.Sleep(time.Second)
 	observe("after the second rebalance")
-	w.halt()
+	w.haltAfter(t, 100)
 
 	back := -1
 	for i, l := range leaders {
@@ -432,7 +432,7 @@ func TestCoordinatorStopsDuringRebalance(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second)
-	w.halt()
+	w.haltAfter(t, 100)
 	cs := conns{}
 	defer cs.closeAll()
 	for _, n := range c.nodes {

@@ -177,6 +177,18 @@ func (w *workload) halt() {
 	w.wg.Wait()
 }
 
+// haltAfter halts the workload once at least n of its inserts are
+// acknowledged (waiting up to a minute), so that a loaded machine runs the
+// same history, only slower, where a fixed time would leave fewer.
+func (w *workload) haltAfter(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d inserts acknowledged", n), func() bool {
+		ok, _, _, _ := w.h.counts()
+		return ok >= n
+	})
+	w.halt()
+}
+
 func nodeIndex(c *testCluster, n *node) int {
 	for i, m := range c.nodes {
 		if m == n {

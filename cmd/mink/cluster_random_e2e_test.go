@@ -185,7 +185,7 @@ func TestRandomFaultSchedule(t *testing.T) {
 	c.waitLive(len(c.nodes))
 	c.waitServed(c.nodes[0], table, 90*time.Second)
 	time.Sleep(time.Second)
-	w.halt()
+	w.haltAfter(t, 50)
 
 	cs := conns{}
 	defer cs.closeAll()

@@ -243,7 +243,7 @@ func buildClasses(in *Input, b *relBuilder) {
 			"relowner", r.owner(), "relam", am, "relfilenode", r.oid, "reltablespace", uint32(0),
 			"relpages", pages, "reltuples", tuples, "relallvisible", int32(0), "reltoastrelid", uint32(0),
 			"relhasindex", hasIndex, "relisshared", false, "relpersistence", "p", "relkind", r.kind,
-			"relnatts", int16(len(r.cols)), "relchecks", int16(0), "relhasrules", false, "relhastriggers", false,
+			"relnatts", int16(len(r.cols)), "relchecks", int16(0), "relhasrules", r.table != nil && r.table.isView(), "relhastriggers", false,
 			"relhassubclass", false, "relrowsecurity", false, "relforcerowsecurity", false, "relispopulated", true,
 			"relreplident", map[bool]string{true: "d", false: "n"}[r.kind == "r" || r.kind == "p"],
 			"relispartition", false, "relrewrite", uint32(0), "relfrozenxid", uint32(0), "relminmxid", uint32(0),

@@ -598,11 +598,15 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 		// Views that read the tables: 2BP01, or with CASCADE dropped first
 		// (at once, also in a block: see views.go).
 		var views []catalog.TableID
+		var undo []undoDDL
 		var err error
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
 			var more []*pgwire.Error
 			views, more, err = cascadeViews(v, "table", ids, d.Behavior == pg.DropBehavior_DROP_CASCADE)
 			notices = append(notices, more...)
+			if err == nil && len(views) > 0 {
+				undo = s.dropUndo(v, views)
+			}
 		})
 		if err != nil {
 			return nil, err
@@ -611,6 +615,7 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 			if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: views}); err != nil {
 				return nil, dropViewError(err)
 			}
+			s.tx.undo = append(s.tx.undo, undo...)
 		}
 		if inBlock {
 			for _, t := range tables {

@@ -75,9 +75,10 @@ type undoDDL struct {
 	// CREATE TABLE.
 	renamedFrom string
 	// view: table is a view's id, and the statement a CREATE VIEW (not
-	// OR REPLACE of an existing view) or, with renamedFrom, a RENAME
-	// (views.go).
-	view bool
+	// OR REPLACE of an existing view), with renamedFrom a RENAME, or with
+	// dropped the drop of the view dropped was (views.go).
+	view    bool
+	dropped *catalog.SQLView
 }
 
 // dropInTx records DROP TABLE of t in the open block: a table the block
@@ -161,16 +162,16 @@ func truncatedAt(dropped []droppedTable, id catalog.TableID) (int, bool) {
 // logged: the table stays as it is, as if the statement had run outside
 // the block.
 func (s *session) rollbackDDL(ctx context.Context, keep int) {
+	remap := map[catalog.TableID]catalog.TableID{} // views created again (views.go)
 	for len(s.tx.undo) > keep {
 		u := s.tx.undo[len(s.tx.undo)-1]
 		s.tx.undo = s.tx.undo[:len(s.tx.undo)-1]
 		if u.view {
-			s.rollbackViewDDL(ctx, u)
+			s.rollbackViewDDL(ctx, u, remap)
 			continue
 		}
 		if u.renamedFrom == "" {
-			// Views created on the table since go with it (view DDL is
-			// not undone itself: views.go).
+			// Views created on the table since go with it.
 			var views []catalog.TableID
 			s.f.cfg.Meta.Read(func(v *catalog.View) { views = v.DependentViews(u.table) })
 			if len(views) > 0 {

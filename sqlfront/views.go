@@ -27,9 +27,9 @@ import (
 //
 // View DDL takes effect at once, also in a transaction block (mink's
 // catalog has no transactions). As for CREATE TABLE and RENAME (ddl_tx.go),
-// ROLLBACK drops the views the block created and renames back the views it
-// renamed; it does not bring back a view the block dropped, nor the old
-// query of one it replaced.
+// ROLLBACK drops the views the block created, renames back the views it
+// renamed and creates again (under new ids) the views it dropped; it does
+// not bring back the old query of a view it replaced.
 
 // planCreateView plans CREATE [OR REPLACE] VIEW v [(cols)] AS query.
 func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, error) {
@@ -509,6 +509,7 @@ func (s *session) planDropView(d *pg.DropStmt) (*stmt, error) {
 	return s.tagWithNotices("DROP VIEW", func(ctx context.Context) ([]*pgwire.Error, error) {
 		var notices []*pgwire.Error
 		var ids []catalog.TableID
+		var undo []undoDDL
 		var err error
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
 			for _, name := range names {
@@ -533,6 +534,9 @@ func (s *session) planDropView(d *pg.DropStmt) (*stmt, error) {
 			var more []*pgwire.Error
 			ids, more, err = cascadeViews(v, "view", ids, cascade)
 			notices = append(notices, more...)
+			if err == nil && len(ids) > 0 {
+				undo = s.dropUndo(v, ids)
+			}
 		})
 		if err != nil || len(ids) == 0 {
 			return notices, err
@@ -540,6 +544,7 @@ func (s *session) planDropView(d *pg.DropStmt) (*stmt, error) {
 		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: ids}); err != nil {
 			return nil, dropViewError(err)
 		}
+		s.tx.undo = append(s.tx.undo, undo...)
 		return notices, nil
 	}), nil
 }
@@ -706,29 +711,109 @@ func viewDefinition(v *catalog.View, sv *catalog.SQLView) string {
 	return " " + text + ";"
 }
 
-// rollbackViewDDL undoes a CREATE VIEW (with the views created on it
-// since) or an ALTER VIEW … RENAME of the block that rolled back. A view
-// dropped meanwhile is left dropped; a failure is logged, as
-// rollbackDDL's.
-func (s *session) rollbackViewDDL(ctx context.Context, u undoDDL) {
-	if u.renamedFrom != "" {
-		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.RenameView{View: u.table, Name: u.renamedFrom}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
-			s.f.cfg.Logger.Warn("rollback: could not rename a view back", "view", u.table, "name", u.renamedFrom, "err", err)
+// rollbackViewDDL undoes, for a block that rolled back, a CREATE VIEW
+// (with the views created on it since), an ALTER VIEW … RENAME, or the
+// drop of a view (DROP VIEW, DROP … CASCADE), which creates the view again
+// with its query, owner and grants under a new id. remap maps the ids of
+// views created again in this rollback to their new ids, for the undo
+// entries older than theirs. A failure is logged, as rollbackDDL's.
+func (s *session) rollbackViewDDL(ctx context.Context, u undoDDL, remap map[catalog.TableID]catalog.TableID) {
+	id := u.table
+	if n, ok := remap[id]; ok {
+		id = n
+	}
+	switch {
+	case u.dropped != nil:
+		s.recreateView(ctx, u.dropped, remap)
+	case u.renamedFrom != "":
+		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.RenameView{View: id, Name: u.renamedFrom}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			s.f.cfg.Logger.Warn("rollback: could not rename a view back", "view", id, "name", u.renamedFrom, "err", err)
 		}
+	default:
+		var ids []catalog.TableID
+		s.f.cfg.Meta.Read(func(v *catalog.View) {
+			if v.Views[id] != nil {
+				ids = append([]catalog.TableID{id}, v.DependentViews(id)...)
+			}
+		})
+		if len(ids) == 0 {
+			return
+		}
+		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: ids}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			s.f.cfg.Logger.Warn("rollback: could not drop a view the block created", "view", id, "err", err)
+		}
+	}
+}
+
+// recreateView creates a dropped view again, its relations' ids mapped
+// through remap, and records its new id there.
+func (s *session) recreateView(ctx context.Context, sv *catalog.SQLView, remap map[catalog.TableID]catalog.TableID) {
+	spec := sv.Spec
+	spec.Relations = slices.Clone(spec.Relations)
+	for i, r := range spec.Relations {
+		if n, ok := remap[r.ID]; ok {
+			spec.Relations[i].ID = n
+		}
+	}
+	out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateView{Spec: spec, Owner: sv.Owner})
+	if err != nil {
+		s.f.cfg.Logger.Warn("rollback: could not create a dropped view again", "view", sv.Spec.Name, "err", err)
 		return
 	}
-	var ids []catalog.TableID
-	s.f.cfg.Meta.Read(func(v *catalog.View) {
-		if v.Views[u.table] != nil {
-			ids = append([]catalog.TableID{u.table}, v.DependentViews(u.table)...)
+	remap[sv.ID] = out.Table
+	for _, a := range sv.ACL {
+		rec := catalog.GrantTable{Tables: []catalog.TableID{out.Table}, Grantee: a.Grantee, Privileges: a.Privileges}
+		if _, err := s.f.cfg.Meta.Propose(ctx, rec); err != nil {
+			s.f.cfg.Logger.Warn("rollback: could not grant on a view created again", "view", sv.Spec.Name, "err", err)
 		}
-	})
-	if len(ids) == 0 {
-		return
 	}
-	if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: ids}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
-		s.f.cfg.Logger.Warn("rollback: could not drop a view the block created", "view", u.table, "err", err)
+}
+
+// dropUndo returns, in an open block, the undo entries that create the
+// views ids of v again on ROLLBACK, in the order to append them:
+// ROLLBACK, newest first, then creates a view before the views that read
+// it. Outside a block it returns nil.
+func (s *session) dropUndo(v *catalog.View, ids []catalog.TableID) []undoDDL {
+	if s.tx.status != pgwire.TxInBlock {
+		return nil
 	}
+	order := creationOrder(v, ids)
+	out := make([]undoDDL, 0, len(order))
+	for i := len(order) - 1; i >= 0; i-- {
+		sv := cloneView(v.Views[order[i]])
+		out = append(out, undoDDL{table: sv.ID, view: true, dropped: sv})
+	}
+	return out
+}
+
+// creationOrder orders ids (views) so that each comes after the views of
+// ids it reads.
+func creationOrder(v *catalog.View, ids []catalog.TableID) []catalog.TableID {
+	var out []catalog.TableID
+	done := map[catalog.TableID]bool{}
+	var visit func(id catalog.TableID)
+	visit = func(id catalog.TableID) {
+		if done[id] || !slices.Contains(ids, id) {
+			return
+		}
+		done[id] = true
+		for _, r := range v.Views[id].Spec.Relations {
+			visit(r.ID)
+		}
+		out = append(out, id)
+	}
+	for _, id := range ids {
+		visit(id)
+	}
+	return out
+}
+
+func cloneView(sv *catalog.SQLView) *catalog.SQLView {
+	c := *sv
+	c.Spec.Columns = slices.Clone(sv.Spec.Columns)
+	c.Spec.Relations = slices.Clone(sv.Spec.Relations)
+	c.ACL = slices.Clone(sv.ACL)
+	return &c
 }
 
 // expandStars replaces, in the target list of a plain SELECT (no set

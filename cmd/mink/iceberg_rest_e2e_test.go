@@ -263,6 +263,7 @@ func TestIcebergRESTCatalog(t *testing.T) {
 	mustExec(t, conn, "CREATE TABLE kv (id bigint PRIMARY KEY, v text, n integer) WITH (buckets = 3)")
 	mustExec(t, conn, "CREATE TABLE fresh (id bigint NOT NULL, v text, n integer)")
 	mustExec(t, conn, "INSERT INTO fresh VALUES (1, 'not tiered', 1)")
+	mustExec(t, conn, "CREATE VIEW recent AS SELECT * FROM events WHERE id > 400")
 
 	uri := "http://" + n.admin + "/iceberg"
 	ctx := context.Background()
@@ -298,7 +299,7 @@ func TestIcebergRESTCatalog(t *testing.T) {
 				t.Fatalf("round %d: mink tiering run --table %s: exit %d: %s\n%s", round, table, code, errOut, out)
 			}
 		}
-		py := pyIceberg(t, uri, []string{"public.events", "public.kv", "public.fresh", "public.nope"})
+		py := pyIceberg(t, uri, []string{"public.events", "public.kv", "public.fresh", "public.nope", "public.recent"})
 		if !slices.Equal(py.Namespaces, []string{"public"}) {
 			t.Fatalf("PyIceberg list_namespaces: %v", py.Namespaces)
 		}
@@ -338,6 +339,9 @@ func TestIcebergRESTCatalog(t *testing.T) {
 		}
 		if e := py.Read["public.nope"].Error; !strings.Contains(e, "NoSuchTableError") {
 			t.Fatalf("PyIceberg load_table of a missing table: %q", e)
+		}
+		if e := py.Read["public.recent"].Error; !strings.Contains(e, "NoSuchTableError") || !strings.Contains(e, "public.recent is a SQL view, which has no lake") {
+			t.Fatalf("PyIceberg load_table of a SQL view: %q", e)
 		}
 	}
 	// Spark (local mode, Iceberg's Spark runtime) finds both tables through

@@ -1,6 +1,7 @@
 package icebergrest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -285,15 +286,7 @@ func (h *Handler) listTables(w http.ResponseWriter, r *http.Request, id access.I
 			}
 		}
 	})
-	slices.SortFunc(idents, func(a, b tableIdentifier) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(idents, func(a, b tableIdentifier) int { return cmp.Compare(a.Name, b.Name) })
 	writeJSON(w, http.StatusOK, map[string]any{"identifiers": idents})
 }
 
@@ -325,7 +318,11 @@ func (h *Handler) tiered(w http.ResponseWriter, r *http.Request, id access.Ident
 	)
 	h.cfg.Meta.Read(func(v *catalog.View) {
 		t, ok := v.TableByName(name)
+		_, isView := v.ViewByName(name)
 		switch {
+		case !ok && isView:
+			code, typ, message = http.StatusNotFound, typeNoSuchTable, fmt.Sprintf(
+				"table does not exist: %s.%s is a SQL view, which has no lake; read it through SQL, or read the tables it reads", Namespace, name)
 		case !ok:
 			code, typ, message = http.StatusNotFound, typeNoSuchTable, fmt.Sprintf("table does not exist: %s.%s", Namespace, name)
 		case access.Authorize(v, id, t, catalog.PrivSelect) != nil:

@@ -170,6 +170,19 @@ func TestKafkaPrivileges(t *testing.T) {
 	if code := k.deleteTopicCode("t"); code != taf {
 		t.Fatalf("alice deletes t (mink's, alice has INSERT): %v", kerr.ErrorForCode(code))
 	}
+	// A SQL view reading the topic's table keeps it: POLICY_VIOLATION
+	// with the catalog's reason, until the view is dropped.
+	var mine catalog.TableID
+	n.cat.Read(func(v *catalog.View) {
+		tb, _ := v.TableByName("mine")
+		mine = tb.ID
+	})
+	view := n.propose(catalog.CreateView{Owner: n.alice, Spec: catalog.ViewSpec{Name: "recent", Query: "SELECT * FROM mine",
+		Columns: []catalog.ViewColumn{{Name: "v", Type: "text"}}, Relations: []catalog.ViewRelation{{Name: "mine", ID: mine}}}})
+	if code := k.deleteTopicCode("mine"); code != kerr.PolicyViolation.Code {
+		t.Fatalf("alice deletes her topic, which a view reads: %v, want POLICY_VIOLATION", kerr.ErrorForCode(code))
+	}
+	n.propose(catalog.DropView{Views: []catalog.TableID{view.Table}})
 	if code := k.deleteTopicCode("mine"); code != 0 {
 		t.Fatalf("alice deletes her topic: %v", kerr.ErrorForCode(code))
 	}

@@ -371,8 +371,13 @@ func (s *Server) deleteTopics(ctx context.Context, ss *session, req *kmsg.Delete
 			_, err = s.cfg.Meta.Propose(ctx, catalog.DropTable{Table: id})
 		}
 		if err != nil {
-			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			switch {
+			case errors.Is(err, kerr.UnknownTopicOrPartition):
+				rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case errors.Is(err, catalog.ErrInUse):
+				// SQL views read the table: DROP TABLE … CASCADE drops them.
+				rt.ErrorCode = kerr.PolicyViolation.Code
+			default:
 				rt.ErrorCode = kerr.UnknownServerError.Code
 			}
 			text := err.Error()

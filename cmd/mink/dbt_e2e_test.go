@@ -26,13 +26,16 @@ var dbtPeerRows = map[string][]string{
 		"1|Ann|gold|2|24.99|2024-04-02 11:30:00", "2|Bob|silver|1|42.50|2024-04-02 12:00:00",
 		"3|Cid|gold|2|20.00|2024-04-05 18:45:00", "4|Dee|bronze|1|3.10|2024-04-06 08:00:00"},
 	"tier_summary": {"bronze|1|3.10", "gold|2|44.99", "silver|1|42.50"},
+	// A view model, and a table model that reads it.
+	"big_orders":       {"100|1|19.99", "102|2|42.50", "104|3|12.75"},
+	"big_order_counts": {"1|1", "2|1", "3|1"},
 }
 
 // dbt-postgres runs test/dbt unmodified against a node, twice (the
 // second run reloads the seeds with TRUNCATE and INSERT in a transaction
-// block and swaps each table model in with CREATE TABLE … AS and
-// renames), and the tables hold what PostgreSQL's hold after the same
-// project. Its data tests run on mink: a duplicate key makes `dbt test`
+// block, swaps each table model in with CREATE TABLE … AS and renames, and
+// the view model with CREATE VIEW and renames), and the tables and the
+// view hold what PostgreSQL's hold after the same project. Its data tests run on mink: a duplicate key makes `dbt test`
 // fail.
 func TestDbtProject(t *testing.T) {
 	dbt := filepath.Join(kafkaClientCache(t), "dbt-venv", "bin", "dbt")
@@ -56,7 +59,7 @@ func TestDbtProject(t *testing.T) {
 	}
 	for i := 1; i <= 2; i++ {
 		out, err := run("build")
-		if err != nil || !strings.Contains(out, "PASS=13 WARN=0 ERROR=0 SKIP=0 TOTAL=13") {
+		if err != nil || !strings.Contains(out, "PASS=17 WARN=0 ERROR=0 SKIP=0 TOTAL=17") {
 			t.Fatalf("dbt build, run %d: %v\n%s", i, err, out)
 		}
 		conn, err := n.pg(context.Background())

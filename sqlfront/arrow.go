@@ -543,22 +543,15 @@ func decimalOf(v any, precision, scale int32) (decimal128.Num, bool) {
 	return decimal128.Num{}, false
 }
 
+// resultInt is asInt, and the engine's int8 and uint32 results too.
 func resultInt(v any) (int64, bool) {
 	switch x := v.(type) {
-	case int16:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
 	case int8:
 		return int64(x), true
 	case uint32:
 		return int64(x), true
 	}
-	return 0, false
+	return asInt(v)
 }
 
 func resultFloat(v any) (float64, bool) {

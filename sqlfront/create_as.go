@@ -36,21 +36,9 @@ func (s *session) planCreateTableAs(ctx context.Context, into *pg.IntoClause, qu
 	}
 	// The query is planned from its own text, where its nodes' positions
 	// point.
-	text, err := pg.Deparse(query)
+	_, _, q, err := s.planOwnText(ctx, query)
 	if err != nil {
 		return nil, err
-	}
-	parsed, err := pg.Parse(text)
-	if err != nil {
-		return nil, err
-	}
-	q, err := s.plan(ctx, text, parsed.Stmts[0].Stmt, nil)
-	if err != nil {
-		return nil, err
-	}
-	q.Close()
-	if len(q.params) > 0 {
-		return nil, errorf(pgwire.CodeUndefinedParameter, "there is no parameter $1")
 	}
 	if len(into.ColNames) > len(q.columns) {
 		return nil, errorf(pgwire.CodeSyntaxError, "too many column names were specified")
@@ -170,4 +158,29 @@ func (s *session) likeColumns(ctx context.Context, like *pg.TableLikeClause) (co
 		pk = t.spec.PrimaryKey
 	}
 	return cols, defs, pk, nil
+}
+
+// planOwnText plans a query of CREATE TABLE … AS or CREATE VIEW from its
+// own deparsed text, where its nodes' positions point, and returns the
+// text, the statement parsed from it and the (closed) plan, which
+// describes the result columns. A parameter in it is 42P02.
+func (s *session) planOwnText(ctx context.Context, query *pg.Node) (string, *pg.Node, *stmt, error) {
+	text, err := pg.Deparse(query)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	parsed, err := pg.Parse(text)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	node := parsed.Stmts[0].Stmt
+	q, err := s.plan(ctx, text, node, nil)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	q.Close()
+	if len(q.params) > 0 {
+		return "", nil, nil, errorf(pgwire.CodeUndefinedParameter, "there is no parameter $1")
+	}
+	return text, node, q, nil
 }

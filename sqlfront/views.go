@@ -51,23 +51,11 @@ func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, e
 	}
 	query := proto.Clone(vs.Query).(*pg.Node)
 	s.f.cfg.Meta.Read(func(v *catalog.View) { expandStars(v, query.GetSelectStmt()) })
-	text, err := pg.Deparse(query)
-	if err != nil {
-		return nil, err
-	}
 	// The query is planned from its own text (views in it expanded), which
 	// checks it and describes its columns.
-	parsed, err := pg.Parse(text)
+	text, parsed, q, err := s.planOwnText(ctx, query)
 	if err != nil {
 		return nil, err
-	}
-	q, err := s.plan(ctx, text, parsed.Stmts[0].Stmt, nil)
-	if err != nil {
-		return nil, err
-	}
-	q.Close()
-	if len(q.params) > 0 {
-		return nil, errorf(pgwire.CodeUndefinedParameter, "there is no parameter $1")
 	}
 	if len(vs.Aliases) > len(q.columns) {
 		return nil, errorf(pgwire.CodeSyntaxError, "CREATE VIEW specifies more column names than columns")
@@ -92,7 +80,7 @@ func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, e
 	return s.tagOnly("CREATE VIEW", func(ctx context.Context) error {
 		var err error
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
-			spec.Relations, err = viewRelations(v, parsed.Stmts[0].Stmt)
+			spec.Relations, err = viewRelations(v, parsed)
 			if err == nil {
 				err = s.checkCreateView(v, spec, vs.Replace)
 			}

@@ -81,6 +81,9 @@ func (m *Manager) KVBucket(id catalog.BucketID) (*KVBucket, error) {
 	if closed {
 		return nil, fmt.Errorf("bucket %d is closing on this node: %w", id, ErrUnavailable)
 	}
+	if err := m.leaseHeld(id); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 

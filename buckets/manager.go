@@ -30,6 +30,11 @@ type Config struct {
 	Store     objstore.Store
 	// Live reports whether a node holds its liveness lease.
 	Live func(catalog.NodeID) bool
+	// LeaseHeld reports whether this node's own liveness lease surely
+	// still holds (metalog.LivenessSession.Held). While it does not, the
+	// node serves no bucket: another node may already lead them (spec,
+	// "Failover"). Nil: always.
+	LeaseHeld func() bool
 	// Stream is the template for the node's s3stream configuration; Node,
 	// NodeEpoch, Store, Meta and Logger are filled in.
 	Stream s3stream.Config
@@ -335,7 +340,21 @@ func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
 	if serr := b.stream.Err(); serr != nil {
 		return nil, fmt.Errorf("bucket %d: %w: %v", id, ErrUnavailable, serr)
 	}
+	if err := m.leaseHeld(id); err != nil {
+		return nil, err
+	}
 	return b, nil
+}
+
+// leaseHeld is nil while this node's liveness lease surely holds, and
+// ErrUnavailable once it may have expired: from then on another node may
+// be taking bucket id over, and serving it here could acknowledge what the
+// takeover does not see or read what the new leader has overwritten.
+func (m *Manager) leaseHeld(id catalog.BucketID) error {
+	if m.cfg.LeaseHeld == nil || m.cfg.LeaseHeld() {
+		return nil
+	}
+	return fmt.Errorf("bucket %d: this node can no longer renew its liveness lease (is etcd reachable?), so another node may be taking its buckets over: %w", id, ErrUnavailable)
 }
 
 // LocalEnd is the acknowledged end offset of bucket id if this node has it

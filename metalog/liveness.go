@@ -47,6 +47,9 @@ type LivenessSession struct {
 type LivenessLease struct {
 	// Lost is closed when the node stops being live through this lease.
 	Lost <-chan struct{}
+	// Held reports whether the lease surely still holds: other nodes
+	// cannot have seen it expire. Nil: until Lost is closed.
+	Held func() bool
 	// Update publishes info under the lease.
 	Update func(ctx context.Context, info LiveInfo) error
 	// Revoke ends the lease now; it is safe to call more than once.
@@ -72,6 +75,23 @@ func (s *LivenessSession) Node() catalog.NodeID { return s.node }
 // the session was closed. A lost session is never live again; the owner
 // registers the node again (new node epoch) and starts a new session.
 func (s *LivenessSession) Lost() <-chan struct{} { return s.lease.Lost }
+
+// Held reports whether the lease surely still holds, so that no other node
+// can have declared this one dead and taken its buckets over. It turns
+// false the moment the lease's renewals stop being sure, which is no later
+// than the lease could expire at etcd; Lost closes soon after. A bucket
+// leader checks it before every read and write it serves.
+func (s *LivenessSession) Held() bool {
+	if s.lease.Held != nil {
+		return s.lease.Held()
+	}
+	select {
+	case <-s.lease.Lost:
+		return false
+	default:
+		return true
+	}
+}
 
 // Update publishes new info (for example a new node epoch) under the same
 // lease.

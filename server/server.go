@@ -207,7 +207,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 		session.Close()
 		return nil, err
 	}
-	if err := s.startBuckets(epoch); err != nil {
+	if err := s.startBuckets(epoch, session); err != nil {
 		session.Close()
 		return nil, err
 	}
@@ -311,7 +311,7 @@ func (s *Server) heartbeat(ctx context.Context, session *metalog.LivenessSession
 				session, err = s.liveness.KeepAlive(ctx, catalog.NodeID(s.cfg.NodeID), s.liveInfo(epoch), s.cfg.LeaseTTL)
 			}
 			if err == nil {
-				err = s.startBuckets(epoch)
+				err = s.startBuckets(epoch, session)
 			}
 			if err == nil {
 				s.setLive(true)
@@ -532,15 +532,16 @@ func (s *Server) startKafka() error {
 	return nil
 }
 
-// startBuckets starts the bucket manager for node epoch epoch.
-func (s *Server) startBuckets(epoch uint64) error {
+// startBuckets starts the bucket manager for node epoch epoch, serving
+// while session's lease holds.
+func (s *Server) startBuckets(epoch uint64, session *metalog.LivenessSession) error {
 	stream := s3stream.Config{Cache: s.cache}
 	if strings.HasPrefix(s.cfg.ObjectStore, "s3://") {
 		stream.BatchWindow = s3stream.DefaultS3BatchWindow
 	}
 	m, err := buckets.NewManager(buckets.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), NodeEpoch: epoch, Meta: s.cat, Store: s.store,
-		Live: s.live.IsLive, Stream: stream, Logger: s.logger,
+		Live: s.live.IsLive, LeaseHeld: session.Held, Stream: stream, Logger: s.logger,
 		DataDir: s.cfg.DataDir, KVSnapshotInterval: s.cfg.KVSnapshotInterval, KVLake: s.kvLakeRows,
 		OnFenced: func(error) {
 			select {

@@ -137,6 +137,12 @@ type workload struct {
 	readEvery time.Duration
 	timeout   time.Duration
 	seed      uint64
+	// firstClient numbers this workload's clients from it (ids embed the
+	// client), so that two workloads on one history use distinct ids.
+	firstClient int
+	// keep, if set, picks the ids the writers insert (the others are
+	// skipped): to aim writes at chosen buckets.
+	keep func(id int64) bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -160,14 +166,14 @@ func (w *workload) run(c *testCluster) {
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			w.writer(c, i)
+			w.writer(c, w.firstClient+i)
 		}()
 	}
 	if w.readEvery > 0 {
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			w.reader(c, w.writers)
+			w.reader(c, w.firstClient+w.writers)
 		}()
 	}
 }
@@ -258,6 +264,9 @@ func (w *workload) writer(c *testCluster, client int) {
 			continue
 		}
 		id := int64(client+1)<<32 | seq
+		if w.keep != nil && !w.keep(id) {
+			continue
+		}
 		op := histOp{id: id, node: nodeIndex(c, n), client: client, call: w.h.now()}
 		qctx, cancel := context.WithTimeout(ctx, w.timeout)
 		_, err = conn.Exec(qctx, "INSERT INTO "+w.table+" VALUES ($1)", id)

@@ -94,6 +94,9 @@ type node struct {
 	healthy     bool
 	portRetries int
 	cleanup     bool // the cleanup that kills the process (and shows its log on failure) is registered
+	// wrap runs the node under another command (`ip netns exec ns`),
+	// which must exec it so that signals reach mink itself.
+	wrap []string
 }
 
 type nodeOpts struct {
@@ -135,7 +138,8 @@ func newNode(t *testing.T, o nodeOpts) *node {
 
 func (n *node) start() {
 	n.t.Helper()
-	n.cmd = exec.Command(minkBin, n.args...)
+	argv := append(append(append([]string(nil), n.wrap...), minkBin), n.args...)
+	n.cmd = exec.Command(argv[0], argv[1:]...)
 	n.cmd.Env = append(os.Environ(), n.env...)
 	n.stderr.Reset()
 	n.cmd.Stderr = &lockedWriter{mu: &n.mu, w: &n.stderr}

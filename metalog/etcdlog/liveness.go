@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minkdb/mink/metalog/internal/backoff"
@@ -16,7 +17,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/metalog"
@@ -24,7 +24,7 @@ import (
 
 // Liveness keeps liveness in etcd: node n holds /<cluster>/live/<n>,
 // attached to a lease with the liveness TTL that the session renews
-// (concurrency.Session keepalive). The value is the node's LiveInfo as JSON.
+// (leaseKeeper). The value is the node's LiveInfo as JSON.
 // When the node stops renewing (crash, pause, partition), etcd deletes the
 // key after the TTL.
 //
@@ -58,26 +58,24 @@ func (l *Liveness) KeepAlive(ctx context.Context, node catalog.NodeID, info meta
 		return nil, err
 	}
 	seconds := leaseSeconds(ttl)
+	granted := time.Now()
 	grant, err := l.client.Grant(ctx, seconds)
 	if err != nil {
 		return nil, fmt.Errorf("liveness of node %d: grant lease: %w", node, err)
 	}
 	// The keepalive outlives ctx; it stops with the session or the client.
-	session, err := concurrency.NewSession(l.client, concurrency.WithLease(grant.ID),
-		concurrency.WithTTL(int(seconds)), concurrency.WithContext(l.client.Ctx()))
-	if err != nil {
-		l.client.Revoke(ctx, grant.ID)
-		return nil, fmt.Errorf("liveness of node %d: keepalive: %w", node, err)
-	}
+	k := newLeaseKeeper(l.client, grant.ID, time.Duration(grant.TTL)*time.Second, granted)
 	key := l.key(node)
 	if _, err := l.client.Put(ctx, key, string(value), clientv3.WithLease(grant.ID)); err != nil {
-		session.Close()
+		k.stop()
+		l.client.Revoke(ctx, grant.ID)
 		return nil, fmt.Errorf("liveness of node %d: put %s: %w", node, key, err)
 	}
 	var revokeOnce sync.Once
 	var revokeErr error
 	return metalog.NewLivenessSession(node, metalog.LivenessLease{
-		Lost: session.Done(),
+		Lost: k.lost,
+		Held: k.held,
 		Update: func(ctx context.Context, info metalog.LiveInfo) error {
 			value, err := json.Marshal(info)
 			if err != nil {
@@ -98,7 +96,7 @@ func (l *Liveness) KeepAlive(ctx context.Context, node catalog.NodeID, info meta
 		},
 		Revoke: func(ctx context.Context) error {
 			revokeOnce.Do(func() {
-				session.Orphan() // stop the keepalive; Lost closes
+				k.stop() // Lost closes
 				_, err := l.client.Revoke(ctx, grant.ID)
 				if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 					revokeErr = fmt.Errorf("liveness of node %d: revoke: %w", node, err)
@@ -109,6 +107,117 @@ func (l *Liveness) KeepAlive(ctx context.Context, node catalog.NodeID, info meta
 		CloseTimeout: time.Duration(seconds) * time.Second,
 		CloseContext: l.client.Ctx(),
 	}), nil
+}
+
+// leaseKeeper renews a liveness lease every third of its TTL and knows
+// until when the lease surely holds: the send time of the last renewal
+// etcd granted, plus the TTL it granted, less a margin. etcd counts a
+// lease's TTL from when it receives the renewal, which is after it was
+// sent, so no other node can see the lease expire before that time.
+//
+// clientv3's own keepalive (concurrency.Session) gives up only once a
+// TTL has passed since the last renewal's *response*, checked once a
+// second: a node cut off from etcd, or paused, went on serving for up to a
+// second after etcd had expired its lease and the coordinator could have
+// moved its buckets, which let it answer stale reads.
+type leaseKeeper struct {
+	client *clientv3.Client
+	id     clientv3.LeaseID
+	ttl    time.Duration
+	base   time.Time    // the monotonic origin of until
+	until  atomic.Int64 // nanoseconds after base
+	lost   chan struct{}
+
+	lostOnce sync.Once
+	quit     chan struct{}
+	quitOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// leaseMargin is how much earlier than the renewal's arithmetic a keeper
+// stops counting on its lease: a twentieth of the TTL.
+func leaseMargin(ttl time.Duration) time.Duration { return ttl / 20 }
+
+func newLeaseKeeper(client *clientv3.Client, id clientv3.LeaseID, ttl time.Duration, granted time.Time) *leaseKeeper {
+	k := &leaseKeeper{client: client, id: id, ttl: ttl, base: granted, lost: make(chan struct{}), quit: make(chan struct{})}
+	k.until.Store(int64(ttl - leaseMargin(ttl)))
+	k.wg.Add(2)
+	go func() { defer k.wg.Done(); k.renew() }()
+	go func() { defer k.wg.Done(); k.watch() }()
+	return k
+}
+
+func (k *leaseKeeper) now() time.Duration { return time.Since(k.base) }
+
+func (k *leaseKeeper) held() bool {
+	select {
+	case <-k.lost:
+		return false
+	default:
+	}
+	return k.now() < time.Duration(k.until.Load())
+}
+
+func (k *leaseKeeper) lose() { k.lostOnce.Do(func() { close(k.lost) }) }
+
+// stop ends the renewals and closes lost.
+func (k *leaseKeeper) stop() {
+	k.quitOnce.Do(func() { close(k.quit) })
+	k.wg.Wait()
+	k.lose()
+}
+
+// renew sends a renewal every ttl/3 (a failed one is retried sooner),
+// each bounded by the interval, until the lease is gone or stop.
+func (k *leaseKeeper) renew() {
+	interval := k.ttl / 3
+	for {
+		sent := k.now()
+		ctx, cancel := context.WithTimeout(k.client.Ctx(), interval)
+		resp, err := k.client.KeepAliveOnce(ctx, k.id)
+		cancel()
+		next := sent + interval
+		switch {
+		case err == nil && resp.TTL > 0:
+			until := sent + time.Duration(resp.TTL)*time.Second - leaseMargin(k.ttl)
+			if until > time.Duration(k.until.Load()) {
+				k.until.Store(int64(until))
+			}
+		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
+			k.lose() // etcd says the lease is gone
+			return
+		default:
+			next = sent + interval/4
+		}
+		wait := next - k.now()
+		if wait < 10*time.Millisecond {
+			wait = 10 * time.Millisecond
+		}
+		select {
+		case <-k.quit:
+			return
+		case <-k.lost:
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// watch closes lost once the lease's sure end passes without a renewal
+// moving it.
+func (k *leaseKeeper) watch() {
+	for {
+		left := time.Duration(k.until.Load()) - k.now()
+		if left <= 0 {
+			k.lose()
+			return
+		}
+		select {
+		case <-k.quit:
+			return
+		case <-time.After(left):
+		}
+	}
 }
 
 // LiveNodes implements Liveness.

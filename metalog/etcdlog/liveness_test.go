@@ -2,8 +2,11 @@ package etcdlog
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/metalog"
@@ -105,4 +108,82 @@ func TestEtcdLiveness(t *testing.T) {
 	if live, _ := observer.LiveNodes(ctx); len(live) != 0 {
 		t.Fatalf("live = %+v after a lost session's update", live)
 	}
+}
+
+// A node cut off from etcd stops holding its lease (Held turns false, then
+// Lost closes) before etcd expires the lease and other nodes see it dead:
+// the time it could still count on is measured from when it sent its last
+// granted renewal, which etcd received later. Three nodes, cut at
+// different phases of their renewal cycle.
+func TestLivenessHeldEndsBeforeEtcdExpiresLease(t *testing.T) {
+	ctx := metalogtest.Context(t, 60*time.Second)
+	cluster := testCluster(t)
+	observer := testClient(t)
+	const ttl = 2 * time.Second
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		node := catalog.NodeID(11 + i)
+		proxy := newFaultProxy(t, strings.TrimPrefix(sharedEndpoints(t)[0], "http://"))
+		client, err := Dial(ctx, []string{proxy.addr()}, metalogtest.Logger(), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		liveness := NewLiveness(client, cluster)
+		session, err := liveness.KeepAlive(ctx, node, metalog.LiveInfo{Epoch: 1}, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer session.Close()
+		gone := observer.Watch(ctx, liveness.key(node))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Renewals go on for a while, then the cut comes at a
+			// different point of each node's renewal interval.
+			time.Sleep(ttl + time.Duration(i)*ttl/7)
+			if !session.Held() {
+				t.Errorf("node %d: lease not held %v after it started, renewals flowing", node, ttl)
+				return
+			}
+			proxy.freeze()
+			cut := time.Now()
+			var heldEnded time.Time
+			for heldEnded.IsZero() {
+				if !session.Held() {
+					heldEnded = time.Now()
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			select {
+			case <-session.Lost():
+			case <-time.After(time.Second):
+				t.Errorf("node %d: Lost not closed a second after Held turned false", node)
+			}
+			var expired time.Time
+			for expired.IsZero() {
+				select {
+				case resp := <-gone:
+					for _, ev := range resp.Events {
+						if ev.Type == mvccpb.DELETE {
+							expired = time.Now()
+						}
+					}
+				case <-ctx.Done():
+					t.Errorf("node %d: etcd never expired the lease", node)
+					return
+				}
+			}
+			t.Logf("node %d: held until %v after the cut; etcd expired the lease %v after it",
+				node, heldEnded.Sub(cut).Round(time.Millisecond), expired.Sub(cut).Round(time.Millisecond))
+			if !heldEnded.Before(expired) {
+				t.Errorf("node %d: held its lease until %v after the cut, but etcd expired it %v after the cut",
+					node, heldEnded.Sub(cut), expired.Sub(cut))
+			}
+			if heldEnded.Sub(cut) > ttl {
+				t.Errorf("node %d: held its lease %v after the cut, longer than the TTL %v", node, heldEnded.Sub(cut), ttl)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -357,6 +357,10 @@ func (m *Manager) leaseHeld(id catalog.BucketID) error {
 	return fmt.Errorf("bucket %d: this node can no longer renew its liveness lease (is etcd reachable?), so another node may be taking its buckets over: %w", id, ErrUnavailable)
 }
 
+// StoreStalled is how long the object store has kept this node's oldest
+// write waiting (s3stream.Node.Stalled); 0 while writes go through.
+func (m *Manager) StoreStalled() time.Duration { return m.node.Stalled() }
+
 // LocalEnd is the acknowledged end offset of bucket id if this node has it
 // open. It does not read the metadata view, so it may be called inside a
 // Metadata.Read callback.

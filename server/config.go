@@ -92,6 +92,11 @@ type Config struct {
 
 	LeaseTTL        time.Duration
 	CoordinatorTick time.Duration
+	// StoreOutageTimeout: once the object store has kept this node's
+	// oldest write waiting this long, the node gives its buckets up (it
+	// revokes its liveness lease, so a node that reaches the store takes
+	// them over) and registers again when the store answers.
+	StoreOutageTimeout time.Duration
 	// GCInterval is how often the lease holder collects garbage in the
 	// object store; GCDelay is how long an object must have been garbage
 	// before it is deleted, so that readers of an older view can finish.
@@ -148,6 +153,7 @@ func DefaultConfig() Config {
 		KafkaAddr:             "127.0.0.1:9092",
 		LeaseTTL:              30 * time.Second,
 		CoordinatorTick:       5 * time.Second,
+		StoreOutageTimeout:    time.Minute,
 		GCInterval:            time.Minute,
 		GCDelay:               5 * time.Minute,
 		KVSnapshotInterval:    5 * time.Minute,
@@ -205,6 +211,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CoordinatorTick <= 0 {
 		return fmt.Errorf("--coordinator-tick %v: must be positive", c.CoordinatorTick)
+	}
+	if c.StoreOutageTimeout < time.Second {
+		return fmt.Errorf("--store-outage-timeout %v: must be at least 1s", c.StoreOutageTimeout)
 	}
 	if c.GCInterval <= 0 || c.GCDelay < 0 {
 		return fmt.Errorf("--gc-interval must be positive and --gc-delay not negative")

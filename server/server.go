@@ -81,6 +81,9 @@ type Server struct {
 	wg     sync.WaitGroup
 	// refenced is signalled when the node's storage epoch is fenced.
 	refenced chan struct{}
+	// storeLost is signalled when the object store has held the node's
+	// writes up for StoreOutageTimeout (watchStore).
+	storeLost chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -111,7 +114,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, logger: logger.With("node", cfg.NodeID), refenced: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, logger: logger.With("node", cfg.NodeID), refenced: make(chan struct{}, 1), storeLost: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -237,9 +240,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Server, err e
 	s.mu.Lock()
 	s.mu.ready = true
 	s.mu.Unlock()
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.heartbeat(runCtx, session) }()
 	go func() { defer s.wg.Done(); s.campaign(runCtx) }()
+	go func() { defer s.wg.Done(); s.watchStore(runCtx) }()
 	return s, nil
 }
 
@@ -299,6 +303,12 @@ func (s *Server) heartbeat(ctx context.Context, session *metalog.LivenessSession
 		case <-s.refenced:
 			s.logger.Warn("this node epoch was fenced; registering again with a new epoch")
 			session.Revoke(ctx)
+		case <-s.storeLost:
+			// Revoking the lease tells the coordinator at once: it moves
+			// the buckets to nodes that reach the store, whose takeover
+			// replays what this node's WAL holds.
+			s.logger.Warn("giving this node's buckets up: the object store holds its writes up; registering again once the store answers")
+			session.Revoke(ctx)
 		}
 		s.setLive(false)
 		for {
@@ -306,11 +316,18 @@ func (s *Server) heartbeat(ctx context.Context, session *metalog.LivenessSession
 				return
 			}
 			s.stopBuckets(false)
-			epoch, err := s.register(ctx)
+			err := s.storeAnswers(ctx)
+			var epoch uint64
+			if err == nil {
+				epoch, err = s.register(ctx)
+			}
 			if err == nil {
 				session, err = s.liveness.KeepAlive(ctx, catalog.NodeID(s.cfg.NodeID), s.liveInfo(epoch), s.cfg.LeaseTTL)
 			}
 			if err == nil {
+				// Signals of the stopped manager are not for the new one.
+				drain(s.refenced)
+				drain(s.storeLost)
 				err = s.startBuckets(epoch, session)
 			}
 			if err == nil {
@@ -323,6 +340,54 @@ func (s *Server) heartbeat(ctx context.Context, session *metalog.LivenessSession
 			case <-ctx.Done():
 				return
 			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// drain empties a signal channel of a signal meant for an earlier node
+// epoch.
+func drain(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+	}
+}
+
+// storeAnswers is nil if the object store answers a read (a key that does
+// not exist is an answer). A node registers only while it does: a node
+// that cannot reach the store would lead buckets it cannot write.
+func (s *Server) storeAnswers(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := s.store.Get(ctx, "probe/store-answers")
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		return fmt.Errorf("the object store does not answer: %w", err)
+	}
+	return nil
+}
+
+// watchStore signals storeLost once the object store has kept the node's
+// oldest write waiting for StoreOutageTimeout: a leader that keeps etcd
+// but loses the store must not keep buckets it cannot write.
+func (s *Server) watchStore(ctx context.Context) {
+	every := min(s.cfg.StoreOutageTimeout/4, time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		m := s.Buckets()
+		if m == nil {
+			continue
+		}
+		if d := m.StoreStalled(); d >= s.cfg.StoreOutageTimeout {
+			s.logger.Error("the object store has held this node's oldest write up past --store-outage-timeout",
+				"waited", d.Round(time.Millisecond), "store_outage_timeout", s.cfg.StoreOutageTimeout)
+			select {
+			case s.storeLost <- struct{}{}:
+			default:
 			}
 		}
 	}

@@ -81,16 +81,37 @@ type appender struct {
 
 func (f *Frontend) newAppender() *appender { return &appender{f: f} }
 
-// wait returns once every queued batch is durable, or with the first error.
+// wait returns once every queued batch is durable, or with an error that
+// says what the client may do: unavailable (57P03, retry) when no batch
+// was stored — every failure was a WAL that closed or was fenced before
+// the batch reached it — and unknown outcome (40003) when some may have
+// been.
 func (a *appender) wait(ctx context.Context) error {
 	var first error
+	stored, unknown := 0, false
 	for _, p := range a.pending {
-		if _, err := p.Wait(ctx); err != nil && first == nil {
+		_, err := p.Wait(ctx)
+		switch {
+		case err == nil:
+			stored++
+			continue
+		case errors.Is(err, s3stream.ErrUnknownOutcome):
+			unknown = true
+		case !errors.Is(err, s3stream.ErrClosed) && !errors.Is(err, s3stream.ErrFenced):
+			unknown = true // a wait cut short: the batch may still land
+		}
+		if first == nil {
 			first = err
 		}
 	}
 	a.pending = nil
-	return first
+	switch {
+	case first == nil || unknown:
+		return first
+	case stored > 0:
+		return fmt.Errorf("%w: some of the statement's rows were stored, others not: %w", buckets.ErrUnknownOutcome, first)
+	}
+	return fmt.Errorf("nothing was stored: %w: %w", buckets.ErrUnavailable, first)
 }
 
 // add routes rec to its partitions and buckets and queues each part.

@@ -250,6 +250,11 @@ func (n *Node) openStreams() []*Stream {
 	return out
 }
 
+// Stalled is how long this node's oldest unacknowledged WAL object has
+// waited for the object store (failing or hanging uploads), 0 when none
+// waits: how long the store has kept the node from acknowledging writes.
+func (n *Node) Stalled() time.Duration { return n.wal.stalled() }
+
 // Reader returns the node's reader of committed data.
 func (n *Node) Reader() *Reader { return n.reader }
 

@@ -33,6 +33,7 @@ type walUpload struct {
 	entries []*pendingEntry
 	data    []byte
 	durable bool
+	batched time.Time // when its entries were taken for it
 }
 
 // wal is a node epoch's write-ahead log on the object store.
@@ -181,7 +182,7 @@ func (w *wal) nextBatch() *walUpload {
 		size += int(w.mu.pending[n].size)
 		n++
 	}
-	u := &walUpload{seq: w.mu.nextSeq, entries: w.mu.pending[:n:n]}
+	u := &walUpload{seq: w.mu.nextSeq, entries: w.mu.pending[:n:n], batched: time.Now()}
 	w.mu.nextSeq++
 	w.mu.pending = w.mu.pending[n:]
 	w.mu.pendingBytes -= size
@@ -260,6 +261,21 @@ func (w *wal) complete(u *walUpload) {
 	w.mu.Lock()
 	w.mu.acked = durable
 	w.mu.Unlock()
+}
+
+// stalled is how long the oldest WAL object not yet durable has waited
+// for the store; 0 when every batched object is durable.
+func (w *wal) stalled() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.failed != nil {
+		return 0
+	}
+	u, ok := w.mu.uploads[w.mu.durable]
+	if !ok || u.durable {
+		return 0
+	}
+	return time.Since(u.batched)
 }
 
 // notifyFrom fails the appenders of upload seq and of everything after it.

@@ -20,18 +20,22 @@ import (
 	"testing"
 )
 
-// netns is one network namespace with its two links. Addresses are /30
-// networks: the host side is .1, the namespace side .2.
+// netns is one network namespace with its links, each a veth pair on a /30
+// network: the host side is .1, the namespace side .2.
 type netns struct {
 	t    *testing.T
 	name string
-	// etcdHost is the host's address on the etcd link; the forwarder to
-	// etcd listens there. svcHost and svcNS are the two ends of the
-	// service link: the namespace's node listens on svcNS, the host's
-	// nodes on svcHost so that the namespace reaches them.
-	etcdHost, svcHost, svcNS string
-	etcdLink, svcLink        string // the namespace-side link names
+	// etcd carries only the node's etcd traffic (a forwarder to the test's
+	// etcd listens on its host side), s3 only its object-store traffic
+	// (likewise), svc everything else: the namespace's node listens on
+	// svc.ns, the host's nodes on svc.host so that the namespace reaches
+	// them.
+	etcd, s3, svc vethLink
 }
+
+// vethLink is one veth pair: the namespace-side link's name and the two
+// addresses.
+type vethLink struct{ name, host, ns string }
 
 // newNetns creates a namespace and its links; cleanup deletes them. It
 // needs root and iproute2 (`ip netns`); without them the test fails, since
@@ -45,26 +49,22 @@ func newNetns(t *testing.T) *netns {
 		t.Fatal("the partition tests need iproute2's ip: apt-get install iproute2")
 	}
 	k := os.Getpid()%200 + 20
-	ns := &netns{
-		t:        t,
-		name:     fmt.Sprintf("minktest-%d", os.Getpid()),
-		etcdHost: fmt.Sprintf("10.213.%d.1", k),
-		svcHost:  fmt.Sprintf("10.214.%d.1", k),
-		svcNS:    fmt.Sprintf("10.214.%d.2", k),
-		etcdLink: fmt.Sprintf("mke%d", os.Getpid()),
-		svcLink:  fmt.Sprintf("mks%d", os.Getpid()),
+	link := func(kind string, net int) vethLink {
+		return vethLink{name: fmt.Sprintf("mk%s%d", kind, os.Getpid()),
+			host: fmt.Sprintf("10.%d.%d.1", net, k), ns: fmt.Sprintf("10.%d.%d.2", net, k)}
 	}
+	ns := &netns{t: t, name: fmt.Sprintf("minktest-%d", os.Getpid()),
+		etcd: link("e", 213), s3: link("o", 215), svc: link("s", 214)}
 	ns.ip("netns", "add", ns.name)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns.name).Run() })
-	for _, l := range []struct{ link, host string }{{ns.etcdLink, ns.etcdHost}, {ns.svcLink, ns.svcHost}} {
-		hostEnd := l.link + "h"
-		inNS := strings.TrimSuffix(l.host, ".1") + ".2"
-		ns.ip("link", "add", hostEnd, "type", "veth", "peer", "name", l.link)
-		ns.ip("link", "set", l.link, "netns", ns.name)
+	for _, l := range []vethLink{ns.etcd, ns.s3, ns.svc} {
+		hostEnd := l.name + "h"
+		ns.ip("link", "add", hostEnd, "type", "veth", "peer", "name", l.name)
+		ns.ip("link", "set", l.name, "netns", ns.name)
 		ns.ip("addr", "add", l.host+"/30", "dev", hostEnd)
 		ns.ip("link", "set", hostEnd, "up")
-		ns.ip("-n", ns.name, "addr", "add", inNS+"/30", "dev", l.link)
-		ns.ip("-n", ns.name, "link", "set", l.link, "up")
+		ns.ip("-n", ns.name, "addr", "add", l.ns+"/30", "dev", l.name)
+		ns.ip("-n", ns.name, "link", "set", l.name, "up")
 	}
 	ns.ip("-n", ns.name, "link", "set", "lo", "up")
 	return ns
@@ -79,10 +79,10 @@ func (ns *netns) ip(args ...string) {
 
 // cut takes the namespace side of a link down: packets either way are
 // dropped, established connections hang, new ones find no route.
-func (ns *netns) cut(link string) { ns.ip("-n", ns.name, "link", "set", link, "down") }
+func (ns *netns) cut(l vethLink) { ns.ip("-n", ns.name, "link", "set", l.name, "down") }
 
 // heal brings the link back; its address and route come back with it.
-func (ns *netns) heal(link string) { ns.ip("-n", ns.name, "link", "set", link, "up") }
+func (ns *netns) heal(l vethLink) { ns.ip("-n", ns.name, "link", "set", l.name, "up") }
 
 // forward listens on host:0 and copies every connection to target both
 // ways; it returns the address it listens on. It closes with the test.
@@ -148,18 +148,25 @@ func (n *node) moveToHost(host string) {
 }
 
 // putInNetns makes node n run in namespace ns, listening on its service
-// address and reaching etcd through a forwarder on its etcd link.
+// address and reaching etcd (and the S3 endpoint, if it has one) through
+// forwarders on their own links.
 func (n *node) putInNetns(ns *netns, etcdEndpoints string) {
 	n.t.Helper()
-	u, err := url.Parse(strings.Split(etcdEndpoints, ",")[0])
-	if err != nil {
-		n.t.Fatal(err)
+	hostOf := func(endpoint string) string {
+		u, err := url.Parse(endpoint)
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		return u.Host
 	}
-	fwd := forward(n.t, ns.etcdHost, u.Host)
-	n.moveToHost(ns.svcNS)
+	etcd := forward(n.t, ns.etcd.host, hostOf(strings.Split(etcdEndpoints, ",")[0]))
+	n.moveToHost(ns.svc.ns)
 	for i := 1; i < len(n.args); i++ {
-		if n.args[i-1] == "--etcd-endpoints" {
-			n.args[i] = "http://" + fwd
+		switch n.args[i-1] {
+		case "--etcd-endpoints":
+			n.args[i] = "http://" + etcd
+		case "--s3-endpoint":
+			n.args[i] = "http://" + forward(n.t, ns.s3.host, hostOf(n.args[i]))
 		}
 	}
 	n.wrap = []string{"ip", "netns", "exec", ns.name}

@@ -77,6 +77,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle: every listener asks for a client certificate and verifies one that is given against it")
 	f.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host other nodes and clients use to reach this node (default: the listen hosts)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "liveness lease TTL: a node that stops heartbeating is dead after this")
+	f.DurationVar(&cfg.StoreOutageTimeout, "store-outage-timeout", cfg.StoreOutageTimeout, "a node whose writes the object store has held up this long gives its buckets up to nodes that reach the store")
 	f.DurationVar(&cfg.CoordinatorTick, "coordinator-tick", cfg.CoordinatorTick, "how often the coordinator looks for buckets to fail over")
 	f.DurationVar(&cfg.GCInterval, "gc-interval", cfg.GCInterval, "how often the coordinator deletes unreferenced objects")
 	f.DurationVar(&cfg.GCDelay, "gc-delay", cfg.GCDelay, "how long an object stays after it became garbage (lets readers finish)")

@@ -374,9 +374,19 @@ func TestStoreOutage(t *testing.T) {
 	if errsSeen.Load() != 5 {
 		t.Fatalf("%d of 5 appends during the outage failed; want all", errsSeen.Load())
 	}
+	// The appenders were told at the first failure; their WAL objects are
+	// still being retried, and Stalled says for how long (what
+	// --store-outage-timeout reads).
+	time.Sleep(200 * time.Millisecond)
+	if d := a.Stalled(); d < 200*time.Millisecond || d > time.Minute {
+		t.Fatalf("Stalled = %v 200 ms into the outage", d)
+	}
 	remove()
 	// Later appends succeed and continue after the failed ones: no gap, no reuse.
 	off := mustAppend(t, s, 200)
+	if d := a.Stalled(); d != 0 {
+		t.Fatalf("Stalled = %v once every WAL object is durable, want 0", d)
+	}
 	if off != 6 {
 		t.Fatalf("append after the outage at offset %d, want 6", off)
 	}

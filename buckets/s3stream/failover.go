@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/objstore"
@@ -52,6 +54,13 @@ type FailoverStats struct {
 //
 // Every step is idempotent, so running Failover again after a crash at any
 // point finishes the job.
+//
+// A WAL object that does not decode (ErrCorrupt) is never skipped silently:
+// only a stream with an entry in a later object (at its stream epoch) is
+// recovered, since the gap check of step 2 then shows whether the damaged
+// object held any of its acknowledged writes. The other streams stay open,
+// the trim point stays, and Failover returns a *WALCorruptError naming the
+// objects and the streams.
 func Failover(ctx context.Context, store objstore.Store, meta Metadata, dead catalog.NodeID, deadEpoch uint64, opts FailoverOptions) (FailoverStats, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -74,19 +83,44 @@ func Failover(ctx context.Context, store objstore.Store, meta Metadata, dead cat
 		return stats, fmt.Errorf("failover of node %d epoch %d: %w (current epoch %d)", dead, deadEpoch, ErrNotFenced, current)
 	}
 
-	entries, sealSeq, replayed, err := sealAndReplay(ctx, store, dead, deadEpoch, trim)
+	r, err := sealAndReplay(ctx, store, dead, deadEpoch, trim)
 	if err != nil {
 		return stats, fmt.Errorf("failover of node %d epoch %d: %w", dead, deadEpoch, err)
 	}
-	stats.WALObjects, stats.SealSeq = replayed, sealSeq
+	stats.WALObjects, stats.SealSeq = r.replayed, r.sealSeq
+	sealSeq := r.sealSeq
 
+	var lost *WALCorruptError
+	if len(r.damaged) > 0 {
+		lost = &WALCorruptError{Node: dead, Epoch: deadEpoch, Objects: r.damaged, Streams: map[catalog.StreamID]error{}}
+		for _, d := range r.damaged {
+			opts.Logger.Error("s3stream failover: WAL object is corrupt", "node", dead, "node_epoch", deadEpoch, "err", d)
+		}
+	}
 	for _, id := range streamsOpenBy(meta, dead, deadEpoch) {
-		n, err := recoverStream(ctx, store, meta, id, dead, deadEpoch, entries[id], opts.MaxObjectBytes)
+		n, err := recoverStream(ctx, store, meta, id, dead, deadEpoch, r.entries[id], r.after(), opts.MaxObjectBytes)
+		if err != nil && lost != nil && errors.Is(err, ErrCorrupt) {
+			// The damaged object may hold this stream's acknowledged
+			// writes: leave the stream open, so that its bucket stays
+			// unavailable instead of serving without them.
+			lost.Streams[id] = err
+			continue
+		}
 		if err != nil {
 			return stats, fmt.Errorf("failover of node %d epoch %d: %w", dead, deadEpoch, err)
 		}
 		stats.Entries += n
 		stats.Streams++
+	}
+	if lost != nil {
+		if len(lost.Streams) > 0 {
+			// The WAL trim point stays: the damaged objects are kept
+			// for the operator, and a later Failover (once they are
+			// restored) replays them for the streams left open.
+			return stats, lost
+		}
+		opts.Logger.Warn("s3stream failover: every stream continues past the corrupt WAL objects; recovered them all",
+			"node", dead, "node_epoch", deadEpoch, "streams", stats.Streams)
 	}
 	if _, err := meta.Propose(ctx, catalog.CommitWALTrim{Node: dead, NodeEpoch: deadEpoch, TrimSeq: sealSeq, By: opts.By, ByEpoch: opts.ByEpoch}); err != nil {
 		return stats, fmt.Errorf("failover of node %d epoch %d: trim WAL: %w", dead, deadEpoch, err)
@@ -96,34 +130,98 @@ func Failover(ctx context.Context, store objstore.Store, meta Metadata, dead cat
 	return stats, nil
 }
 
+// WALCorruptError: Failover found WAL objects it cannot decode (Objects,
+// each error naming its key and wrapping ErrCorrupt), and could not prove
+// that they hold nothing of the streams in Streams, which it left open: their
+// buckets stay unavailable rather than serve without writes that were
+// acknowledged. The other streams were recovered and closed. The WAL trim
+// point is not moved, so the objects stay; once they are restored, Failover
+// recovers the rest.
+type WALCorruptError struct {
+	Node    catalog.NodeID
+	Epoch   uint64
+	Objects []error
+	Streams map[catalog.StreamID]error // why each stream was left open
+}
+
+func (e *WALCorruptError) Error() string {
+	ids := make([]catalog.StreamID, 0, len(e.Streams))
+	for id := range e.Streams {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	objs := make([]string, len(e.Objects))
+	for i, o := range e.Objects {
+		objs[i] = o.Error()
+	}
+	return fmt.Sprintf("failover of node %d epoch %d: %s; streams %v not recovered: the damaged WAL may hold their acknowledged writes",
+		e.Node, e.Epoch, strings.Join(objs, "; "), ids)
+}
+
+func (e *WALCorruptError) Unwrap() error { return ErrCorrupt }
+
+// replayedEntry is a WAL entry with the seq of the object it came from.
+type replayedEntry struct {
+	walEntry
+	seq uint64
+}
+
+// replay is what sealAndReplay found below the seal.
+type replay struct {
+	entries  map[catalog.StreamID][]replayedEntry
+	sealSeq  uint64
+	replayed int     // WAL objects decoded
+	damaged  []error // WAL objects that do not decode, in seq order
+	lastBad  uint64  // the seq of the last damaged object
+}
+
+// after is the first seq past every damaged object (0: none is damaged).
+// A stream with an entry at or after it has its entries of the damaged
+// objects (if any) between two entries that were read, where a gap shows.
+func (r replay) after() uint64 {
+	if len(r.damaged) == 0 {
+		return 0
+	}
+	return r.lastBad + 1
+}
+
 // sealAndReplay walks the WAL of (node, epoch) from trim, seals it at the
-// first free seq, and returns the entries below the seal by stream.
-func sealAndReplay(ctx context.Context, store objstore.Store, node catalog.NodeID, epoch, trim uint64) (map[catalog.StreamID][]walEntry, uint64, int, error) {
-	entries := make(map[catalog.StreamID][]walEntry)
-	replayed := 0
+// first free seq, and returns the entries below the seal by stream. An
+// object that does not decode (ErrCorrupt) is listed in damaged and the
+// walk goes on: the seal must still go at the first free seq.
+func sealAndReplay(ctx context.Context, store objstore.Store, node catalog.NodeID, epoch, trim uint64) (replay, error) {
+	r := replay{entries: make(map[catalog.StreamID][]replayedEntry)}
 	for seq := trim; ; {
 		w, err := getWAL(ctx, store, node, epoch, seq)
 		if errors.Is(err, objstore.ErrNotFound) {
 			seal := encodeWAL(walObject{Node: node, Epoch: epoch, Seq: seq, Sealed: true})
 			err := putCreateOnly(ctx, store, walKey(node, epoch, seq), seal)
 			if err == nil {
-				return entries, seq, replayed, nil
+				r.sealSeq = seq
+				return r, nil
 			}
 			if errors.Is(err, errContentDiffers) {
 				continue // the old writer created it first: replay it, seal the next
 			}
-			return nil, 0, 0, fmt.Errorf("seal WAL at seq %d: %w", seq, err)
+			return replay{}, fmt.Errorf("seal WAL at seq %d: %w", seq, err)
+		}
+		if errors.Is(err, ErrCorrupt) {
+			r.damaged = append(r.damaged, err)
+			r.lastBad = seq
+			seq++
+			continue
 		}
 		if err != nil {
-			return nil, 0, 0, err
+			return replay{}, err
 		}
 		if w.Sealed {
-			return entries, seq, replayed, nil
+			r.sealSeq = seq
+			return r, nil
 		}
 		for _, e := range w.Entries {
-			entries[e.Stream] = append(entries[e.Stream], e)
+			r.entries[e.Stream] = append(r.entries[e.Stream], replayedEntry{walEntry: e, seq: seq})
 		}
-		replayed++
+		r.replayed++
 		seq++
 	}
 }
@@ -159,8 +257,11 @@ func streamsOpenBy(meta Metadata, node catalog.NodeID, epoch uint64) []catalog.S
 }
 
 // recoverStream commits the WAL entries of one stream beyond its committed
-// end and closes it. It returns the number of entries committed.
-func recoverStream(ctx context.Context, store objstore.Store, meta Metadata, id catalog.StreamID, node catalog.NodeID, nodeEpoch uint64, wal []walEntry, maxBytes int) (int, error) {
+// end and closes it. It returns the number of entries committed. With
+// after > 0 (WAL objects below it did not decode), it recovers the stream
+// only if the stream has an entry at its epoch in an object at or after
+// after; otherwise it returns ErrCorrupt and leaves the stream open.
+func recoverStream(ctx context.Context, store objstore.Store, meta Metadata, id catalog.StreamID, node catalog.NodeID, nodeEpoch uint64, wal []replayedEntry, after uint64, maxBytes int) (int, error) {
 	committed := 0
 	for attempt := 0; ; attempt++ {
 		var st catalog.Stream
@@ -172,6 +273,10 @@ func recoverStream(ctx context.Context, store objstore.Store, meta Metadata, id 
 		})
 		if !ok || !st.Open || st.Node != node || st.NodeEpoch != nodeEpoch {
 			return committed, nil // closed meanwhile (an earlier run, or a clean close)
+		}
+		if after > 0 && !slices.ContainsFunc(wal, func(e replayedEntry) bool { return e.StreamEpoch == st.Epoch && e.seq >= after }) {
+			return committed, fmt.Errorf("stream %d: %w: no entry of it follows the damaged WAL objects, which may hold its acknowledged writes (its committed end is %d)",
+				id, ErrCorrupt, st.End)
 		}
 		var entries []Entry
 		for _, e := range wal {
@@ -235,14 +340,20 @@ func RecoverNode(ctx context.Context, store objstore.Store, meta Metadata, node 
 		}
 	}
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	var errs []error
 	for _, e := range sorted {
 		st, err := Failover(ctx, store, meta, node, e, opts)
-		if err != nil {
-			return total, err
+		var wc *WALCorruptError
+		if errors.As(err, &wc) {
+			// The streams it could not recover stay open; the other
+			// epochs are independent of it.
+			errs = append(errs, err)
+		} else if err != nil {
+			return total, errors.Join(append(errs, err)...)
 		}
 		total.WALObjects += st.WALObjects
 		total.Entries += st.Entries
 		total.Streams += st.Streams
 	}
-	return total, nil
+	return total, errors.Join(errs...)
 }

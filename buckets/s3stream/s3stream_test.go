@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -597,26 +598,132 @@ func TestFailoverRefusesLiveEpoch(t *testing.T) {
 	}
 }
 
-// A WAL object that fails its checksum stops failover loudly instead of
-// silently skipping acknowledged data.
+// A WAL object that does not decode is never skipped silently. A stream
+// with an entry in a later WAL object is recovered (the gap check shows
+// whether the damaged object held any of its writes); any other stream
+// stays open, and Failover names the object and the streams. The WAL trim
+// point stays, so that once the object is restored, Failover recovers
+// everything.
 func TestFailoverCorruptWAL(t *testing.T) {
-	h := newHarness(t)
-	mem := objstore.NewMem()
-	h.store = objstore.NewFaulty(mem)
-	a := h.start(1)
-	s := mustOpen(t, a, sid, 1)
-	mustAppend(t, s, 1)
-	a.Close()
-	key := walKey(1, a.cfg.NodeEpoch, 0)
-	data, _ := mem.Get(context.Background(), key)
-	mem.Delete(context.Background(), key)
-	data[len(data)/2] ^= 0xff
-	mem.PutIfAbsent(context.Background(), key, data)
-	meta := h.catalog()
-	h.register(meta, 1)
-	_, err := Failover(context.Background(), h.store, meta, 1, a.cfg.NodeEpoch, failoverBy(meta, 1))
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), key) {
-		t.Fatalf("failover over a corrupt WAL object: %v, want ErrCorrupt naming %s", err, key)
+	a, b := sid, sid+1
+	// The WAL objects, one per append: seq 0 a:0, 1 b:100, 2 a:1, 3 b:101,
+	// 4 a:2, 5 b:102. After the flush, a and b are committed up to seq 1.
+	cases := []struct {
+		name     string
+		damage   []uint64                      // the seqs of the damaged objects
+		lost     []catalog.StreamID            // the streams left open
+		complete map[catalog.StreamID][]uint64 // the recovered streams and their ids
+	}{
+		{name: "committed entries only", damage: []uint64{1},
+			complete: map[catalog.StreamID][]uint64{a: {0, 1, 2}, b: {100, 101, 102}}},
+		{name: "uncommitted entry of a, b continues after it", damage: []uint64{2},
+			lost: []catalog.StreamID{a}, complete: map[catalog.StreamID][]uint64{b: {100, 101, 102}}},
+		{name: "two objects of a", damage: []uint64{2, 4},
+			lost: []catalog.StreamID{a}, complete: map[catalog.StreamID][]uint64{b: {100, 101, 102}}},
+		{name: "the last object: nothing follows it", damage: []uint64{5},
+			lost: []catalog.StreamID{a, b}},
+		{name: "the last object of a, b follows it", damage: []uint64{4},
+			lost: []catalog.StreamID{a}, complete: map[catalog.StreamID][]uint64{b: {100, 101, 102}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := newHarness(t)
+			mem := objstore.NewMem()
+			h.store = objstore.NewFaulty(mem)
+			n := h.start(1)
+			sa, sb := mustOpen(t, n, a, 1), mustOpen(t, n, b, 1)
+			for i := uint64(0); i < 3; i++ {
+				mustAppend(t, sa, i)
+				mustAppend(t, sb, 100+i)
+				if i == 0 {
+					// Commit the first entries without moving the WAL trim
+					// point: seqs 0 and 1 are replayed but already committed.
+					if err := sa.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if err := sb.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			n.Close()
+			epoch := n.cfg.NodeEpoch
+			originals := map[string][]byte{}
+			var keys []string
+			for _, seq := range c.damage {
+				key := walKey(1, epoch, seq)
+				data, err := mem.Get(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				originals[key] = slices.Clone(data)
+				data[len(data)/2] ^= 0xff
+				mem.Delete(ctx, key)
+				mem.PutIfAbsent(ctx, key, data)
+				keys = append(keys, key)
+			}
+			meta := h.catalog()
+			h.register(meta, 1)
+			_, err := Failover(ctx, h.store, meta, 1, epoch, failoverBy(meta, 1))
+			var wc *WALCorruptError
+			if len(c.lost) == 0 {
+				if err != nil {
+					t.Fatalf("failover: %v, want every stream recovered", err)
+				}
+			} else {
+				if !errors.As(err, &wc) || !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("failover: %v, want a WALCorruptError", err)
+				}
+				for _, key := range keys {
+					if !strings.Contains(err.Error(), key) {
+						t.Fatalf("failover error %q does not name %s", err, key)
+					}
+				}
+				if got := slices.Sorted(maps.Keys(wc.Streams)); !slices.Equal(got, c.lost) {
+					t.Fatalf("streams left open: %v, want %v (%v)", got, c.lost, err)
+				}
+			}
+			var trim uint64
+			open := map[catalog.StreamID]bool{}
+			meta.Read(func(v *catalog.View) {
+				trim = v.WALTrims[catalog.WALID{Node: 1, Epoch: epoch}]
+				open[a], open[b] = v.Streams[a].Open, v.Streams[b].Open
+			})
+			for _, id := range c.lost {
+				if !open[id] {
+					t.Fatalf("stream %d was closed after losing entries to a damaged WAL object", id)
+				}
+			}
+			for id, want := range c.complete {
+				if open[id] {
+					t.Fatalf("stream %d still open", id)
+				}
+				if got := readAll(t, h.store, meta, id); !slices.Equal(got, want) {
+					t.Fatalf("stream %d after failover: %v, want %v", id, got, want)
+				}
+			}
+			if len(c.lost) > 0 && trim != 0 {
+				t.Fatalf("WAL trimmed to %d past a damaged object", trim)
+			}
+			// Running it again changes nothing; with the objects restored
+			// it recovers the rest.
+			if _, err := Failover(ctx, h.store, meta, 1, epoch, failoverBy(meta, 1)); (err == nil) != (len(c.lost) == 0) {
+				t.Fatalf("failover again: %v", err)
+			}
+			for key, data := range originals {
+				mem.Delete(ctx, key)
+				mem.PutIfAbsent(ctx, key, data)
+			}
+			if _, err := Failover(ctx, h.store, meta, 1, epoch, failoverBy(meta, 1)); err != nil {
+				t.Fatalf("failover with the objects restored: %v", err)
+			}
+			for id, want := range map[catalog.StreamID][]uint64{a: {0, 1, 2}, b: {100, 101, 102}} {
+				if got := readAll(t, h.store, meta, id); !slices.Equal(got, want) {
+					t.Fatalf("stream %d after the objects were restored: %v, want %v", id, got, want)
+				}
+			}
+		})
 	}
 }
 

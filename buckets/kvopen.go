@@ -45,6 +45,7 @@ func (m *Manager) primaryKeySpec(id catalog.BucketID) (catalog.TableSpec, bool) 
 func (m *Manager) KVBucket(id catalog.BucketID) (*KVBucket, error) {
 	m.mu.Lock()
 	b := m.mu.kv[id]
+	lost := m.mu.unrecoverable[id].err
 	m.mu.Unlock()
 	var err error
 	m.cfg.Meta.Read(func(v *catalog.View) {
@@ -62,6 +63,8 @@ func (m *Manager) KVBucket(id catalog.BucketID) (*KVBucket, error) {
 				nle.To = n.Addrs.Flight
 			}
 			err = nle
+		case b == nil && lost != nil:
+			err = unrecoverableError(id, lost)
 		case b == nil || b.epoch != vb.LeaderEpoch:
 			err = fmt.Errorf("bucket %d is opening on this node (restoring its tablet and replaying its changelog): %w", id, ErrUnavailable)
 			if last, ok := m.kvOpenErrs.Load(id); ok {

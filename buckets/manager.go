@@ -81,6 +81,10 @@ type Manager struct {
 		kv     map[catalog.BucketID]*KVBucket
 		busy   map[catalog.BucketID]bool // an action is running for the bucket
 		closed bool
+
+		// unrecoverable holds the buckets whose stream a failover left
+		// open because a WAL object it needed is corrupt (unrecoverable.go).
+		unrecoverable map[catalog.BucketID]recoveryFailure
 	}
 	fencedOnce sync.Once
 	// kvOpenErrs holds, per primary-key bucket (catalog.BucketID), the
@@ -133,6 +137,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	m.mu.open = make(map[catalog.BucketID]*LogBucket)
 	m.mu.kv = make(map[catalog.BucketID]*KVBucket)
 	m.mu.busy = make(map[catalog.BucketID]bool)
+	m.mu.unrecoverable = make(map[catalog.BucketID]recoveryFailure)
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.syncLoop(ctx) }()
 	return m, nil
@@ -242,16 +247,28 @@ func (m *Manager) act(ctx context.Context, a action) error {
 		}
 		m.cfg.Logger.Info("bucket leader epoch renewed", "bucket", a.bucket, "leader_epoch", out.Epoch)
 	case actRecover:
+		if m.recentlyUnrecoverable(a.bucket) {
+			return nil
+		}
 		st, err := s3stream.RecoverNode(ctx, m.cfg.Store, m.cfg.Meta, m.cfg.Node, opts)
+		if m.noteUnrecoverable(a.bucket, m.cfg.Node, 0, err) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("recover this node's earlier epochs: %w", err)
 		}
 		m.cfg.Logger.Info("recovered earlier epochs of this node", "entries", st.Entries, "streams", st.Streams, "wal_objects", st.WALObjects)
 	case actTakeover:
+		if m.recentlyUnrecoverable(a.bucket) {
+			return nil
+		}
 		if err := m.fence(ctx, a.holder, a.holderEpoch); err != nil {
 			return err
 		}
 		st, err := s3stream.Failover(ctx, m.cfg.Store, m.cfg.Meta, a.holder, a.holderEpoch, opts)
+		if m.noteUnrecoverable(a.bucket, a.holder, a.holderEpoch, err) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("take over from node %d epoch %d: %w", a.holder, a.holderEpoch, err)
 		}
@@ -313,6 +330,7 @@ func (m *Manager) fenced(err error) {
 func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
 	m.mu.Lock()
 	b := m.mu.open[id]
+	lost := m.mu.unrecoverable[id].err
 	m.mu.Unlock()
 	var err error
 	m.cfg.Meta.Read(func(v *catalog.View) {
@@ -330,6 +348,8 @@ func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
 				nle.To = n.Addrs.Flight
 			}
 			err = nle
+		case b == nil && lost != nil:
+			err = unrecoverableError(id, lost)
 		case b == nil || b.epoch != vb.LeaderEpoch:
 			err = fmt.Errorf("bucket %d is opening on this node: %w", id, ErrUnavailable)
 		}

@@ -28,6 +28,9 @@ type testEnv struct {
 	meta func(*metalog.Catalog) Metadata
 	// kvLake, if set, is the managers' Config.KVLake.
 	kvLake LakeRows
+	// flushInterval, if set, is the managers' s3stream FlushInterval
+	// (default 50 ms).
+	flushInterval time.Duration
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -54,8 +57,12 @@ func (e *testEnv) startNode(node catalog.NodeID, live func(catalog.NodeID) bool)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	flush := e.flushInterval
+	if flush == 0 {
+		flush = 50 * time.Millisecond
+	}
 	m, err := NewManager(Config{Node: node, NodeEpoch: out.Epoch, Meta: cat, Store: e.store, Live: live, Logger: quiet(),
-		SyncInterval: 20 * time.Millisecond, Stream: s3stream.Config{BatchWindow: time.Millisecond, FlushInterval: 50 * time.Millisecond}})
+		SyncInterval: 20 * time.Millisecond, Stream: s3stream.Config{BatchWindow: time.Millisecond, FlushInterval: flush}})
 	if err != nil {
 		e.t.Fatal(err)
 	}

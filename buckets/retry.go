@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/minkdb/mink/buckets/s3stream"
 )
 
 // A caller reaches a bucket through this node's Manager when this node
@@ -59,9 +61,11 @@ func RetryBackoff(ctx context.Context, wait time.Duration, backoff Backoff, try 
 // bucket is opening (ErrUnavailable), or the view here has not caught up
 // with a move (ErrNotLeader). A primary-key bucket whose state is lost
 // (ErrStateLost) stays unavailable until an operator repairs its
-// snapshots, so a caller fails at once instead of waiting out its wait.
+// snapshots, so a caller fails at once instead of waiting out its wait;
+// so does a bucket whose recovery found a corrupt object
+// (s3stream.ErrCorrupt) until it is restored.
 func Retryable(err error) bool {
-	if errors.Is(err, ErrStateLost) {
+	if errors.Is(err, ErrStateLost) || errors.Is(err, s3stream.ErrCorrupt) {
 		return false
 	}
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotLeader)

@@ -83,6 +83,11 @@ func toWire(err error) error {
 	case errors.Is(err, buckets.ErrUnknownOutcome), errors.Is(err, s3stream.ErrUnknownOutcome):
 		return &pgwire.Error{Code: "40003", Message: err.Error(),
 			Hint: "The write may or may not have been stored; check before retrying.", Err: err}
+	case errors.Is(err, s3stream.ErrCorrupt):
+		// A stream object or WAL object that does not decode: the error
+		// names it. Its rows are never served in part or guessed.
+		return &pgwire.Error{Code: codeDataCorrupted, Message: err.Error(),
+			Hint: "A stored object of the table is damaged; other tables are not affected. Restore the object from a backup.", Err: err}
 	case errors.Is(err, buckets.ErrUnavailable), errors.Is(err, buckets.ErrNotLeader):
 		return &pgwire.Error{Code: codeUnavailable, Message: err.Error(), Hint: "The bucket is moving between nodes or opening; retry shortly.", Err: err}
 	case errors.Is(err, buckets.ErrNoSuchBucket):

@@ -33,6 +33,10 @@ func bucketStatus(id catalog.BucketID, err error) error {
 		return flightwire.NotLeaderStatus(err.Error(), flightwire.Redirect{
 			Bucket: uint64(nle.Bucket), To: flightwire.Location(nle.To), Leader: uint32(nle.Leader),
 		})
+	case errors.Is(err, s3stream.ErrCorrupt):
+		// Before Unavailable: a bucket whose recovery found a corrupt
+		// WAL object is both, and retrying does not mend it.
+		return toStatus(err)
 	case errors.Is(err, buckets.ErrUnavailable):
 		return flightwire.UnavailableStatus(err.Error(), uint64(id))
 	case errors.Is(err, buckets.ErrNoSuchBucket):
@@ -55,9 +59,10 @@ func toStatus(err error) error {
 		fileErr *tiering.LakeFileError
 	)
 	switch {
-	case errors.As(err, &fileErr):
-		// A lake file that is missing or corrupt: the rows it held cannot
-		// be served (SQL answers XX001 for the same).
+	case errors.As(err, &fileErr), errors.Is(err, s3stream.ErrCorrupt):
+		// A lake file that is missing or corrupt, a stream or WAL object
+		// that does not decode: the rows it held cannot be served (SQL
+		// answers XX001 for the same).
 		return status.Error(codes.DataLoss, err.Error())
 	case errors.As(err, &sqlErr):
 		st, derr := status.New(codes.InvalidArgument, err.Error()).WithDetails(&errdetails.ErrorInfo{
@@ -110,6 +115,9 @@ func fromStatus(addr string, id catalog.BucketID, err error) error {
 		if info, ok := flightwire.Info(err); ok && info.Reason == flightwire.ReasonNoSuchBucket {
 			return fmt.Errorf("bucket %d at %s: %w", id, addr, buckets.ErrNoSuchBucket)
 		}
+	case code == codes.DataLoss:
+		// Damaged data at the leader: not retried, XX001 in SQL.
+		return fmt.Errorf("bucket %d at %s: %w: %s", id, addr, s3stream.ErrCorrupt, flightwire.StatusMessage(err))
 	}
 	return fmt.Errorf("bucket %d at %s: %w", id, addr, err)
 }

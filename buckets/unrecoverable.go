@@ -1,0 +1,90 @@
+package buckets
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/minkdb/mink/buckets/s3stream"
+	"github.com/minkdb/mink/catalog"
+)
+
+// A failover (of this node's earlier epoch, or of a dead node) that finds a
+// corrupt WAL object leaves open every stream the object may hold
+// acknowledged writes of (s3stream.WALCorruptError). Their buckets must not
+// open without those writes: they stay unavailable, and every request says
+// why (the object's key) at once instead of waiting for an open that cannot
+// happen. The failover is tried again every unrecoverableRetry, so that a
+// bucket opens by itself once the object is restored.
+
+// unrecoverableRetry is how long a bucket whose failover found a corrupt
+// WAL object waits before the failover is tried again (a variable for
+// tests).
+var unrecoverableRetry = 10 * time.Second
+
+// recoveryFailure is the last failed failover of one bucket's stream.
+type recoveryFailure struct {
+	err *s3stream.WALCorruptError
+	at  time.Time
+}
+
+// unrecoverableError is the error of a request to a bucket whose stream a
+// failover left open (lost is the failover's error). It is ErrUnavailable
+// and s3stream.ErrCorrupt: Retryable says no.
+func unrecoverableError(id catalog.BucketID, lost error) error {
+	return fmt.Errorf("bucket %d cannot be recovered: %w: %w", id, ErrUnavailable, lost)
+}
+
+// recentlyUnrecoverable reports whether bucket id's failover failed on a
+// corrupt WAL object less than unrecoverableRetry ago.
+func (m *Manager) recentlyUnrecoverable(id catalog.BucketID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.mu.unrecoverable[id]
+	return ok && time.Since(f.at) < unrecoverableRetry
+}
+
+// noteUnrecoverable records the outcome of a failover run for bucket id of
+// node's WAL at epoch (0: every earlier epoch of node, RecoverNode): the
+// buckets of the streams that err (a *s3stream.WALCorruptError, possibly
+// joined with others) left open become unrecoverable, and those the run
+// covered and err does not name are no longer. It reports whether err was
+// such a failure; it is logged here, once per run.
+func (m *Manager) noteUnrecoverable(id catalog.BucketID, node catalog.NodeID, epoch uint64, err error) bool {
+	var lost []*s3stream.WALCorruptError
+	collectWALCorrupt(err, &lost)
+	now := time.Now()
+	m.mu.Lock()
+	delete(m.mu.unrecoverable, id)
+	for b, f := range m.mu.unrecoverable {
+		if f.err.Node == node && (epoch == 0 || f.err.Epoch == epoch) {
+			delete(m.mu.unrecoverable, b)
+		}
+	}
+	for _, wc := range lost {
+		for stream := range wc.Streams {
+			m.mu.unrecoverable[catalog.BucketID(stream)] = recoveryFailure{err: wc, at: now}
+		}
+	}
+	m.mu.Unlock()
+	for _, wc := range lost {
+		m.cfg.Logger.Error("buckets stay unavailable: a WAL object their failover needs is corrupt; restore it from a backup",
+			"node", wc.Node, "node_epoch", wc.Epoch, "err", wc)
+	}
+	return len(lost) > 0
+}
+
+// collectWALCorrupt appends every *s3stream.WALCorruptError in err's tree.
+func collectWALCorrupt(err error, out *[]*s3stream.WALCorruptError) {
+	switch e := err.(type) {
+	case nil:
+	case *s3stream.WALCorruptError:
+		*out = append(*out, e)
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			collectWALCorrupt(inner, out)
+		}
+	default:
+		collectWALCorrupt(errors.Unwrap(err), out)
+	}
+}

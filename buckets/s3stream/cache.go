@@ -77,6 +77,19 @@ func (c *Cache) Get(ctx context.Context, store objstore.Store, key string) ([]by
 	return data, nil
 }
 
+// remove drops key's cached copy: an object found corrupt is fetched again
+// by the next read, so that restoring it in the store mends the reads.
+func (c *Cache) remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.mu.items[key]; ok {
+		c.mu.lru.Remove(el)
+		delete(c.mu.items, key)
+		c.mu.bytes -= el.Value.(*cacheItem).size
+		os.Remove(c.path(key))
+	}
+}
+
 // put stores data best-effort: a full disk makes the cache a pass-through.
 func (c *Cache) put(key string, data []byte) {
 	if int64(len(data)) > c.maxBytes {

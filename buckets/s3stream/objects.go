@@ -127,12 +127,14 @@ func (r *Reader) Read(ctx context.Context, stream catalog.StreamID, from, to uin
 			return nil, fmt.Errorf("read stream %d: %w", stream, err)
 		}
 		obj, err := decodeStreamObject(data)
-		if err != nil {
-			return nil, fmt.Errorf("read stream %d: object %s: %w", stream, o.Key, err)
+		if err == nil && (obj.Stream != stream || obj.Start != o.Start || obj.End != o.End) {
+			err = fmt.Errorf("%w: holds stream %d [%d, %d), view says [%d, %d)", ErrCorrupt, obj.Stream, obj.Start, obj.End, o.Start, o.End)
 		}
-		if obj.Stream != stream || obj.Start != o.Start || obj.End != o.End {
-			return nil, fmt.Errorf("read stream %d: object %s: %w: holds stream %d [%d, %d), view says [%d, %d)",
-				stream, o.Key, ErrCorrupt, obj.Stream, obj.Start, obj.End, o.Start, o.End)
+		if err != nil {
+			if r.cache != nil {
+				r.cache.remove(o.Key)
+			}
+			return nil, fmt.Errorf("read stream %d: object %s: %w", stream, o.Key, err)
 		}
 		for _, e := range obj.Entries {
 			if e.End() > from && e.Offset < to {

@@ -969,3 +969,51 @@ func TestFenceAcrossInflightUploads(t *testing.T) {
 		t.Fatalf("stream after the takeover: %v, want [1 2] (2 replayed from below the seal, 3 never written)", ids)
 	}
 }
+
+// A stream object that does not decode is ErrCorrupt naming its key, also
+// through the disk cache, which does not keep the damaged copy: once the
+// object is restored in the store, the next read returns its entries.
+func TestReaderCorruptStreamObject(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	mem := objstore.NewMem()
+	h.store = objstore.NewFaulty(mem)
+	n := h.start(1)
+	s := mustOpen(t, n, sid, 1)
+	for i := uint64(0); i < 3; i++ {
+		mustAppend(t, s, i)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	n.meta.Read(func(v *catalog.View) { key = v.Streams[sid].Objects[0].Key })
+	orig, err := mem.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := slices.Clone(orig)
+	bad[len(bad)-8] ^= 0x01 // in the last entry's payload
+	mem.Delete(ctx, key)
+	mem.PutIfAbsent(ctx, key, bad)
+
+	cache, err := NewCache(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(h.store, n.meta, cache)
+	for range 2 {
+		if entries, err := r.Read(ctx, sid, 0, 3); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), key) || entries != nil {
+			t.Fatalf("read of a corrupt stream object: %d entries, %v; want ErrCorrupt naming %s and no entries", len(entries), err, key)
+		}
+	}
+	mem.Delete(ctx, key)
+	mem.PutIfAbsent(ctx, key, orig)
+	entries, err := r.Read(ctx, sid, 0, 3)
+	if err != nil {
+		t.Fatalf("read once the object is restored: %v", err)
+	}
+	if got := idsOf(t, entries, 0, 3); !slices.Equal(got, []uint64{0, 1, 2}) {
+		t.Fatalf("entries once the object is restored: %v", got)
+	}
+}

@@ -88,3 +88,24 @@ func collectWALCorrupt(err error, out *[]*s3stream.WALCorruptError) {
 		collectWALCorrupt(errors.Unwrap(err), out)
 	}
 }
+
+// OpenError says why this node, which leads bucket id, does not serve it:
+// a failover that found a corrupt WAL object, or the last failed open of a
+// primary-key bucket. Nil when it serves it, or is just opening it.
+func (m *Manager) OpenError(id catalog.BucketID) error {
+	m.mu.Lock()
+	lost := m.mu.unrecoverable[id].err
+	_, open := m.mu.open[id]
+	_, kvOpen := m.mu.kv[id]
+	m.mu.Unlock()
+	switch {
+	case open || kvOpen:
+		return nil
+	case lost != nil:
+		return unrecoverableError(id, lost)
+	}
+	if last, ok := m.kvOpenErrs.Load(id); ok {
+		return last.(error)
+	}
+	return nil
+}

@@ -30,12 +30,18 @@ type BucketStatus struct {
 	Start uint64 `json:"start"`
 	// End is the committed end offset (rows in stream objects).
 	End uint64 `json:"end"`
+	// Error says why the leader does not serve the bucket (a WAL object
+	// its recovery needs is corrupt; a primary-key bucket's restore
+	// failed). Only the leader knows: filled when the node answering leads
+	// the bucket.
+	Error string `json:"error,omitempty"`
 }
 
 func (s *Server) handleTableBuckets(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var out []BucketStatus
 	found := false
+	m := s.Buckets()
 	s.cat.Read(func(v *catalog.View) {
 		t, ok := v.TableByName(name)
 		if !ok {
@@ -52,6 +58,11 @@ func (s *Server) handleTableBuckets(w http.ResponseWriter, r *http.Request) {
 			if stream, ok := v.Streams[catalog.StreamID(id)]; ok {
 				st.Open = stream.Open && stream.Node == b.Leader && stream.Epoch == b.LeaderEpoch
 				st.Start, st.End = stream.Start, stream.End
+			}
+			if m != nil && b.Leader == catalog.NodeID(s.cfg.NodeID) {
+				if err := m.OpenError(id); err != nil {
+					st.Error = err.Error()
+				}
 			}
 			out = append(out, st)
 		}

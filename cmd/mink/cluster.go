@@ -127,7 +127,15 @@ func newTableCmd() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t%d\t%d\n", b.Bucket, dash(b.Partition), b.Index, b.Leader, b.LeaderEpoch, open, b.Start, b.End)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, b := range bs {
+				if b.Error != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "\nbucket %d: %s\n", b.Bucket, b.Error)
+				}
+			}
+			return nil
 		},
 	}
 	admin.register(buckets.Flags())

@@ -117,6 +117,12 @@ func (c *FileCache) open(ctx context.Context, store objstore.Store, key string) 
 	if err != nil {
 		return nil, err
 	}
+	if strings.HasSuffix(key, ".parquet") {
+		// Checked once, as it enters the cache; never cached if damaged.
+		if err := verifyParquet(data); err != nil {
+			return nil, err
+		}
+	}
 	p := c.pathOf(key)
 	tmp, err := os.CreateTemp(c.dir, "tmp-*")
 	if err != nil {

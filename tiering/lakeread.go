@@ -561,6 +561,9 @@ func (r *LakeReader) readTask(ctx context.Context, files *scanFiles, task table.
 		if errors.Is(err, objstore.ErrNotFound) {
 			return &LakeFileError{Key: key, NotFound: true, Err: err}
 		}
+		if errors.Is(err, errCorruptFile) {
+			return &LakeFileError{Key: key, Err: err}
+		}
 		if err != nil {
 			return fmt.Errorf("read lake file %s: %w", key, err)
 		}

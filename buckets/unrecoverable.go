@@ -20,7 +20,7 @@ import (
 // unrecoverableRetry is how long a bucket whose failover found a corrupt
 // WAL object waits before the failover is tried again (a variable for
 // tests).
-var unrecoverableRetry = 10 * time.Second
+var unrecoverableRetry = 5 * time.Second
 
 // recoveryFailure is the last failed failover of one bucket's stream.
 type recoveryFailure struct {

@@ -251,11 +251,10 @@ func (m *Manager) act(ctx context.Context, a action) error {
 			return nil
 		}
 		st, err := s3stream.RecoverNode(ctx, m.cfg.Store, m.cfg.Meta, m.cfg.Node, opts)
-		if m.noteUnrecoverable(a.bucket, m.cfg.Node, 0, err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("recover this node's earlier epochs: %w", err)
+		if rest := m.noteUnrecoverable(a.bucket, m.cfg.Node, 0, err); rest != nil {
+			return fmt.Errorf("recover this node's earlier epochs: %w", rest)
+		} else if err != nil {
+			return nil // logged by noteUnrecoverable
 		}
 		m.cfg.Logger.Info("recovered earlier epochs of this node", "entries", st.Entries, "streams", st.Streams, "wal_objects", st.WALObjects)
 	case actTakeover:
@@ -266,11 +265,10 @@ func (m *Manager) act(ctx context.Context, a action) error {
 			return err
 		}
 		st, err := s3stream.Failover(ctx, m.cfg.Store, m.cfg.Meta, a.holder, a.holderEpoch, opts)
-		if m.noteUnrecoverable(a.bucket, a.holder, a.holderEpoch, err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("take over from node %d epoch %d: %w", a.holder, a.holderEpoch, err)
+		if rest := m.noteUnrecoverable(a.bucket, a.holder, a.holderEpoch, err); rest != nil {
+			return fmt.Errorf("take over from node %d epoch %d: %w", a.holder, a.holderEpoch, rest)
+		} else if err != nil {
+			return nil // logged by noteUnrecoverable
 		}
 		m.cfg.Logger.Info("took over from dead node", "holder", a.holder, "holder_epoch", a.holderEpoch, "entries", st.Entries, "streams", st.Streams)
 	case actClose:

@@ -48,11 +48,12 @@ func (m *Manager) recentlyUnrecoverable(id catalog.BucketID) bool {
 // node's WAL at epoch (0: every earlier epoch of node, RecoverNode): the
 // buckets of the streams that err (a *s3stream.WALCorruptError, possibly
 // joined with others) left open become unrecoverable, and those the run
-// covered and err does not name are no longer. It reports whether err was
-// such a failure; it is logged here, once per run.
-func (m *Manager) noteUnrecoverable(id catalog.BucketID, node catalog.NodeID, epoch uint64, err error) bool {
+// covered and err does not name are no longer. Such failures are logged
+// here, once per run. It returns the rest of err: nil when err held only
+// such failures.
+func (m *Manager) noteUnrecoverable(id catalog.BucketID, node catalog.NodeID, epoch uint64, err error) error {
 	var lost []*s3stream.WALCorruptError
-	collectWALCorrupt(err, &lost)
+	rest := splitWALCorrupt(err, &lost)
 	now := time.Now()
 	m.mu.Lock()
 	delete(m.mu.unrecoverable, id)
@@ -71,22 +72,30 @@ func (m *Manager) noteUnrecoverable(id catalog.BucketID, node catalog.NodeID, ep
 		m.cfg.Logger.Error("buckets stay unavailable: a WAL object their failover needs is corrupt; restore it from a backup",
 			"node", wc.Node, "node_epoch", wc.Epoch, "err", wc)
 	}
-	return len(lost) > 0
+	return rest
 }
 
-// collectWALCorrupt appends every *s3stream.WALCorruptError in err's tree.
-func collectWALCorrupt(err error, out *[]*s3stream.WALCorruptError) {
+// splitWALCorrupt appends every *s3stream.WALCorruptError in err's tree
+// (through joins and wraps) to lost and returns the other errors joined.
+func splitWALCorrupt(err error, lost *[]*s3stream.WALCorruptError) error {
+	var wc *s3stream.WALCorruptError
 	switch e := err.(type) {
 	case nil:
-	case *s3stream.WALCorruptError:
-		*out = append(*out, e)
+		return nil
 	case interface{ Unwrap() []error }:
+		var rest []error
 		for _, inner := range e.Unwrap() {
-			collectWALCorrupt(inner, out)
+			if r := splitWALCorrupt(inner, lost); r != nil {
+				rest = append(rest, r)
+			}
 		}
-	default:
-		collectWALCorrupt(errors.Unwrap(err), out)
+		return errors.Join(rest...)
 	}
+	if errors.As(err, &wc) {
+		*lost = append(*lost, wc)
+		return nil
+	}
+	return err
 }
 
 // OpenError says why this node, which leads bucket id, does not serve it:

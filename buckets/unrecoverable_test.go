@@ -97,3 +97,26 @@ func TestManagerCorruptWALObject(t *testing.T) {
 		t.Fatalf("the damaged bucket once its WAL object was restored: %v, want [0]", got)
 	}
 }
+
+func TestSplitWALCorrupt(t *testing.T) {
+	wc := &s3stream.WALCorruptError{Node: 1, Epoch: 2, Streams: map[catalog.StreamID]error{3: s3stream.ErrCorrupt}}
+	outage := errors.New("store unreachable")
+	for _, c := range []struct {
+		name     string
+		err      error
+		lost     int
+		wantRest error
+	}{
+		{"nil", nil, 0, nil},
+		{"corrupt", wc, 1, nil},
+		{"wrapped corrupt", fmt.Errorf("epoch 2: %w", wc), 1, nil},
+		{"outage", outage, 0, outage},
+		{"both", errors.Join(wc, outage), 1, outage},
+	} {
+		var lost []*s3stream.WALCorruptError
+		rest := splitWALCorrupt(c.err, &lost)
+		if len(lost) != c.lost || !errors.Is(rest, c.wantRest) || (c.wantRest == nil) != (rest == nil) || errors.Is(rest, s3stream.ErrCorrupt) {
+			t.Errorf("%s: lost %d, rest %v; want lost %d, rest %v", c.name, len(lost), rest, c.lost, c.wantRest)
+		}
+	}
+}

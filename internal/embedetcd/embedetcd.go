@@ -16,11 +16,13 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -125,9 +127,9 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 	core := &slogCore{logger: cfg.Logger.With("component", "etcd"), level: zapcore.WarnLevel, closing: new(atomic.Bool)}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(core))
 
-	e, err := embed.StartEtcd(ec)
+	e, err := startEtcd(ec)
 	if err != nil {
-		return nil, fmt.Errorf("start embedded etcd at %s: %w", cfg.ClientAddr, err)
+		return nil, fmt.Errorf("at %s: %w", cfg.ClientAddr, err)
 	}
 	timer := time.NewTimer(cfg.StartTimeout)
 	defer timer.Stop()
@@ -276,4 +278,40 @@ func FreeAddrPair() (string, error) {
 		}
 	}
 	return "", errors.New("embedded etcd: no free pair of loopback ports")
+}
+
+// walSegmentBytes is the size etcd preallocates for each write-ahead log
+// segment (wal.SegmentSizeBytes).
+const walSegmentBytes = 64 << 20
+
+// startEtcd is embed.StartEtcd, with a check that the data directory's
+// file system can hold etcd's first WAL segment, and the panics etcd
+// raises on a directory it cannot write returned as errors.
+func startEtcd(ec *embed.Config) (e *embed.Etcd, err error) {
+	if free, ok := freeBytes(ec.Dir); ok && free < walSegmentBytes {
+		if _, statErr := os.Stat(filepath.Join(ec.Dir, "member", "wal")); statErr != nil {
+			return nil, fmt.Errorf("%s has %d MiB free, and etcd preallocates %d MiB for its write-ahead log: free some space or use a larger disk",
+				ec.Dir, free>>20, walSegmentBytes>>20)
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			e, err = nil, fmt.Errorf("etcd could not start on %s: %v (see the log above for the cause)", ec.Dir, r)
+		}
+	}()
+	return embed.StartEtcd(ec)
+}
+
+// freeBytes is the space available to this process on the file system
+// holding dir (or its nearest existing parent).
+func freeBytes(dir string) (uint64, bool) {
+	for d := dir; ; d = filepath.Dir(d) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(d, &st); err == nil {
+			return st.Bavail * uint64(st.Bsize), true
+		}
+		if d == filepath.Dir(d) {
+			return 0, false
+		}
+	}
 }

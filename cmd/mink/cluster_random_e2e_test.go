@@ -1,7 +1,8 @@
 package main
 
 // A seeded randomized schedule of faults — SIGKILL, SIGSTOP/SIGCONT past or
-// short of lease_ttl, clean restarts, rebalances — under a write workload,
+// short of lease_ttl, cuts of one node from etcd, clean restarts,
+// rebalances — under a write workload,
 // with the history checked at the end (cluster_history_e2e_test.go).
 //
 //	go test ./cmd/mink -run TestRandomFaultSchedule -v                  # 30 s, a new seed
@@ -75,6 +76,18 @@ func TestRandomFaultSchedule(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0x6d696e6b))
 
 	c := newTestCluster(t, clusterOpts{})
+	// Each node reaches etcd through a forwarder of its own, which the
+	// schedule freezes to cut that node off from etcd alone (the zombie
+	// leader of partition_e2e_test.go, without a namespace).
+	etcdCuts := make([]*forwarder, len(c.nodes))
+	for i, n := range c.nodes {
+		for j := 1; j < len(n.args); j++ {
+			if n.args[j-1] == "--etcd-endpoints" {
+				etcdCuts[i] = newForwarder(t, "127.0.0.1", strings.TrimPrefix(strings.Split(n.args[j], ",")[0], "http://"))
+				n.args[j] = "http://" + etcdCuts[i].addr
+			}
+		}
+	}
 	c.startAll()
 	const table, nbuckets = "r", 6
 	createTable(t, c.nodes[0], table, nbuckets)
@@ -117,7 +130,7 @@ func TestRandomFaultSchedule(t *testing.T) {
 		// next, so that the cluster keeps serving.
 		i := rng.IntN(len(c.nodes))
 		n := c.nodes[i]
-		switch op := rng.IntN(11); {
+		switch op := rng.IntN(12); {
 		case op < 3:
 			step("SIGKILL node %d", i+1)
 			n.kill()
@@ -152,6 +165,15 @@ func TestRandomFaultSchedule(t *testing.T) {
 			time.Sleep(d)
 			heal(i)
 			heal(j)
+		case op < 11:
+			// Cut from etcd, short of or past lease_ttl; its clients and
+			// peers still reach it.
+			d := time.Duration(300+rng.IntN(4000)) * time.Millisecond
+			step("cut node %d from etcd for %v", i+1, d)
+			etcdCuts[i].freeze()
+			time.Sleep(d)
+			etcdCuts[i].thaw()
+			step("node %d reaches etcd again", i+1)
 		default:
 			// A fault during a rebalance (asked of another node; node i may
 			// be the coordinator running it).

@@ -10,7 +10,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -84,19 +83,34 @@ func (ns *netns) cut(l vethLink) { ns.ip("-n", ns.name, "link", "set", l.name, "
 // heal brings the link back; its address and route come back with it.
 func (ns *netns) heal(l vethLink) { ns.ip("-n", ns.name, "link", "set", l.name, "up") }
 
-// forward listens on host:0 and copies every connection to target both
-// ways; it returns the address it listens on. It closes with the test.
-func forward(t *testing.T, host, target string) string {
+// forwarder listens on an address and copies every connection to a
+// target both ways. Freezing it holds every byte in both directions (new
+// connections are accepted and held too) until it thaws: a partition of
+// that one path, without a namespace. It closes with the test.
+type forwarder struct {
+	addr string
+	mu   sync.Mutex
+	// thawed is closed while bytes flow, open while frozen.
+	thawed chan struct{}
+}
+
+// forward starts a forwarder on host:0 to target and returns its address.
+func forward(t *testing.T, host, target string) string { return newForwarder(t, host, target).addr }
+
+func newForwarder(t *testing.T, host, target string) *forwarder {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	f := &forwarder{addr: ln.Addr().String(), thawed: make(chan struct{})}
+	close(f.thawed)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var open []net.Conn
 	t.Cleanup(func() {
 		ln.Close()
+		f.thaw()
 		mu.Lock()
 		for _, c := range open {
 			c.Close()
@@ -119,18 +133,54 @@ func forward(t *testing.T, host, target string) string {
 			open = append(open, in, out)
 			mu.Unlock()
 			wg.Add(2)
-			// A cut resets connections: their errors are expected.
-			pipe := func(dst, src net.Conn) {
-				defer wg.Done()
-				io.Copy(dst, src)
-				dst.Close()
-				src.Close()
-			}
-			go pipe(out, in)
-			go pipe(in, out)
+			go func() { defer wg.Done(); f.pipe(out, in) }()
+			go func() { defer wg.Done(); f.pipe(in, out) }()
 		}
 	}()
-	return ln.Addr().String()
+	return f
+}
+
+// pipe copies src to dst, each chunk only while thawed. A cut resets
+// connections: their errors are expected and end the pipe.
+func (f *forwarder) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			f.mu.Lock()
+			thawed := f.thawed
+			f.mu.Unlock()
+			<-thawed
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (f *forwarder) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.thawed:
+		f.thawed = make(chan struct{})
+	default:
+	}
+}
+
+func (f *forwarder) thaw() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.thawed:
+	default:
+		close(f.thawed)
+	}
 }
 
 // moveToHost makes node n listen on host instead of 127.0.0.1 (the same

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -32,6 +33,8 @@ type netns struct {
 	etcd, s3, svc vethLink
 }
 
+var netnsSeq atomic.Int64
+
 // vethLink is one veth pair: the namespace-side link's name and the two
 // addresses.
 type vethLink struct{ name, host, ns string }
@@ -47,16 +50,26 @@ func newNetns(t *testing.T) *netns {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Fatal("the partition tests need iproute2's ip: apt-get install iproute2")
 	}
-	k := os.Getpid()%200 + 20
+	// Names and networks differ per namespace: the kernel removes a
+	// deleted namespace's links in the background.
+	seq := netnsSeq.Add(1)
+	id := fmt.Sprintf("%d%d", os.Getpid()%100000, seq%10)
+	k := (os.Getpid()+int(seq)*37)%200 + 20
 	link := func(kind string, net int) vethLink {
-		return vethLink{name: fmt.Sprintf("mk%s%d", kind, os.Getpid()),
+		return vethLink{name: "mk" + kind + id,
 			host: fmt.Sprintf("10.%d.%d.1", net, k), ns: fmt.Sprintf("10.%d.%d.2", net, k)}
 	}
-	ns := &netns{t: t, name: fmt.Sprintf("minktest-%d", os.Getpid()),
+	ns := &netns{t: t, name: "minktest-" + id,
 		etcd: link("e", 213), s3: link("o", 215), svc: link("s", 214)}
 	ns.ip("netns", "add", ns.name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns.name).Run() })
-	for _, l := range []vethLink{ns.etcd, ns.s3, ns.svc} {
+	links := []vethLink{ns.etcd, ns.s3, ns.svc}
+	t.Cleanup(func() {
+		for _, l := range links {
+			exec.Command("ip", "link", "del", l.name+"h").Run()
+		}
+		exec.Command("ip", "netns", "del", ns.name).Run()
+	})
+	for _, l := range links {
 		hostEnd := l.name + "h"
 		ns.ip("link", "add", hostEnd, "type", "veth", "peer", "name", l.name)
 		ns.ip("link", "set", l.name, "netns", ns.name)

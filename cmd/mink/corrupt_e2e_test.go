@@ -98,23 +98,7 @@ func TestCorruptObjects(t *testing.T) {
 		orig := flipByte(t, filepath.Join(objects, key), -20) // in the last entry's Arrow payload
 		wantCorrupt("so", key)
 		wantCorrupt("so WHERE id >= 0", key)
-		cl, err := client.Dial(ctx, n.flightAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		rdr, err := cl.Scan(ctx, "so", client.ScanOptions{Columns: []string{"id"}})
-		rows := 0
-		if err == nil {
-			for rdr.Next() {
-				rows += int(rdr.RecordBatch().NumRows())
-			}
-			err = rdr.Err()
-			rdr.Release()
-		}
-		if status.Code(err) != codes.DataLoss || !strings.Contains(err.Error(), key) {
-			t.Fatalf("Flight scan of so: %d rows, %v; want DATA_LOSS naming %s", rows, err, key)
-		}
+		wantFlightDataLoss(t, n, "so", key, int(bs[1].End)) // the rows of the other bucket at most
 		// The other bucket and table serve, and writes go on.
 		wantCount("other", 50)
 		insertIDs(t, conn, "so", 100, 120, false)
@@ -229,6 +213,7 @@ func TestCorruptObjects(t *testing.T) {
 		waitFor(t, 20*time.Second, "wb to serve", func() bool { c, err := count("wb"); return err == nil && c == 30 })
 		wantCorrupt("wa", key)
 		wantCorrupt("other", key)
+		wantFlightDataLoss(t, n, "wa", key, 0)
 		out, _, _ := runMink(t, 30*time.Second, "table", "buckets", "wa", "--server", n.admin)
 		if !strings.Contains(out, key) {
 			t.Fatalf("mink table buckets wa does not name %s:\n%s", key, out)
@@ -269,6 +254,33 @@ func lastPageByte(t *testing.T, path string) int {
 	}
 	md := f.Metadata().RowGroups[0].Columns[0].MetaData
 	return int(md.DataPageOffset + md.TotalCompressedSize - 1)
+}
+
+// wantFlightDataLoss: a Flight scan of table with mink's Go client ends
+// with DATA_LOSS naming key, having returned at most maxRows rows (those
+// of the buckets it streamed before the damaged one; the reader's error
+// says the scan is incomplete).
+func wantFlightDataLoss(t *testing.T, n *node, table, key string, maxRows int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, n.flightAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rdr, err := cl.Scan(ctx, table, client.ScanOptions{Columns: []string{"id"}})
+	rows := 0
+	if err == nil {
+		for rdr.Next() {
+			rows += int(rdr.RecordBatch().NumRows())
+		}
+		err = rdr.Err()
+		rdr.Release()
+	}
+	if status.Code(err) != codes.DataLoss || !strings.Contains(err.Error(), key) || rows > maxRows {
+		t.Fatalf("Flight scan of %s: %d rows, %v; want DATA_LOSS naming %s after at most %d rows", table, rows, err, key, maxRows)
+	}
 }
 
 func mustRead(t *testing.T, path string) []byte {

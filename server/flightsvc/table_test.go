@@ -2,6 +2,7 @@ package flightsvc
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/minkdb/mink/buckets"
+	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/tiering"
 )
@@ -103,5 +106,26 @@ func TestLakeFileErrorStatus(t *testing.T) {
 	st := status.Convert(toStatus(err))
 	if st.Code() != codes.DataLoss || !strings.Contains(st.Message(), "bucket 3: read the lake: lake file lake/1/data/f.parquet is missing") {
 		t.Fatalf("status %v: %s", st.Code(), st.Message())
+	}
+}
+
+// A stream or WAL object that does not decode is DATA_LOSS naming it, also
+// for a bucket that is unavailable because of it (a client must not retry
+// it as UNAVAILABLE), and a DATA_LOSS from another node is ErrCorrupt
+// again, which callers do not retry.
+func TestCorruptObjectStatus(t *testing.T) {
+	key := "wal/1/00000000000000000002/00000000000000000005"
+	lost := fmt.Errorf("bucket 4 cannot be recovered: %w: WAL object %s: %w", buckets.ErrUnavailable, key, s3stream.ErrCorrupt)
+	for _, err := range []error{bucketStatus(4, lost), toStatus(fmt.Errorf("read stream 4: object streams/4/x: %w", s3stream.ErrCorrupt))} {
+		if st := status.Convert(err); st.Code() != codes.DataLoss {
+			t.Fatalf("status %v: %s, want DATA_LOSS", st.Code(), st.Message())
+		}
+	}
+	if st := status.Convert(bucketStatus(4, lost)); !strings.Contains(st.Message(), key) {
+		t.Fatalf("status message %q does not name %s", st.Message(), key)
+	}
+	back := fromStatus("node2:8815", 4, bucketStatus(4, lost))
+	if !errors.Is(back, s3stream.ErrCorrupt) || buckets.Retryable(back) || !strings.Contains(back.Error(), key) {
+		t.Fatalf("DATA_LOSS from another node: %v, want ErrCorrupt naming %s, not retryable", back, key)
 	}
 }

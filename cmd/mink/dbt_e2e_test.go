@@ -38,6 +38,9 @@ var dbtPeerRows = map[string][]string{
 // view hold what PostgreSQL's hold after the same project. Its data tests run on mink: a duplicate key makes `dbt test`
 // fail.
 func TestDbtProject(t *testing.T) {
+	// Self-contained (one node of its own, no timing it depends on): it
+	// runs beside another such test, which keeps make test in its budget.
+	t.Parallel()
 	dbt := filepath.Join(kafkaClientCache(t), "dbt-venv", "bin", "dbt")
 	if out, err := exec.Command(dbt, "--version").CombinedOutput(); err != nil {
 		t.Fatalf("dbt is not installed at %s (%v: %s): %s", dbt, err, out, installHint)

@@ -256,6 +256,9 @@ func rowsDiff(got, want []string) string {
 // Spark then computes the same aggregates as SELECT.
 // An untiered table answers NoSuchTable with the hint, writes are refused.
 func TestIcebergRESTCatalog(t *testing.T) {
+	// Self-contained (one node of its own, no timing it depends on): it
+	// runs beside another such test, which keeps make test in its budget.
+	t.Parallel()
 	dataDir := t.TempDir()
 	n := startTieringNode(t, dataDir, "1h")
 	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
@@ -384,6 +387,9 @@ func TestIcebergRESTCatalog(t *testing.T) {
 // the tables it may SELECT and is refused the others with the reason. PyIceberg, given its own S3 keys, takes the
 // endpoint and region from the table config and reads the rows from S3.
 func TestIcebergRESTCatalogS3(t *testing.T) {
+	// Self-contained (one node of its own, no timing it depends on): it
+	// runs beside another such test, which keeps make test in its budget.
+	t.Parallel()
 	s3 := s3test.Start(t)
 	const password = "lake pw"
 	pwFile := writePasswordFile(t, password)

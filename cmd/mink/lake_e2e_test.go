@@ -78,6 +78,9 @@ func dump(t *testing.T, conn *pgx.Conn, query string) string {
 // type, partition filters, after each round and after a restart) is
 // sqlfront/testdata/logic/lake_union.test and lake_union_direct.test.
 func TestLakeUnionRead(t *testing.T) {
+	// Self-contained (one node of its own, no timing it depends on): it
+	// runs beside another such test, which keeps make test in its budget.
+	t.Parallel()
 	for _, direct := range []bool{true, false} {
 		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) { testLakeUnionRead(t, direct) })
 	}

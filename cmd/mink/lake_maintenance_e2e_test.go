@@ -57,6 +57,9 @@ func lakeObjects(t *testing.T, dataDir string, id catalog.TableID) int {
 // lake uses. The lake of a dropped table is deleted, and `mink tiering
 // status` does not show the table.
 func TestLakeCompactionExpiryAndDrop(t *testing.T) {
+	// Self-contained (one node of its own, no timing it depends on): it
+	// runs beside another such test, which keeps make test in its budget.
+	t.Parallel()
 	dataDir := t.TempDir()
 	n := startMaintNode(t, dataDir, "--lake-compact-files", "0")
 	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)

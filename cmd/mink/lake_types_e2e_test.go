@@ -322,6 +322,9 @@ func equalIntervals(t *testing.T, what string, got, want map[int64][2]ivVal) {
 // non-key columns, after updates and deletes, has the same intervals in
 // the lake as through pgx.
 func TestLakeTypesE2E(t *testing.T) {
+	// Self-contained (one node of its own, no timing it depends on): it
+	// runs beside another such test, which keeps make test in its budget.
+	t.Parallel()
 	for _, direct := range []bool{false, true} {
 		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
 			seed := time.Now().UnixNano()

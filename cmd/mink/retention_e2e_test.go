@@ -78,6 +78,9 @@ func selectIDs(t *testing.T, conn *pgx.Conn, sql string) []int64 {
 // returns every row of the trimmed table (the union read of lake and
 // streams).
 func TestRetentionE2E(t *testing.T) {
+	// Self-contained (one node of its own, no timing it depends on): it
+	// runs beside another such test, which keeps make test in its budget.
+	t.Parallel()
 	dataDir := t.TempDir()
 	n := startTieringNode(t, dataDir, "1h") // rounds only when asked
 	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)

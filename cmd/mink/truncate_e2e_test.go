@@ -17,6 +17,9 @@ import (
 // before and after the rounds, with the engine's mirrors and without, and
 // after a clean restart, is sqlfront/testdata/logic/truncate_lake.test.
 func TestTruncate(t *testing.T) {
+	// Self-contained (one node of its own, no timing it depends on): it
+	// runs beside another such test, which keeps make test in its budget.
+	t.Parallel()
 	dataDir := t.TempDir()
 	n := startLakeNode(t, dataDir, false)
 	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)

@@ -72,18 +72,7 @@ func TestPauseLeaderPastLease(t *testing.T) {
 
 	c.pause(victim)
 	paused := time.Now()
-	waitFor(t, 60*time.Second, "node 3's buckets led by live nodes and open", func() bool {
-		bs, err := c.buckets(c.nodes[0], "p")
-		if err != nil {
-			return false
-		}
-		for _, b := range bs {
-			if b.Leader == 3 || !b.Open {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitMovedOff("p", 3)
 	t.Logf("buckets moved %v after SIGSTOP", time.Since(paused).Round(10*time.Millisecond))
 	// Writes acknowledged by the new leaders while node 3 is stopped.
 	time.Sleep(time.Second)

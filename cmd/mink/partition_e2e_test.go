@@ -43,14 +43,7 @@ func TestZombieLeaderCutFromEtcd(t *testing.T) {
 			return c.nodes[r.IntN(3)]
 		}}
 	w.run(c)
-	waitFor(t, 60*time.Second, "writes acknowledged through node 3", func() bool {
-		for _, o := range h.snapshot() {
-			if !o.read && o.node == 3 && o.status == opOK && victimBuckets[bucketOf(o.id, buckets)] {
-				return true
-			}
-		}
-		return false
-	})
+	cc.waitVictimAcks(h)
 
 	// The lease is renewed every third of lease_ttl (2 s here), so it
 	// cannot hold past cut + ttl; a write node 3 acknowledges for a bucket
@@ -66,20 +59,13 @@ func TestZombieLeaderCutFromEtcd(t *testing.T) {
 	t.Logf("node 3 cut from etcd at %v", cutAt)
 	reader.run(c)
 	time.AfterFunc(leaseTTL+slack, func() { probe.run(c) })
-	cc.waitMovedOff(60 * time.Second)
+	c.waitMovedOff("z", 3)
 	movedAt := h.now()
 	t.Logf("its buckets moved %v after the cut", movedAt-cutAt)
 	// The new leaders serve for a while, node 3 still cut.
 	time.Sleep(2 * time.Second)
 
-	ns.heal(ns.etcd)
-	healedAt := h.now()
-	waitFor(t, 60*time.Second, "node 3 live again with a new epoch", func() bool {
-		st, ok := c.status()
-		n3, _ := findNode(st, 3)
-		return ok && n3.Live && n3.Epoch > before.Epoch
-	})
-	t.Logf("node 3 live again %v after the link came back", h.now()-healedAt)
+	healedAt := cc.heal(h, ns.etcd, before.Epoch)
 	probe.halt()
 	reader.halt()
 	w.haltAfter(t, 200)
@@ -156,18 +142,11 @@ func TestLeaderCutFromObjectStore(t *testing.T) {
 	h := newHistory()
 	w := &workload{h: h, table: "z", writers: 4, readEvery: 100 * time.Millisecond, seed: 22, timeout: 15 * time.Second}
 	w.run(c)
-	waitFor(t, 60*time.Second, "writes acknowledged through node 3", func() bool {
-		for _, o := range h.snapshot() {
-			if !o.read && o.node == 3 && o.status == opOK && victimBuckets[bucketOf(o.id, buckets)] {
-				return true
-			}
-		}
-		return false
-	})
+	cc.waitVictimAcks(h)
 
 	ns.cut(ns.s3)
 	cutAt := h.now()
-	cc.waitMovedOff(60 * time.Second)
+	c.waitMovedOff("z", 3)
 	movedAt := h.now()
 	t.Logf("node 3 cut from the object store at %v; its buckets moved %v later", cutAt, movedAt-cutAt)
 	if movedAt-cutAt < outage {
@@ -184,14 +163,7 @@ func TestLeaderCutFromObjectStore(t *testing.T) {
 		}
 	}
 
-	ns.heal(ns.s3)
-	healedAt := h.now()
-	waitFor(t, 60*time.Second, "node 3 live again with a new epoch", func() bool {
-		st, ok := c.status()
-		n3, _ := findNode(st, 3)
-		return ok && n3.Live && n3.Epoch > before.Epoch
-	})
-	t.Logf("node 3 live again %v after the store came back", h.now()-healedAt)
+	healedAt := cc.heal(h, ns.s3, before.Epoch)
 	time.Sleep(time.Second)
 	w.haltAfter(t, 200)
 
@@ -279,22 +251,34 @@ func startCutCluster(t *testing.T, o clusterOpts, extra ...string) *cutCluster {
 	return cc
 }
 
-// waitMovedOff waits until every bucket of z is led by a node other than
-// the victim and open there.
-func (cc *cutCluster) waitMovedOff(timeout time.Duration) {
+// waitVictimAcks waits until h has a write to one of the victim's buckets
+// acknowledged through the victim.
+func (cc *cutCluster) waitVictimAcks(h *history) {
 	cc.c.t.Helper()
-	waitFor(cc.c.t, timeout, "node 3's buckets led by live nodes and open", func() bool {
-		bs, err := cc.c.buckets(cc.c.nodes[0], "z")
-		if err != nil {
-			return false
-		}
-		for _, b := range bs {
-			if b.Leader == 3 || !b.Open {
-				return false
+	waitFor(cc.c.t, 60*time.Second, "writes acknowledged through node 3", func() bool {
+		for _, o := range h.snapshot() {
+			if !o.read && o.node == 3 && o.status == opOK && cc.victimBuckets[bucketOf(o.id, cc.buckets)] {
+				return true
 			}
 		}
-		return true
+		return false
 	})
+}
+
+// heal brings the victim's link l back and waits until it is live again
+// with an epoch above epoch; it returns when (on h's clock) the link came
+// back.
+func (cc *cutCluster) heal(h *history, l vethLink, epoch uint64) time.Duration {
+	cc.c.t.Helper()
+	cc.ns.heal(l)
+	healedAt := h.now()
+	waitFor(cc.c.t, 60*time.Second, "node 3 live again with a new epoch", func() bool {
+		st, ok := cc.c.status()
+		n3, _ := findNode(st, 3)
+		return ok && n3.Live && n3.Epoch > epoch
+	})
+	cc.c.t.Logf("node 3 live again %v after its link came back", h.now()-healedAt)
+	return healedAt
 }
 
 // checkEveryNodeReadsAll reads table through every node: each

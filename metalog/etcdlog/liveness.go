@@ -167,40 +167,88 @@ func (k *leaseKeeper) stop() {
 	k.lose()
 }
 
-// renew sends a renewal every ttl/3 (a failed one is retried sooner),
-// each bounded by the interval, until the lease is gone or stop.
+// renew sends a renewal every ttl/3 (sooner after a failed one) until the
+// lease is gone or stop. A renewal is not waited for before the next is
+// sent: a slow etcd still renews the lease as long as some renewal's
+// answer comes back while it holds, and a renewal stuck on a dead
+// connection does not hold up the next, which may reach another member.
+// Each waits at most as long as the lease can still hold (at least the
+// interval); at most maxRenewals are out at once.
 func (k *leaseKeeper) renew() {
+	const maxRenewals = 3
 	interval := k.ttl / 3
+	slots := make(chan struct{}, maxRenewals)
+	failed := make(chan struct{}, maxRenewals)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
-		sent := k.now()
-		ctx, cancel := context.WithTimeout(k.client.Ctx(), interval)
-		resp, err := k.client.KeepAliveOnce(ctx, k.id)
-		cancel()
-		next := sent + interval
-		switch {
-		case err == nil && resp.TTL > 0:
-			until := sent + time.Duration(resp.TTL)*time.Second - leaseMargin(k.ttl)
-			if until > time.Duration(k.until.Load()) {
-				k.until.Store(int64(until))
-			}
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
-			k.lose() // etcd says the lease is gone
-			return
+		next := interval
+		select {
+		case slots <- struct{}{}:
+			sent := k.now()
+			wait := max(interval, time.Duration(k.until.Load())-sent)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				if !k.renewOnce(sent, wait) {
+					select {
+					case failed <- struct{}{}:
+					default:
+					}
+				}
+			}()
 		default:
-			next = sent + interval/4
-		}
-		wait := next - k.now()
-		if wait < 10*time.Millisecond {
-			wait = 10 * time.Millisecond
+			// maxRenewals are out: wait for one to end.
 		}
 		select {
 		case <-k.quit:
 			return
 		case <-k.lost:
 			return
-		case <-time.After(wait):
+		case <-failed:
+			next = interval / 4
+			select {
+			case <-k.quit:
+				return
+			case <-k.lost:
+				return
+			case <-time.After(next):
+			}
+		case <-time.After(next):
 		}
 	}
+}
+
+// renewOnce sends one renewal, sent on the keeper's clock, waiting up to
+// wait for its answer. It moves until forward on success and loses the
+// lease if etcd says it is gone; false if the renewal failed otherwise.
+func (k *leaseKeeper) renewOnce(sent, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(k.client.Ctx(), wait)
+	defer cancel()
+	go func() {
+		select {
+		case <-k.quit:
+		case <-k.lost:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	resp, err := k.client.KeepAliveOnce(ctx, k.id)
+	switch {
+	case err == nil && resp.TTL > 0:
+		until := int64(sent + time.Duration(resp.TTL)*time.Second - leaseMargin(k.ttl))
+		for {
+			old := k.until.Load()
+			if until <= old || k.until.CompareAndSwap(old, until) {
+				return true
+			}
+		}
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
+		k.lose() // etcd says the lease is gone
+		return true
+	}
+	return false
 }
 
 // watch closes lost once the lease's sure end passes without a renewal

@@ -19,8 +19,10 @@ import (
 // KVBucket is a primary-key bucket open on its leader: a KV tablet holding
 // the current row of every key, and the bucket's stream carrying the
 // changelog (one entry per Write, one offset per change record). The tablet
-// holds only acknowledged records; it is rebuilt from a snapshot and the
-// changelog whenever the bucket opens (DESIGN.md §7, kv package doc).
+// holds only acknowledged records; when the bucket opens it is reused from
+// the node's data directory if it provably holds a prefix of the changelog
+// (reuseKV), else rebuilt from a snapshot, and the changelog after it is
+// replayed (DESIGN.md §7, kv package doc).
 //
 // Write, Get, NewReader, ReadChangelog and Snapshot are safe for concurrent
 // use.
@@ -527,7 +529,10 @@ const readerWait = 30 * time.Second
 // shutdown stops the bucket's goroutines and closes its tablet. With clean,
 // the stream is closed already (every append finished) and queued appends
 // are applied; otherwise they are abandoned (the bucket's context ends).
-func (b *KVBucket) shutdown(clean bool) {
+// With keepDir (the node is stopping) the tablet's directory stays for the
+// node's next start to reuse (reuseKV), unless the bucket failed; otherwise
+// (the bucket moved away, or failed and reopens) it is removed.
+func (b *KVBucket) shutdown(clean, keepDir bool) {
 	b.shutOnce.Do(func() {
 		b.wmu.Lock()
 		b.closing = true
@@ -549,11 +554,16 @@ func (b *KVBucket) shutdown(clean bool) {
 		if n := b.tablet.OpenReaders(); n > 0 {
 			b.m.cfg.Logger.Error("closing a KV tablet with readers still open", "bucket", b.id, "readers", n)
 		}
-		if err := b.tablet.Close(); err != nil {
+		closeTablet := b.tablet.Close
+		if b.m.crashTablets.Load() {
+			closeTablet = b.tablet.Crash
+		}
+		if err := closeTablet(); err != nil {
 			b.m.cfg.Logger.Warn("closing KV tablet failed (it is rebuilt at the next open)", "bucket", b.id, "err", err)
 		}
-		// Every open restores from the object store: the directory is of no
-		// further use.
+		if keepDir && b.failure() == nil {
+			return
+		}
 		if err := os.RemoveAll(b.tablet.Dir()); err != nil {
 			b.m.cfg.Logger.Warn("removing a closed KV tablet's directory failed", "bucket", b.id, "dir", b.tablet.Dir(), "err", err)
 		}

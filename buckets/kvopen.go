@@ -95,9 +95,9 @@ func (m *Manager) kvDir(id catalog.BucketID, epoch uint64) string {
 	return filepath.Join(m.cfg.DataDir, "kv", fmt.Sprintf("%d-%d", id, epoch))
 }
 
-// removeKVDirs removes every tablet directory of bucket id: the tablet is a
-// cache, rebuilt at every open.
-func (m *Manager) removeKVDirs(id catalog.BucketID) error {
+// removeKVDirs removes every tablet directory of bucket id but keep's (""
+// for none): what an open does not reuse it rebuilds.
+func (m *Manager) removeKVDirs(id catalog.BucketID, keep string) error {
 	entries, err := os.ReadDir(filepath.Join(m.cfg.DataDir, "kv"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -107,7 +107,7 @@ func (m *Manager) removeKVDirs(id catalog.BucketID) error {
 	}
 	prefix := fmt.Sprintf("%d-", id)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
+		if strings.HasPrefix(e.Name(), prefix) && filepath.Join(m.cfg.DataDir, "kv", e.Name()) != keep {
 			if err := os.RemoveAll(filepath.Join(m.cfg.DataDir, "kv", e.Name())); err != nil {
 				return err
 			}
@@ -126,6 +126,8 @@ func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) 
 	if _, err := NewKVCodec(spec); err != nil {
 		return fmt.Errorf("open bucket %d: %w", a.bucket, err)
 	}
+	// Read before the open: once it succeeds, the view shows this open.
+	prior := m.readPriorStream(a.bucket, a.epoch)
 	stream, err := m.node.OpenStream(ctx, catalog.StreamID(a.bucket), a.epoch)
 	if err != nil {
 		return err
@@ -137,7 +139,7 @@ func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) 
 		codec, err := m.kvCodec(a.bucket, spec)
 		var b *KVBucket
 		if err == nil {
-			b, err = m.restoreKV(ctx, a.bucket, a.epoch, codec, stream)
+			b, err = m.restoreKV(ctx, a.bucket, a.epoch, codec, stream, prior)
 		}
 		if err != nil {
 			m.kvOpenErrs.Store(a.bucket, err)
@@ -148,7 +150,7 @@ func (m *Manager) openKV(ctx context.Context, a action, spec catalog.TableSpec) 
 			m.mu.Lock()
 			if m.mu.closed {
 				m.mu.Unlock()
-				b.shutdown(false)
+				b.shutdown(false, true)
 				return nil
 			}
 			m.mu.kv[a.bucket] = b
@@ -299,38 +301,66 @@ func (b *KVBucket) Start() uint64 { return changelogStart(b.m.cfg.Meta, b.id) }
 // replayChunk is how many changelog records replay reads at a time.
 const replayChunk = 1 << 16
 
-// restoreKV builds the tablet of a bucket whose stream is open: restore
-// from the view's snapshots, then replay the stream from the restored
-// offset to its end.
-func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint64, codec *kvcodec.Codec, stream *s3stream.Stream) (*KVBucket, error) {
+// restoreKV builds the tablet of a bucket whose stream is open: the local
+// tablet reused (reuseKV) if it provably holds a prefix of the changelog,
+// else restored from the view's snapshots; then the stream replayed from
+// the tablet's offset to its end. prior is the stream in the view before
+// this node opened it.
+func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint64, codec *kvcodec.Codec, stream *s3stream.Stream, prior priorStream) (*KVBucket, error) {
 	start := time.Now()
-	if err := m.removeKVDirs(id); err != nil {
-		return nil, fmt.Errorf("remove stale tablet directories of bucket %d: %w", id, err)
-	}
 	dir := m.kvDir(id, epoch)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, err
-	}
+	end := stream.End()
 	var snaps []catalog.KVSnapshot
 	m.cfg.Meta.Read(func(v *catalog.View) {
 		if vb, ok := v.Buckets[id]; ok {
 			snaps = slices.Clone(vb.Snapshots)
 		}
 	})
-	t, res, err := kv.Restore(ctx, m.cfg.Store, dir, kv.RestoreOptions{
-		Bucket: id, Snapshots: snaps,
-		Tablet: kv.Options{Cache: m.kvCache, Logger: m.cfg.Logger},
-	})
-	if err != nil {
-		return nil, err
+	var (
+		t   *kv.Tablet
+		res kv.RestoreResult
+		err error
+	)
+	reused, why := m.reuseKV(id, epoch, codec, prior, end)
+	switch {
+	case why == nil:
+		t = reused
+		res.LogOffset = t.AppliedOffset()
+		m.cfg.Logger.Info("KV tablet reused: the bucket opens from its local tablet, no snapshot is downloaded",
+			"bucket", id, "leader_epoch", epoch, "applied_offset", res.LogOffset, "end", end)
+	case errors.Is(why, errNoLocalTablet) && !(prior.known && prior.node == m.cfg.Node):
+		// This node did not lead the bucket last: nothing to say.
+	default:
+		m.cfg.Logger.Info("KV tablet not reused; restoring it from the object store", "bucket", id, "leader_epoch", epoch, "why", why)
 	}
-	for _, skipped := range res.Skipped {
-		m.cfg.Logger.Error("KV snapshot unusable; restore fell back to an older snapshot or a full replay", "bucket", id, "err", skipped)
+	keep := ""
+	if t != nil {
+		keep = dir
+	}
+	if err := m.removeKVDirs(id, keep); err != nil {
+		if t != nil {
+			t.Close()
+		}
+		return nil, fmt.Errorf("remove stale tablet directories of bucket %d: %w", id, err)
+	}
+	if t == nil {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return nil, err
+		}
+		t, res, err = kv.Restore(ctx, m.cfg.Store, dir, kv.RestoreOptions{
+			Bucket: id, Snapshots: snaps,
+			Tablet: kv.Options{Cache: m.kvCache, Logger: m.cfg.Logger},
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, skipped := range res.Skipped {
+			m.cfg.Logger.Error("KV snapshot unusable; restore fell back to an older snapshot or a full replay", "bucket", id, "err", skipped)
+		}
 	}
 	restored := time.Since(start)
-	end := stream.End()
 	from := res.LogOffset
-	if trimmed := changelogStart(m.cfg.Meta, id); from < trimmed {
+	if trimmed := changelogStart(m.cfg.Meta, id); reused == nil && from < trimmed {
 		// Every retained snapshot is unusable (res.Skipped says why), and
 		// the changelog that a full replay needs was trimmed: the bucket's
 		// state cannot be rebuilt from the stream. The lake's rows at the
@@ -356,6 +386,13 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 	if from > end {
 		t.Close()
 		return nil, fmt.Errorf("bucket %d: snapshot at offset %d is past the changelog's end %d: %w", id, from, end, s3stream.ErrCorrupt)
+	}
+	// From here on the tablet is this epoch's: a restart finds it with
+	// this History and, if the stream was last opened at this epoch,
+	// reuses it (reuseKV).
+	if err := t.SetHistory(kv.History{Bucket: id, LeaderEpoch: epoch, Columns: codec.NumColumns()}); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("bucket %d: %w", id, err)
 	}
 	replayed := from
 	for replayed < end {
@@ -385,11 +422,22 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 			return nil, fmt.Errorf("bucket %d: replay changelog from offset %d: %w", id, replayed, err)
 		}
 	}
+	snapOffset := res.LogOffset
+	if reused != nil {
+		// The newest snapshot the reused tablet has reached: no need to
+		// take it again.
+		snapOffset = 0
+		for _, s := range snaps {
+			if s.LogOffset <= res.LogOffset {
+				snapOffset = max(snapOffset, s.LogOffset)
+			}
+		}
+	}
 	bctx, cancel := context.WithCancel(context.Background())
 	b := &KVBucket{
 		id: id, epoch: epoch, stream: stream, m: m, tablet: t, pend: kv.NewPending(t),
 		ctx: bctx, cancel: cancel, queue: make(chan *kvAppend, 1024), applierDone: make(chan struct{}),
-		snapOffset: res.LogOffset,
+		snapOffset: snapOffset,
 	}
 	b.codec.Store(codec)
 	go b.applier()
@@ -399,7 +447,7 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 	if res.Snapshot != nil {
 		snapID = res.Snapshot.ID
 	}
-	m.cfg.Logger.Info("primary-key bucket open", "bucket", id, "leader_epoch", epoch, "snapshot", snapID,
+	m.cfg.Logger.Info("primary-key bucket open", "bucket", id, "leader_epoch", epoch, "reused_tablet", reused != nil, "snapshot", snapID,
 		"snapshot_offset", res.LogOffset, "downloaded_bytes", res.Bytes, "replayed_records", end-from, "end", end,
 		"restore", restored.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
 	return b, nil
@@ -409,7 +457,7 @@ func (m *Manager) restoreKV(ctx context.Context, id catalog.BucketID, epoch uint
 // failed): the stream first (every queued append settles), then the
 // tablet, and forgets it so that the sync task can open it again.
 func (m *Manager) closeKV(ctx context.Context, b *KVBucket) error {
-	if err := m.closeKVStream(ctx, b); err != nil {
+	if err := m.closeKVStream(ctx, b, false); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -422,12 +470,12 @@ func (m *Manager) closeKV(ctx context.Context, b *KVBucket) error {
 }
 
 // closeKVStream closes the stream (later writes fail) and shuts the bucket
-// down.
-func (m *Manager) closeKVStream(ctx context.Context, b *KVBucket) error {
+// down; keepDir as shutdown.
+func (m *Manager) closeKVStream(ctx context.Context, b *KVBucket, keepDir bool) error {
 	err := b.stream.Close(ctx)
 	if err != nil && !errors.Is(err, s3stream.ErrFenced) {
 		return fmt.Errorf("close bucket %d: %w", b.id, err)
 	}
-	b.shutdown(err == nil)
+	b.shutdown(err == nil, keepDir)
 	return nil
 }

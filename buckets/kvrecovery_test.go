@@ -235,6 +235,7 @@ func TestKVBucketCorruptSnapshot(t *testing.T) {
 	corruptObject(t, env.store, victim)
 
 	m.Close()
+	loseDisk(t, dir) // restore from the object store, not the local tablet
 	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
 	b = waitKV(t, m, id)
 	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
@@ -250,6 +251,7 @@ func TestKVBucketCorruptSnapshot(t *testing.T) {
 	}
 	model, _ = writeModel(t, b, model, []kw{{kvcodec.OpUpsert, 1000, "late"}})
 	m.Close()
+	loseDisk(t, dir)
 	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
 	b = waitKV(t, m, id)
 	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
@@ -367,6 +369,7 @@ func TestKVBucketOpenRetriesThroughOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Close()
+	loseDisk(t, dir)
 
 	outage := errors.New("injected outage")
 	removeKV := faulty.Inject(objstore.Rule{Ops: objstore.OpGet | objstore.OpGetRange, Prefix: "kv/", Err: outage})

@@ -122,6 +122,7 @@ func TestKVBucketTrimmedChangelogReopen(t *testing.T) {
 	reopen := func() *KVBucket {
 		t.Helper()
 		m.Close()
+		loseDisk(t, dir) // restore from the object store
 		m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
 		return waitKV(t, m, id)
 	}
@@ -150,6 +151,7 @@ func TestKVBucketTrimmedChangelogReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Close()
+	loseDisk(t, dir)
 	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -286,6 +288,7 @@ func TestKVBucketTrimmedRestoreFromLake(t *testing.T) {
 	lakeErr = errors.New("lake file lake/1/data/x.parquet is corrupt: test")
 	lakeMu.Unlock()
 	m.Close()
+	loseDisk(t, dir)
 	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
@@ -326,6 +329,7 @@ func TestKVBucketTrimmedRestoreFromLake(t *testing.T) {
 	lakeErr, lakeReads = errors.New("the lake must not be read again"), 0
 	lakeMu.Unlock()
 	m.Close()
+	loseDisk(t, dir)
 	m, _ = env.startKVNode(1, live, dir, time.Hour, nil)
 	b = waitKV(t, m, id)
 	if got := kvModel(scanAll(t, b)); got.String() != model.String() {
@@ -395,6 +399,8 @@ func TestKVBucketTrimModel(t *testing.T) {
 			}
 		}
 		m.Close()
+		// This model is of the restore paths: no local tablet to reuse.
+		loseDisk(t, dir)
 		// The new manager's catalog: the old one tails the log on its own
 		// and may lag behind the new manager's commits.
 		m, cat = env.startKVNode(1, live, dir, time.Hour, nil)

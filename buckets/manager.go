@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minkdb/mink/buckets/s3stream"
@@ -91,9 +92,13 @@ type Manager struct {
 	// error of its last failed open attempt while it keeps retrying.
 	kvOpenErrs sync.Map
 
-	kvCache     *kv.Cache
-	tempDir     string // DataDir when Config.DataDir was empty
-	releaseOnce sync.Once
+	kvCache *kv.Cache
+	tempDir string // DataDir when Config.DataDir was empty
+	// crashTablets is a test seam: shutting a bucket down leaves its
+	// tablet as a crash of the process would (kv.Tablet.Crash). Set
+	// before Close.
+	crashTablets atomic.Bool
+	releaseOnce  sync.Once
 }
 
 // NewManager starts the node's s3stream node and the sync task.
@@ -155,6 +160,7 @@ func (m *Manager) Kick() {
 }
 
 func (m *Manager) syncLoop(ctx context.Context) {
+	m.sweepKVDirs()
 	t := time.NewTicker(m.cfg.SyncInterval)
 	defer t.Stop()
 	for {
@@ -420,7 +426,7 @@ func (m *Manager) Close() error {
 	m.mu.kv = map[catalog.BucketID]*KVBucket{}
 	m.mu.Unlock()
 	for _, b := range kvs {
-		b.shutdown(false)
+		b.shutdown(false, true)
 	}
 	m.batches.clear()
 	err := m.node.Close()
@@ -454,7 +460,7 @@ func (m *Manager) CloseBuckets(ctx context.Context) error {
 		}
 	}
 	for _, b := range kvs {
-		if err := m.closeKVStream(ctx, b); err != nil {
+		if err := m.closeKVStream(ctx, b, true); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -4,15 +4,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/minkdb/mink/kv/kvcodec"
 )
@@ -111,6 +114,8 @@ type Tablet struct {
 	dir  string
 	opts Options
 	db   *pebble.DB
+	// fsCloser stops the disk-health checks of db's file system.
+	fsCloser io.Closer
 
 	// applyMu serializes Apply, and lets Snapshot checkpoint the database
 	// at a known applied offset.
@@ -190,7 +195,14 @@ func openDB(dir string, opts Options) (*Tablet, error) {
 		cache = pebble.NewCache(opts.CacheSize)
 		defer cache.Unref()
 	}
+	// The disk-health-checking FS pebble would wrap by itself, made here so
+	// that a failed open (a tablet directory refused after a restart) stops
+	// its goroutine too.
+	fs, fsCloser := vfs.WithDiskHealthChecks(vfs.Default, 5*time.Second, nil, func(info vfs.DiskSlowInfo) {
+		opts.Logger.Warn("kv: slow disk", "path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
+	})
 	popts := &pebble.Options{
+		FS:           fs,
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
 		// No WAL: the tablet is a cache, rebuilt from a snapshot and the
@@ -214,24 +226,25 @@ func openDB(dir string, opts Options) (*Tablet, error) {
 	}
 	db, err := pebble.Open(filepath.Join(dir, dbDir), popts)
 	if err != nil {
+		fsCloser.Close()
 		return nil, fmt.Errorf("kv: open tablet %s: %w", dir, err)
 	}
-	t := &Tablet{dir: dir, opts: opts, db: db, snapGate: make(chan struct{}, 1)}
+	t := &Tablet{dir: dir, opts: opts, db: db, fsCloser: fsCloser, snapGate: make(chan struct{}, 1)}
 	t.snap.files = map[string]snapshotFile{}
 	t.snap.manifests = map[string]*Manifest{}
 	applied, format, err := readMeta(db)
 	if err != nil {
-		db.Close()
+		t.closeDB()
 		return nil, fmt.Errorf("kv: open tablet %s: %w", dir, err)
 	}
 	if format == 0 {
 		// A new tablet: record the format so that a future version can tell.
 		if err := db.Set(metaFormat, []byte{tabletFormatV1}, pebble.NoSync); err != nil {
-			db.Close()
+			t.closeDB()
 			return nil, fmt.Errorf("kv: open tablet %s: %w", dir, err)
 		}
 	} else if format != tabletFormatV1 {
-		db.Close()
+		t.closeDB()
 		return nil, fmt.Errorf("kv: open tablet %s: tablet format %d, this build reads %d", dir, format, tabletFormatV1)
 	}
 	t.applied.Store(applied)
@@ -402,13 +415,20 @@ func (t *Tablet) Close() error {
 	}
 	// Without a WAL, the memtable is lost unless flushed.
 	if err := t.db.Flush(); err != nil {
-		t.db.Close()
+		t.closeDB()
 		return fmt.Errorf("kv: close tablet %s: flush: %w", t.dir, err)
 	}
-	if err := t.db.Close(); err != nil {
+	if err := t.closeDB(); err != nil {
 		return fmt.Errorf("kv: close tablet %s: %w", t.dir, err)
 	}
 	return nil
+}
+
+// closeDB closes the database and its file system.
+func (t *Tablet) closeDB() error {
+	err := t.db.Close()
+	t.fsCloser.Close()
+	return err
 }
 
 // Reader is a consistent, point-in-time view of a tablet: every read sees

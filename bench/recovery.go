@@ -195,6 +195,11 @@ func RunRecovery(ctx context.Context, w io.Writer, cfg RecoveryConfig) error {
 			return err
 		}
 
+		// This measures the restore from the object store: without the
+		// local tablet, which the open would reuse (restart measures that).
+		if err := os.RemoveAll(filepath.Join(dataDir, "kv")); err != nil {
+			return err
+		}
 		// Write back what the load left dirty, so that neither timed
 		// step pays for it.
 		syscall.Sync()

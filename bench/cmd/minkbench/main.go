@@ -27,7 +27,7 @@ var pkOnly = flag.String("pk-only", "", `pk: run only the workloads whose name s
 
 // The kafka workload's flags.
 var (
-	kafkaMinkBin = flag.String("mink-bin", "", "kafka: the mink binary to run (default: build cmd/mink)")
+	kafkaMinkBin = flag.String("mink-bin", "", "kafka, restart: the mink binary to run (default: build cmd/mink)")
 	kafkaS3      = flag.Bool("kafka-s3", false, "kafka: also measure a mink node on versitygw (S3 over loopback)")
 	kafkaRecords = flag.Int("kafka-records", 0, "kafka: records per run (default 200000)")
 	kafkaRuns    = flag.Int("kafka-runs", 0, "kafka: runs of every configuration (default 2)")
@@ -100,6 +100,13 @@ var workloads = map[string]workload{
 			cfg.StateBytes, cfg.ChangelogBytes = 64<<20, 8<<20
 		}
 		return bench.RunRecovery(ctx, os.Stdout, cfg)
+	},
+	"restart": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.RestartConfig{Dir: dir, Bin: *kafkaMinkBin}
+		if quick {
+			cfg.StateBytes, cfg.CrashBytes = 32<<20, 2<<20
+		}
+		return bench.RunRestart(ctx, os.Stdout, cfg)
 	},
 	"throughput": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.ThroughputConfig{Dir: dir}

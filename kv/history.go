@@ -2,10 +2,12 @@ package kv
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -149,4 +151,62 @@ func (t *Tablet) Crash() error {
 		return nil
 	}
 	return t.closeDB()
+}
+
+// metaSnapFiles holds the tablet's known snapshot files (Tablet.snap.files)
+// as JSON, so that a tablet reopened in place (reused after a restart)
+// does not upload its sstables again at its next snapshot.
+var metaSnapFiles = []byte{metaPrefix, 's', 'n', 'a', 'p', 'f', 'i', 'l', 'e', 's'}
+
+// snapFileJSON is one entry of metaSnapFiles.
+type snapFileJSON struct {
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	CRC32C uint32 `json:"crc32c"`
+}
+
+// saveSnapFiles records t.snap.files in the tablet. It reaches disk with
+// the next flush; a tablet reopened without it uploads its files again.
+// Every entry names an immutable file of this database's lineage (pebble
+// never reuses a file number), stored at key, so any version of the record
+// that reaches disk is true.
+//
+// REQUIRES: snapGate held (or Restore, before it returns the tablet).
+func (t *Tablet) saveSnapFiles() {
+	out := make(map[string]snapFileJSON, len(t.snap.files))
+	for name, f := range t.snap.files {
+		out[name] = snapFileJSON{Key: f.key, Size: f.size, CRC32C: f.crc}
+	}
+	body, err := json.Marshal(out)
+	if err == nil {
+		err = t.db.Set(metaSnapFiles, body, pebble.NoSync)
+	}
+	if err != nil {
+		t.opts.Logger.Warn("kv: recording the tablet's snapshot files failed; a reopened tablet uploads them again", "dir", t.dir, "err", err)
+	}
+}
+
+// loadSnapFiles reads what saveSnapFiles recorded into t.snap.files,
+// keeping the entries whose file is in the database directory at the
+// recorded size.
+func (t *Tablet) loadSnapFiles() {
+	v, closer, err := t.db.Get(metaSnapFiles)
+	if err != nil {
+		return
+	}
+	var in map[string]snapFileJSON
+	err = json.Unmarshal(v, &in)
+	closer.Close()
+	if err != nil {
+		t.opts.Logger.Warn("kv: the tablet's record of its snapshot files is unreadable; its next snapshot uploads them again", "dir", t.dir, "err", err)
+		return
+	}
+	for name, f := range in {
+		if !isImmutable(name) || strings.ContainsAny(name, `/\`) {
+			continue
+		}
+		if info, err := os.Stat(filepath.Join(t.dir, dbDir, name)); err == nil && info.Size() == f.Size {
+			t.snap.files[name] = snapshotFile{key: f.Key, size: f.Size, crc: f.CRC32C}
+		}
+	}
 }

@@ -1,12 +1,15 @@
 package kv
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/minkdb/mink/kv/kvcodec"
+	"github.com/minkdb/mink/objstore"
 )
 
 // History survives a close and a crash; Crash loses what was applied since
@@ -88,4 +91,84 @@ func TestHistoryCrashAndCheckFiles(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), ".sst") {
 		t.Fatalf("a truncated sstable: %v, want an error naming it", err)
 	}
+}
+
+// A tablet reopened in place (reused after a restart, clean or not) knows
+// which of its sstables its snapshots stored: its next snapshot uploads
+// none of them again. The reopened tablet's snapshot restores to the same
+// rows.
+func TestReopenedTabletReusesSnapshotFiles(t *testing.T) {
+	ctx := context.Background()
+	c := testCodec(t)
+	store := objstore.NewMem()
+	mv := newMetaView(t)
+	dir := t.TempDir()
+	// No compactions: a compaction's output is a new file, which a
+	// snapshot uploads whether or not the tablet was reopened.
+	opts := testOptions()
+	opts.noCompactions = true
+	tab, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []testRow
+	for i := 0; i < 2000; i++ {
+		rs = append(rs, testRow{id: int64(i), name: fmt.Sprintf("n%d", i), v: ptr(strings.Repeat("x", 100))})
+	}
+	keys, rows := encodeRows(t, c, rs...)
+	var recs []kvcodec.ChangeRecord
+	for i := range keys {
+		recs = append(recs, kvcodec.ChangeRecord{Type: kvcodec.Insert, Key: keys[i], Row: rows[i]})
+	}
+	if err := tab.Apply(recs, uint64(len(recs))); err != nil {
+		t.Fatal(err)
+	}
+	first, err := mv.snapshot(ctx, tab, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tabletState(t, tab)
+	for _, crash := range []bool{false, true} {
+		if crash {
+			err = tab.Crash()
+		} else {
+			err = tab.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tab, err = Open(dir, opts); err != nil {
+			t.Fatal(err)
+		}
+		mv.lead()
+		res, err := mv.snapshot(ctx, tab, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := map[string]bool{}
+		for _, f := range first.Manifest.Files {
+			if isImmutable(f.Name) {
+				stored[f.Name] = true
+			}
+		}
+		kept := 0
+		for _, f := range res.Manifest.Files {
+			if stored[f.Name] {
+				kept++
+			}
+		}
+		if kept == 0 || res.ReusedFiles != kept {
+			t.Fatalf("crash %v: the reopened tablet's snapshot reused %d of the %d sstables the first snapshot stored (uploaded %d files, %d bytes; the first snapshot uploaded %d bytes)",
+				crash, res.ReusedFiles, kept, res.UploadedFiles, res.UploadedBytes, first.UploadedBytes)
+		}
+	}
+	tab.Close()
+	got, res, err := Restore(ctx, store, filepath.Join(t.TempDir(), "r"), RestoreOptions{Bucket: mv.bucket, Snapshots: mv.retained(), Tablet: testOptions()})
+	if err != nil || res.Snapshot == nil || res.LogOffset != uint64(len(recs)) {
+		t.Fatalf("restore: %+v %v", res, err)
+	}
+	if diff := diffStates(t, c, tabletState(t, got), want); diff != "" {
+		t.Fatalf("restored from the reopened tablet's snapshot: %s", diff)
+	}
+	got.Close()
 }

@@ -192,6 +192,7 @@ func restoreSnapshot(ctx context.Context, store objstore.Store, dir string, buck
 		}
 	}
 	t.snap.manifests[s.Manifest] = m
+	t.saveSnapFiles()
 	return t, files, bytes, nil
 }
 

@@ -309,7 +309,9 @@ func (t *Tablet) Snapshot(ctx context.Context, store objstore.Store, opts Snapsh
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	t.saveSnapFiles()
+	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("%s: upload: %w", what, err)
 	}
 

@@ -165,7 +165,12 @@ func Open(dir string, opts Options) (*Tablet, error) {
 			return nil, fmt.Errorf("kv: open tablet %s: %w", dir, err)
 		}
 	}
-	return openDB(dir, opts)
+	t, err := openDB(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.loadSnapFiles()
+	return t, nil
 }
 
 // checkTabletDir refuses a directory that holds anything but a tablet's

@@ -12,9 +12,11 @@
 // closed; Close stops them all. Manager's methods are safe for concurrent use.
 //
 // A primary-key bucket opens in three steps — the stream at the leader
-// epoch, kv.Restore of the newest usable snapshot into
-// <DataDir>/kv/<bucket>-<epoch>, replay of the changelog after it — and is
-// Unavailable until the last one is done. When no retained snapshot is
+// epoch, the tablet in <DataDir>/kv/<bucket>-<epoch> (the local tablet the
+// node left at its last stop, reused if it provably holds a prefix of the
+// changelog, kvreuse.go; else kv.Restore of the newest usable snapshot),
+// replay of the changelog after it — and is Unavailable until the last one
+// is done. When no retained snapshot is
 // usable and the changelog is trimmed (retention trims it below the oldest
 // retained snapshot), the tablet is loaded from the lake at the tiered
 // offset instead (Config.KVLake), or, without a lake, the open fails with

@@ -15,7 +15,10 @@
 //   - Tablet, on pebble, applies acknowledged records (Apply) together with
 //     the offset they reach, serves Get and consistent scans (Reader,
 //     RecordReader), and uploads snapshots (Snapshot). It is a cache that can
-//     always be rebuilt: nothing lives only in it.
+//     always be rebuilt: nothing lives only in it. Its History names the
+//     leader epoch it was last opened at, so that a bucket's owner can
+//     reopen it in place after a restart (Open) when the changelog is
+//     provably the one it counted in.
 //   - Restore rebuilds a tablet from the newest usable retained snapshot;
 //     the caller replays the changelog from its offset. Garbage lists the
 //     snapshot objects no retained snapshot needs.

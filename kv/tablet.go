@@ -105,7 +105,8 @@ func (o Options) withDefaults() Options {
 // key, as of a changelog offset. It is a cache that can always be rebuilt
 // from a snapshot and the changelog; it is never the only copy of anything,
 // so it writes without a WAL: after a crash its directory holds the state of
-// some earlier applied offset (or is rebuilt by Restore).
+// some earlier applied offset, which Open reopens (the changelog is replayed
+// from there), or Restore rebuilds it.
 //
 // Reads (Get, NewReader) are safe concurrently with each other and with
 // Apply and Snapshot. Apply calls are serialized; Snapshot calls are

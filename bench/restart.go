@@ -78,7 +78,8 @@ type RestartResult struct {
 // reused), after SIGKILL (reused, the writes since its last flush
 // replayed), and after SIGTERM with the node's kv/ directory removed (the
 // snapshot restore the reuse avoids). The peer is the raw disk: reading
-// the tablet directory's bytes once.
+// the tablet directory's bytes once. The measured restarts take no
+// snapshot, so that the crash leaves its last writes unflushed.
 func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error) {
 	cfg.fill()
 	dir, err := os.MkdirTemp(cfg.Dir, "mink-bench-restart-")
@@ -105,7 +106,7 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 	defer c.close()
 	nd := c.nodes[0]
 	// Snapshots often enough that the restore baseline replays little.
-	nd.args = append(nd.args, "--kv-snapshot-interval", cfg.SnapshotInterval.String())
+	setSnapshotInterval(nd, cfg.SnapshotInterval.String())
 	if err := restartNode(ctx, nd, bin, syscall.SIGTERM); err != nil {
 		return err
 	}
@@ -155,6 +156,9 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 		rows, cfg.RowBytes, float64(rows*int64(cfg.RowBytes))/(1<<20), load.Round(time.Second),
 		float64(rows*int64(cfg.RowBytes))/(1<<20)/load.Seconds(), time.Since(snapWait).Round(time.Second), float64(tabletBytes)/(1<<20))
 
+	// No snapshot during the measured restarts: the crash must find the
+	// writes before it unflushed (a snapshot flushes the memtable).
+	setSnapshotInterval(nd, "1h")
 	var results []RestartResult
 	dataDir := filepath.Join(dir, "node1")
 	measure := func(how string, sig syscall.Signal, removeKV bool, before func() error) error {
@@ -213,6 +217,10 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 	// (a new disk, or reuse refused): the snapshot is restored. A snapshot
 	// of the crash's writes first, so that the restore replays nothing.
 	if err := measure("clean restart, kv/ directory removed: snapshot restored", syscall.SIGTERM, true, func() error {
+		setSnapshotInterval(nd, cfg.SnapshotInterval.String())
+		if err := restartNode(ctx, nd, bin, syscall.SIGTERM); err != nil {
+			return err
+		}
 		bs, err := admin.TableBuckets(ctx, "restartbench")
 		if err != nil || len(bs) != 1 {
 			return fmt.Errorf("table buckets: %v %v", bs, err)
@@ -258,6 +266,17 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 			results[2].FirstLookup.Seconds()/results[0].FirstLookup.Seconds(), results[2].FirstLookup.Seconds()/results[1].FirstLookup.Seconds())
 	}
 	return nil
+}
+
+// setSnapshotInterval sets nd's --kv-snapshot-interval for its next start.
+func setSnapshotInterval(nd *procNode, interval string) {
+	for i, a := range nd.args {
+		if a == "--kv-snapshot-interval" {
+			nd.args[i+1] = interval
+			return
+		}
+	}
+	nd.args = append(nd.args, "--kv-snapshot-interval", interval)
 }
 
 // restartNode stops nd with sig and starts it again, waiting until it is

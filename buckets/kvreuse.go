@@ -33,7 +33,6 @@ type priorStream struct {
 	epoch uint64
 	open  bool
 	node  catalog.NodeID
-	start uint64
 }
 
 // readPriorStream reads bucket id's stream from the view, if the view
@@ -51,7 +50,7 @@ func (m *Manager) readPriorStream(id catalog.BucketID, leaderEpoch uint64) prior
 			return
 		}
 		if st, ok := v.Streams[catalog.StreamID(id)]; ok {
-			p = priorStream{known: true, epoch: st.Epoch, open: st.Open, node: st.Node, start: st.Start}
+			p = priorStream{known: true, epoch: st.Epoch, open: st.Open, node: st.Node}
 		}
 	})
 	return p
@@ -133,7 +132,9 @@ func (m *Manager) reuseKV(id catalog.BucketID, leaderEpoch uint64, codec *kvcode
 		err = errors.New("the tablet records no history")
 	}
 	if err == nil {
-		err = checkHistory(h, id, dirEpoch, codec, t.AppliedOffset(), prior.start, end)
+		// The start now, not prior's: a retry must not reuse a tablet whose
+		// replay a trim has made impossible since.
+		err = checkHistory(h, id, dirEpoch, codec, t.AppliedOffset(), changelogStart(m.cfg.Meta, id), end)
 	}
 	if err == nil {
 		err = t.CheckFiles()

@@ -99,7 +99,10 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 			return err
 		}
 	}
-	c, err := startProcCluster(ctx, bin, dir, 1, 2*time.Second, 500*time.Millisecond)
+	// The default lease: a restart does not wait for it (the node
+	// recovers its own earlier epoch), and a short one is lost on a loaded
+	// machine in the middle of the load.
+	c, err := startProcCluster(ctx, bin, dir, 1, server.DefaultConfig().LeaseTTL, time.Second)
 	if err != nil {
 		return err
 	}
@@ -240,7 +243,10 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 	}); err != nil {
 		return err
 	}
-	// The peer: read the tablet directory's bytes once.
+	// The peer: read the tablet directory's bytes once, the node stopped
+	// (its compactions would replace files under the walk).
+	nd.cmd.Process.Signal(syscall.SIGTERM)
+	<-nd.exited
 	tabletBytes, err = dirBytes(filepath.Join(dir, "node1", "kv"))
 	if err != nil {
 		return err
@@ -396,11 +402,17 @@ func readJSONLog(path, msg string) ([]map[string]any, error) {
 func dirBytes(dir string) (int64, error) {
 	var n int64
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed under the walk by a running node's compaction
+		}
 		if err != nil {
 			return err
 		}
 		if d.Type().IsRegular() {
 			info, err := d.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}

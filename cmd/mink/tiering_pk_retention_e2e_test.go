@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -233,6 +234,11 @@ func TestPKChangelogTrimRestart(t *testing.T) {
 		t.Fatalf("bucket %d is not trimmed", victim.Bucket)
 	}
 	n.kill()
+	// The node's local tablets go too (a new disk): with them it would
+	// reopen its buckets without the snapshots.
+	if err := os.RemoveAll(filepath.Join(dataDir, "kv")); err != nil {
+		t.Fatal(err)
+	}
 	store, err := objstore.NewDir(filepath.Join(dataDir, "objects"))
 	if err != nil {
 		t.Fatal(err)
@@ -579,6 +585,11 @@ func TestPKTrimmedSnapshotsLostUnavailable(t *testing.T) {
 	})
 	conn.Close(context.Background())
 	n.kill()
+	// The node's local tablets go too (a new disk): with them it would
+	// reopen its buckets without the snapshots.
+	if err := os.RemoveAll(filepath.Join(dataDir, "kv")); err != nil {
+		t.Fatal(err)
+	}
 	store, err := objstore.NewDir(filepath.Join(dataDir, "objects"))
 	if err != nil {
 		t.Fatal(err)

@@ -45,15 +45,24 @@ func TestCorruptObjects(t *testing.T) {
 	n.waitSQL()
 	ctx := context.Background()
 	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
-	restart := func() {
+	// restart kills the node and starts it again; with loseTablets, its
+	// local KV tablets go too (a new disk), so that its primary-key
+	// buckets restore from their snapshots instead of reopening them.
+	restartWith := func(loseTablets bool) {
 		t.Helper()
 		conn.Close(ctx)
 		n.kill()
+		if loseTablets {
+			if err := os.RemoveAll(filepath.Join(dataDir, "kv")); err != nil {
+				t.Fatal(err)
+			}
+		}
 		n.start()
 		n.waitHealthy()
 		n.waitSQL()
 		conn = connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
 	}
+	restart := func() { t.Helper(); restartWith(false) }
 	// count reads every row's values (count(*) alone may be answered
 	// from the lake's manifests without reading a file).
 	count := func(table string) (int64, error) {
@@ -133,7 +142,7 @@ func TestCorruptObjects(t *testing.T) {
 		}
 		key := strings.TrimPrefix(filepath.ToSlash(victim), filepath.ToSlash(objects)+"/")
 		flipByte(t, victim, 0)
-		restart()
+		restartWith(true)
 		var got string
 		waitFor(t, 30*time.Second, "kv to serve after the restart", func() bool {
 			rows, err := conn.Query(ctx, "SELECT id, msg FROM kv ORDER BY id")

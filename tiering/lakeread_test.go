@@ -152,24 +152,8 @@ func seqIDs(from, to int64) []int64 {
 // good again the scan succeeds (the cache dropped the bad copy).
 func TestLakeReaderBadFile(t *testing.T) {
 	e := newEnv(t)
-	spec := testSpec("events", 1, "")
-	id := e.createTable(spec)
-	b := sortedKeys(e.ends(id))[0]
-	e.appendRows(id, b, 0, 100)
-	if _, err := e.tierer().Round(e.ctx, id, e.epoch); err != nil {
-		t.Fatal(err)
-	}
-	snap := e.tiered(id).LakeSnapshotID
+	id, spec, snap, key, good := tieredFile(t, e)
 	store := e.store.Inner()
-	objs, err := store.List(e.ctx, LakePrefix(id)+"data/")
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("data files: %v (%v)", objs, err)
-	}
-	key := objs[0].Key
-	good, err := store.Get(e.ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	replace := func(data []byte) {
 		if err := store.Delete(e.ctx, key); err != nil {
 			t.Fatal(err)
@@ -233,4 +217,27 @@ func TestFileCacheStart(t *testing.T) {
 			t.Errorf("%s exists: %v, want %v", filepath.Base(p), err == nil, want)
 		}
 	}
+}
+
+// tieredFile tiers 100 rows of a one-bucket log table and returns the
+// table, its spec, the lake snapshot and the key and bytes of its one data
+// file.
+func tieredFile(t *testing.T, e *env) (id catalog.TableID, spec catalog.TableSpec, snap int64, key string, good []byte) {
+	t.Helper()
+	spec = testSpec("events", 1, "")
+	id = e.createTable(spec)
+	e.appendRows(id, sortedKeys(e.ends(id))[0], 0, 100)
+	if _, err := e.tierer().Round(e.ctx, id, e.epoch); err != nil {
+		t.Fatal(err)
+	}
+	snap = e.tiered(id).LakeSnapshotID
+	objs, err := e.store.Inner().List(e.ctx, LakePrefix(id)+"data/")
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("data files: %v (%v)", objs, err)
+	}
+	key = objs[0].Key
+	if good, err = e.store.Inner().Get(e.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	return id, spec, snap, key, good
 }

@@ -18,23 +18,8 @@ import (
 // process before the file was verified as it enters the cache).
 func TestLakeReaderFlippedByte(t *testing.T) {
 	e := newEnv(t)
-	spec := testSpec("events", 1, "")
-	id := e.createTable(spec)
-	e.appendRows(id, sortedKeys(e.ends(id))[0], 0, 100)
-	if _, err := e.tierer().Round(e.ctx, id, e.epoch); err != nil {
-		t.Fatal(err)
-	}
-	snap := e.tiered(id).LakeSnapshotID
+	id, spec, snap, key, good := tieredFile(t, e)
 	store := e.store.Inner()
-	objs, err := store.List(e.ctx, LakePrefix(id)+"data/")
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("data files: %v (%v)", objs, err)
-	}
-	key := objs[0].Key
-	good, err := store.Get(e.ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	req := ScanRequest{Table: id, Snapshot: snap, Schema: minkSchema(t, spec, "id", "s")}
 	scan := func(data []byte) (string, error) {
 		t.Helper()

@@ -43,7 +43,8 @@ ifneq ($(strip $(CGO_PKGS)),)
 endif
 
 # A long seeded random fault schedule (cmd/mink TestRandomFaultSchedule):
-# SIGKILL, SIGSTOP/SIGCONT, cuts from etcd, clean restarts and rebalances of three nodes under
+# SIGKILL, SIGSTOP/SIGCONT, cuts from etcd, S3 refusing a node or slowing
+# down, etcd losing its quorum, clean restarts and rebalances of three nodes under
 # writes, the history checked with porcupine. `make test` runs it for 30 s.
 # SOAK sets the length; SEED=n replays the schedule of seed n.
 SOAK ?= 10m

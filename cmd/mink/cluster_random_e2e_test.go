@@ -1,7 +1,8 @@
 package main
 
 // A seeded randomized schedule of faults — SIGKILL, SIGSTOP/SIGCONT past or
-// short of lease_ttl, cuts of one node from etcd, clean restarts,
+// short of lease_ttl, cuts of one node from etcd, an S3 that refuses one
+// node or slows and throttles all, etcd losing its quorum, clean restarts,
 // rebalances — under a write workload,
 // with the history checked at the end (cluster_history_e2e_test.go).
 //
@@ -21,6 +22,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -75,16 +77,38 @@ func TestRandomFaultSchedule(t *testing.T) {
 	t.Logf("seed %d, schedule %v", seed, length)
 	rng := rand.New(rand.NewPCG(seed, 0x6d696e6b))
 
-	c := newTestCluster(t, clusterOpts{})
-	// Each node reaches etcd through a forwarder of its own, which the
-	// schedule freezes to cut that node off from etcd alone (the zombie
-	// leader of partition_e2e_test.go, without a namespace).
-	etcdCuts := make([]*forwarder, len(c.nodes))
+	// Three etcd members (so that the schedule can take the quorum away)
+	// and versitygw, each node reaching them through paths of its own
+	// that the schedule can cut: a forwarder per node and member, frozen
+	// to cut that node off from etcd alone (the zombie leader of
+	// partition_e2e_test.go, without a namespace), and an S3 proxy per
+	// node that slows, throttles or refuses its requests.
+	c := newTestCluster(t, clusterOpts{etcdMembers: 3, s3: true})
+	etcdCuts := make([][]*forwarder, len(c.nodes))
+	proxies := make([]*s3Proxy, len(c.nodes))
 	for i, n := range c.nodes {
+		n.args = append(n.args, "--store-outage-timeout", "3s")
 		for j := 1; j < len(n.args); j++ {
-			if n.args[j-1] == "--etcd-endpoints" {
-				etcdCuts[i] = newForwarder(t, "127.0.0.1", strings.TrimPrefix(strings.Split(n.args[j], ",")[0], "http://"))
-				n.args[j] = "http://" + etcdCuts[i].addr
+			switch n.args[j-1] {
+			case "--etcd-endpoints":
+				var eps []string
+				for _, ep := range strings.Split(n.args[j], ",") {
+					f := newForwarder(t, "127.0.0.1", strings.TrimPrefix(ep, "http://"))
+					etcdCuts[i] = append(etcdCuts[i], f)
+					eps = append(eps, "http://"+f.addr)
+				}
+				n.args[j] = strings.Join(eps, ",")
+			case "--s3-endpoint":
+				proxies[i], n.args[j] = startS3Proxy(t, n.args[j], seed+uint64(i))
+			}
+		}
+	}
+	cutEtcd := func(i int, cut bool) {
+		for _, f := range etcdCuts[i] {
+			if cut {
+				f.freeze()
+			} else {
+				f.thaw()
 			}
 		}
 	}
@@ -130,7 +154,7 @@ func TestRandomFaultSchedule(t *testing.T) {
 		// next, so that the cluster keeps serving.
 		i := rng.IntN(len(c.nodes))
 		n := c.nodes[i]
-		switch op := rng.IntN(12); {
+		switch op := rng.IntN(15); {
 		case op < 3:
 			step("SIGKILL node %d", i+1)
 			n.kill()
@@ -166,14 +190,49 @@ func TestRandomFaultSchedule(t *testing.T) {
 			heal(i)
 			heal(j)
 		case op < 11:
-			// Cut from etcd, short of or past lease_ttl; its clients and
-			// peers still reach it.
+			// Cut from etcd, short of or past lease_ttl; its clients, its
+			// peers and the store still reach it.
 			d := time.Duration(300+rng.IntN(4000)) * time.Millisecond
 			step("cut node %d from etcd for %v", i+1, d)
-			etcdCuts[i].freeze()
+			cutEtcd(i, true)
 			time.Sleep(d)
-			etcdCuts[i].thaw()
+			cutEtcd(i, false)
 			step("node %d reaches etcd again", i+1)
+		case op < 12:
+			// Its S3 answers nothing but 503, short of or past
+			// --store-outage-timeout (3 s), after which it gives its
+			// buckets up.
+			d := time.Duration(300+rng.IntN(5000)) * time.Millisecond
+			step("S3 refuses node %d for %v", i+1, d)
+			proxies[i].set(0, 1, 0)
+			time.Sleep(d)
+			proxies[i].set(0, 0, 0)
+			step("S3 serves node %d again", i+1)
+		case op < 13:
+			// A slow, throttling S3 for every node, some 503s after the
+			// request was carried out.
+			d := time.Duration(1000+rng.IntN(4000)) * time.Millisecond
+			step("S3 slow and throttling for %v", d)
+			for _, p := range proxies {
+				p.set(30*time.Millisecond, 0.1, 0.05)
+			}
+			time.Sleep(d)
+			for _, p := range proxies {
+				p.set(0, 0, 0)
+			}
+			step("S3 fast again")
+		case op < 14:
+			// etcd loses its quorum: two of three members stopped.
+			d := time.Duration(500+rng.IntN(4000)) * time.Millisecond
+			step("etcd members 2 and 3 stopped for %v", d)
+			for _, m := range c.members[1:] {
+				m.cmd.Process.Signal(syscall.SIGSTOP)
+			}
+			time.Sleep(d)
+			for _, m := range c.members[1:] {
+				m.cmd.Process.Signal(syscall.SIGCONT)
+			}
+			step("etcd has its quorum again")
 		default:
 			// A fault during a rebalance (asked of another node; node i may
 			// be the coordinator running it).

@@ -36,6 +36,9 @@ type Postgres struct {
 	Major string
 
 	dataDir string
+	binDir  string
+	port    int
+	cred    *syscall.Credential
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
@@ -144,60 +147,121 @@ func StartPostgresWith(ctx context.Context, dir string, opts PostgresOptions) (*
 	if err := configurePostgres(p.dataDir, cred, opts); err != nil {
 		return nil, err
 	}
-	port, err := freeLoopbackPort()
-	if err != nil {
+	if p.port, err = freeLoopbackPort(); err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(filepath.Join(base, "postgres.log"))
-	if err != nil {
+	p.binDir, p.cred = binDir, cred
+	if err := p.start(); err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
-	p.cmd = exec.Command(filepath.Join(binDir, "postgres"), "-D", p.dataDir, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=")
-	p.cmd.Dir = base
-	p.cmd.Env = postgresEnv()
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
 	defer func() {
 		if !ok {
 			p.shutdown()
 		}
 	}()
-	p.DSN = fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres sslmode=disable", port)
+	p.DSN = fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres sslmode=disable", p.port)
+	if err := p.waitReady(ctx, time.Minute); err != nil {
+		return nil, err
+	}
+	ok = true
+	return p, nil
+}
 
-	deadline := time.Now().Add(60 * time.Second)
+// start starts the postmaster on the cluster's data directory and port,
+// its output appended to postgres.log; it returns without waiting for it to
+// accept connections.
+func (p *Postgres) start() error {
+	base := filepath.Dir(p.dataDir)
+	logFile, err := os.OpenFile(filepath.Join(base, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	p.exited = make(chan struct{})
+	p.cmd = exec.Command(filepath.Join(p.binDir, "postgres"), "-D", p.dataDir, "-p", strconv.Itoa(p.port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=")
+	p.cmd.Dir = base
+	p.cmd.Env = postgresEnv()
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred, Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	cmd, exited := p.cmd, p.exited
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(exited)
+	}()
+	return nil
+}
+
+// waitReady polls until the server accepts a connection, and records its
+// version.
+func (p *Postgres) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		conn, err := pgx.Connect(ctx, p.DSN)
 		if err == nil {
 			err = conn.QueryRow(ctx, "SHOW server_version").Scan(&p.Version)
 			conn.Close(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("postgres version: %w", err)
+				return fmt.Errorf("postgres version: %w", err)
 			}
-			break
+			return nil
 		}
 		select {
 		case <-p.exited:
-			log, _ := os.ReadFile(filepath.Join(base, "postgres.log"))
-			return nil, fmt.Errorf("postgres exited at start (%v):\n%s", p.waitErr, log)
+			log, _ := os.ReadFile(filepath.Join(filepath.Dir(p.dataDir), "postgres.log"))
+			return fmt.Errorf("postgres exited at start (%v):\n%s", p.waitErr, log)
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("postgres did not accept connections within a minute: %w", err)
+			return fmt.Errorf("postgres did not accept connections within %v: %w", timeout, err)
 		}
 	}
-	ok = true
-	return p, nil
+}
+
+// Halt stops the server the way `pg_ctl stop -m <mode>` does, keeping its
+// directory for Restart: "fast" (SIGINT: backends end, then the shutdown
+// checkpoint) or "immediate" (SIGQUIT: no checkpoint, so the next start
+// replays the WAL since the last one, as after a crash).
+func (p *Postgres) Halt(mode string) error {
+	sig := syscall.SIGINT
+	switch mode {
+	case "fast":
+	case "immediate":
+		sig = syscall.SIGQUIT
+	default:
+		return fmt.Errorf("stop mode %q: want fast or immediate", mode)
+	}
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(5 * time.Minute):
+	}
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
+	return fmt.Errorf("postgres did not stop (%s) within 5 min; killed", mode)
+}
+
+// Restart starts a halted server again on the same directory and port; it
+// returns when the postmaster was started, before it accepts connections
+// (after an immediate stop it replays the WAL first).
+func (p *Postgres) Restart() error {
+	select {
+	case <-p.exited:
+	default:
+		return errors.New("postgres is running: Halt it first")
+	}
+	return p.start()
 }
 
 // configurePostgres writes the TLS files and host rules of opts into a

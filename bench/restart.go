@@ -39,6 +39,8 @@ type RestartConfig struct {
 	SnapshotInterval time.Duration
 	// Bin is the mink binary; empty: built from cmd/mink.
 	Bin string
+	// SkipPostgres leaves the PostgreSQL peer out.
+	SkipPostgres bool
 }
 
 func (c *RestartConfig) fill() {
@@ -77,9 +79,10 @@ type RestartResult struct {
 // how soon a point lookup answers: after SIGTERM (the local tablet is
 // reused), after SIGKILL (reused, the writes since its last flush
 // replayed), and after SIGTERM with the node's kv/ directory removed (the
-// snapshot restore the reuse avoids). The peer is the raw disk: reading
-// the tablet directory's bytes once. The measured restarts take no
-// snapshot, so that the crash leaves its last writes unflushed.
+// snapshot restore the reuse avoids). The peers are the raw disk (reading
+// the tablet directory's bytes once) and PostgreSQL, restarted fast and
+// immediate with the same rows (restartPostgres). The measured restarts
+// take no snapshot, so that the crash leaves its last writes unflushed.
 func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error) {
 	cfg.fill()
 	dir, err := os.MkdirTemp(cfg.Dir, "mink-bench-restart-")
@@ -93,6 +96,11 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 			err = fmt.Errorf("%w (node log kept in %s)", err, dir)
 		}
 	}()
+	// The PostgreSQL peer's cluster is under dir; its server runs as the
+	// postgres user when we are root.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
 	bin := cfg.Bin
 	if bin == "" {
 		if bin, err = buildMink(ctx, dir); err != nil {
@@ -180,7 +188,7 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 		if err != nil {
 			return err
 		}
-		if err := firstLookup(ctx, nd, rows/2); err != nil {
+		if err := firstLookup(ctx, nd.connect, rows/2); err != nil {
 			return fmt.Errorf("%s: %w", how, err)
 		}
 		r.FirstLookup = time.Since(t0)
@@ -258,6 +266,11 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 	}
 	readAll := time.Since(t0)
 
+	pg, err := restartPostgres(ctx, dir, cfg, rows)
+	if err != nil {
+		return fmt.Errorf("PostgreSQL peer: %w", err)
+	}
+
 	fmt.Fprintln(w, "| restart | reused tablet | downloaded | replayed records | bucket open (log) | start → first point lookup |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|")
 	for _, r := range results {
@@ -271,7 +284,151 @@ func RunRestart(ctx context.Context, w io.Writer, cfg RestartConfig) (err error)
 			results[2].Open.Seconds()/results[0].Open.Seconds(), results[2].Open.Seconds()/results[1].Open.Seconds(),
 			results[2].FirstLookup.Seconds()/results[0].FirstLookup.Seconds(), results[2].FirstLookup.Seconds()/results[1].FirstLookup.Seconds())
 	}
+	if pg.Skipped != "" {
+		fmt.Fprintf(w, "\nPeer, PostgreSQL: not measured (%s).\n", pg.Skipped)
+		return nil
+	}
+	fmt.Fprintf(w, "\nPeer, %s (its own fresh cluster, default settings, fsync on): the same %d rows loaded by COPY into `restartbench (k bigint PRIMARY KEY, v bytea)` in %v (%.1f MiB/s), table with index %.0f MiB, then CHECKPOINT.\n\n",
+		pg.Name, rows, pg.Load.Round(time.Second), float64(rows*int64(cfg.RowBytes))/(1<<20)/pg.Load.Seconds(), float64(pg.TableBytes)/(1<<20))
+	fmt.Fprintln(w, "| restart | WAL since the last checkpoint's redo point | stop | start → first point lookup |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	for _, r := range pg.Results {
+		fmt.Fprintf(w, "| %s | %.1f MiB | %v | %v |\n", r.How, float64(r.WALBytes)/(1<<20), r.Stop.Round(time.Millisecond), r.FirstLookup.Round(time.Millisecond))
+	}
+	if len(results) == 3 && len(pg.Results) == 2 {
+		ratio := func(m, p time.Duration) string {
+			return fmt.Sprintf("%.2f× (mink %v, PostgreSQL %v)", m.Seconds()/p.Seconds(), m.Round(time.Millisecond), p.Round(time.Millisecond))
+		}
+		fmt.Fprintf(w, "\nmink / %s, start → first point lookup: clean restart %s; crash %s; mink's snapshot restore vs PostgreSQL's clean restart %s.\n",
+			pg.Name, ratio(results[0].FirstLookup, pg.Results[0].FirstLookup), ratio(results[1].FirstLookup, pg.Results[1].FirstLookup),
+			ratio(results[2].FirstLookup, pg.Results[0].FirstLookup))
+	}
 	return nil
+}
+
+// PGRestart is the PostgreSQL peer of RunRestart.
+type PGRestart struct {
+	// Skipped, when set, says why the peer was not measured.
+	Skipped    string
+	Name       string
+	Load       time.Duration
+	TableBytes int64
+	Results    []PGRestartResult
+}
+
+// PGRestartResult is one restart of the PostgreSQL peer.
+type PGRestartResult struct {
+	How string
+	// WALBytes is the WAL from the last checkpoint's redo point to the
+	// end, just before the stop: what a start after an immediate stop
+	// replays.
+	WALBytes int64
+	// Stop is the stop (a fast one writes the shutdown checkpoint);
+	// FirstLookup is from starting the postmaster to the first point
+	// lookup by key answering, as on the mink side.
+	Stop, FirstLookup time.Duration
+}
+
+// restartPostgres is RunRestart's peer: a fresh PostgreSQL cluster under
+// dir gets the same rows, a CHECKPOINT, then a fast stop and start (pg_ctl
+// stop -m fast: the shutdown checkpoint) and, after the same upserts as the
+// mink crash following a CHECKPOINT, an immediate stop (pg_ctl stop -m
+// immediate: no checkpoint, so the start replays the upserts' WAL) and
+// start. The cluster is the benchmark's own, so that restarting it
+// disturbs no other user of a shared server.
+func restartPostgres(ctx context.Context, dir string, cfg RestartConfig, rows int64) (res PGRestart, err error) {
+	if cfg.SkipPostgres {
+		res.Skipped = "skipped by configuration"
+		return res, nil
+	}
+	pg, err := StartPostgres(ctx, dir)
+	if errors.Is(err, ErrNoPostgres) {
+		res.Skipped = err.Error()
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if stopErr := pg.Stop(); err == nil {
+			err = stopErr
+		}
+	}()
+	res.Name = pg.peerName()
+	connect := func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, pg.DSN) }
+	withConn := func(f func(*pgx.Conn) error) error {
+		conn, err := connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		return f(conn)
+	}
+	if err := withConn(func(conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, "CREATE TABLE restartbench (k bigint PRIMARY KEY, v bytea)"); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := restartLoad(ctx, conn, cfg, 0, rows, 1); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+		res.Load = time.Since(t0)
+		if err := conn.QueryRow(ctx, "SELECT pg_total_relation_size('restartbench')").Scan(&res.TableBytes); err != nil {
+			return err
+		}
+		_, err := conn.Exec(ctx, "CHECKPOINT")
+		return err
+	}); err != nil {
+		return res, err
+	}
+	measure := func(how, mode string, before func(*pgx.Conn) error) error {
+		r := PGRestartResult{How: how}
+		if err := withConn(func(conn *pgx.Conn) error {
+			if before != nil {
+				if err := before(conn); err != nil {
+					return err
+				}
+			}
+			return conn.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), redo_lsn)::bigint FROM pg_control_checkpoint()").Scan(&r.WALBytes)
+		}); err != nil {
+			return fmt.Errorf("%s: %w", how, err)
+		}
+		t0 := time.Now()
+		if err := pg.Halt(mode); err != nil {
+			return err
+		}
+		r.Stop = time.Since(t0)
+		syscall.Sync()
+		t0 = time.Now()
+		if err := pg.Restart(); err != nil {
+			return err
+		}
+		if err := firstLookup(ctx, connect, rows/2); err != nil {
+			return fmt.Errorf("%s: %w", how, err)
+		}
+		r.FirstLookup = time.Since(t0)
+		res.Results = append(res.Results, r)
+		return nil
+	}
+	if err := measure("clean restart (stop -m fast, start)", "fast", nil); err != nil {
+		return res, err
+	}
+	crashRows := cfg.CrashBytes / int64(cfg.RowBytes)
+	if err := measure(fmt.Sprintf("crash (CHECKPOINT, %.0f MiB of upserts, stop -m immediate, start): WAL replayed", float64(cfg.CrashBytes)/(1<<20)), "immediate", func(conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+			return err
+		}
+		return restartLoad(ctx, conn, cfg, 0, crashRows, 2)
+	}); err != nil {
+		return res, err
+	}
+	if err := withConn(func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "DROP TABLE restartbench")
+		return err
+	}); err != nil {
+		return res, err
+	}
+	return res, nil
 }
 
 // setSnapshotInterval sets nd's --kv-snapshot-interval for its next start.
@@ -352,8 +509,9 @@ func restartLoad(ctx context.Context, conn *pgx.Conn, cfg RestartConfig, from, t
 	return nil
 }
 
-// firstLookup polls a point lookup of key until it answers.
-func firstLookup(ctx context.Context, nd *procNode, key int64) error {
+// firstLookup polls a point lookup of key, over connections from connect,
+// until it answers.
+func firstLookup(ctx context.Context, connect func(context.Context) (*pgx.Conn, error), key int64) error {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -362,7 +520,7 @@ func firstLookup(ctx context.Context, nd *procNode, key int64) error {
 	}()
 	return pollUntil(ctx, 30*time.Minute, func() (bool, error) {
 		if conn == nil {
-			c, err := nd.connect(ctx)
+			c, err := connect(ctx)
 			if err != nil {
 				return false, nil
 			}

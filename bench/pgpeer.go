@@ -236,20 +236,7 @@ func (p *Postgres) Halt(mode string) error {
 	default:
 		return fmt.Errorf("stop mode %q: want fast or immediate", mode)
 	}
-	select {
-	case <-p.exited:
-		return nil
-	default:
-	}
-	p.cmd.Process.Signal(sig)
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(5 * time.Minute):
-	}
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.exited
-	return fmt.Errorf("postgres did not stop (%s) within 5 min; killed", mode)
+	return p.stop(sig, 5*time.Minute, "stop ("+mode+")")
 }
 
 // Restart starts a halted server again on the same directory and port; it
@@ -320,22 +307,25 @@ func (p *Postgres) Stop() error {
 	return err
 }
 
-func (p *Postgres) shutdown() error {
+func (p *Postgres) shutdown() error { return p.stop(syscall.SIGINT, 30*time.Second, "shut down") }
+
+// stop sends the server sig and waits up to wait for it to exit, then
+// kills its process group (its backends are in it).
+func (p *Postgres) stop(sig syscall.Signal, wait time.Duration, what string) error {
 	select {
 	case <-p.exited:
 		return nil
 	default:
 	}
-	p.cmd.Process.Signal(syscall.SIGINT)
+	p.cmd.Process.Signal(sig)
 	select {
 	case <-p.exited:
 		return nil
-	case <-time.After(30 * time.Second):
+	case <-time.After(wait):
 	}
-	// Its backends are in its process group.
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.exited
-	return fmt.Errorf("postgres did not shut down within 30 s; killed")
+	return fmt.Errorf("postgres did not %s within %v; killed", what, wait)
 }
 
 // postgresCredential is who initdb and postgres run as: the "postgres"

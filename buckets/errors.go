@@ -16,6 +16,13 @@ var ErrUnavailable = errors.New("bucket unavailable")
 // so callers wait for it as for a bucket that is opening.
 var ErrRegistering = fmt.Errorf("this node is registering again: %w", ErrUnavailable)
 
+// ErrLeaseInDoubt: this node cannot renew its liveness lease (etcd does
+// not answer), so it cannot rule out that another node is taking its
+// buckets over. It acknowledges no write until a renewal is granted, and
+// serves reads only with a proof that no takeover has begun (Manager,
+// "in doubt"). It is ErrUnavailable, and nothing was appended.
+var ErrLeaseInDoubt = fmt.Errorf("this node cannot renew its liveness lease (is etcd reachable?), so another node may be taking its buckets over: %w", ErrUnavailable)
+
 // NotLeaderError: another node leads the bucket. To is that node's
 // advertised Flight address (empty if unknown); clients retry there.
 type NotLeaderError struct {

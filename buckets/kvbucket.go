@@ -319,6 +319,11 @@ func (b *KVBucket) Write(ctx context.Context, writes []kvcodec.Write) ([]kvcodec
 	if _, err := b.codecFor(ctx, ncols); err != nil {
 		return nil, 0, err
 	}
+	if b.m != nil {
+		if err := b.m.awaitLease(ctx, b.id); err != nil {
+			return nil, 0, err
+		}
+	}
 	b.wmu.Lock()
 	if b.closing {
 		b.wmu.Unlock()
@@ -327,6 +332,13 @@ func (b *KVBucket) Write(ctx context.Context, writes []kvcodec.Write) ([]kvcodec
 	if err := b.usable(); err != nil {
 		b.wmu.Unlock()
 		return nil, 0, err
+	}
+	if b.m != nil {
+		// Checked again under wmu: a wait below would hold writers up.
+		if err := b.m.leaseHeld(b.id); err != nil {
+			b.wmu.Unlock()
+			return nil, 0, err
+		}
 	}
 	// The codec only gains columns, so it still reads every row of writes.
 	codec := b.codec.Load()

@@ -43,6 +43,7 @@ func (m *Manager) primaryKeySpec(id catalog.BucketID) (catalog.TableSpec, bool) 
 // reopening after a failed append) or ErrNoSuchBucket. A log bucket is an
 // error: use Bucket.
 func (m *Manager) KVBucket(id catalog.BucketID) (*KVBucket, error) {
+	since := time.Now()
 	m.mu.Lock()
 	b := m.mu.kv[id]
 	lost := m.mu.unrecoverable[id].err
@@ -84,7 +85,7 @@ func (m *Manager) KVBucket(id catalog.BucketID) (*KVBucket, error) {
 	if closed {
 		return nil, fmt.Errorf("bucket %d is closing on this node: %w", id, ErrUnavailable)
 	}
-	if err := m.leaseHeld(id); err != nil {
+	if err := m.readable(id, since); err != nil {
 		return nil, err
 	}
 	return b, nil

@@ -80,6 +80,9 @@ func (b *LogBucket) Append(ctx context.Context, rec arrow.RecordBatch) (uint64, 
 	if rec.NumRows() == 0 {
 		return b.stream.End(), nil
 	}
+	if err := b.writable(ctx); err != nil {
+		return 0, err
+	}
 	payload, err := encodeBatch(rec, ProducerMark{})
 	if err != nil {
 		return 0, fmt.Errorf("bucket %d: %w", b.id, err)
@@ -101,11 +104,23 @@ func (b *LogBucket) AppendProduced(ctx context.Context, rec arrow.RecordBatch, m
 	if rec.NumRows() == 0 {
 		return nil, nil
 	}
+	if err := b.writable(ctx); err != nil {
+		return nil, err
+	}
 	payload, err := encodeBatch(rec, mark)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %d: %w", b.id, err)
 	}
 	return b.stream.AppendAsync(ctx, payload, uint32(rec.NumRows()))
+}
+
+// writable is nil unless this node's lease is in doubt and no renewal
+// comes within leaseWait (ErrLeaseInDoubt): then no append is queued.
+func (b *LogBucket) writable(ctx context.Context) error {
+	if b.m == nil {
+		return nil
+	}
+	return b.m.awaitLease(ctx, b.id)
 }
 
 // Start is the first offset still in the stream (offsets below it were

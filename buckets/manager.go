@@ -177,6 +177,12 @@ func (m *Manager) syncLoop(ctx context.Context) {
 }
 
 func (m *Manager) syncOnce(ctx context.Context) {
+	if m.inDoubt() {
+		// In doubt: a look finding the WAL sealed fences the node.
+		pctx, cancel := context.WithTimeout(ctx, readProofTimeout)
+		m.node.Unsealed(pctx, time.Now())
+		cancel()
+	}
 	if err := m.node.Fenced(); err != nil {
 		m.fenced(err)
 		return
@@ -332,6 +338,7 @@ func (m *Manager) fenced(err error) {
 // Bucket returns the log bucket if this node leads it and has it open, a
 // *NotLeaderError naming the leader, or ErrUnavailable.
 func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
+	since := time.Now()
 	m.mu.Lock()
 	b := m.mu.open[id]
 	lost := m.mu.unrecoverable[id].err
@@ -364,21 +371,87 @@ func (m *Manager) Bucket(id catalog.BucketID) (*LogBucket, error) {
 	if serr := b.stream.Err(); serr != nil {
 		return nil, fmt.Errorf("bucket %d: %w: %v", id, ErrUnavailable, serr)
 	}
-	if err := m.leaseHeld(id); err != nil {
+	if err := m.readable(id, since); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
+// A node's liveness lease is in doubt once the last renewal etcd granted
+// no longer covers now, until the next one is granted: etcd does not
+// answer (a partition from etcd, or etcd without a quorum), and the node
+// cannot tell whether its lease expired there, in which case another node
+// may be taking its buckets over. The spec (issue 19, scenario 3) wants
+// no write acknowledged and reads of committed data going on:
+//
+//   - writes: leaseHeld refuses every append (ErrLeaseInDoubt) before it is
+//     queued. An append queued while the lease held and acknowledged after
+//     is safe: a takeover replays every WAL object below its seal, and one
+//     above the seal fails (s3stream fences the node).
+//   - reads: readable serves a read only after a look at this node's WAL,
+//     begun after the read arrived, finds no seal (s3stream.Node.Unsealed).
+//     A takeover seals the WAL before the new leader serves anything, so
+//     no write elsewhere can precede the read. A seal found fences the
+//     node, which then registers again.
+//
+// The sync task looks too while the lease is in doubt, so a node that was
+// taken over fences itself even if nothing reads it.
+
 // leaseHeld is nil while this node's liveness lease surely holds, and
-// ErrUnavailable once it may have expired: from then on another node may
-// be taking bucket id over, and serving it here could acknowledge what the
-// takeover does not see or read what the new leader has overwritten.
+// ErrLeaseInDoubt while it is in doubt.
 func (m *Manager) leaseHeld(id catalog.BucketID) error {
-	if m.cfg.LeaseHeld == nil || m.cfg.LeaseHeld() {
+	if !m.inDoubt() {
 		return nil
 	}
-	return fmt.Errorf("bucket %d: this node can no longer renew its liveness lease (is etcd reachable?), so another node may be taking its buckets over: %w", id, ErrUnavailable)
+	return fmt.Errorf("bucket %d: %w", id, ErrLeaseInDoubt)
+}
+
+// leaseWait is how long a write waits for a lease in doubt to be renewed
+// before it fails with ErrLeaseInDoubt: a renewal held up for a moment (a
+// busy etcd) costs the writer a pause, not an error.
+const leaseWait = 2 * time.Second
+
+// awaitLease is leaseHeld, waiting up to leaseWait (or ctx) for a renewal.
+func (m *Manager) awaitLease(ctx context.Context, id catalog.BucketID) error {
+	if !m.inDoubt() {
+		return nil
+	}
+	deadline := time.Now().Add(leaseWait)
+	for m.inDoubt() {
+		if time.Now().After(deadline) {
+			return m.leaseHeld(id)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (m *Manager) inDoubt() bool { return m.cfg.LeaseHeld != nil && !m.cfg.LeaseHeld() }
+
+// readProofTimeout bounds how long a read waits for the proof that no
+// takeover has begun while the lease is in doubt.
+const readProofTimeout = 3 * time.Second
+
+// readable is nil if bucket id may serve a read that arrived at since:
+// the lease holds, or it is in doubt and the WAL is not sealed.
+func (m *Manager) readable(id catalog.BucketID, since time.Time) error {
+	if !m.inDoubt() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readProofTimeout)
+	defer cancel()
+	err := m.node.Unsealed(ctx, since)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, s3stream.ErrFenced) {
+		m.fenced(err)
+	}
+	return fmt.Errorf("bucket %d: %w, and no proof that none has begun: %v", id, ErrLeaseInDoubt, err)
 }
 
 // StoreStalled is how long the object store has kept this node's oldest

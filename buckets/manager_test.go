@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +33,10 @@ type testEnv struct {
 	// flushInterval, if set, is the managers' s3stream FlushInterval
 	// (default 50 ms).
 	flushInterval time.Duration
+	// held and fenced, if set, are the managers' Config.LeaseHeld and
+	// Config.OnFenced.
+	held   func() bool
+	fenced func(error)
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -62,7 +68,8 @@ func (e *testEnv) startNode(node catalog.NodeID, live func(catalog.NodeID) bool)
 		flush = 50 * time.Millisecond
 	}
 	m, err := NewManager(Config{Node: node, NodeEpoch: out.Epoch, Meta: cat, Store: e.store, Live: live, Logger: quiet(),
-		SyncInterval: 20 * time.Millisecond, Stream: s3stream.Config{BatchWindow: time.Millisecond, FlushInterval: flush}})
+		SyncInterval: 20 * time.Millisecond, Stream: s3stream.Config{BatchWindow: time.Millisecond, FlushInterval: flush},
+		LeaseHeld: e.held, OnFenced: e.fenced})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -227,5 +234,87 @@ func TestManagerMoveAndTakeover(t *testing.T) {
 	cat.Read(func(v *catalog.View) { epoch2 = v.Nodes[2].Epoch })
 	if epoch2 != 2 {
 		t.Fatalf("dead node 2 not fenced: epoch %d", epoch2)
+	}
+}
+
+// While its lease is in doubt (etcd does not answer) a leader acknowledges
+// no write but goes on serving reads, each proven by a look at its WAL;
+// once a takeover has sealed the WAL, the look fences the node (the sync
+// task's, with no read asking) and nothing is served from the old state.
+func TestManagerLeaseInDoubt(t *testing.T) {
+	var held atomic.Bool
+	held.Store(true)
+	fenced := make(chan error, 1)
+	env := &testEnv{t: t, log: metalog.NewMemLog(), store: objstore.NewMem(), held: held.Load,
+		fenced: func(err error) { fenced <- err }}
+	self := func(catalog.NodeID) bool { return true }
+	m, cat := env.startNode(1, self)
+	ctx := context.Background()
+	cat.Propose(ctx, catalog.RegisterCoordinator{Node: 1, NodeEpoch: 1})
+	out, err := cat.Propose(ctx, catalog.CreateTable{Spec: catalog.TableSpec{Name: "t", Columns: []catalog.Column{{Name: "id", Type: "bigint"}}, Buckets: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Buckets[0]
+	if _, err := cat.Propose(ctx, catalog.LeadBucket{Bucket: id, Node: 1, CoordinatorEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	appendRow := func(b *LogBucket, v int64) error {
+		rec := rowsRecord(v)
+		defer rec.Release()
+		_, err := b.Append(ctx, rec)
+		return err
+	}
+	b := waitBucket(t, m, id)
+	for _, v := range []int64{1, 2} {
+		if err := appendRow(b, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	held.Store(false)
+	if err := appendRow(b, 3); !errors.Is(err, ErrLeaseInDoubt) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("append while the lease is in doubt: %v, want ErrLeaseInDoubt", err)
+	}
+	b, err = m.Bucket(id)
+	if err != nil {
+		t.Fatalf("read while the lease is in doubt and nobody took over: %v", err)
+	}
+	if got := readIDs(t, b); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("rows read in doubt: %v, want [1 2] (the refused append must not be there)", got)
+	}
+	// A write waits a moment for a renewal rather than fail at once.
+	go func() { time.Sleep(200 * time.Millisecond); held.Store(true) }()
+	if err := appendRow(b, 4); err != nil {
+		t.Fatalf("append with a renewal granted while it waited: %v", err)
+	}
+	held.Store(false)
+
+	// Node 2 takes node 1 over as the coordinator would once etcd expired
+	// node 1's lease: fence its node epoch, seal and replay its WAL. Node
+	// 1's view does not say so (it is cut off from etcd).
+	var epoch1 uint64
+	cat.Read(func(v *catalog.View) { epoch1 = v.Nodes[1].Epoch })
+	cat2 := env.catalog()
+	reg, err := cat2.Propose(ctx, catalog.RegisterNode{Node: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat2.Propose(ctx, catalog.RegisterNode{Node: 1, ExpectEpoch: epoch1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s3stream.Failover(ctx, env.store, cat2, 1, epoch1, s3stream.FailoverOptions{By: 2, ByEpoch: reg.Epoch, Logger: quiet()}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-fenced:
+		if !errors.Is(err, s3stream.ErrFenced) {
+			t.Fatalf("fenced with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sync task did not find the seal while the lease was in doubt")
+	}
+	if _, err := m.Bucket(id); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("read after the takeover: %v, want ErrUnavailable", err)
 	}
 }

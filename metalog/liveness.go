@@ -69,18 +69,24 @@ func NewLivenessSession(node catalog.NodeID, lease LivenessLease) *LivenessSessi
 // Node is the node this session keeps live.
 func (s *LivenessSession) Node() catalog.NodeID { return s.node }
 
-// Lost is closed when the node is no longer live through this session: the
-// lease expired (the process was paused or cut off from etcd for longer
-// than the TTL, and other nodes may have declared it dead), was revoked, or
-// the session was closed. A lost session is never live again; the owner
-// registers the node again (new node epoch) and starts a new session.
+// Lost is closed when the node is no longer live through this session:
+// etcd answered that the lease expired (the process was paused or cut off
+// from etcd for longer than the TTL, and other nodes may have declared it
+// dead), it was revoked, or the session was closed. While etcd does not
+// answer at all (a partition, quorum loss) the lease is in doubt: Held is
+// false but Lost stays open, because the lease may well survive (etcd's
+// next leader extends every lease). A lost session is never live again;
+// the owner registers the node again (new node epoch) and starts a new
+// session.
 func (s *LivenessSession) Lost() <-chan struct{} { return s.lease.Lost }
 
 // Held reports whether the lease surely still holds, so that no other node
 // can have declared this one dead and taken its buckets over. It turns
 // false the moment the lease's renewals stop being sure, which is no later
-// than the lease could expire at etcd; Lost closes soon after. A bucket
-// leader checks it before every read and write it serves.
+// than the lease could expire at etcd, and true again when a renewal is
+// granted. A bucket leader acknowledges a write only while it holds, and
+// serves a read while it does not only with a proof that no takeover has
+// started (buckets.Manager, "in doubt").
 func (s *LivenessSession) Held() bool {
 	if s.lease.Held != nil {
 		return s.lease.Held()

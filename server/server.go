@@ -302,13 +302,13 @@ func (s *Server) heartbeat(ctx context.Context, session *metalog.LivenessSession
 			s.logger.Warn("liveness lease lost; registering again with a new epoch")
 		case <-s.refenced:
 			s.logger.Warn("this node epoch was fenced; registering again with a new epoch")
-			session.Revoke(ctx)
+			s.revoke(ctx, session)
 		case <-s.storeLost:
 			// Revoking the lease tells the coordinator at once: it moves
 			// the buckets to nodes that reach the store, whose takeover
 			// replays what this node's WAL holds.
 			s.logger.Warn("giving this node's buckets up: the object store holds its writes up; registering again once the store answers")
-			session.Revoke(ctx)
+			s.revoke(ctx, session)
 		}
 		s.setLive(false)
 		for {
@@ -342,6 +342,17 @@ func (s *Server) heartbeat(ctx context.Context, session *metalog.LivenessSession
 			case <-time.After(time.Second):
 			}
 		}
+	}
+}
+
+// revoke ends session, waiting at most a lease TTL: a node fenced while
+// etcd does not answer (its WAL was found sealed while its lease was in
+// doubt) goes on to stop its buckets; its lease expires by itself.
+func (s *Server) revoke(ctx context.Context, session *metalog.LivenessSession) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL)
+	defer cancel()
+	if err := session.Revoke(ctx); err != nil {
+		s.logger.Warn("revoking the liveness lease failed; it expires by itself", "err", err)
 	}
 }
 

@@ -122,6 +122,7 @@ type Node struct {
 	wal    *wal
 
 	flushKick chan struct{}
+	probeMu   probeState // probe.go
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 

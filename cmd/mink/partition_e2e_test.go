@@ -331,8 +331,33 @@ func TestEtcdQuorumLoss(t *testing.T) {
 		m.cmd.Process.Signal(syscall.SIGSTOP)
 	}
 	lostAt := h.now()
+	lostWall := time.Now()
 	t.Logf("etcd members 2 and 3 stopped at %v", lostAt)
-	time.Sleep(6 * time.Second)
+
+	// The lease is renewed every third of the TTL (2 s). etcd's leader
+	// goes on granting renewals until its election timeout (1 s) tells it
+	// the quorum is gone; past that plus the TTL no node can be sure of its
+	// lease, so nothing is acknowledged after it (give or take one write)
+	// until quorum is back.
+	const leaseTTL, slack = 2*time.Second + time.Second, 300 * time.Millisecond
+	// Past every lease, reads of what was acknowledged go on through every
+	// node: each leader proves that no takeover began (its WAL is not
+	// sealed) before it answers.
+	time.Sleep(time.Until(lostWall.Add(leaseTTL + slack)))
+	cs := conns{}
+	for i, n := range c.nodes {
+		start := time.Now()
+		ids, err := sqlRead(c, h, cs, n, "q", 100+i, 5*time.Second)
+		if err != nil {
+			t.Fatalf("read through node %d while etcd had no quorum: %v", i+1, err)
+		}
+		t.Logf("read through node %d while etcd had no quorum: %d rows in %v", i+1, len(ids), time.Since(start).Round(time.Millisecond))
+	}
+	cs.closeAll()
+	if d := time.Since(lostWall); d > 6*time.Second {
+		t.Fatalf("the reads without quorum took until %v after the loss; the test needs them inside 6s", d)
+	}
+	time.Sleep(time.Until(lostWall.Add(6 * time.Second)))
 	for _, m := range c.members[1:] {
 		m.cmd.Process.Signal(syscall.SIGCONT)
 	}
@@ -359,12 +384,6 @@ func TestEtcdQuorumLoss(t *testing.T) {
 	t.Logf("first write acknowledged %v after quorum came back", firstAck-backAt)
 	w.haltAfter(t, 300)
 
-	// The lease is renewed every third of the TTL (2 s). etcd's leader
-	// goes on granting renewals until its election timeout (1 s) tells it
-	// the quorum is gone; past that plus the TTL no node can be sure of its
-	// lease, so nothing is acknowledged after it (give or take one write)
-	// until quorum is back.
-	const leaseTTL, slack = 2*time.Second + time.Second, 300 * time.Millisecond
 	during := 0
 	for _, o := range h.snapshot() {
 		if o.read || o.status != opOK {

@@ -120,6 +120,14 @@ func (l *Liveness) KeepAlive(ctx context.Context, node catalog.NodeID, info meta
 // second: a node cut off from etcd, or paused, went on serving for up to a
 // second after etcd had expired its lease and the coordinator could have
 // moved its buckets, which let it answer stale reads.
+//
+// Past that sure end the lease is in doubt, not lost: held is false, but
+// lost closes only when etcd answers that the lease is gone (or on stop).
+// Renewals go on meanwhile. A node that cannot reach etcd cannot know
+// whether etcd expired its lease (a partition) or merely cannot answer
+// (quorum loss, after which etcd's new leader extends every lease): it
+// acknowledges no write, proves each read (buckets, "in doubt"), and
+// re-registers only once etcd says the lease is gone.
 type leaseKeeper struct {
 	client *clientv3.Client
 	id     clientv3.LeaseID
@@ -141,9 +149,8 @@ func leaseMargin(ttl time.Duration) time.Duration { return ttl / 20 }
 func newLeaseKeeper(client *clientv3.Client, id clientv3.LeaseID, ttl time.Duration, granted time.Time) *leaseKeeper {
 	k := &leaseKeeper{client: client, id: id, ttl: ttl, base: granted, lost: make(chan struct{}), quit: make(chan struct{})}
 	k.until.Store(int64(ttl - leaseMargin(ttl)))
-	k.wg.Add(2)
+	k.wg.Add(1)
 	go func() { defer k.wg.Done(); k.renew() }()
-	go func() { defer k.wg.Done(); k.watch() }()
 	return k
 }
 
@@ -249,23 +256,6 @@ func (k *leaseKeeper) renewOnce(sent, wait time.Duration) bool {
 		return true
 	}
 	return false
-}
-
-// watch closes lost once the lease's sure end passes without a renewal
-// moving it.
-func (k *leaseKeeper) watch() {
-	for {
-		left := time.Duration(k.until.Load()) - k.now()
-		if left <= 0 {
-			k.lose()
-			return
-		}
-		select {
-		case <-k.quit:
-			return
-		case <-time.After(left):
-		}
-	}
 }
 
 // LiveNodes implements Liveness.

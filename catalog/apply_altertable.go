@@ -92,3 +92,48 @@ func applyRenameTable(v *View, r RenameTable) Outcome {
 	}
 	return Outcome{}
 }
+
+func applyRenameColumn(v *View, r RenameColumn) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "rename column of table %d: no such table", r.Table)
+	}
+	i := slices.IndexFunc(t.Spec.Columns, func(c Column) bool { return c.Name == r.From })
+	switch {
+	case i < 0:
+		return reject(ErrNotFound, "rename column %q of %q: no such column", r.From, t.Spec.Name)
+	case r.To == "":
+		return reject(ErrInvalid, "rename column %q of %q: empty name", r.From, t.Spec.Name)
+	case r.To == r.From:
+		return Outcome{}
+	case slices.ContainsFunc(t.Spec.Columns, func(c Column) bool { return c.Name == r.To }):
+		return reject(ErrExists, "rename column %q of %q to %q: the table has a column of that name", r.From, t.Spec.Name, r.To)
+	}
+	// New slices and maps: views handed out earlier share the old ones.
+	t.Spec.Columns = slices.Clone(t.Spec.Columns)
+	t.Spec.Columns[i].Name = r.To
+	rename := func(names []string) []string {
+		out := slices.Clone(names)
+		for j, n := range out {
+			if n == r.From {
+				out[j] = r.To
+			}
+		}
+		return out
+	}
+	t.Spec.PrimaryKey = rename(t.Spec.PrimaryKey)
+	t.Spec.BucketKey = rename(t.Spec.BucketKey)
+	if t.Spec.PartitionBy == r.From {
+		t.Spec.PartitionBy = r.To
+	}
+	if last, ok := t.Sequences[r.From]; ok {
+		seqs := make(map[string]int64, len(t.Sequences))
+		for k, n := range t.Sequences {
+			seqs[k] = n
+		}
+		delete(seqs, r.From)
+		seqs[r.To] = last
+		t.Sequences = seqs
+	}
+	return Outcome{}
+}

@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindRenameView
+	maxKnownKind           = KindRenameColumn
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -69,6 +69,7 @@ var kindNames = map[Kind]string{
 	KindCreateView:           "CreateView",
 	KindDropView:             "DropView",
 	KindRenameView:           "RenameView",
+	KindRenameColumn:         "RenameColumn",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -180,6 +181,8 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[DropView](kind, body)
 	case KindRenameView:
 		return decodeRecordBody[RenameView](kind, body)
+	case KindRenameColumn:
+		return decodeRecordBody[RenameColumn](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)

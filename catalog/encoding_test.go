@@ -215,6 +215,7 @@ func sampleRecords() []catalog.Record {
 			Query: "SELECT id FROM t", Relations: []catalog.ViewRelation{{Name: "t", ID: 1}}}, Owner: 16384, Replace: true},
 		catalog.DropView{Views: []catalog.TableID{13, 14}},
 		catalog.RenameView{View: 13, Name: "w"},
+		catalog.RenameColumn{Table: 12, From: "v", To: "w"},
 		catalog.SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}
 }

@@ -53,6 +53,7 @@ const (
 	KindCreateView           Kind = 30
 	KindDropView             Kind = 31
 	KindRenameView           Kind = 32
+	KindRenameColumn         Kind = 33
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -386,6 +387,21 @@ type RenameTable struct {
 	Name  string  `json:"name"`
 }
 
+// RenameColumn renames Table's column From to To (ALTER TABLE … RENAME
+// COLUMN). Everything that names the column follows it in the one record:
+// the column, the primary key, the bucket key, the partition column and
+// the column's sequence. Stored rows are untouched: stream batches and KV
+// rows hold columns by position, and the lake maps its files' columns to
+// the table's by Iceberg field id. Renaming a column to its own name
+// changes nothing. Rejected with ErrNotFound for an unknown table or
+// column, ErrExists when the table has another column named To, and
+// ErrInvalid for an empty name.
+type RenameColumn struct {
+	Table TableID `json:"table"`
+	From  string  `json:"from"`
+	To    string  `json:"to"`
+}
+
 // CommitGroupOffsets records the committed offsets of a Kafka consumer group
 // (OffsetCommit). A topic is a log table, by name; a partition is the index
 // of a bucket in View.TopicBuckets. Each offset replaces the group's offset of
@@ -482,5 +498,6 @@ func (AddColumn) Kind() Kind            { return KindAddColumn }
 func (TruncateTable) Kind() Kind        { return KindTruncateTable }
 func (SetColumnDefault) Kind() Kind     { return KindSetColumnDefault }
 func (RenameTable) Kind() Kind          { return KindRenameTable }
+func (RenameColumn) Kind() Kind         { return KindRenameColumn }
 func (CommitGroupOffsets) Kind() Kind   { return KindCommitGroupOffsets }
 func (DeleteGroupOffsets) Kind() Kind   { return KindDeleteGroupOffsets }

@@ -141,6 +141,8 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyDropView(v, r)
 	case RenameView:
 		return applyRenameView(v, r)
+	case RenameColumn:
+		return applyRenameColumn(v, r)
 	case CommitGroupOffsets:
 		return applyCommitGroupOffsets(v, r)
 	case DeleteGroupOffsets:
@@ -185,7 +187,7 @@ func recordValue(rec Record) (Record, error) {
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
 		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, RenameTable, CommitGroupOffsets, DeleteGroupOffsets,
 		CreateRole, AlterRole, DropRole, GrantRole, GrantTable, SetTableOwner, SetClusterKey,
-		CreateView, DropView, RenameView:
+		CreateView, DropView, RenameView, RenameColumn:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)

@@ -730,6 +730,10 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 			r.Views = append(r.Views, pickRelation())
 		}
 		rec = r
+	case catalog.KindRenameColumn:
+		id, _ := pickTable()
+		names := []string{"id", "v", "dt", "x", ""}
+		rec = catalog.RenameColumn{Table: id, From: names[rng.IntN(4)], To: names[rng.IntN(5)]}
 	case catalog.KindRenameView:
 		rec = catalog.RenameView{View: pickRelation(), Name: fmt.Sprintf("%s%d", []string{"t", "v"}[rng.IntN(2)], rng.IntN(6))}
 	case catalog.KindSetClusterKey:

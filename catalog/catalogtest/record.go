@@ -66,6 +66,7 @@ func parseObject(a *recordArgs, o string, stream catalog.StreamID, epoch uint64)
 //	grant-table tables=(1, 4) grantee=16384|public privileges=(SELECT, INSERT | ALL | NONE) [revoke=true]
 //	set-table-owner table=1 owner=16384
 //	rename-table table=1 name=u
+//	rename-column table=1 from=a to=b
 //	create-view name=v cols=(a bigint, b text) query=q [rels=(t=1, u=4)] [owner=16384] [replace=true]
 //	drop-view views=(7, 8)
 //	rename-view view=7 name=w
@@ -229,6 +230,8 @@ func ParseRecord(line string) (catalog.Record, error) {
 			}
 		}
 		rec = r
+	case "rename-column":
+		rec = catalog.RenameColumn{Table: catalog.TableID(a.uint("table")), From: a.str("from"), To: a.str("to")}
 	case "rename-view":
 		rec = catalog.RenameView{View: catalog.TableID(a.uint("view")), Name: a.str("name")}
 	case "set-column-default":

@@ -68,7 +68,7 @@ func (s *session) applyPendingDrop(ctx context.Context, name string) error {
 
 // undoDDL is how ROLLBACK undoes one statement of the block that took
 // effect at once: a CREATE TABLE by dropping the table, an ALTER TABLE …
-// RENAME by renaming it back.
+// RENAME [COLUMN] by renaming it back.
 type undoDDL struct {
 	table catalog.TableID
 	// renamedFrom is the name a RENAME took from the table; "" for a
@@ -79,6 +79,9 @@ type undoDDL struct {
 	// dropped the drop of the view dropped was (views.go).
 	view    bool
 	dropped *catalog.SQLView
+	// column: the statement an ALTER TABLE … RENAME COLUMN of the table's
+	// column renamedFrom to column (rename.go).
+	column string
 }
 
 // dropInTx records DROP TABLE of t in the open block: a table the block
@@ -168,6 +171,13 @@ func (s *session) rollbackDDL(ctx context.Context, keep int) {
 		s.tx.undo = s.tx.undo[:len(s.tx.undo)-1]
 		if u.view {
 			s.rollbackViewDDL(ctx, u, remap)
+			continue
+		}
+		if u.column != "" {
+			rc := catalog.RenameColumn{Table: u.table, From: u.column, To: u.renamedFrom}
+			if _, err := s.f.cfg.Meta.Propose(ctx, rc); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+				s.f.cfg.Logger.Warn("rollback: could not rename a column back", "table", u.table, "column", u.column, "name", u.renamedFrom, "err", err)
+			}
 			continue
 		}
 		if u.renamedFrom == "" {

@@ -213,9 +213,11 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 			}
 			return s.planRenameTable(ctx, n.RenameStmt)
 		}
-		if n.RenameStmt.RelationType == pg.ObjectType_OBJECT_TABLE {
-			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … RENAME COLUMN is not supported by mink",
-				Hint: "A table can be renamed, and columns added; columns cannot be dropped, retyped or renamed."}
+		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_COLUMN && n.RenameStmt.RelationType == pg.ObjectType_OBJECT_TABLE {
+			if s.isView(n.RenameStmt.Relation) {
+				return nil, unsupported("ALTER TABLE … RENAME COLUMN of a view is not supported by mink")
+			}
+			return s.planRenameColumn(n.RenameStmt)
 		}
 	case *pg.Node_CreateSchemaStmt:
 		return s.planCreateSchema(n.CreateSchemaStmt)

@@ -15,6 +15,7 @@ type (
 	A_Const_Sval            = pg.A_Const_Sval
 	A_Expr                  = pg.A_Expr
 	A_Indirection           = pg.A_Indirection
+	A_Star                  = pg.A_Star
 	Alias                   = pg.Alias
 	AlterRoleStmt           = pg.AlterRoleStmt
 	AlterTableStmt          = pg.AlterTableStmt
@@ -173,6 +174,7 @@ const (
 	LimitOption_LIMIT_OPTION_DEFAULT             = pg.LimitOption_LIMIT_OPTION_DEFAULT
 	MinMaxOp_IS_GREATEST                         = pg.MinMaxOp_IS_GREATEST
 	NullTestType_IS_NOT_NULL                     = pg.NullTestType_IS_NOT_NULL
+	ObjectType_OBJECT_COLUMN                     = pg.ObjectType_OBJECT_COLUMN
 	ObjectType_OBJECT_DATABASE                   = pg.ObjectType_OBJECT_DATABASE
 	ObjectType_OBJECT_ROLE                       = pg.ObjectType_OBJECT_ROLE
 	ObjectType_OBJECT_SCHEMA                     = pg.ObjectType_OBJECT_SCHEMA

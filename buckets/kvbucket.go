@@ -148,7 +148,7 @@ func (b *KVBucket) End() uint64 { return b.stream.End() }
 func (b *KVBucket) Codec() *kvcodec.Codec { return b.refreshCodec() }
 
 // refreshCodec returns the bucket's codec, first rebuilt from the catalog
-// view if the table has columns the codec lacks.
+// view if the table has columns the codec lacks or renamed one.
 func (b *KVBucket) refreshCodec() *kvcodec.Codec {
 	c := b.codec.Load()
 	if p := b.checked.Load(); p != nil {
@@ -162,20 +162,20 @@ func (b *KVBucket) refreshCodec() *kvcodec.Codec {
 	// the next call check again.
 	changed := b.m.cfg.Meta.Changed()
 	defer b.checked.Store(&changed)
-	ncols := 0
+	var cols []catalog.Column
 	b.m.cfg.Meta.Read(func(v *catalog.View) {
 		if vb, ok := v.Buckets[b.id]; ok {
 			if t, ok := v.Tables[vb.Table]; ok {
-				ncols = len(t.Spec.Columns)
+				cols = t.Spec.Columns
 			}
 		}
 	})
-	if ncols <= c.NumColumns() {
+	if !codecBehind(c, cols) {
 		return c
 	}
 	b.codecMu.Lock()
 	defer b.codecMu.Unlock()
-	if c = b.codec.Load(); ncols <= c.NumColumns() {
+	if c = b.codec.Load(); !codecBehind(c, cols) {
 		return c
 	}
 	spec, ok := b.m.primaryKeySpec(b.id)
@@ -191,12 +191,27 @@ func (b *KVBucket) refreshCodec() *kvcodec.Codec {
 		}
 		return c
 	}
-	if newer.NumColumns() <= c.NumColumns() {
+	if newer.NumColumns() < c.NumColumns() {
 		return c
 	}
 	b.codec.Store(newer)
-	b.m.cfg.Logger.Info("primary-key bucket reads the table's added columns", "bucket", b.id, "columns", newer.NumColumns(), "was", c.NumColumns())
+	b.m.cfg.Logger.Info("primary-key bucket reads the table's new columns or names", "bucket", b.id, "columns", newer.NumColumns(), "was", c.NumColumns())
 	return newer
+}
+
+// codecBehind reports whether the table's columns cols (of a newer view)
+// hold a column c lacks, or rename one of c's (RENAME COLUMN: the rows
+// keep their bytes, the codec's schema takes the new name).
+func codecBehind(c *kvcodec.Codec, cols []catalog.Column) bool {
+	if len(cols) != c.NumColumns() {
+		return len(cols) > c.NumColumns()
+	}
+	for i, f := range c.Schema().Fields() {
+		if f.Name != cols[i].Name {
+			return true
+		}
+	}
+	return false
 }
 
 // catalogWait bounds how long a write or a changelog read holding columns

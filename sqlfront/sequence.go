@@ -28,9 +28,12 @@ import (
 // sequenceCache is the minimum number of values a node takes at once.
 const sequenceCache = 128
 
+// seqKey names a sequence in the cache by its column's position, which a
+// RENAME COLUMN keeps (the catalog moves the sequence to the new name), so
+// that a rename does not throw the cached values away.
 type seqKey struct {
 	table  catalog.TableID
-	column string
+	column int
 }
 
 // seqRange is the cached part of a range: next..last, allocated in the
@@ -48,7 +51,7 @@ type sequences struct {
 
 // nextValues returns n values of the sequence of table's column col.
 func (f *Frontend) nextValues(ctx context.Context, table *tableInfo, col string, n int) ([]int64, error) {
-	key := seqKey{table.id, col}
+	key := seqKey{table.id, table.colIdx[col]}
 	out := make([]int64, 0, n)
 	for len(out) < n {
 		f.seqs.mu.Lock()

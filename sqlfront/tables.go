@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -53,14 +54,12 @@ func newTableInfo(t *catalog.Table) (*tableInfo, error) {
 }
 
 // widen returns a stored batch of the table as a batch of all its current
-// columns: a batch written before ALTER TABLE … ADD COLUMN (or by a node
-// that had not seen it yet) lacks the added columns, which read as their
-// missing values (sqltypes.Widen). The result is a new reference.
+// columns under their current names: a batch written before ALTER TABLE …
+// ADD COLUMN (or by a node that had not seen it yet) lacks the added
+// columns, which read as their missing values, and one written before a
+// RENAME COLUMN has the old names (sqltypes.Widen). The result is a new
+// reference.
 func (t *tableInfo) widen(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if int(rec.NumCols()) == len(t.cols) {
-		rec.Retain()
-		return rec, nil
-	}
 	w, err := sqltypes.Widen(rec, t.cols, nil)
 	if err != nil {
 		return nil, fmt.Errorf("table %q: %w", t.name, err)
@@ -129,10 +128,11 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 	for _, t := range tables {
 		live[t.ID] = true
 		if rt, ok := r.views[t.ID]; ok {
-			if len(rt.info.cols) == len(t.Spec.Columns) && rt.info.name == t.Spec.Name {
+			if rt.info.name == t.Spec.Name && slices.EqualFunc(rt.info.cols, t.Spec.Columns, func(a sqltypes.Column, b catalog.Column) bool { return a.Name == b.Name }) {
 				continue
 			}
-			// ALTER TABLE … ADD COLUMN or RENAME: register the table anew.
+			// ALTER TABLE … ADD COLUMN, RENAME or RENAME COLUMN: register
+			// the table anew.
 			rt.release()
 			delete(r.views, t.ID)
 		}

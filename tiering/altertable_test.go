@@ -100,10 +100,14 @@ func (e *env) appendGrown(id catalog.TableID, bucket catalog.BucketID, width int
 }
 
 // scanGrown reads the four columns of the table with mink's lake reader;
-// cols are the ScanRequest's Columns.
+// cols are the ScanRequest's Columns, and, when all four are given, the
+// names asked for.
 func scanGrown(t *testing.T, e *env, r *LakeReader, id catalog.TableID, snapshot int64, cols []sqltypes.Column, filter ...Predicate) []grownRow {
 	t.Helper()
 	schema := sqltypes.Schema(alterSchema)
+	if len(cols) == len(alterSchema) {
+		schema = sqltypes.Schema(cols)
+	}
 	var out []grownRow
 	err := r.Scan(e.ctx, ScanRequest{Table: id, Snapshot: snapshot, Schema: schema, Columns: cols, Filter: filter}, func(rec arrow.RecordBatch) error {
 		if !rec.Schema().Equal(schema) {

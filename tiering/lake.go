@@ -145,7 +145,9 @@ func (l *Lake) open(ctx context.Context, id catalog.TableID, ls *lakeSchema) (*t
 	return l.Load(ctx, id)
 }
 
-// evolve brings the lake's current Iceberg schema up to ls: the columns
+// evolve brings the lake's current Iceberg schema up to ls, after giving
+// ls the lake's names of the table's columns (adoptLakeNames: a renamed
+// column keeps its name in the lake): the columns
 // ALTER TABLE added since the lake was last written are added as optional
 // fields with new field ids (after the ids of every earlier schema: Iceberg's
 // last-column-id), placed before __bucket and __offset, with the table's
@@ -161,6 +163,9 @@ func (l *Lake) open(ctx context.Context, id catalog.TableID, ls *lakeSchema) (*t
 // caught up, succeeds.
 func (l *Lake) evolve(ctx context.Context, id catalog.TableID, tbl *table.Table, ls *lakeSchema) (*table.Table, error) {
 	cur := tbl.Schema()
+	if err := ls.adoptLakeNames(cur); err != nil {
+		return nil, fmt.Errorf("the lake of table %d: %w", id, err)
+	}
 	for _, f := range cur.Fields() {
 		if _, ok := ls.column(f.Name); !ok {
 			return nil, fmt.Errorf("%w: the lake of table %d has column %q, which this node's catalog view does not have yet", ErrLakeConflict, id, f.Name)

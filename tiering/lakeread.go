@@ -136,6 +136,10 @@ func (r *LakeReader) Scan(ctx context.Context, req ScanRequest, fn func(arrow.Re
 	if err != nil {
 		return err
 	}
+	if lake, asked, ok := req.inLakeNames(meta.CurrentSchema()); ok {
+		// Columns renamed since the lake got them (names.go).
+		req, fn = lake, toAsked(asked, fn)
+	}
 	tbl := table.New(ident(req.Table), meta, "", r.fsys(), nil)
 	sch := snapshotSchema(meta, req.Snapshot)
 	cols := newLakeColumns(req, sch, meta)

@@ -2,6 +2,7 @@ package sqltypes
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -16,8 +17,10 @@ import (
 
 // MissingText returns the text form in which the catalog stores the value
 // a[i] as a column's missing value: Arrow's ValueStr, which FillArray reads
-// back exactly for every type of this package.
-func MissingText(a arrow.Array, i int) string { return a.ValueStr(i) }
+// back exactly for every type of this package. The text is a copy: a
+// string array's ValueStr shares the array's buffer, which the caller may
+// release (a DuckDB result's is freed and reused at once).
+func MissingText(a arrow.Array, i int) string { return strings.Clone(a.ValueStr(i)) }
 
 // FillArray returns an array of t's Arrow type holding n copies of the
 // value whose MissingText is text, or n nulls when text is nil.

@@ -119,3 +119,19 @@ func TestWiden(t *testing.T) {
 		t.Fatal("a batch with more columns than the table was widened")
 	}
 }
+
+// TestMissingTextOwnsItsBytes: the text of a string value outlives the
+// array's buffer (a DuckDB result's is reused once released; a missing
+// value read from it held other rows' bytes).
+func TestMissingTextOwnsItsBytes(t *testing.T) {
+	data := []byte("m")
+	offsets := []int32{0, 1}
+	a := array.NewStringData(array.NewData(arrow.BinaryTypes.String, 1,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets)), memory.NewBufferBytes(data)}, nil, 0, 0))
+	defer a.Release()
+	text := MissingText(a, 0)
+	data[0] = 0xaa
+	if text != "m" {
+		t.Fatalf("MissingText = %q after its array's buffer changed, want %q", text, "m")
+	}
+}

@@ -2,17 +2,19 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// A rename and a CREATE TABLE … AS across a three-node cluster: a node
-// that was killed with SIGKILL before them sees the new names when it
-// comes back, every node reads the same rows under them, and a Kafka
-// consumer group that committed offsets on the old topic name goes on
-// from them under the new one.
+// A rename of a table and of a column, and a CREATE TABLE … AS, across a
+// three-node cluster: a node that was killed with SIGKILL before them sees
+// the new names when it comes back, every node reads the same rows under
+// them, and a Kafka consumer group that committed offsets on the old topic
+// name goes on from them under the new one, its records' JSON under the
+// new column name.
 func TestRenameTableCluster(t *testing.T) {
 	c := newTestCluster(t, clusterOpts{})
 	c.startAll()
@@ -59,6 +61,7 @@ func TestRenameTableCluster(t *testing.T) {
 	down.kill()
 	for _, q := range []string{
 		"ALTER TABLE ev RENAME TO ev_2024",
+		"ALTER TABLE ev_2024 RENAME COLUMN v TO label",
 		"CREATE TABLE ev AS SELECT id FROM ev_2024 WHERE id <= 10",
 	} {
 		if _, err := first.Exec(ctx, q); err != nil {
@@ -92,7 +95,7 @@ func TestRenameTableCluster(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	var sum int64
-	if err := conn.QueryRow(ctx, "SELECT sum(id) FROM ev_2024 WHERE v = 'v' || id").Scan(&sum); err != nil || sum != 90*91/2 {
+	if err := conn.QueryRow(ctx, "SELECT sum(id) FROM ev_2024 WHERE label = 'v' || id").Scan(&sum); err != nil || sum != 90*91/2 {
 		t.Fatalf("node 3: sum of ev_2024's ids %d, %v; want %d", sum, err, 90*91/2)
 	}
 
@@ -108,6 +111,9 @@ func TestRenameTableCluster(t *testing.T) {
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			rest++
+			if !strings.Contains(string(r.Value), `"label":`) {
+				t.Errorf("record value %s, want the column under its new name label", r.Value)
+			}
 			if _, ok := firstSeen[r.Partition]; !ok {
 				firstSeen[r.Partition] = r.Offset
 			}

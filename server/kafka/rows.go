@@ -44,9 +44,11 @@ type shape struct {
 	partCol int
 }
 
-// shapes caches each table's shape: a view's *catalog.Table is never
-// mutated, so a shape is reused for as long as the view holds the same
-// table value (until the table's next change).
+// shapes caches each table's shape, for as long as the table's name and
+// columns stay as they were: the metadata log applies records to the live
+// view in place, and every change of a table's columns (ADD COLUMN, RENAME
+// COLUMN, SET DEFAULT) gives it a new Columns slice (catalog
+// apply_altertable.go), so the slice's identity says whether they changed.
 type shapes struct {
 	mu    sync.Mutex
 	cache map[catalog.TableID]shapeEntry
@@ -54,14 +56,24 @@ type shapes struct {
 
 type shapeEntry struct {
 	table *catalog.Table
+	name  string
+	cols  []catalog.Column
 	shape *shape
 }
 
+// current reports whether e was made from t as it is now.
+func (e shapeEntry) current(t *catalog.Table) bool {
+	return e.table == t && e.name == t.Spec.Name && len(e.cols) == len(t.Spec.Columns) &&
+		(len(e.cols) == 0 || &e.cols[0] == &t.Spec.Columns[0])
+}
+
+// of returns the shape of t. REQUIRES: the caller reads the view t is of
+// (Meta.Read).
 func (c *shapes) of(t *catalog.Table) (*shape, error) {
 	c.mu.Lock()
 	e, ok := c.cache[t.ID]
 	c.mu.Unlock()
-	if ok && e.table == t {
+	if ok && e.current(t) {
 		return e.shape, nil
 	}
 	sh, err := newShape(t)
@@ -75,7 +87,7 @@ func (c *shapes) of(t *catalog.Table) (*shape, error) {
 	if len(c.cache) > 10000 {
 		clear(c.cache) // dropped tables' entries
 	}
-	c.cache[t.ID] = shapeEntry{table: t, shape: sh}
+	c.cache[t.ID] = shapeEntry{table: t, name: t.Spec.Name, cols: t.Spec.Columns, shape: sh}
 	c.mu.Unlock()
 	return sh, nil
 }

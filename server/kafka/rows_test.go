@@ -179,3 +179,56 @@ func TestIntervals(t *testing.T) {
 	}
 	_ = sqltypes.Interval
 }
+
+// TestShapesFollowTableChanges: the metadata log changes a view's tables
+// in place; a cached shape is made again after ADD COLUMN, RENAME COLUMN
+// and RENAME TO, and reused while nothing changed.
+func TestShapesFollowTableChanges(t *testing.T) {
+	v := catalog.NewView()
+	index := v.Index
+	apply := func(rec catalog.Record) {
+		t.Helper()
+		index++
+		if out := catalog.Apply(v, index, rec); out.Err != nil {
+			t.Fatalf("%T: %v", rec, out.Err)
+		}
+	}
+	apply(catalog.CreateTable{Spec: catalog.TableSpec{Name: "ev", Buckets: 1, Columns: []catalog.Column{{Name: "id", Type: "bigint"}, {Name: "v", Type: "text"}}}})
+	tbl, ok := v.TableByName("ev")
+	if !ok {
+		t.Fatal("no table ev")
+	}
+	var c shapes
+	names := func() string {
+		t.Helper()
+		sh, err := c.of(tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, col := range sh.cols {
+			out = append(out, col.Name)
+		}
+		return sh.name + "(" + strings.Join(out, ",") + ")"
+	}
+	first, _ := c.of(tbl)
+	if again, _ := c.of(tbl); again != first {
+		t.Error("the shape of an unchanged table was made again")
+	}
+	for _, step := range []struct {
+		rec  catalog.Record
+		want string
+	}{
+		{nil, "ev(id,v)"},
+		{catalog.RenameColumn{Table: tbl.ID, From: "v", To: "label"}, "ev(id,label)"},
+		{catalog.AddColumn{Table: tbl.ID, Column: catalog.Column{Name: "n", Type: "integer"}}, "ev(id,label,n)"},
+		{catalog.RenameTable{Table: tbl.ID, Name: "ev2"}, "ev2(id,label,n)"},
+	} {
+		if step.rec != nil {
+			apply(step.rec)
+		}
+		if got := names(); got != step.want {
+			t.Errorf("after %T: shape %s, want %s", step.rec, got, step.want)
+		}
+	}
+}

@@ -24,22 +24,9 @@ func (s *session) planCopy(ctx context.Context, cs *pg.CopyStmt) (*stmt, error) 
 		return nil, &pgwire.Error{Code: pgwire.CodeInsufficientPrivilege, Message: "COPY to or from a server file or program is not allowed",
 			Hint: "Use COPY … FROM STDIN / TO STDOUT, or psql's \\copy."}
 	}
-	var opts pgwire.CopyOptions
-	for _, o := range cs.Options {
-		de := o.GetDefElem()
-		v := ""
-		if de.Arg != nil {
-			var err error
-			if de.Arg.GetList() != nil || de.Arg.GetAStar() != nil {
-				return nil, unsupported("COPY option %s with a column list is not supported", de.Defname)
-			}
-			if v, err = defElemValue(de); err != nil {
-				return nil, err
-			}
-		}
-		if err := opts.Set(de.Defname, v); err != nil {
-			return nil, err
-		}
+	opts, err := copyOptions(cs)
+	if err != nil {
+		return nil, err
 	}
 	if cs.Query != nil {
 		if cs.IsFrom {
@@ -109,6 +96,28 @@ func (s *session) planCopy(ctx context.Context, cs *pg.CopyStmt) (*stmt, error) 
 		sink := &copySink{s: s, table: table, targets: targets, fill: fill}
 		return pgwire.Result{CopyIn: &pgwire.CopyIn{Table: table.name, Columns: cols, Options: opts, Sink: sink}}, nil
 	}}, nil
+}
+
+// copyOptions are the options of a COPY statement.
+func copyOptions(cs *pg.CopyStmt) (pgwire.CopyOptions, error) {
+	var opts pgwire.CopyOptions
+	for _, o := range cs.Options {
+		de := o.GetDefElem()
+		v := ""
+		if de.Arg != nil {
+			var err error
+			if de.Arg.GetList() != nil || de.Arg.GetAStar() != nil {
+				return opts, unsupported("COPY option %s with a column list is not supported", de.Defname)
+			}
+			if v, err = defElemValue(de); err != nil {
+				return opts, err
+			}
+		}
+		if err := opts.Set(de.Defname, v); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
 }
 
 func containsInt(xs []int, x int) bool {

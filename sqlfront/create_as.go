@@ -29,7 +29,7 @@ import (
 // SELECT or VALUES) into the table into names.
 func (s *session) planCreateTableAs(ctx context.Context, into *pg.IntoClause, query *pg.Node, ifNotExists bool) (*stmt, error) {
 	if into.Rel.Relpersistence == "t" {
-		return nil, unsupported("temporary tables are not supported")
+		return s.planCreateTempAs(ctx, into, query, ifNotExists)
 	}
 	if query.GetSelectStmt() == nil {
 		return nil, unsupported("CREATE TABLE … AS %s is not supported", statementName(query))

@@ -96,7 +96,7 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 		return nil, err
 	}
 	if cs.Relation.Relpersistence == "t" {
-		return nil, unsupported("temporary tables are not supported")
+		return s.planCreateTemp(ctx, cs)
 	}
 	if len(cs.InhRelations) > 0 {
 		return s.planCreatePartition(ctx, name, cs)

@@ -232,6 +232,9 @@ type sessionEnv struct{ s *session }
 func (s *session) env() translate.Env { return sessionEnv{s} }
 
 func (e sessionEnv) Table(rv *pg.RangeVar) ([]sqltypes.Column, uint32, bool) {
+	if t, ok := e.s.tempRel(rv); ok {
+		return t.Columns, 0, true
+	}
 	ti, err := e.s.lookupTable(rv)
 	if err != nil {
 		return nil, 0, false

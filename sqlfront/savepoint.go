@@ -30,6 +30,7 @@ type savepoint struct {
 	local    map[string]string // settings.tx.session
 	undo     int               // len(tx.undo)
 	dropped  int               // len(tx.dropped)
+	temp     int               // the temporary tables' undo position
 }
 
 // txBucketState is a copy of a txBucket's overlay. The rows themselves are
@@ -44,7 +45,7 @@ type txBucketState struct {
 
 func (s *session) takeSavepoint(name string) savepoint {
 	sp := savepoint{name: name, pending: len(s.tx.pending), settings: maps.Clone(s.settings.values), local: maps.Clone(s.settings.tx.session),
-		undo: len(s.tx.undo), dropped: len(s.tx.dropped)}
+		undo: len(s.tx.undo), dropped: len(s.tx.dropped), temp: s.temps.Savepoint()}
 	s.tx.kv.mu.Lock()
 	defer s.tx.kv.mu.Unlock()
 	sp.tables = maps.Clone(s.tx.kv.tables)
@@ -91,6 +92,9 @@ func (s *session) rollbackTo(ctx context.Context, sp savepoint) {
 	s.settings.tx.session = maps.Clone(sp.local)
 
 	s.rollbackDDL(ctx, min(sp.undo, len(s.tx.undo)))
+	if err := s.temps.RollbackTo(ctx, sp.temp); err != nil {
+		s.f.cfg.Logger.Warn("temporary tables: ROLLBACK TO SAVEPOINT", "err", err)
+	}
 	s.tx.dropped = s.tx.dropped[:min(sp.dropped, len(s.tx.dropped))]
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/minkdb/mink/access"
 	"github.com/minkdb/mink/sqlfront/engine"
 	"github.com/minkdb/mink/sqlfront/pgwire"
+	"github.com/minkdb/mink/sqlfront/temptable"
 )
 
 // txState is a session's transaction block state.
@@ -50,6 +51,8 @@ type session struct {
 	tables   *tableRegistry
 	// catalog is the session's emulated pg_catalog (pgcatalog.go).
 	catalog catalogState
+	// temps are the session's temporary tables (temp.go).
+	temps *temptable.Set
 }
 
 var (
@@ -60,6 +63,7 @@ var (
 func newSession(f *Frontend, conn *engine.Conn, info pgwire.SessionInfo) *session {
 	s := &session{f: f, conn: conn, info: info, settings: newSettings(info), tx: txState{status: pgwire.TxIdle}}
 	s.tables = newTableRegistry(s)
+	s.temps = temptable.NewSet(conn)
 	return s
 }
 
@@ -131,6 +135,9 @@ func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs
 
 // planStatement is plan once the views node reads are expanded.
 func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (*stmt, error) {
+	if st, ok, err := s.planTempStatement(ctx, sql, node, paramOIDs); ok {
+		return st, err
+	}
 	switch n := node.Node.(type) {
 	case *pg.Node_TransactionStmt:
 		return s.planTransaction(n.TransactionStmt)
@@ -354,6 +361,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 				res.Notices = append(res.Notices, &pgwire.Error{Severity: "WARNING", Code: "25001", Message: "there is already a transaction in progress"})
 			default:
 				s.tx.status = pgwire.TxInBlock
+				s.temps.Begin()
 			}
 			return res, nil
 		}}, nil
@@ -365,6 +373,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			case pgwire.TxFailed:
 				s.endSettingsTx(ctx, false)
 				s.rollbackDDL(ctx, 0)
+				s.endTempTx(ctx, false)
 				s.endTx()
 				return pgwire.Result{Tag: "ROLLBACK"}, nil
 			}
@@ -373,6 +382,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			dropped := s.tx.dropped
 			before, after, kvs := splitTruncated(pending, kvs, kvTables, dropped)
 			s.endSettingsTx(ctx, true)
+			s.endTempTx(ctx, true)
 			s.endTx()
 			if err := s.applyWrites(ctx, before); err != nil {
 				releaseWrites(after)
@@ -398,6 +408,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			}
 			s.endSettingsTx(ctx, false)
 			s.rollbackDDL(ctx, 0)
+			s.endTempTx(ctx, false)
 			s.endTx()
 			return pgwire.Result{Tag: "ROLLBACK"}, nil
 		}}, nil

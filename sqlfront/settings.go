@@ -460,14 +460,22 @@ func (s *session) planDiscard(d *pg.DiscardStmt) (*stmt, error) {
 			if s.tx.status != pgwire.TxIdle {
 				return errorf(pgwire.CodeActiveSQLTransaction, "DISCARD ALL cannot run inside a transaction block")
 			}
-			return s.resetAll(ctx)
+			if err := s.resetAll(ctx); err != nil {
+				return err
+			}
+			return s.temps.DropAll(ctx)
 		}), nil
 	case pg.DiscardMode_DISCARD_PLANS:
 		return s.tagOnly("DISCARD PLANS", func(ctx context.Context) error { return nil }), nil
 	case pg.DiscardMode_DISCARD_SEQUENCES:
 		return s.tagOnly("DISCARD SEQUENCES", func(ctx context.Context) error { return nil }), nil
 	case pg.DiscardMode_DISCARD_TEMP:
-		return s.tagOnly("DISCARD TEMP", func(ctx context.Context) error { return nil }), nil
+		return s.tagOnly("DISCARD TEMP", func(ctx context.Context) error {
+			if s.tx.status != pgwire.TxIdle {
+				return errorf(pgwire.CodeActiveSQLTransaction, "DISCARD TEMP cannot run inside a transaction block")
+			}
+			return s.temps.DropAll(ctx)
+		}), nil
 	}
 	return nil, unsupported("DISCARD")
 }

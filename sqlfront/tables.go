@@ -89,6 +89,8 @@ type tableRegistry struct {
 	s *session
 	// index is the metadata index the registrations were made at.
 	index uint64
+	// temps is the temporary tables' Generation at the last sync.
+	temps uint64
 	// views maps table ids to their registration.
 	views map[catalog.TableID]*registeredTable
 	// partitions, when set for a statement, restricts the scans of a
@@ -115,7 +117,7 @@ func newTableRegistry(s *session) *tableRegistry {
 // sync registers new tables and releases dropped ones.
 func (r *tableRegistry) sync(ctx context.Context) error {
 	index := r.s.f.cfg.Meta.AppliedIndex()
-	if index == r.index && r.index != 0 {
+	if index == r.index && r.index != 0 && r.temps == r.s.temps.Generation() {
 		return nil
 	}
 	var tables []*catalog.Table
@@ -126,6 +128,10 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 	})
 	live := map[catalog.TableID]bool{}
 	for _, t := range tables {
+		if _, ok := r.s.temps.Lookup(t.Spec.Name); ok {
+			// Hidden by the session's temporary table (temp.go).
+			continue
+		}
 		live[t.ID] = true
 		if rt, ok := r.views[t.ID]; ok {
 			if rt.info.name == t.Spec.Name && slices.EqualFunc(rt.info.cols, t.Spec.Columns, func(a sqltypes.Column, b catalog.Column) bool { return a.Name == b.Name }) {
@@ -155,7 +161,7 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 			delete(r.views, id)
 		}
 	}
-	r.index = index
+	r.index, r.temps = index, r.s.temps.Generation()
 	return nil
 }
 

@@ -20,7 +20,7 @@ var layers = [][]string{
 	// The pure metadata state machine, codecs and protocol layers that
 	// depend only on leaves.
 	{"catalog", "kv/kvcodec", "internal/sweep", "objstore/objstoretest", "sqlfront/pgwire", "sqlfront/engine",
-		"sqlfront/pgtree"},
+		"sqlfront/pgtree", "sqlfront/temptable"},
 	// What reads a catalog.View or writes objects: decisions, the metadata
 	// log's driver, identities, KV tablets, streams; the public client.
 	{"catalog/catalogtest", "plan", "metalog", "access", "kv", "buckets/s3stream", "client",

@@ -86,6 +86,10 @@ type duckdbError struct {
 // parser errors, which are "Parser Error: {json}").
 var prefixRE = regexp.MustCompile(`^([A-Za-z][A-Za-z ]*?) Error: `)
 
+// noColumnRE matches DuckDB's error for an INSERT's target column a table
+// does not have.
+var noColumnRE = regexp.MustCompile(`^Table "([^"]*)" does not have a column with name "([^"]*)"`)
+
 // parseDuckDBError splits DuckDB's error text into its parts.
 func parseDuckDBError(text string) duckdbError {
 	var de duckdbError
@@ -217,6 +221,9 @@ func classify(de duckdbError, msg string) (code, message string) {
 		}
 		return CodeUndefinedObject, msg
 	case "Binder":
+		if m := noColumnRE.FindStringSubmatch(msg); m != nil {
+			return CodeUndefinedColumn, fmt.Sprintf("column %q of relation %q does not exist", m[2], m[1])
+		}
 		switch {
 		case de.Subtype == "COLUMN_NOT_FOUND" || strings.HasPrefix(msg, "Referenced column") ||
 			strings.Contains(msg, "does not have a column named"):

@@ -7,6 +7,7 @@ import pg "github.com/pganalyze/pg_query_go/v6"
 // walks and builds; a name missing here is added here, next to its kind.
 
 type (
+	OnCommitAction          = pg.OnCommitAction
 	A_ArrayExpr             = pg.A_ArrayExpr
 	A_Const                 = pg.A_Const
 	A_Const_Boolval         = pg.A_Const_Boolval
@@ -174,6 +175,8 @@ const (
 	LimitOption_LIMIT_OPTION_DEFAULT             = pg.LimitOption_LIMIT_OPTION_DEFAULT
 	MinMaxOp_IS_GREATEST                         = pg.MinMaxOp_IS_GREATEST
 	NullTestType_IS_NOT_NULL                     = pg.NullTestType_IS_NOT_NULL
+	OnCommitAction_ONCOMMIT_DELETE_ROWS          = pg.OnCommitAction_ONCOMMIT_DELETE_ROWS
+	OnCommitAction_ONCOMMIT_DROP                 = pg.OnCommitAction_ONCOMMIT_DROP
 	ObjectType_OBJECT_COLUMN                     = pg.ObjectType_OBJECT_COLUMN
 	ObjectType_OBJECT_DATABASE                   = pg.ObjectType_OBJECT_DATABASE
 	ObjectType_OBJECT_ROLE                       = pg.ObjectType_OBJECT_ROLE

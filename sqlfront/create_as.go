@@ -27,10 +27,9 @@ import (
 
 // planCreateTableAs plans a CREATE TABLE … AS or SELECT … INTO: query (a
 // SELECT or VALUES) into the table into names.
-func (s *session) planCreateTableAs(ctx context.Context, into *pg.IntoClause, query *pg.Node, ifNotExists bool) (*stmt, error) {
-	if into.Rel.Relpersistence == "t" {
-		return s.planCreateTempAs(ctx, into, query, ifNotExists)
-	}
+// intoColumns are the columns of the table CREATE TABLE … AS (or SELECT
+// … INTO) makes: the query's, under the names into gives them.
+func (s *session) intoColumns(ctx context.Context, into *pg.IntoClause, query *pg.Node) ([]sqltypes.Column, error) {
 	if query.GetSelectStmt() == nil {
 		return nil, unsupported("CREATE TABLE … AS %s is not supported", statementName(query))
 	}
@@ -43,8 +42,7 @@ func (s *session) planCreateTableAs(ctx context.Context, into *pg.IntoClause, qu
 	if len(into.ColNames) > len(q.columns) {
 		return nil, errorf(pgwire.CodeSyntaxError, "too many column names were specified")
 	}
-	var def strings.Builder
-	def.WriteString("CREATE TABLE t (")
+	cols := make([]sqltypes.Column, len(q.columns))
 	for i, c := range q.columns {
 		name := c.Name
 		if i < len(into.ColNames) {
@@ -54,10 +52,26 @@ func (s *session) planCreateTableAs(ctx context.Context, into *pg.IntoClause, qu
 		if !ok {
 			return nil, unsupported("column %q of the query has a type a table cannot store (type OID %d)", name, c.TypeOID)
 		}
+		cols[i] = sqltypes.Column{Name: name, Type: typ}
+	}
+	return cols, nil
+}
+
+func (s *session) planCreateTableAs(ctx context.Context, into *pg.IntoClause, query *pg.Node, ifNotExists bool) (*stmt, error) {
+	if into.Rel.Relpersistence == "t" {
+		return s.planCreateTempAs(ctx, into, query, ifNotExists)
+	}
+	cols, err := s.intoColumns(ctx, into, query)
+	if err != nil {
+		return nil, err
+	}
+	var def strings.Builder
+	def.WriteString("CREATE TABLE t (")
+	for i, c := range cols {
 		if i > 0 {
 			def.WriteString(", ")
 		}
-		def.WriteString(quoteIdent(name) + " " + typ.Name())
+		def.WriteString(quoteIdent(c.Name) + " " + c.Type.Name())
 	}
 	def.WriteString(")")
 	tree, err := pg.Parse(def.String())

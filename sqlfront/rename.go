@@ -30,16 +30,9 @@ func (s *session) planRenameTable(ctx context.Context, rs *pg.RenameStmt) (*stmt
 		return nil, errorf(codeReservedName, "table names ending in %q are reserved for changelogs", changelogSuffix)
 	}
 	return s.tagWithNotices("ALTER TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {
-		t, err := s.lookupTable(rs.Relation)
-		if err != nil {
-			var we *pgwire.Error
-			if rs.MissingOk && errors.As(err, &we) && we.Code == pgwire.CodeUndefinedTable {
-				return []*pgwire.Error{notice(pgwire.CodeSuccessfulCompletion, "relation %q does not exist, skipping", name)}, nil
-			}
-			return nil, err
-		}
-		if err := s.checkPrivileges(ctx, []tableNeed{{table: t.name, owner: true}}); err != nil {
-			return nil, err
+		t, skipped, err := s.renamedTable(ctx, rs, name)
+		if t == nil {
+			return skipped, err
 		}
 		if to == t.name {
 			return nil, errorf(pgwire.CodeDuplicateTable, "relation %q already exists", to)
@@ -63,6 +56,24 @@ func (s *session) planRenameTable(ctx context.Context, rs *pg.RenameStmt) (*stmt
 	}), nil
 }
 
+// renamedTable looks up the table ALTER TABLE [IF EXISTS] name RENAME …
+// renames and checks that the session's role owns it; with IF EXISTS, a
+// missing table is nil and the notice that the statement skipped it.
+func (s *session) renamedTable(ctx context.Context, rs *pg.RenameStmt, name string) (*tableInfo, []*pgwire.Error, error) {
+	t, err := s.lookupTable(rs.Relation)
+	if err != nil {
+		var we *pgwire.Error
+		if rs.MissingOk && errors.As(err, &we) && we.Code == pgwire.CodeUndefinedTable {
+			return nil, []*pgwire.Error{notice(pgwire.CodeSuccessfulCompletion, "relation %q does not exist, skipping", name)}, nil
+		}
+		return nil, nil, err
+	}
+	if err := s.checkPrivileges(ctx, []tableNeed{{table: t.name, owner: true}}); err != nil {
+		return nil, nil, err
+	}
+	return t, nil, nil
+}
+
 // planRenameColumn plans ALTER TABLE [IF EXISTS] t RENAME [COLUMN] a TO b:
 // one catalog.RenameColumn record, so every node reads the old name or the
 // new one, never neither. Stored rows are not rewritten: stream batches
@@ -80,16 +91,9 @@ func (s *session) planRenameColumn(rs *pg.RenameStmt) (*stmt, error) {
 	}
 	from, to := rs.Subname, rs.Newname
 	return s.tagWithNotices("ALTER TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {
-		t, err := s.lookupTable(rs.Relation)
-		if err != nil {
-			var we *pgwire.Error
-			if rs.MissingOk && errors.As(err, &we) && we.Code == pgwire.CodeUndefinedTable {
-				return []*pgwire.Error{notice(pgwire.CodeSuccessfulCompletion, "relation %q does not exist, skipping", name)}, nil
-			}
-			return nil, err
-		}
-		if err := s.checkPrivileges(ctx, []tableNeed{{table: t.name, owner: true}}); err != nil {
-			return nil, err
+		t, skipped, err := s.renamedTable(ctx, rs, name)
+		if t == nil {
+			return skipped, err
 		}
 		if _, ok := t.colIdx[from]; !ok {
 			return nil, errorf(pgwire.CodeUndefinedColumn, "column %q does not exist", from)

@@ -301,28 +301,11 @@ func (s *session) planCreateTempAs(ctx context.Context, into *pg.IntoClause, que
 	if err != nil {
 		return nil, err
 	}
-	if query.GetSelectStmt() == nil {
-		return nil, unsupported("CREATE TABLE … AS %s is not supported", statementName(query))
-	}
-	_, _, q, err := s.planOwnText(ctx, query)
+	cols, err := s.intoColumns(ctx, into, query)
 	if err != nil {
 		return nil, err
 	}
-	if len(into.ColNames) > len(q.columns) {
-		return nil, errorf(pgwire.CodeSyntaxError, "too many column names were specified")
-	}
-	t := &temptable.Table{Name: name, OnCommit: onCommit}
-	for i, c := range q.columns {
-		col := c.Name
-		if i < len(into.ColNames) {
-			col = into.ColNames[i].GetString_().GetSval()
-		}
-		typ, ok := sqltypes.FromOID(c.TypeOID, c.TypeMod)
-		if !ok {
-			return nil, unsupported("column %q of the query has a type a table cannot store (type OID %d)", col, c.TypeOID)
-		}
-		t.Columns = append(t.Columns, sqltypes.Column{Name: col, Type: typ})
-	}
+	t := &temptable.Table{Name: name, OnCommit: onCommit, Columns: cols}
 	text, err := s.engineText(query)
 	if err != nil {
 		return nil, err

@@ -398,60 +398,60 @@ func tempOnCommit(oc pg.OnCommitAction) (temptable.OnCommit, error) {
 // planTempTruncate plans TRUNCATE of temporary tables (all the statement
 // names must be).
 func (s *session) planTempTruncate(ts *pg.TruncateStmt) (*stmt, bool, error) {
-	var names []string
-	for _, r := range ts.Relations {
-		if t, ok := s.tempRel(r.GetRangeVar()); ok {
-			names = append(names, t.Name)
-		}
+	rels := make([]*pg.RangeVar, len(ts.Relations))
+	for i, r := range ts.Relations {
+		rels[i] = r.GetRangeVar()
 	}
-	switch {
-	case len(names) == 0:
-		return nil, false, nil
-	case len(names) < len(ts.Relations):
-		return nil, true, unsupported("TRUNCATE of temporary and other tables in one statement is not supported by mink")
-	}
-	return s.tagOnly("TRUNCATE TABLE", func(ctx context.Context) error {
-		for _, name := range names {
-			if err := s.temps.BeforeWrite(ctx, name); err != nil {
-				return err
-			}
-			if err := s.conn.Exec(ctx, "DELETE FROM "+quoteIdent(name)); err != nil {
-				return err
-			}
+	return s.planOnTemps("TRUNCATE", rels, func(ctx context.Context, name string) error {
+		if err := s.temps.BeforeWrite(ctx, name); err != nil {
+			return err
 		}
-		return s.endTempStatement(ctx)
-	}), true, nil
+		return s.conn.Exec(ctx, "DELETE FROM "+quoteIdent(name))
+	})
 }
 
 // planTempDrop plans DROP TABLE of temporary tables (all the statement
 // names must be).
 func (s *session) planTempDrop(d *pg.DropStmt) (*stmt, bool, error) {
-	if d.RemoveType != pg.ObjectType_OBJECT_TABLE || s.temps == nil || s.temps.Len() == 0 {
+	if d.RemoveType != pg.ObjectType_OBJECT_TABLE {
 		return nil, false, nil
 	}
+	rels := make([]*pg.RangeVar, len(d.Objects))
+	for i, o := range d.Objects {
+		rels[i] = &pg.RangeVar{}
+		if items := o.GetList().GetItems(); len(items) > 0 {
+			rels[i].Relname = items[len(items)-1].GetString_().GetSval()
+			if len(items) == 2 {
+				rels[i].Schemaname = items[0].GetString_().GetSval()
+			}
+		}
+	}
+	return s.planOnTemps("DROP TABLE", rels, func(ctx context.Context, name string) error { return s.temps.Drop(ctx, name) })
+}
+
+// planOnTemps plans a statement (verb, also its tag) that does fn to each
+// of the temporary tables rels names; ok is false when rels names none, and
+// a statement naming temporary and other tables is refused.
+func (s *session) planOnTemps(verb string, rels []*pg.RangeVar, fn func(ctx context.Context, name string) error) (*stmt, bool, error) {
 	var names []string
-	for _, o := range d.Objects {
-		items := o.GetList().GetItems()
-		if len(items) == 0 {
-			continue
-		}
-		schema, name := "", items[len(items)-1].GetString_().GetSval()
-		if len(items) == 2 {
-			schema = items[0].GetString_().GetSval()
-		}
-		if t, ok := s.tempRel(&pg.RangeVar{Schemaname: schema, Relname: name}); ok {
+	for _, rv := range rels {
+		if t, ok := s.tempRel(rv); ok {
 			names = append(names, t.Name)
 		}
 	}
 	switch {
 	case len(names) == 0:
 		return nil, false, nil
-	case len(names) < len(d.Objects):
-		return nil, true, unsupported("DROP TABLE of temporary and other tables in one statement is not supported by mink")
+	case len(names) < len(rels):
+		return nil, true, unsupported("%s of temporary and other tables in one statement is not supported by mink", verb)
 	}
-	return s.tagOnly("DROP TABLE", func(ctx context.Context) error {
+	tag := verb
+	if verb == "TRUNCATE" {
+		tag = "TRUNCATE TABLE"
+	}
+	return s.tagOnly(tag, func(ctx context.Context) error {
 		for _, name := range names {
-			if err := s.temps.Drop(ctx, name); err != nil {
+			if err := fn(ctx, name); err != nil {
 				return err
 			}
 		}

@@ -101,6 +101,9 @@ func (s *session) planTempStatement(ctx context.Context, sql string, node *pg.No
 	if returning {
 		return nil, true, unsupported("RETURNING of a write to a temporary table is not supported by mink")
 	}
+	if node.GetInsertStmt() != nil {
+		node = withInsertColumns(node, t)
+	}
 	text, err := s.engineText(node)
 	if err != nil {
 		return nil, true, err
@@ -158,6 +161,27 @@ func (s *session) unqualifyTemp(node *pg.Node) *pg.Node {
 		}
 	})
 	return tree
+}
+
+// withInsertColumns returns an INSERT into t without a column list whose
+// VALUES rows are shorter than t's columns as one that names the leading
+// columns (PostgreSQL gives the others their defaults; the engine wants
+// a value for every column).
+func withInsertColumns(node *pg.Node, t *temptable.Table) *pg.Node {
+	ins := node.GetInsertStmt()
+	rows := ins.GetSelectStmt().GetSelectStmt().GetValuesLists()
+	if len(ins.Cols) > 0 || len(rows) == 0 {
+		return node
+	}
+	n := len(rows[0].GetList().GetItems())
+	if n >= len(t.Columns) {
+		return node
+	}
+	out := proto.Clone(node).(*pg.Node)
+	for _, c := range t.Columns[:n] {
+		out.GetInsertStmt().Cols = append(out.GetInsertStmt().Cols, &pg.Node{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Name: c.Name, Location: -1}}})
+	}
+	return out
 }
 
 // engineText is a statement as the engine runs it: translated as a query

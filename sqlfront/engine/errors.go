@@ -90,6 +90,14 @@ var prefixRE = regexp.MustCompile(`^([A-Za-z][A-Za-z ]*?) Error: `)
 // does not have.
 var noColumnRE = regexp.MustCompile(`^Table "([^"]*)" does not have a column with name "([^"]*)"`)
 
+// noUpdateColumnRE matches DuckDB's error for an UPDATE's SET of a column
+// the table does not have.
+var noUpdateColumnRE = regexp.MustCompile(`^Referenced update column (.+) not found in table!`)
+
+// insertValuesRE matches DuckDB's error for an INSERT whose rows have
+// another number of values than the table columns (m[1]) it writes.
+var insertValuesRE = regexp.MustCompile(`^table \S+ has (\d+) columns but (\d+) values were supplied`)
+
 // parseDuckDBError splits DuckDB's error text into its parts.
 func parseDuckDBError(text string) duckdbError {
 	var de duckdbError
@@ -223,6 +231,17 @@ func classify(de duckdbError, msg string) (code, message string) {
 	case "Binder":
 		if m := noColumnRE.FindStringSubmatch(msg); m != nil {
 			return CodeUndefinedColumn, fmt.Sprintf("column %q of relation %q does not exist", m[2], m[1])
+		}
+		if m := noUpdateColumnRE.FindStringSubmatch(msg); m != nil {
+			return CodeUndefinedColumn, fmt.Sprintf("column %q does not exist", m[1])
+		}
+		if m := insertValuesRE.FindStringSubmatch(msg); m != nil {
+			cols, _ := strconv.Atoi(m[1])
+			vals, _ := strconv.Atoi(m[2])
+			if vals > cols {
+				return CodeSyntaxError, "INSERT has more expressions than target columns"
+			}
+			return CodeSyntaxError, "INSERT has more target columns than expressions"
 		}
 		switch {
 		case de.Subtype == "COLUMN_NOT_FOUND" || strings.HasPrefix(msg, "Referenced column") ||

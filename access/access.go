@@ -327,7 +327,18 @@ func (g *Guard) IssueToken(id Identity) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return auth.SignToken(key, auth.Claims{Role: id.Name, Expires: g.cfg.Now().Add(g.cfg.TokenTTL)})
+	return auth.SignToken(key, auth.Claims{Role: id.Name, Expires: g.cfg.Now().Add(g.cfg.TokenTTL), Password: g.passwordStamp(key, id.Name)})
+}
+
+// passwordStamp is auth.PasswordStamp of role name's password now.
+func (g *Guard) passwordStamp(key []byte, name string) string {
+	var verifier string
+	g.cfg.Meta.Read(func(v *catalog.View) {
+		if r, ok := v.RoleByName(name); ok {
+			verifier = r.Verifier
+		}
+	})
+	return auth.PasswordStamp(key, verifier)
 }
 
 // TokenTTL is how long a token from IssueToken lasts.
@@ -344,8 +355,10 @@ func (g *Guard) ForwardToken(id Identity) (string, error) {
 }
 
 // Token checks a bearer token and returns who it is for. A token of a role
-// since dropped, renamed or denied LOGIN no longer works. In trust mode a
-// token naming no role acts as the bootstrap superuser, as a login would.
+// since dropped, renamed, denied LOGIN or given another password no longer
+// works (a node's short-lived forwarding token carries no password: the
+// request it forwards was authenticated). In trust mode a token naming no
+// role acts as the bootstrap superuser, as a login would.
 func (g *Guard) Token(token string) (Identity, error) {
 	key, err := g.clusterKey()
 	if err != nil {
@@ -356,7 +369,13 @@ func (g *Guard) Token(token string) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: %v", ErrAuthFailed, err)
 	}
 	id, _, err := g.Resolve(c.Role)
-	return id, err
+	if err != nil {
+		return Identity{}, err
+	}
+	if !c.Forwarded && c.Password != g.passwordStamp(key, c.Role) {
+		return Identity{}, fmt.Errorf("%w: the password of role %q changed after the token was issued", ErrAuthFailed, c.Role)
+	}
+	return id, nil
 }
 
 // IsSuperuser reports whether id is a superuser now.

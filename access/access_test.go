@@ -109,6 +109,27 @@ func TestGuard(t *testing.T) {
 	if _, err := g2.Token(forged); !errors.Is(err, ErrAuthFailed) {
 		t.Fatalf("forged token: %v", err)
 	}
+	// A new password ends the tokens issued before it (ALTER ROLE …
+	// PASSWORD), also the same password set again (a new salt); a token
+	// issued after it works.
+	v2, err := auth.NewVerifier("right")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier := v2.String()
+	propose(t, cat, catalog.AlterRole{Role: alice, Verifier: &verifier})
+	if _, err := g2.Token(tok); !errors.Is(err, ErrAuthFailed) {
+		t.Fatalf("token issued before the password changed: %v, want ErrAuthFailed", err)
+	}
+	if id, err := g2.Token(fwd); err != nil || id.Role != alice {
+		t.Fatalf("forwarding token after the password changed: %+v, %v", id, err)
+	}
+	if tok, err = g.IssueToken(Identity{Role: alice, Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := g2.Token(tok); err != nil || id.Role != alice {
+		t.Fatalf("token issued after the password changed: %+v, %v", id, err)
+	}
 	no := false
 	propose(t, cat, catalog.AlterRole{Role: alice, Login: &no})
 	if _, err := g2.Token(tok); !errors.Is(err, ErrAuthFailed) {

@@ -3,6 +3,7 @@ package auth
 import (
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,22 @@ type Claims struct {
 	// (Role is the client's); Node is that node.
 	Forwarded bool   `json:"fwd,omitempty"`
 	Node      uint64 `json:"node,omitempty"`
+	// Password is PasswordStamp of the role's password when the token
+	// was issued: a token stops working when the password changes.
+	Password string `json:"pw,omitempty"`
+}
+
+// PasswordStamp is what a token records of a role's password: an HMAC of
+// its SCRAM verifier's text under the cluster key, shortened (the token's
+// claims are readable by whoever holds it, so they hold nothing that
+// helps guess the password). "" for a role without a password.
+func PasswordStamp(key []byte, verifier string) string {
+	if verifier == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("mink password stamp\x00" + verifier))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:12])
 }
 
 // NewKey returns a random cluster key.

@@ -100,6 +100,19 @@ func TestFlightAuthClients(t *testing.T) {
 	}
 	mustExec(t, admin, "GRANT SELECT ON fa TO alice")
 
+	// A new password (the same one set again: a new salt) ends alice's
+	// token; a new handshake reads again.
+	mustExec(t, admin, "ALTER ROLE alice PASSWORD 'alice pw'")
+	if _, err := flightRows(alice, fc, "fa"); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("alice's token after ALTER ROLE … PASSWORD: %v, want Unauthenticated", err)
+	}
+	if alice, err = fc.AuthenticateBasicToken(ctx, "alice", "alice pw"); err != nil {
+		t.Fatalf("AuthenticateBasicToken as alice after the new password: %v", err)
+	}
+	if rows, err := flightRows(alice, fc, "fa"); err != nil || rows != 15 {
+		t.Fatalf("alice reads %d rows after a new handshake, %v; want 15", rows, err)
+	}
+
 	// pyarrow, unmodified: authenticate_basic_token, then get_flight_info
 	// and do_get with the token pair as a header.
 	python := filepath.Join(kafkaClientCache(t), "venv", "bin", "python")

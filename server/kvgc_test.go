@@ -86,18 +86,46 @@ func TestKVSnapshotLoopAndGC(t *testing.T) {
 	if len(snaps) != 2 || snaps[1].ID < 4 {
 		t.Fatalf("retained snapshots %+v: the snapshot loop did not run every interval", snaps)
 	}
-	// Old attempts' objects go: at most the two retained ones and an
-	// attempt in progress remain.
-	attempts := func() int {
+	// Old attempts go: no attempt older than the newest retained snapshot
+	// keeps its manifest unless it is retained. (Its directory may keep
+	// the files a retained snapshot reuses; attempts newer than the
+	// newest retained one, in progress or failed on a loaded machine,
+	// stay until a newer snapshot is retained.)
+	leftovers := func() []string {
+		var retained []catalog.KVSnapshot
+		n.Server.Catalog().Read(func(v *catalog.View) { retained = v.Buckets[id].Snapshots })
+		keep := map[string]bool{}
+		var newest [2]uint64
+		for _, s := range retained {
+			keep[fmt.Sprintf("%020d-%020d", s.LeaderEpoch, s.ID)] = true
+			if a := [2]uint64{s.LeaderEpoch, s.ID}; a[0] > newest[0] || (a[0] == newest[0] && a[1] > newest[1]) {
+				newest = a
+			}
+		}
 		entries, _ := os.ReadDir(filepath.Join(dataDir, "objects", "kv", fmt.Sprint(id)))
-		return len(entries)
+		var old []string
+		for _, e := range entries {
+			var epoch, aid uint64
+			if _, err := fmt.Sscanf(e.Name(), "%020d-%020d", &epoch, &aid); err != nil {
+				old = append(old, e.Name()) // not an attempt: never written by mink
+				continue
+			}
+			manifest := filepath.Join(dataDir, "objects", "kv", fmt.Sprint(id), e.Name(), "snapshot.json")
+			if _, err := os.Stat(manifest); err != nil {
+				continue // only files a retained snapshot reuses
+			}
+			if !keep[e.Name()] && (epoch < newest[0] || (epoch == newest[0] && aid < newest[1])) {
+				old = append(old, e.Name())
+			}
+		}
+		return old
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for attempts() > 3 && time.Now().Before(deadline) {
+	for len(leftovers()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := attempts(); got > 3 {
-		t.Fatalf("%d snapshot attempts stored after GC, want at most 3", got)
+	if got := leftovers(); len(got) > 0 {
+		t.Fatalf("snapshot attempts older than the newest retained one left after GC: %v", got)
 	}
 
 	// What GC left restores: every retained snapshot on its own.

@@ -38,11 +38,24 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 		return nil, err
 	}
 	var adds []addColumn
+	var decls []declaredConstraint // UNIQUE and FOREIGN KEY, not enforced
 	for _, c := range at.Cmds {
 		cmd := c.GetAlterTableCmd()
 		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_ColumnDefault {
 			adds = append(adds, addColumn{col: catalog.Column{Name: cmd.Name}, setDefault: true, defExpr: cmd.Def})
 			continue
+		}
+		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_AddConstraint {
+			con := cmd.Def.GetConstraint()
+			d, ok := declaredOf(con, "")
+			switch {
+			case ok:
+				decls = append(decls, d)
+				continue
+			case con.GetContype() == pg.ConstrType_CONSTR_PRIMARY:
+				return nil, unsupported("ALTER TABLE … ADD PRIMARY KEY is not supported: a table's primary key is fixed when it is created")
+			}
+			return nil, unsupported("%s constraints are not supported", constraintName(con.GetContype()))
 		}
 		if cmd == nil || cmd.Subtype != pg.AlterTableType_AT_AddColumn {
 			what := "this form of ALTER TABLE"
@@ -50,16 +63,17 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 				what = "ALTER TABLE … " + alterForms[cmd.Subtype]
 			}
 			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: what + " is not supported by mink",
-				Hint: "ALTER TABLE supports ADD COLUMN and ALTER COLUMN … SET/DROP DEFAULT: a table's columns can be added, not dropped, retyped or renamed."}
+				Hint: "ALTER TABLE supports ADD COLUMN, ALTER COLUMN … SET/DROP DEFAULT and ADD CONSTRAINT … UNIQUE/FOREIGN KEY (not enforced): a table's columns can be added, not dropped, retyped or renamed."}
 		}
 		cd := cmd.Def.GetColumnDef()
 		if cd == nil {
 			return nil, unsupported("ALTER TABLE … ADD without a column definition is not supported")
 		}
-		col, def, pk, err := columnOf(cd, name)
+		col, def, pk, colDecls, err := columnOf(cd, name)
 		if err != nil {
 			return nil, err
 		}
+		decls = append(decls, colDecls...)
 		switch {
 		case pk:
 			return nil, unsupported("ALTER TABLE cannot add a primary-key column: a table's primary key is fixed when it is created")
@@ -81,7 +95,19 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 			}
 			return nil, err
 		}
-		var notices []*pgwire.Error
+		cols := make([]string, 0, len(t.cols)+len(adds))
+		for _, c := range t.cols {
+			cols = append(cols, c.Name)
+		}
+		for _, a := range adds {
+			if !a.setDefault {
+				cols = append(cols, a.col.Name)
+			}
+		}
+		notices, err := s.checkDeclared(name, cols, t.spec.PrimaryKey, decls)
+		if err != nil {
+			return nil, err
+		}
 		for _, a := range adds {
 			add := s.addColumn
 			if a.setDefault {

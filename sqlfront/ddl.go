@@ -1,10 +1,12 @@
 package sqlfront
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,10 +109,11 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 	spec := catalog.TableSpec{Name: name, Options: map[string]string{}}
 	var defaults []string // SQL default expressions, "" for none, by column
 	likePKs := 0          // primary keys copied by LIKE … INCLUDING INDEXES
+	var decls []declaredConstraint
 	for _, elt := range cs.TableElts {
 		switch e := elt.Node.(type) {
 		case *pg.Node_ColumnDef:
-			col, def, pk, err := columnOf(e.ColumnDef, name)
+			col, def, pk, colDecls, err := columnOf(e.ColumnDef, name)
 			if err != nil {
 				return nil, err
 			}
@@ -119,8 +122,13 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 			}
 			spec.Columns = append(spec.Columns, col)
 			defaults = append(defaults, def)
+			decls = append(decls, colDecls...)
 		case *pg.Node_Constraint:
 			con := e.Constraint
+			if d, ok := declaredOf(con, ""); ok {
+				decls = append(decls, d)
+				continue
+			}
 			if con.Contype != pg.ConstrType_CONSTR_PRIMARY {
 				return nil, unsupported("%s constraints are not supported", constraintName(con.Contype))
 			}
@@ -200,7 +208,15 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 	if err := checkPrimaryKey(&spec); err != nil {
 		return nil, err
 	}
+	colNames := make([]string, len(spec.Columns))
+	for i, c := range spec.Columns {
+		colNames[i] = c.Name
+	}
 	return s.tagWithNotices("CREATE TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {
+		warnings, err := s.checkDeclared(name, colNames, spec.PrimaryKey, decls)
+		if err != nil {
+			return nil, err
+		}
 		inBlock := s.tx.status == pgwire.TxInBlock
 		if inBlock {
 			if err := s.applyPendingDrop(ctx, name); err != nil {
@@ -229,14 +245,15 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 		if inBlock {
 			s.tx.undo = append(s.tx.undo, undoDDL{table: out.Table})
 		}
-		return nil, s.f.waitLeaders(ctx, out.Buckets)
+		return warnings, s.f.waitLeaders(ctx, out.Buckets)
 	}), nil
 }
 
 // columnOf reads a column definition of CREATE TABLE or ALTER TABLE … ADD
 // COLUMN of table: the column, its SQL default expression ("" for none),
-// and whether it declares itself the primary key.
-func columnOf(cd *pg.ColumnDef, table string) (col catalog.Column, def string, pk bool, err error) {
+// whether it declares itself the primary key, and its UNIQUE and
+// REFERENCES constraints (declared, not enforced: checkDeclared).
+func columnOf(cd *pg.ColumnDef, table string) (col catalog.Column, def string, pk bool, decls []declaredConstraint, err error) {
 	serial := serialTypes[typeNameOf(cd.TypeName)]
 	var typ sqltypes.Type
 	if serial != "" && len(cd.TypeName.ArrayBounds) == 0 {
@@ -245,27 +262,27 @@ func columnOf(cd *pg.ColumnDef, table string) (col catalog.Column, def string, p
 		typ, err = translate.TypeOf(cd.TypeName)
 	}
 	if err != nil {
-		return col, "", false, err
+		return col, "", false, nil, err
 	}
 	col = catalog.Column{Name: cd.Colname, Type: typ.Name(), NotNull: cd.IsNotNull}
 	if serial != "" {
 		col.Sequence, col.NotNull = catalog.SequenceSerial, true
 	}
-	for _, c := range cd.Constraints {
+	for i, c := range cd.Constraints {
 		con := c.GetConstraint()
 		if col.Sequence != "" && (con.Contype == pg.ConstrType_CONSTR_DEFAULT || con.Contype == pg.ConstrType_CONSTR_IDENTITY) {
-			return col, "", false, errorf(pgwire.CodeSyntaxError, "multiple default values specified for column %q of table %q", cd.Colname, table)
+			return col, "", false, nil, errorf(pgwire.CodeSyntaxError, "multiple default values specified for column %q of table %q", cd.Colname, table)
 		}
 		switch con.Contype {
 		case pg.ConstrType_CONSTR_IDENTITY:
 			if def != "" {
-				return col, "", false, errorf(pgwire.CodeSyntaxError, "both default and identity specified for column %q of table %q", cd.Colname, table)
+				return col, "", false, nil, errorf(pgwire.CodeSyntaxError, "both default and identity specified for column %q of table %q", cd.Colname, table)
 			}
 			if catalog.SequenceMax(col.Type) == 0 {
-				return col, "", false, errorf(pgwire.CodeInvalidParameterValue, "identity column type must be smallint, integer, or bigint")
+				return col, "", false, nil, errorf(pgwire.CodeInvalidParameterValue, "identity column type must be smallint, integer, or bigint")
 			}
 			if len(con.Options) > 0 {
-				return col, "", false, unsupported("identity sequence options (START WITH, INCREMENT BY, …) are not supported")
+				return col, "", false, nil, unsupported("identity sequence options (START WITH, INCREMENT BY, …) are not supported")
 			}
 			col.Sequence, col.NotNull = catalog.SequenceByDefault, true
 			if con.GeneratedWhen == "a" {
@@ -276,16 +293,31 @@ func columnOf(cd *pg.ColumnDef, table string) (col catalog.Column, def string, p
 		case pg.ConstrType_CONSTR_NULL:
 		case pg.ConstrType_CONSTR_DEFAULT:
 			if def, err = constantExpr(con.RawExpr, typ); err != nil {
-				return col, "", false, err
+				return col, "", false, nil, err
 			}
 			col.Default = def
 		case pg.ConstrType_CONSTR_PRIMARY:
 			pk = true
+		case pg.ConstrType_CONSTR_UNIQUE, pg.ConstrType_CONSTR_FOREIGN:
+			d, _ := declaredOf(con, cd.Colname)
+			decls = append(decls, d)
+		case pg.ConstrType_CONSTR_ATTR_DEFERRABLE, pg.ConstrType_CONSTR_ATTR_NOT_DEFERRABLE,
+			pg.ConstrType_CONSTR_ATTR_DEFERRED, pg.ConstrType_CONSTR_ATTR_IMMEDIATE:
+			// The parser gives a column constraint's DEFERRABLE and
+			// INITIALLY … as constraints of their own, after it. They
+			// mean nothing for one that is not enforced; the primary key
+			// is checked at once, always.
+			if !slices.ContainsFunc(cd.Constraints[:i], func(n *pg.Node) bool {
+				t := n.GetConstraint().GetContype()
+				return t == pg.ConstrType_CONSTR_UNIQUE || t == pg.ConstrType_CONSTR_FOREIGN
+			}) {
+				return col, "", false, nil, unsupported("DEFERRABLE is supported only on UNIQUE and REFERENCES constraints, which mink does not enforce")
+			}
 		default:
-			return col, "", false, unsupported("%s constraints are not supported", constraintName(con.Contype))
+			return col, "", false, nil, unsupported("%s constraints are not supported", constraintName(con.Contype))
 		}
 	}
-	return col, def, pk, nil
+	return col, def, pk, decls, nil
 }
 
 // checkColumns reports what PostgreSQL would: duplicate columns, and key or
@@ -559,6 +591,9 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 	if d.RemoveType == pg.ObjectType_OBJECT_VIEW {
 		return s.planDropView(d)
 	}
+	if d.RemoveType == pg.ObjectType_OBJECT_INDEX {
+		return s.planDropIndex(d)
+	}
 	if d.RemoveType != pg.ObjectType_OBJECT_TABLE {
 		return nil, unsupported("DROP %s is not supported", strings.TrimPrefix(d.RemoveType.String(), "OBJECT_"))
 	}
@@ -651,4 +686,219 @@ func (s *session) tagWithNotices(tag string, fn func(ctx context.Context) ([]*pg
 
 func notice(code, format string, args ...any) *pgwire.Error {
 	return &pgwire.Error{Severity: "NOTICE", Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Declared constraints. mink enforces NOT NULL and the primary key (one row
+// per key, 23505), and has no secondary indexes: it cannot find a duplicate
+// of another set of columns, or the row a foreign key references, without
+// reading the whole table at every write. ORMs' migrations (Django's,
+// Rails', SQLAlchemy's create_all) declare UNIQUE and FOREIGN KEY
+// constraints on nearly every table, and warehouses (Redshift, Snowflake,
+// BigQuery) accept them as informational, so mink does too: a UNIQUE or
+// FOREIGN KEY constraint is checked as PostgreSQL checks its definition
+// (the columns and the referenced table exist), accepted with a WARNING
+// that it is not enforced, and not recorded (pg_constraint lists primary
+// keys only). A UNIQUE constraint on all of a primary key's columns (or
+// more) holds anyway, and is accepted without a warning. CHECK and EXCLUDE
+// constraints stay 0A000: their point is the check.
+
+// declaredConstraint is a UNIQUE or FOREIGN KEY constraint of a CREATE TABLE
+// or an ALTER TABLE … ADD CONSTRAINT, with its columns resolved.
+type declaredConstraint struct {
+	con     *pg.Constraint
+	columns []string // the constrained columns of the table
+}
+
+// declaredOf returns con as a declared constraint, with column as its
+// column when it is a column constraint ("" for a table constraint), and
+// false when con is not UNIQUE or FOREIGN KEY.
+func declaredOf(con *pg.Constraint, column string) (declaredConstraint, bool) {
+	var cols []*pg.Node
+	switch con.Contype {
+	case pg.ConstrType_CONSTR_UNIQUE:
+		cols = con.Keys
+	case pg.ConstrType_CONSTR_FOREIGN:
+		cols = con.FkAttrs
+	default:
+		return declaredConstraint{}, false
+	}
+	d := declaredConstraint{con: con}
+	if column != "" {
+		d.columns = []string{column}
+	}
+	for _, c := range cols {
+		d.columns = append(d.columns, c.GetString_().GetSval())
+	}
+	return d, true
+}
+
+// checkDeclared checks declared constraints of table, whose columns are
+// cols and primary key pk, as PostgreSQL checks their definitions, and
+// returns the warnings that say they are not enforced. A foreign key of
+// table that references table itself is resolved with cols and pk (CREATE
+// TABLE's table is not in the catalog yet).
+func (s *session) checkDeclared(table string, cols []string, pk []string, decls []declaredConstraint) ([]*pgwire.Error, error) {
+	has := func(cols []string, name string) bool { return slices.Contains(cols, name) }
+	var warnings []*pgwire.Error
+	for _, d := range decls {
+		con := d.con
+		if con.Contype == pg.ConstrType_CONSTR_UNIQUE {
+			if con.NullsNotDistinct || len(con.Including) > 0 {
+				return nil, unsupported("UNIQUE NULLS NOT DISTINCT and INCLUDE are not supported")
+			}
+			for _, c := range d.columns {
+				if !has(cols, c) {
+					return nil, errorf(pgwire.CodeUndefinedColumn, "column %q named in key does not exist", c)
+				}
+			}
+			if len(pk) > 0 && !slices.ContainsFunc(pk, func(k string) bool { return !has(d.columns, k) }) {
+				continue // the primary key makes it hold
+			}
+			name := cmp.Or(con.Conname, table+"_"+strings.Join(d.columns, "_")+"_key")
+			warnings = append(warnings, warning("unique constraint %q is not enforced: mink enforces only primary keys", name))
+			continue
+		}
+		for _, c := range d.columns {
+			if !has(cols, c) {
+				return nil, errorf(pgwire.CodeUndefinedColumn, "column %q referenced in foreign key constraint does not exist", c)
+			}
+		}
+		refName, err := relName(con.Pktable)
+		if err != nil {
+			return nil, err
+		}
+		refCols, refPK := cols, pk
+		if refName != table {
+			ref, err := s.lookupTable(con.Pktable)
+			if err != nil {
+				return nil, err
+			}
+			refCols, refPK = nil, ref.spec.PrimaryKey
+			for _, c := range ref.cols {
+				refCols = append(refCols, c.Name)
+			}
+		}
+		var refs []string
+		for _, c := range con.PkAttrs {
+			refs = append(refs, c.GetString_().GetSval())
+		}
+		if len(refs) == 0 {
+			if len(refPK) == 0 {
+				return nil, errorf(pgwire.CodeUndefinedObject, "there is no primary key for referenced table %q", refName)
+			}
+			refs = refPK
+		}
+		for _, c := range refs {
+			if !has(refCols, c) {
+				return nil, errorf(pgwire.CodeUndefinedColumn, "column %q referenced in foreign key constraint does not exist", c)
+			}
+		}
+		if len(refs) != len(d.columns) {
+			return nil, errorf(codeInvalidForeignKey, "number of referencing and referenced columns for foreign key disagree")
+		}
+		name := cmp.Or(con.Conname, table+"_"+strings.Join(d.columns, "_")+"_fkey")
+		warnings = append(warnings, warning("foreign key constraint %q is not enforced: mink has no foreign keys", name))
+	}
+	return warnings, nil
+}
+
+func warning(format string, args ...any) *pgwire.Error {
+	return &pgwire.Error{Severity: "WARNING", Code: pgwire.CodeWarning, Message: fmt.Sprintf(format, args...)}
+}
+
+// planCreateIndex plans CREATE INDEX. mink has no secondary indexes (a
+// query reads a table's buckets, its engine copy or its lake files, pruned
+// by partition and by file statistics, and a primary-key lookup reads the
+// KV tablet), so an index would only be a faster path to the same rows:
+// CREATE INDEX checks the table and its columns as PostgreSQL does, creates
+// nothing, and says so in a NOTICE. CREATE UNIQUE INDEX is a unique
+// constraint, declared and not enforced (see Declared constraints), with a
+// WARNING. Neither is recorded, so DROP INDEX finds no index (42704).
+func (s *session) planCreateIndex(is *pg.IndexStmt) (*stmt, error) {
+	var cols []string
+	for _, p := range is.IndexParams {
+		if name := p.GetIndexElem().GetName(); name != "" {
+			cols = append(cols, name)
+		}
+	}
+	return s.tagWithNotices("CREATE INDEX", func(ctx context.Context) ([]*pgwire.Error, error) {
+		if s.isView(is.Relation) {
+			return nil, &pgwire.Error{Code: pgwire.CodeWrongObjectType, Message: fmt.Sprintf("cannot create index on relation %q", is.Relation.Relname),
+				Detail: "This operation is not supported for views."}
+		}
+		t, err := s.lookupTable(is.Relation)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cols {
+			if _, ok := t.colIdx[c]; !ok {
+				return nil, errorf(pgwire.CodeUndefinedColumn, "column %q does not exist", c)
+			}
+		}
+		name := is.Idxname
+		if name == "" {
+			name = t.name + "_" + strings.Join(cols, "_") + "_idx"
+		}
+		if is.Unique {
+			if len(t.spec.PrimaryKey) > 0 && is.WhereClause == nil && !slices.ContainsFunc(t.spec.PrimaryKey, func(k string) bool { return !slices.Contains(cols, k) }) {
+				return []*pgwire.Error{notice("00000", "index %q is not created: the primary key %q makes its rows unique", name, t.pkeyName())}, nil
+			}
+			return []*pgwire.Error{warning("unique index %q is not created, and its uniqueness is not enforced: mink has no secondary indexes and enforces only primary keys", name)}, nil
+		}
+		return []*pgwire.Error{notice("00000", "index %q is not created: mink has no secondary indexes", name)}, nil
+	}), nil
+}
+
+// planDropIndex plans DROP INDEX. CREATE INDEX records nothing, so the
+// only indexes are the primary keys' (pg_index lists them), which their
+// constraint needs (2BP01, as in PostgreSQL); any other name is no index
+// (42704; IF EXISTS: a notice, which is what ORMs' reverse migrations get).
+func (s *session) planDropIndex(d *pg.DropStmt) (*stmt, error) {
+	return s.tagWithNotices("DROP INDEX", func(ctx context.Context) ([]*pgwire.Error, error) {
+		var notices []*pgwire.Error
+		for _, obj := range d.Objects {
+			rv := rangeVarOfName(obj)
+			name, err := relName(rv)
+			if err != nil {
+				return nil, err
+			}
+			var owner string
+			s.f.cfg.Meta.Read(func(v *catalog.View) {
+				for _, t := range v.Tables {
+					if len(t.Spec.PrimaryKey) > 0 && t.Spec.Name+"_pkey" == name {
+						owner = t.Spec.Name
+					}
+				}
+			})
+			switch {
+			case owner != "":
+				return nil, &pgwire.Error{Code: codeDependentObjects, Message: fmt.Sprintf("cannot drop index %s because constraint %s on table %s requires it", name, name, owner),
+					Hint: fmt.Sprintf("You can drop constraint %s on table %s instead.", name, owner)}
+			case !d.MissingOk:
+				return nil, errorf(pgwire.CodeUndefinedObject, "index %q does not exist", name)
+			}
+			notices = append(notices, notice("00000", "index %q does not exist, skipping", name))
+		}
+		return notices, nil
+	}), nil
+}
+
+// planSetConstraints plans SET CONSTRAINTS. The constraints mink enforces
+// (NOT NULL, the primary key) are checked at once, always, as PostgreSQL
+// checks a constraint that is not DEFERRABLE, and the ones it accepts as
+// declared are never checked: SET CONSTRAINTS ALL changes nothing (Django
+// sends it around fixtures and tests). Named constraints are not recorded
+// (42704), as PostgreSQL says for a name it does not know.
+func (s *session) planSetConstraints(cs *pg.ConstraintsSetStmt) (*stmt, error) {
+	for _, c := range cs.Constraints {
+		return nil, errorf(pgwire.CodeUndefinedObject, "constraint %q does not exist", c.GetRangeVar().GetRelname())
+	}
+	return s.tagWithNotices("SET CONSTRAINTS", func(ctx context.Context) ([]*pgwire.Error, error) {
+		if s.tx.status == pgwire.TxIdle {
+			w := warning("SET CONSTRAINTS can only be used in transaction blocks")
+			w.Code = pgwire.CodeNoActiveSQLTransaction
+			return []*pgwire.Error{w}, nil
+		}
+		return nil, nil
+	}), nil
 }

@@ -13,6 +13,9 @@ import (
 // codeInvalidTableDefinition is PostgreSQL's invalid_table_definition.
 const codeInvalidTableDefinition = "42P16"
 
+// codeInvalidForeignKey is PostgreSQL's invalid_foreign_key.
+const codeInvalidForeignKey = "42830"
+
 // codeReservedName is PostgreSQL's reserved_name.
 const codeReservedName = "42939"
 

@@ -184,6 +184,8 @@ func statementNeeds(node *pg.Node) []tableNeed {
 		if !isOwnerChange(x.AlterTableStmt) {
 			n.owner(x.AlterTableStmt.Relation)
 		}
+	case *pg.Node_IndexStmt:
+		n.owner(x.IndexStmt.Relation)
 	case *pg.Node_CreateStmt:
 		for _, parent := range x.CreateStmt.InhRelations {
 			n.owner(parent.GetRangeVar())

@@ -230,7 +230,11 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 		return s.planCreateSchema(n.CreateSchemaStmt)
 	case *pg.Node_ViewStmt:
 		return s.planCreateView(ctx, n.ViewStmt)
-	case *pg.Node_IndexStmt, *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateFunctionStmt:
+	case *pg.Node_IndexStmt:
+		return s.planCreateIndex(n.IndexStmt)
+	case *pg.Node_ConstraintsSetStmt:
+		return s.planSetConstraints(n.ConstraintsSetStmt)
+	case *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateFunctionStmt:
 		return nil, unsupported("%s is not supported by mink", statementName(node))
 	}
 	return nil, unsupported("%s is not supported by mink", statementName(node))

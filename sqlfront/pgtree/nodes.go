@@ -30,6 +30,8 @@ type (
 	ColumnRef               = pg.ColumnRef
 	CommonTableExpr         = pg.CommonTableExpr
 	ConstrType              = pg.ConstrType
+	Constraint              = pg.Constraint
+	ConstraintsSetStmt      = pg.ConstraintsSetStmt
 	CopyStmt                = pg.CopyStmt
 	CreateRoleStmt          = pg.CreateRoleStmt
 	CreateStmt              = pg.CreateStmt
@@ -43,6 +45,7 @@ type (
 	FuncCall                = pg.FuncCall
 	GrantRoleStmt           = pg.GrantRoleStmt
 	GrantStmt               = pg.GrantStmt
+	IndexStmt               = pg.IndexStmt
 	InsertStmt              = pg.InsertStmt
 	IntoClause              = pg.IntoClause
 	TableLikeClause         = pg.TableLikeClause
@@ -64,6 +67,7 @@ type (
 	Node_ColumnDef          = pg.Node_ColumnDef
 	Node_ColumnRef          = pg.Node_ColumnRef
 	Node_Constraint         = pg.Node_Constraint
+	Node_ConstraintsSetStmt = pg.Node_ConstraintsSetStmt
 	Node_CopyStmt           = pg.Node_CopyStmt
 	Node_CreateFunctionStmt = pg.Node_CreateFunctionStmt
 	Node_CreateRoleStmt     = pg.Node_CreateRoleStmt
@@ -158,11 +162,17 @@ const (
 	BoolExprType_NOT_EXPR                        = pg.BoolExprType_NOT_EXPR
 	CoercionForm_COERCE_EXPLICIT_CALL            = pg.CoercionForm_COERCE_EXPLICIT_CALL
 	CoercionForm_COERCE_SQL_SYNTAX               = pg.CoercionForm_COERCE_SQL_SYNTAX
+	ConstrType_CONSTR_ATTR_DEFERRABLE            = pg.ConstrType_CONSTR_ATTR_DEFERRABLE
+	ConstrType_CONSTR_ATTR_DEFERRED              = pg.ConstrType_CONSTR_ATTR_DEFERRED
+	ConstrType_CONSTR_ATTR_IMMEDIATE             = pg.ConstrType_CONSTR_ATTR_IMMEDIATE
+	ConstrType_CONSTR_ATTR_NOT_DEFERRABLE        = pg.ConstrType_CONSTR_ATTR_NOT_DEFERRABLE
 	ConstrType_CONSTR_DEFAULT                    = pg.ConstrType_CONSTR_DEFAULT
+	ConstrType_CONSTR_FOREIGN                    = pg.ConstrType_CONSTR_FOREIGN
 	ConstrType_CONSTR_IDENTITY                   = pg.ConstrType_CONSTR_IDENTITY
 	ConstrType_CONSTR_NOTNULL                    = pg.ConstrType_CONSTR_NOTNULL
 	ConstrType_CONSTR_NULL                       = pg.ConstrType_CONSTR_NULL
 	ConstrType_CONSTR_PRIMARY                    = pg.ConstrType_CONSTR_PRIMARY
+	ConstrType_CONSTR_UNIQUE                     = pg.ConstrType_CONSTR_UNIQUE
 	DiscardMode_DISCARD_ALL                      = pg.DiscardMode_DISCARD_ALL
 	DiscardMode_DISCARD_PLANS                    = pg.DiscardMode_DISCARD_PLANS
 	DiscardMode_DISCARD_SEQUENCES                = pg.DiscardMode_DISCARD_SEQUENCES
@@ -189,6 +199,7 @@ const (
 	OverridingKind_OVERRIDING_SYSTEM_VALUE       = pg.OverridingKind_OVERRIDING_SYSTEM_VALUE
 	ObjectType_OBJECT_MATVIEW                    = pg.ObjectType_OBJECT_MATVIEW
 	ObjectType_OBJECT_VIEW                       = pg.ObjectType_OBJECT_VIEW
+	ObjectType_OBJECT_INDEX                      = pg.ObjectType_OBJECT_INDEX
 	OverridingKind_OVERRIDING_USER_VALUE         = pg.OverridingKind_OVERRIDING_USER_VALUE
 	PartitionStrategy_PARTITION_STRATEGY_LIST    = pg.PartitionStrategy_PARTITION_STRATEGY_LIST
 	RoleSpecType_ROLESPEC_CSTRING                = pg.RoleSpecType_ROLESPEC_CSTRING

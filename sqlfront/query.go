@@ -242,6 +242,14 @@ func (e sessionEnv) Table(rv *pg.RangeVar) ([]sqltypes.Column, uint32, bool) {
 	return ti.cols, pgcatalog.TableOID(ti.id), true
 }
 
+func (e sessionEnv) PrimaryKey(rv *pg.RangeVar) []string {
+	ti, err := e.s.lookupTable(rv)
+	if err != nil {
+		return nil
+	}
+	return ti.spec.PrimaryKey
+}
+
 func (e sessionEnv) User() string { return e.s.identity.Name }
 
 func (e sessionEnv) DateStyle() string { return e.s.settings.values["datestyle"] }

@@ -25,6 +25,9 @@ type Env interface {
 	// pg_class OID; ok is false when rv names no table of the database (a
 	// catalog relation, a missing table: the engine reports those).
 	Table(rv *pg.RangeVar) (cols []sqltypes.Column, oid uint32, ok bool)
+	// PrimaryKey returns the primary-key columns of the table rv names;
+	// nil for a log table or no table.
+	PrimaryKey(rv *pg.RangeVar) []string
 	// User is the role current_user names.
 	User() string
 	// DateStyle is the session's DateStyle setting, such as "ISO, MDY".

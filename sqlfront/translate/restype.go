@@ -36,6 +36,9 @@ type relScope struct {
 	// a table function), which also makes the width of * unknown.
 	cols  []resultOrigin
 	names []string
+	// key are the primary-key columns of a table (by names), nil for
+	// anything else.
+	key []string
 }
 
 type fromScope struct {
@@ -162,8 +165,10 @@ func (t translator) addFromItem(scope *fromScope, item *pg.Node, ctes map[string
 			rel.cols = append(rel.cols, resultOrigin{typ: c.Type, table: oid, attr: int16(i + 1)})
 			rel.names = append(rel.names, c.Name)
 		}
-		if rv.Alias != nil {
+		if rv.Alias != nil && len(rv.Alias.Colnames) > 0 {
 			renameColumns(&rel, rv.Alias.Colnames)
+		} else {
+			rel.key = t.PrimaryKey(rv)
 		}
 		scope.rels = append(scope.rels, rel)
 	case *pg.Node_JoinExpr:

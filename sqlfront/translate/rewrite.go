@@ -288,6 +288,7 @@ func (rw *engineRewriter) selectStmt(sel *pg.SelectStmt, outer *fromScope) {
 		}
 	}
 	rw.groupByResultColumns(sel, scope)
+	rw.groupByPrimaryKeys(sel, scope)
 	for _, list := range [][]*pg.Node{sel.TargetList, sel.GroupClause, sel.SortClause, sel.WindowClause, sel.DistinctClause} {
 		for _, n := range list {
 			rw.node(n, scope)
@@ -328,6 +329,55 @@ func (rw *engineRewriter) groupByResultColumns(sel *pg.SelectStmt, sc *fromScope
 		if matches == 1 {
 			g.Node = proto.Clone(target).(*pg.Node).Node
 			rw.changed = true
+		}
+	}
+}
+
+// groupByPrimaryKeys adds to a GROUP BY that lists every primary-key
+// column of a table of the FROM clause the table's other columns.
+// PostgreSQL lets such a query select them (they depend on the key: SQL's
+// functional dependency), and ORMs rely on it (Django groups
+// annotate(Count(…)) by the model's id alone); DuckDB wants them grouped
+// or aggregated. Grouping by columns the key determines makes the same
+// groups. A GROUP BY of grouping sets is left alone.
+func (rw *engineRewriter) groupByPrimaryKeys(sel *pg.SelectStmt, sc *fromScope) {
+	if len(sel.GroupClause) == 0 || slices.ContainsFunc(sel.GroupClause, func(g *pg.Node) bool { return g.GetGroupingSet() != nil }) {
+		return
+	}
+	// grouped reports whether the GROUP BY names column col of rel, by
+	// rel's alias or, when no other relation has such a column, alone.
+	grouped := func(rel relScope, col string) bool {
+		for _, g := range sel.GroupClause {
+			cr := g.GetColumnRef()
+			if cr == nil {
+				continue
+			}
+			switch f := cr.Fields; {
+			case len(f) == 2 && f[0].GetString_().GetSval() == rel.alias && f[1].GetString_().GetSval() == col:
+				return true
+			case len(f) == 1 && f[0].GetString_().GetSval() == col:
+				n := 0
+				for _, r := range sc.rels {
+					if slices.Contains(r.names, col) {
+						n++
+					}
+				}
+				if n == 1 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, rel := range sc.rels {
+		if len(rel.key) == 0 || rel.alias == "" || slices.ContainsFunc(rel.key, func(k string) bool { return !grouped(rel, k) }) {
+			continue
+		}
+		for _, col := range rel.names {
+			if !grouped(rel, col) {
+				sel.GroupClause = append(sel.GroupClause, &pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: &pg.ColumnRef{Fields: pg.Names(rel.alias, col)}}})
+				rw.changed = true
+			}
 		}
 	}
 }

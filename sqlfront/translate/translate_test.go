@@ -121,5 +121,12 @@ func (e *viewEnv) Table(rv *pg.RangeVar) ([]sqltypes.Column, uint32, bool) {
 	return cols, pgcatalog.TableOID(t.ID), true
 }
 
+func (e *viewEnv) PrimaryKey(rv *pg.RangeVar) []string {
+	if t, ok := e.v.TableByName(rv.Relname); ok && (rv.Schemaname == "" || rv.Schemaname == "public") {
+		return t.Spec.PrimaryKey
+	}
+	return nil
+}
+
 func (e *viewEnv) User() string      { return "mink" }
 func (e *viewEnv) DateStyle() string { return e.dateStyle }

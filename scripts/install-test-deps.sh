@@ -80,6 +80,15 @@ if ! "$dbt_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.
 	[ -x "$dbt_venv/bin/python" ] || /usr/bin/python3 -m venv "$dbt_venv"
 	"$dbt_venv/bin/python" -m pip install -q --disable-pip-version-check "dbt-core==$dbt_core_version" "dbt-postgres==$dbt_postgres_version"
 fi
+# Django (the last release line that supports this Python, 3.11) and
+# psycopg2 for cmd/mink/django_e2e_test.go, in a virtualenv of its own.
+django_version=5.2.19
+django_psycopg2_version=2.9.13
+django_venv="$cache/django-venv"
+if ! "$django_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('django') != '$django_version' or m.version('psycopg2-binary') != '$django_psycopg2_version')" >/dev/null 2>&1; then
+	[ -x "$django_venv/bin/python" ] || /usr/bin/python3 -m venv "$django_venv"
+	"$django_venv/bin/python" -m pip install -q --disable-pip-version-check "django==$django_version" "psycopg2-binary==$django_psycopg2_version"
+fi
 # PyIceberg for cmd/mink/iceberg_rest_e2e_test.go: it loads the lake's
 # tables by name through mink's Iceberg REST catalog.
 pyiceberg_version=0.12.0

@@ -652,8 +652,8 @@ func (rw *engineRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 	if !scalarSetFuncs[name] || (schema != "" && schema != "pg_catalog") {
 		return nil
 	}
-	if name == "unnest" && len(fc.Args) != 1 {
-		return nil // unnest(a, b) has a column per array
+	if name == "unnest" && len(fc.Args) > 1 {
+		return rw.unnestArrays(rf, fc)
 	}
 	integers := name == "generate_series" && len(fc.Args) >= 2 && len(fc.Args) <= 3 && !rf.Lateral && !rf.Ordinality
 	for _, a := range fc.Args {
@@ -690,6 +690,32 @@ func (rw *engineRewriter) rangeFunction(rf *pg.RangeFunction) *pg.Node {
 		FromClause:  []*pg.Node{{Node: &pg.Node_RangeFunction{RangeFunction: inner}}},
 	}
 	return &pg.Node{Node: &pg.Node_RangeSubselect{RangeSubselect: &pg.RangeSubselect{
+		Subquery: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sub}},
+		Alias:    alias,
+	}}}
+}
+
+// unnestArrays rewrites unnest(a, b, …) in FROM, a column per array,
+// which the engine does not have, into a subquery of one unnest per array:
+// the engine unnests the arrays of one SELECT side by side and pads the
+// shorter ones with NULLs, as PostgreSQL does (Django's bulk_create
+// inserts SELECT * FROM unnest(%s::varchar[], %s::integer[], …)). Each
+// column is named unnest, as in PostgreSQL, unless the alias names them.
+func (rw *engineRewriter) unnestArrays(rf *pg.RangeFunction, fc *pg.FuncCall) *pg.Node {
+	if rf.Ordinality {
+		return nil
+	}
+	sub := &pg.SelectStmt{Op: pg.SetOperation_SETOP_NONE, LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT}
+	for _, a := range fc.Args {
+		sub.TargetList = append(sub.TargetList, pg.Target("unnest", pg.Call("unnest", a)))
+	}
+	alias := &pg.Alias{Aliasname: "unnest"}
+	if rf.Alias != nil {
+		alias = proto.Clone(rf.Alias).(*pg.Alias)
+	}
+	rw.changed = true
+	return &pg.Node{Node: &pg.Node_RangeSubselect{RangeSubselect: &pg.RangeSubselect{
+		Lateral:  rf.Lateral,
 		Subquery: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: sub}},
 		Alias:    alias,
 	}}}

@@ -180,6 +180,15 @@ var sessionSettings = []string{
 	// The divisor of x / y and x % y, which sqlfront routes through this
 	// macro: PostgreSQL raises 22012 where DuckDB returns NULL.
 	"CREATE TEMP MACRO mink_divisor(x) AS CASE WHEN x = 0 THEN error('division by zero') ELSE x END",
+	// jsonb's key-exists operators ?, ?| and ?&, which sqlfront calls under
+	// these names: the keys of an object, the string elements of an array,
+	// or a string scalar itself, compared as JSON strings (so the number 1
+	// is no key '1', as in PostgreSQL).
+	`CREATE TEMP MACRO mink_jsonb_keys(j) AS json_extract(CASE json_type(j) WHEN 'OBJECT' THEN to_json(json_keys(j))
+		WHEN 'ARRAY' THEN j ELSE json_array(j) END, '$[*]')`,
+	"CREATE TEMP MACRO mink_jsonb_exists(j, k) AS CASE WHEN j IS NULL OR k IS NULL THEN NULL ELSE list_contains(mink_jsonb_keys(j), to_json(CAST(k AS VARCHAR))) END",
+	"CREATE TEMP MACRO mink_jsonb_exists_any(j, ks) AS CASE WHEN j IS NULL OR ks IS NULL THEN NULL ELSE list_has_any(mink_jsonb_keys(j), json_extract(to_json(CAST(ks AS VARCHAR[])), '$[*]')) END",
+	"CREATE TEMP MACRO mink_jsonb_exists_all(j, ks) AS CASE WHEN j IS NULL OR ks IS NULL THEN NULL ELSE list_has_all(mink_jsonb_keys(j), json_extract(to_json(CAST(ks AS VARCHAR[])), '$[*]')) END",
 	// PostgreSQL's array_remove and three-argument array_to_string (NULL
 	// elements as n), which sqlfront calls under these names.
 	"CREATE TEMP MACRO mink_array_remove(a, x) AS list_filter(a, lambda e: e IS DISTINCT FROM x)",

@@ -508,6 +508,10 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 		e.Rexpr = call
 		rw.changed = true
 		return nil
+	case "?", "?|", "?&":
+		// jsonb's key-exists operators (Django's has_key, has_any_keys,
+		// has_keys); the engine would read ? as a parameter.
+		return pg.Call(jsonbExists[op], e.Lexpr, e.Rexpr)
 	case "~", "!~", "~*", "!~*":
 		args := []*pg.Node{e.Lexpr, e.Rexpr}
 		if strings.HasSuffix(op, "*") {
@@ -526,6 +530,10 @@ func (rw *engineRewriter) aExpr(e *pg.A_Expr, sc *fromScope) *pg.Node {
 	}
 	return nil
 }
+
+// jsonbExists are the engine's macros (engine/db.go) of jsonb's
+// key-exists operators.
+var jsonbExists = map[string]string{"?": "mink_jsonb_exists", "?|": "mink_jsonb_exists_any", "?&": "mink_jsonb_exists_all"}
 
 // arrayLiteralOperand replaces *lit, an untyped quoted literal, with the
 // array of other's type when other is an array; it reports whether it did.

@@ -28,15 +28,23 @@ var djangoPeerLines = []string{
 	"aggregate: (24, Decimal('61.83'), '2024-05-03T12:00:00+00:00')",
 	"posts_per_product: [('chair', 0), ('desk', 1), ('lamp', 2)]",
 	"likes: [('desk', 7), ('lamp', 2)]",
+	"bulk_create: (3, [True, True, True])",
+	"get_or_create: [True, False]",
+	"has_key: ['bulk0', 'bulk1', 'bulk2']",
+	"has_any_keys: 2",
+	"with_posts: ['desk', 'lamp']",
+	"prefetch: [('desk', 1), ('lamp', 2)]",
+	"rolled_back: False",
 	"deleted_post: (1, {'blog.Post': 1})",
 	"deleted_product: (2, {'blog.Post': 1, 'shop.Product': 1})",
-	"left: (['chair', 'desk'], ['Desks'])",
+	"left: (['bulk0', 'bulk1', 'bulk2', 'chair', 'desk', 'stool'], ['Desks'])",
 }
 
 // Django runs test/django's migrations of two apps unmodified against a
 // node (shop's table, then blog's with a foreign key to it, an index and
-// added columns), and its ORM round trip (create, filter, JSON lookups,
-// update, a join across the foreign key, aggregates, cascading delete)
+// added columns), and its ORM round trip (create, bulk_create, filter,
+// JSON lookups, update, a join across the foreign key, aggregates,
+// subqueries, prefetching, a rolled-back atomic block, cascading delete)
 // prints what it prints on PostgreSQL; migrating again applies nothing.
 func TestDjangoMigrations(t *testing.T) {
 	// Self-contained (one node of its own, no timing it depends on).
@@ -122,7 +130,8 @@ func TestDjangoMigrations(t *testing.T) {
 		t.Errorf("manage.py roundtrip\n got %q\nwant %q", got, djangoPeerLines)
 	}
 	wantRows("SELECT name, description, price, stock, active, attributes, sku FROM shop_product ORDER BY name",
-		"chair||45.50|10|f|{}|", `desk|solid oak|120.00|11|t|{"legs": 4}|`)
+		`bulk0||0.00|0|t|{"batch": 0}|`, `bulk1||1.00|0|t|{"batch": 1}|`, `bulk2||2.00|0|t|{"batch": 2}|`,
+		"chair||45.50|10|f|{}|", `desk|solid oak|120.00|11|t|{"legs": 4}|`, "stool||9.00|0|t|{}|")
 	wantRows("SELECT title, p.name, likes FROM blog_post JOIN shop_product p ON p.id = product_id", "Desks|desk|7")
 
 	// Migrating again applies nothing, and Django sees the models as

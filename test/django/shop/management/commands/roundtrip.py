@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from django.core.management.base import BaseCommand
 from django.db import transaction
-from django.db.models import Avg, Count, F, Max, Sum
+from django.db.models import Avg, Count, Exists, F, Max, OuterRef, Sum
 
 from blog.models import Post
 from shop.models import Product
@@ -54,6 +54,26 @@ class Command(BaseCommand):
         self.out("aggregate", (totals["stock"], round(totals["avg_price"], 2), totals["newest"].isoformat()))
         self.out("posts_per_product", list(Product.objects.annotate(n=Count("posts")).order_by("name").values_list("name", "n")))
         self.out("likes", list(Post.objects.values("product__name").annotate(likes=Sum("likes")).order_by("product__name").values_list("product__name", "likes")))
+
+        # More of the ORM: bulk_create (INSERT … SELECT * FROM unnest(…)),
+        # get_or_create, JSON key lookups, subqueries, prefetching, and a
+        # rolled-back atomic block.
+        made = Product.objects.bulk_create([Product(name=f"bulk{i}", price=Decimal(i), created=at(7 + i),
+                                                    attributes={"batch": i}) for i in range(3)])
+        self.out("bulk_create", (len(made), [p.pk is not None for p in made]))
+        self.out("get_or_create", [Product.objects.get_or_create(name="stool", defaults={"price": 9, "created": at(9)})[1]
+                                   for _ in range(2)])
+        self.out("has_key", list(Product.objects.filter(attributes__has_key="batch").order_by("name").values_list("name", flat=True)))
+        self.out("has_any_keys", Product.objects.filter(attributes__has_any_keys=["legs", "colour"]).count())
+        self.out("with_posts", list(Product.objects.filter(Exists(Post.objects.filter(product=OuterRef("pk")))).order_by("name").values_list("name", flat=True)))
+        self.out("prefetch", [(p.name, len(p.posts.all())) for p in Product.objects.prefetch_related("posts").filter(name__in=["desk", "lamp"]).order_by("name")])
+        try:
+            with transaction.atomic():
+                Product.objects.create(name="ghost", price=1, created=at(10))
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        self.out("rolled_back", Product.objects.filter(name="ghost").exists())
 
         # Deletes: one row, then a product with its posts (Django cascades).
         self.out("deleted_post", Post.objects.filter(title="More lamps").delete())

@@ -253,3 +253,188 @@ func (e sessionEnv) PrimaryKey(rv *pg.RangeVar) []string {
 func (e sessionEnv) User() string { return e.s.identity.Name }
 
 func (e sessionEnv) DateStyle() string { return e.s.settings.values["datestyle"] }
+
+// Cursors. DECLARE runs its query as a portal would and keeps the rows'
+// stream open in the session; FETCH and MOVE read the next rows of it,
+// and CLOSE closes it. psycopg2's named cursors and so Django's
+// QuerySet.iterator() use them. Cursors only go forward (as PostgreSQL's
+// NO SCROLL cursors); one without WITH HOLD lasts until its transaction
+// block ends, one with it until CLOSE or the session's end (a ROLLBACK
+// also closes those the block declared).
+
+// cursor is one open cursor of a session.
+type cursor struct {
+	rows    pgwire.Rows
+	columns []pgwire.Column
+	hold    bool
+	inBlock bool // declared inside the transaction block now open
+	done    bool // rows returned io.EOF
+}
+
+// The DECLARE options of PostgreSQL's parsenodes.h.
+const (
+	cursorBinary = 0x0001
+	cursorScroll = 0x0002
+	cursorHold   = 0x0020
+)
+
+// codeDuplicateCursor and codeInvalidCursorName are PostgreSQL's
+// duplicate_cursor and invalid_cursor_name.
+const (
+	codeDuplicateCursor   = "42P03"
+	codeInvalidCursorName = "34000"
+)
+
+func (s *session) planDeclareCursor(ctx context.Context, dc *pg.DeclareCursorStmt) (*stmt, error) {
+	switch {
+	case dc.Options&cursorBinary != 0:
+		return nil, unsupported("binary cursors are not supported")
+	case dc.Options&cursorScroll != 0:
+		return nil, unsupported("SCROLL cursors are not supported: cursors only go forward")
+	case dc.Query.GetSelectStmt() == nil:
+		return nil, unsupported("a cursor's query must be a SELECT")
+	}
+	// The query is planned from its own text, so that its positions are
+	// its own (translation edits the text at them).
+	text, err := pg.Deparse(dc.Query)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	hold := dc.Options&cursorHold != 0
+	return &stmt{run: func(ctx context.Context, params []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		if !hold && s.tx.status == pgwire.TxIdle {
+			return pgwire.Result{}, errorf(pgwire.CodeNoActiveSQLTransaction, "DECLARE CURSOR can only be used in transaction blocks")
+		}
+		if _, ok := s.cursors[dc.Portalname]; ok {
+			return pgwire.Result{}, errorf(codeDuplicateCursor, "cursor %q already exists", dc.Portalname)
+		}
+		ps, err := s.Prepare(ctx, text, nil)
+		if err != nil {
+			return pgwire.Result{}, err
+		}
+		// The rows outlive DECLARE: the engine's query must not end with
+		// the statement's context.
+		st := ps.(*stmt)
+		res, err := st.run(context.WithoutCancel(ctx), nil)
+		if err != nil {
+			return pgwire.Result{}, err
+		}
+		if res.Rows == nil {
+			return pgwire.Result{}, unsupported("a cursor's query must return rows")
+		}
+		if s.cursors == nil {
+			s.cursors = map[string]*cursor{}
+		}
+		s.cursors[dc.Portalname] = &cursor{rows: res.Rows, columns: res.Rows.Columns(), hold: hold, inBlock: s.tx.status != pgwire.TxIdle}
+		return pgwire.Result{Tag: "DECLARE CURSOR"}, nil
+	}}, nil
+}
+
+func (s *session) planFetch(fs *pg.FetchStmt) (*stmt, error) {
+	n := fs.HowMany
+	switch fs.Direction {
+	case pg.FetchDirection_FETCH_FORWARD:
+	case pg.FetchDirection_FETCH_RELATIVE, pg.FetchDirection_FETCH_ABSOLUTE:
+		if n != 1 || fs.Direction == pg.FetchDirection_FETCH_ABSOLUTE {
+			return nil, unsupported("FETCH ABSOLUTE, RELATIVE and PRIOR are not supported: cursors only go forward")
+		}
+	default:
+		return nil, errorf(pgwire.CodeObjectNotInPrerequisiteState, "cursor can only scan forward")
+	}
+	c, ok := s.cursors[fs.Portalname]
+	if !ok {
+		return nil, errorf(codeInvalidCursorName, "cursor %q does not exist", fs.Portalname)
+	}
+	st := &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		if s.cursors[fs.Portalname] != c {
+			return pgwire.Result{}, errorf(codeInvalidCursorName, "cursor %q does not exist", fs.Portalname)
+		}
+		rows := &cursorRows{c: c, left: n}
+		if !fs.Ismove {
+			return pgwire.Result{Tag: "FETCH", Rows: rows}, nil
+		}
+		moved := 0
+		for {
+			if _, err := rows.Next(ctx); err == io.EOF {
+				break
+			} else if err != nil {
+				return pgwire.Result{}, err
+			}
+			moved++
+		}
+		return pgwire.Result{Tag: fmt.Sprintf("MOVE %d", moved)}, nil
+	}}
+	if !fs.Ismove {
+		st.columns = c.columns
+	}
+	return st, nil
+}
+
+func (s *session) planClose(cp *pg.ClosePortalStmt) (*stmt, error) {
+	return &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		if cp.Portalname == "" { // CLOSE ALL
+			s.closeCursors(func(*cursor) bool { return true })
+			return pgwire.Result{Tag: "CLOSE CURSOR ALL"}, nil
+		}
+		c, ok := s.cursors[cp.Portalname]
+		if !ok {
+			return pgwire.Result{}, errorf(codeInvalidCursorName, "cursor %q does not exist", cp.Portalname)
+		}
+		s.closeCursors(func(o *cursor) bool { return o == c })
+		return pgwire.Result{Tag: "CLOSE CURSOR"}, nil
+	}}, nil
+}
+
+// closeCursors closes the session's cursors that which selects.
+func (s *session) closeCursors(which func(*cursor) bool) {
+	for name, c := range s.cursors {
+		if which(c) {
+			c.rows.Close()
+			delete(s.cursors, name)
+		}
+	}
+}
+
+// endCursorsTx closes, as a transaction block ends, the cursors declared
+// without WITH HOLD, and after a ROLLBACK those the block declared.
+func (s *session) endCursorsTx(committed bool) {
+	s.closeCursors(func(c *cursor) bool { return !c.hold || (!committed && c.inBlock) })
+	for _, c := range s.cursors {
+		c.inBlock = false
+	}
+}
+
+// cursorRows are the next left rows of a cursor, for one FETCH.
+type cursorRows struct {
+	c    *cursor
+	left int64
+}
+
+func (r *cursorRows) Columns() []pgwire.Column { return r.c.columns }
+
+func (r *cursorRows) Next(ctx context.Context) ([]any, error) {
+	if r.left <= 0 || r.c.done {
+		return nil, io.EOF
+	}
+	row, err := r.c.rows.Next(ctx)
+	if err == io.EOF {
+		r.c.done = true
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.left--
+	return row, nil
+}
+
+// Close leaves the cursor open: the next FETCH goes on from here.
+func (r *cursorRows) Close() error { return nil }

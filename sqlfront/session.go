@@ -53,6 +53,8 @@ type session struct {
 	catalog catalogState
 	// temps are the session's temporary tables (temp.go).
 	temps *temptable.Set
+	// cursors are the session's open cursors by name (query.go).
+	cursors map[string]*cursor
 }
 
 var (
@@ -234,6 +236,12 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 		return s.planCreateIndex(n.IndexStmt)
 	case *pg.Node_ConstraintsSetStmt:
 		return s.planSetConstraints(n.ConstraintsSetStmt)
+	case *pg.Node_DeclareCursorStmt:
+		return s.planDeclareCursor(ctx, n.DeclareCursorStmt)
+	case *pg.Node_FetchStmt:
+		return s.planFetch(n.FetchStmt)
+	case *pg.Node_ClosePortalStmt:
+		return s.planClose(n.ClosePortalStmt)
 	case *pg.Node_CreateSeqStmt, *pg.Node_CreatedbStmt, *pg.Node_CreateFunctionStmt:
 		return nil, unsupported("%s is not supported by mink", statementName(node))
 	}
@@ -280,6 +288,7 @@ func (s *session) ChangedParams() map[string]string { return s.settings.reported
 
 // Close implements pgwire.Session.
 func (s *session) Close() {
+	s.closeCursors(func(*cursor) bool { return true })
 	s.tables.close()
 	s.catalog.close()
 	s.rollbackDDLOnClose()
@@ -378,6 +387,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 				s.endSettingsTx(ctx, false)
 				s.rollbackDDL(ctx, 0)
 				s.endTempTx(ctx, false)
+				s.endCursorsTx(false)
 				s.endTx()
 				return pgwire.Result{Tag: "ROLLBACK"}, nil
 			}
@@ -387,6 +397,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			before, after, kvs := splitTruncated(pending, kvs, kvTables, dropped)
 			s.endSettingsTx(ctx, true)
 			s.endTempTx(ctx, true)
+			s.endCursorsTx(true)
 			s.endTx()
 			if err := s.applyWrites(ctx, before); err != nil {
 				releaseWrites(after)
@@ -413,6 +424,7 @@ func (s *session) planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 			s.endSettingsTx(ctx, false)
 			s.rollbackDDL(ctx, 0)
 			s.endTempTx(ctx, false)
+			s.endCursorsTx(false)
 			s.endTx()
 			return pgwire.Result{Tag: "ROLLBACK"}, nil
 		}}, nil

@@ -261,9 +261,12 @@ func (s *session) planCreateTemp(ctx context.Context, cs *pg.CreateStmt) (*stmt,
 	for _, elt := range cs.TableElts {
 		switch e := elt.Node.(type) {
 		case *pg.Node_ColumnDef:
-			col, def, isPK, err := columnOf(e.ColumnDef, name)
+			col, def, isPK, decls, err := columnOf(e.ColumnDef, name)
 			if err != nil {
 				return nil, err
+			}
+			if len(decls) > 0 {
+				return nil, unsupported("%s constraints of temporary tables are not supported by mink", constraintName(decls[0].con.Contype))
 			}
 			if col.Sequence != "" {
 				return nil, unsupported("serial and identity columns of temporary tables are not supported by mink")

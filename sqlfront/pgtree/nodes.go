@@ -32,7 +32,10 @@ type (
 	ConstrType              = pg.ConstrType
 	Constraint              = pg.Constraint
 	ConstraintsSetStmt      = pg.ConstraintsSetStmt
+	ClosePortalStmt         = pg.ClosePortalStmt
 	CopyStmt                = pg.CopyStmt
+	DeclareCursorStmt       = pg.DeclareCursorStmt
+	FetchStmt               = pg.FetchStmt
 	CreateRoleStmt          = pg.CreateRoleStmt
 	CreateStmt              = pg.CreateStmt
 	DefElem                 = pg.DefElem
@@ -68,7 +71,10 @@ type (
 	Node_ColumnRef          = pg.Node_ColumnRef
 	Node_Constraint         = pg.Node_Constraint
 	Node_ConstraintsSetStmt = pg.Node_ConstraintsSetStmt
+	Node_ClosePortalStmt    = pg.Node_ClosePortalStmt
 	Node_CopyStmt           = pg.Node_CopyStmt
+	Node_DeclareCursorStmt  = pg.Node_DeclareCursorStmt
+	Node_FetchStmt          = pg.Node_FetchStmt
 	Node_CreateFunctionStmt = pg.Node_CreateFunctionStmt
 	Node_CreateRoleStmt     = pg.Node_CreateRoleStmt
 	Node_CreateSchemaStmt   = pg.Node_CreateSchemaStmt
@@ -200,6 +206,9 @@ const (
 	ObjectType_OBJECT_MATVIEW                    = pg.ObjectType_OBJECT_MATVIEW
 	ObjectType_OBJECT_VIEW                       = pg.ObjectType_OBJECT_VIEW
 	ObjectType_OBJECT_INDEX                      = pg.ObjectType_OBJECT_INDEX
+	FetchDirection_FETCH_ABSOLUTE                = pg.FetchDirection_FETCH_ABSOLUTE
+	FetchDirection_FETCH_FORWARD                 = pg.FetchDirection_FETCH_FORWARD
+	FetchDirection_FETCH_RELATIVE                = pg.FetchDirection_FETCH_RELATIVE
 	OverridingKind_OVERRIDING_USER_VALUE         = pg.OverridingKind_OVERRIDING_USER_VALUE
 	PartitionStrategy_PARTITION_STRATEGY_LIST    = pg.PartitionStrategy_PARTITION_STRATEGY_LIST
 	RoleSpecType_ROLESPEC_CSTRING                = pg.RoleSpecType_ROLESPEC_CSTRING

@@ -35,6 +35,7 @@ var djangoPeerLines = []string{
 	"with_posts: ['desk', 'lamp']",
 	"prefetch: [('desk', 1), ('lamp', 2)]",
 	"rolled_back: False",
+	"iterator: ['bulk0', 'bulk1', 'bulk2', 'chair', 'desk', 'lamp', 'stool']",
 	"deleted_post: (1, {'blog.Post': 1})",
 	"deleted_product: (2, {'blog.Post': 1, 'shop.Product': 1})",
 	"left: (['bulk0', 'bulk1', 'bulk2', 'chair', 'desk', 'stool'], ['Desks'])",
@@ -44,7 +45,8 @@ var djangoPeerLines = []string{
 // node (shop's table, then blog's with a foreign key to it, an index and
 // added columns), and its ORM round trip (create, bulk_create, filter,
 // JSON lookups, update, a join across the foreign key, aggregates,
-// subqueries, prefetching, a rolled-back atomic block, cascading delete)
+// subqueries, prefetching, a rolled-back atomic block, a server-side
+// cursor, cascading delete)
 // prints what it prints on PostgreSQL; migrating again applies nothing.
 func TestDjangoMigrations(t *testing.T) {
 	// Self-contained (one node of its own, no timing it depends on).

@@ -56,8 +56,8 @@ class Command(BaseCommand):
         self.out("likes", list(Post.objects.values("product__name").annotate(likes=Sum("likes")).order_by("product__name").values_list("product__name", "likes")))
 
         # More of the ORM: bulk_create (INSERT … SELECT * FROM unnest(…)),
-        # get_or_create, JSON key lookups, subqueries, prefetching, and a
-        # rolled-back atomic block.
+        # get_or_create, JSON key lookups, subqueries, prefetching, a
+        # rolled-back atomic block, and a server-side cursor.
         made = Product.objects.bulk_create([Product(name=f"bulk{i}", price=Decimal(i), created=at(7 + i),
                                                     attributes={"batch": i}) for i in range(3)])
         self.out("bulk_create", (len(made), [p.pk is not None for p in made]))
@@ -74,6 +74,8 @@ class Command(BaseCommand):
         except RuntimeError:
             pass
         self.out("rolled_back", Product.objects.filter(name="ghost").exists())
+        # iterator() reads through a server-side cursor, two rows a FETCH.
+        self.out("iterator", [p.name for p in Product.objects.order_by("name").iterator(chunk_size=2)])
 
         # Deletes: one row, then a product with its posts (Django cascades).
         self.out("deleted_post", Post.objects.filter(title="More lamps").delete())

@@ -63,7 +63,8 @@ func (s *session) planTempStatement(ctx context.Context, sql string, node *pg.No
 	case *pg.Node_CopyStmt:
 		if t, ok := s.tempRel(n.CopyStmt.Relation); ok {
 			if n.CopyStmt.IsFrom {
-				return nil, true, unsupported("COPY FROM into a temporary table is not supported by mink")
+				st, err := s.planTempCopyFrom(n.CopyStmt, t)
+				return st, true, err
 			}
 			cols := "*"
 			if len(n.CopyStmt.Attlist) > 0 {
@@ -484,4 +485,77 @@ func (s *session) planOnTemps(verb string, rels []*pg.RangeVar, fn func(ctx cont
 		}
 		return s.endTempStatement(ctx)
 	}), true, nil
+}
+
+// planTempCopyFrom plans COPY t [(columns)] FROM STDIN into a temporary
+// table: the rows are parsed as for any table, then the engine inserts
+// them (the columns left out take their defaults there).
+func (s *session) planTempCopyFrom(cs *pg.CopyStmt, t *temptable.Table) (*stmt, error) {
+	if cs.WhereClause != nil {
+		return nil, unsupported("COPY FROM … WHERE is not supported")
+	}
+	opts, err := copyOptions(cs)
+	if err != nil {
+		return nil, err
+	}
+	targets := t.Columns
+	if len(cs.Attlist) > 0 {
+		targets = nil
+		for _, a := range cs.Attlist {
+			name := a.GetString_().GetSval()
+			i := t.ColumnIndex(name)
+			if i < 0 {
+				return nil, errorf(pgwire.CodeUndefinedColumn, "column %q of relation %q does not exist", name, t.Name)
+			}
+			targets = append(targets, t.Columns[i])
+		}
+	}
+	cols := make([]pgwire.Column, len(targets))
+	names := make([]string, len(targets))
+	order := make([]int, len(targets))
+	for i, c := range targets {
+		cols[i] = pgwire.NewColumn(c.Name, c.Type.OID())
+		cols[i].TypeSize, cols[i].TypeMod = c.Type.Len(), c.Type.TypMod()
+		names[i] = quoteIdent(c.Name)
+		order[i] = i
+	}
+	return &stmt{run: func(ctx context.Context, _ []any) (pgwire.Result, error) {
+		if err := s.checkTx(); err != nil {
+			return pgwire.Result{}, err
+		}
+		sink := &tempCopySink{copySink: copySink{s: s, table: &tableInfo{name: t.Name, cols: targets}, targets: order},
+			insert: "INSERT INTO " + quoteIdent(t.Name) + " (" + strings.Join(names, ", ") + ") SELECT * FROM "}
+		return pgwire.Result{CopyIn: &pgwire.CopyIn{Table: t.Name, Columns: cols, Options: opts, Sink: sink}}, nil
+	}}, nil
+}
+
+// tempCopySink is a copySink whose rows the engine inserts into a
+// temporary table.
+type tempCopySink struct {
+	copySink
+	insert string // the INSERT, less the name of the registered rows
+}
+
+func (c *tempCopySink) Commit(ctx context.Context, rows int64) error {
+	defer c.release()
+	if err := c.stage(ctx); err != nil {
+		return err
+	}
+	s, name := c.s, c.table.name
+	if err := s.temps.BeforeWrite(ctx, name); err != nil {
+		return toWire(err)
+	}
+	if len(c.staged) > 0 {
+		src := "__mink_copy_rows"
+		release, err := s.conn.RegisterRecords(ctx, src, c.staged[0].Schema(), c.staged)
+		if err != nil {
+			return toWire(err)
+		}
+		err = s.conn.Exec(ctx, c.insert+src)
+		release()
+		if err != nil {
+			return toWire(err)
+		}
+	}
+	return toWire(s.endTempStatement(ctx))
 }

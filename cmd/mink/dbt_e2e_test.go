@@ -45,6 +45,26 @@ var dbtPeerSecondRun = map[string][]string{
 		"105|4|3.10|2024-04-06 08:00:00"},
 }
 
+// startToolProject checks that a third-party tool is installed (running
+// tool with check), starts a node, and copies the tool's project from src
+// to a temporary directory; it returns the node, the project's directory
+// and the node's Postgres port.
+func startToolProject(t *testing.T, what, src, tool string, check ...string) (n *node, project, port string) {
+	t.Helper()
+	if out, err := exec.Command(tool, check...).CombinedOutput(); err != nil {
+		t.Fatalf("%s is not installed at %s (%v: %s): %s", what, tool, err, out, installHint)
+	}
+	n = newNode(t, nodeOpts{})
+	n.start()
+	n.waitHealthy()
+	project = t.TempDir()
+	if err := os.CopyFS(project, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ = net.SplitHostPort(n.pgAddr())
+	return n, project, port
+}
+
 // dbt-postgres runs test/dbt unmodified against a node, twice (the
 // second run reloads the seeds with TRUNCATE and INSERT in a transaction
 // block, swaps each table model in with CREATE TABLE … AS and renames,
@@ -57,17 +77,7 @@ func TestDbtProject(t *testing.T) {
 	// runs beside another such test, which keeps make test in its budget.
 	t.Parallel()
 	dbt := filepath.Join(kafkaClientCache(t), "dbt-venv", "bin", "dbt")
-	if out, err := exec.Command(dbt, "--version").CombinedOutput(); err != nil {
-		t.Fatalf("dbt is not installed at %s (%v: %s): %s", dbt, err, out, installHint)
-	}
-	n := newNode(t, nodeOpts{})
-	n.start()
-	n.waitHealthy()
-	project := t.TempDir()
-	if err := os.CopyFS(project, os.DirFS("../../test/dbt")); err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(n.pgAddr())
+	n, project, port := startToolProject(t, "dbt", "../../test/dbt", dbt, "--version")
 	run := func(args ...string) (string, error) {
 		cmd := exec.Command(dbt, append(args, "--profiles-dir", project, "--project-dir", project, "--no-use-colors")...)
 		cmd.Dir = project

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,17 +51,7 @@ func TestDjangoMigrations(t *testing.T) {
 	// Self-contained (one node of its own, no timing it depends on).
 	t.Parallel()
 	python := filepath.Join(kafkaClientCache(t), "django-venv", "bin", "python")
-	if out, err := exec.Command(python, "-c", "import django, psycopg2").CombinedOutput(); err != nil {
-		t.Fatalf("Django is not installed in %s (%v: %s): %s", python, err, out, installHint)
-	}
-	n := newNode(t, nodeOpts{})
-	n.start()
-	n.waitHealthy()
-	project := t.TempDir()
-	if err := os.CopyFS(project, os.DirFS("../../test/django")); err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(n.pgAddr())
+	n, project, port := startToolProject(t, "Django", "../../test/django", python, "-c", "import django, psycopg2")
 	manage := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(python, append([]string{"manage.py"}, args...)...)

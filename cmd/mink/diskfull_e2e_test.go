@@ -17,9 +17,11 @@ import (
 )
 
 // A full disk under a single node (issue 19, scenario 5): the data
-// directory — embedded etcd, KV tablets and the local-directory object
-// store — is a small tmpfs the test mounts, and a filler file takes every
-// free byte. Writes fail with a clear error naming the cause (40003: the
+// directory — KV tablets and the local-directory object store — is a
+// small tmpfs the test mounts, and a filler file takes every free byte.
+// etcd runs on a disk of its own, as in a cluster: an embedded etcd on the
+// full disk fails its next commit and the node exits (docs/faults.md), at
+// a moment the test cannot choose, which made it flaky. Writes fail with a clear error naming the cause (40003: the
 // WAL upload is retried, so the row may still land), log tables go on
 // answering reads from what is stored, and once the filler is gone writes
 // succeed again without a restart. Nothing acknowledged is lost, and a
@@ -33,7 +35,8 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("mount a tmpfs: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
-	n := newNode(t, nodeOpts{dataDir: filepath.Join(mnt, "data")})
+	etcd := startTestEtcd(t)
+	n := newNode(t, nodeOpts{dataDir: filepath.Join(mnt, "data"), etcd: strings.Join(etcd.Endpoints(), ",")})
 	n.start()
 	n.waitHealthy()
 	ctx := context.Background()

@@ -54,6 +54,36 @@ type builtinType struct {
 	collation                                   uint32
 }
 
+type builtinDescription struct {
+	objoid, classoid uint32
+	objsubid         int32
+	description      string
+}
+
+// schemaType is a pg_type row of a type outside pg_catalog.
+type schemaType struct {
+	oid                          uint32
+	name                         string
+	len                          int16
+	byVal                        bool
+	typtype, category            byte
+	elem, array                  uint32
+	input, output, receive, send string
+	align, storage               byte
+	baseType                     uint32
+	typmod                       int32
+	collation                    uint32
+	subscript                    string
+}
+
+type pgConversion struct {
+	oid                     uint32
+	name                    string
+	forEncoding, toEncoding int32
+	proc                    string
+	isDefault               bool
+}
+
 // Fixed OIDs, PostgreSQL's where it has them.
 const (
 	OIDPgCatalog         uint32 = 11

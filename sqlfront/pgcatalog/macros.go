@@ -12,15 +12,17 @@ import (
 type catalogMacro struct {
 	name string
 	// sql is the CREATE statement's body; {{keywords}} is the list of
-	// keywords quote_ident quotes.
+	// keywords quote_ident quotes, {{encodings}} the list of encoding
+	// names and {{nencodings}} its length.
 	sql  string
 	deps []string
 }
 
 const (
-	relClass     = "pg_catalog.pg_class"
-	relNamespace = "pg_catalog.pg_namespace"
-	relRoles     = "pg_catalog.pg_roles"
+	relClass       = "pg_catalog.pg_class"
+	relNamespace   = "pg_catalog.pg_namespace"
+	relRoles       = "pg_catalog.pg_roles"
+	relDescription = "pg_catalog.pg_description"
 	// SettingsVarKey is the DuckDB variable mink_settings, a MAP of the
 	// session's settings by lower-case name, set before each statement
 	// that reads it.
@@ -63,7 +65,16 @@ var catalogMacros = append([]catalogMacro{
 		SELECT CASE WHEN m_c.relnamespace IN (11, 2200) THEN mink_quote_ident(m_c.relname) ELSE m_n.nspname || '.' || mink_quote_ident(m_c.relname) END
 		FROM mink_pg_catalog__pg_class m_c JOIN mink_pg_catalog__pg_namespace m_n ON m_n.oid = m_c.relnamespace WHERE m_c.oid = p_r), p_r::VARCHAR)`,
 		deps: []string{relClass, relNamespace}},
-	{name: "mink_encoding_to_char", sql: `(p_e) AS CASE p_e WHEN 6 THEN 'UTF8' WHEN 0 THEN 'SQL_ASCII' ELSE '' END`},
+	{name: "mink_encoding_to_char", sql: `(p_e) AS CASE WHEN p_e IS NULL THEN NULL
+		WHEN p_e >= 0 AND p_e < {{nencodings}} THEN {{encodings}}[p_e + 1] ELSE '' END`},
+	// Comments: PostgreSQL's on its built-in objects (buildDescriptions).
+	{name: "mink_obj_description", sql: `(p_o, p_c) AS (SELECT m_d.description FROM mink_pg_catalog__pg_description m_d
+		WHERE m_d.objoid = p_o AND m_d.classoid = mink_to_regclass(p_c) AND m_d.objsubid = 0 LIMIT 1)`,
+		deps: []string{relDescription}},
+	{name: "mink_obj_description_any", sql: `(p_o) AS (SELECT m_d.description FROM mink_pg_catalog__pg_description m_d
+		WHERE m_d.objoid = p_o AND m_d.objsubid = 0 ORDER BY m_d.classoid LIMIT 1)`, deps: []string{relDescription}},
+	{name: "mink_col_description", sql: `(p_r, p_n) AS (SELECT m_d.description FROM mink_pg_catalog__pg_description m_d
+		WHERE m_d.objoid = p_r AND m_d.classoid = 1259 AND m_d.objsubid = p_n LIMIT 1)`, deps: []string{relDescription}},
 	// PostgreSQL's arrays here are one-dimensional lists.
 	{name: "mink_array_upper", sql: `(p_a, p_d) AS CASE WHEN p_d = 1 AND len(p_a) > 0 THEN len(p_a)::INTEGER END`},
 	{name: "mink_array_lower", sql: `(p_a, p_d) AS CASE WHEN p_d = 1 AND len(p_a) > 0 THEN 1 END`},
@@ -125,7 +136,12 @@ func MacroSQL() string {
 		keywords = append(keywords, QuoteLiteral(k))
 	}
 	list := "[" + strings.Join(keywords, ", ") + "]"
-	r := strings.NewReplacer("{{keywords}}", list)
+	encodings := make([]string, len(pgEncodings))
+	for i, e := range pgEncodings {
+		encodings[i] = QuoteLiteral(e)
+	}
+	r := strings.NewReplacer("{{keywords}}", list, "{{encodings}}", "["+strings.Join(encodings, ", ")+"]",
+		"{{nencodings}}", fmt.Sprint(len(pgEncodings)))
 	var b strings.Builder
 	for _, m := range catalogMacros {
 		b.WriteString("CREATE OR REPLACE TEMPORARY MACRO " + m.name + r.Replace(m.sql) + ";\n")

@@ -13,7 +13,7 @@ import (
 )
 
 // The rows of each emulated relation. A relation without a builder here is
-// always empty (pg_inherits, pg_description, …): mink has no indexes or
+// always empty (pg_inherits, pg_proc, …): mink has no indexes or
 // constraints other than primary keys and NOT NULL, no inheritance or
 // comments, and AlwaysEmpty (sqlfront's staticallyEmpty) relies on that.
 
@@ -29,6 +29,8 @@ var relationBuilders = map[string]func(in *Input, b *relBuilder){
 	"pg_catalog.pg_collation":         buildCollations,
 	"pg_catalog.pg_tablespace":        buildTablespaces,
 	"pg_catalog.pg_language":          buildLanguages,
+	"pg_catalog.pg_description":       buildDescriptions,
+	"pg_catalog.pg_conversion":        buildConversions,
 	"pg_catalog.pg_authid":            buildAuthid,
 	"pg_catalog.pg_roles":             buildRoles,
 	"pg_catalog.pg_user":              buildUsers,
@@ -247,7 +249,7 @@ func buildClasses(in *Input, b *relBuilder) {
 			"relhassubclass", false, "relrowsecurity", false, "relforcerowsecurity", false, "relispopulated", true,
 			"relreplident", map[bool]string{true: "d", false: "n"}[r.kind == "r" || r.kind == "p"],
 			"relispartition", false, "relrewrite", uint32(0), "relfrozenxid", uint32(0), "relminmxid", uint32(0),
-			"reloptions", opts, "relacl", nilIfNoItems(in.relacl(r)))
+			"reloptions", nilIfNoItems(opts), "relacl", nilIfNoItems(in.relacl(r)))
 		if r.table != nil && r.table.hasPK() {
 			r.table.addPKIndexClass(b, r.owner())
 		}
@@ -283,6 +285,16 @@ func buildAttributes(in *Input, b *relBuilder) {
 				"attidentity", a.identity, "attgenerated", "", "attisdropped", false, "attislocal", true,
 				"attinhcount", int32(0), "attcollation", collation)
 		}
+		if r.kind == "r" || r.kind == "p" {
+			for _, sa := range systemAttributes {
+				b.add("attrelid", r.oid, "attname", sa.name, "atttypid", sa.typ, "attstattarget", int32(0),
+					"attlen", sa.length, "attnum", sa.num, "attndims", int32(0), "attcacheoff", int32(-1),
+					"atttypmod", int32(-1), "attbyval", sa.byVal, "attalign", sa.align, "attstorage", "p",
+					"attcompression", "", "attnotnull", true, "atthasdef", false, "atthasmissing", false,
+					"attidentity", "", "attgenerated", "", "attisdropped", false, "attislocal", true,
+					"attinhcount", int32(0), "attcollation", uint32(0))
+			}
+		}
 		if r.table == nil || !r.table.hasPK() {
 			continue
 		}
@@ -298,6 +310,27 @@ func buildAttributes(in *Input, b *relBuilder) {
 				"attinhcount", int32(0), "attcollation", collation)
 		}
 	}
+}
+
+// systemAttributes are the system columns PostgreSQL lists in pg_attribute
+// (with negative attnums) for every table and partitioned table. Tools
+// that read a relation's columns without a filter on attnum get them, as
+// DBeaver's column reader does (it drops them itself). mink's tables do
+// not have these columns: selecting ctid is an unknown column.
+var systemAttributes = []struct {
+	name   string
+	typ    uint32
+	num    int16
+	length int16
+	byVal  bool
+	align  string
+}{
+	{"tableoid", 26, -6, 4, true, "i"},
+	{"cmax", 29, -5, 4, true, "i"},
+	{"xmax", 28, -4, 4, true, "i"},
+	{"cmin", 29, -3, 4, true, "i"},
+	{"xmin", 28, -2, 4, true, "i"},
+	{"ctid", 27, -1, 6, false, "s"},
 }
 
 func buildAttrdefs(in *Input, b *relBuilder) {
@@ -335,6 +368,19 @@ func buildTypes(in *Input, b *relBuilder) {
 			"typalign", string(t.align), "typstorage", string(t.storage), "typnotnull", false, "typbasetype", uint32(0),
 			"typtypmod", int32(-1), "typndims", int32(0), "typcollation", t.collation)
 	}
+	// information_schema's domains (its columns' types in PostgreSQL;
+	// mink describes those columns with the domains' base types).
+	for i := range schemaTypes {
+		t := &schemaTypes[i]
+		b.add("oid", t.oid, "typname", t.name, "typnamespace", OIDInformationSchema, "typowner", oidBootstrapSuperuser,
+			"typlen", t.len, "typbyval", t.byVal, "typtype", string(t.typtype), "typcategory", string(t.category),
+			"typispreferred", false, "typisdefined", true, "typdelim", ",", "typrelid", uint32(0),
+			"typsubscript", t.subscript, "typelem", t.elem, "typarray", t.array, "typinput", t.input,
+			"typoutput", t.output, "typreceive", t.receive, "typsend", t.send,
+			"typmodin", "-", "typmodout", "-", "typanalyze", "-",
+			"typalign", string(t.align), "typstorage", string(t.storage), "typnotnull", false, "typbasetype", t.baseType,
+			"typtypmod", t.typmod, "typndims", int32(0), "typcollation", t.collation)
+	}
 	// Every table has a row type of its name, as in PostgreSQL.
 	for _, r := range in.relations() {
 		t := r.table
@@ -351,6 +397,23 @@ func buildTypes(in *Input, b *relBuilder) {
 	}
 }
 
+// buildDescriptions lists PostgreSQL's comments on the built-in objects
+// mink lists; mink's own objects have none (COMMENT ON is not supported).
+func buildDescriptions(in *Input, b *relBuilder) {
+	for _, d := range builtinDescriptions {
+		b.add("objoid", d.objoid, "classoid", d.classoid, "objsubid", d.objsubid, "description", d.description)
+	}
+}
+
+// buildConversions lists PostgreSQL's encoding conversions, which tools
+// read for the list of encodings (mink stores and sends UTF8 only).
+func buildConversions(in *Input, b *relBuilder) {
+	for _, c := range pgConversions {
+		b.add("oid", c.oid, "conname", c.name, "connamespace", OIDPgCatalog, "conowner", oidBootstrapSuperuser,
+			"conforencoding", c.forEncoding, "contoencoding", c.toEncoding, "conproc", c.proc, "condefault", c.isDefault)
+	}
+}
+
 func buildDatabases(in *Input, b *relBuilder) {
 	b.add("oid", oidDatabase, "datname", in.Database, "datdba", oidBootstrapSuperuser, "encoding", int32(EncodingUTF8),
 		"datlocprovider", "c", "datistemplate", false, "datallowconn", true, "datconnlimit", int32(-1),
@@ -362,6 +425,12 @@ func buildAccessMethods(in *Input, b *relBuilder) {
 	b.add("oid", oidHeap, "amname", "heap", "amhandler", "heap_tableam_handler", "amtype", "t")
 	b.add("oid", oidBtree, "amname", "btree", "amhandler", "bthandler", "amtype", "i")
 	b.add("oid", uint32(405), "amname", "hash", "amhandler", "hashhandler", "amtype", "i")
+	// PostgreSQL's other built-in index methods, listed as PostgreSQL
+	// lists them (mink's tables have no indexes of these kinds).
+	b.add("oid", uint32(783), "amname", "gist", "amhandler", "gisthandler", "amtype", "i")
+	b.add("oid", uint32(2742), "amname", "gin", "amhandler", "ginhandler", "amtype", "i")
+	b.add("oid", uint32(3580), "amname", "brin", "amhandler", "brinhandler", "amtype", "i")
+	b.add("oid", uint32(4000), "amname", "spgist", "amhandler", "spghandler", "amtype", "i")
 }
 
 func buildCollations(in *Input, b *relBuilder) {
@@ -379,12 +448,15 @@ func buildTablespaces(in *Input, b *relBuilder) {
 }
 
 func buildLanguages(in *Input, b *relBuilder) {
+	// lanvalidator: fmgr_internal_validator, fmgr_c_validator and
+	// fmgr_sql_validator, by their PostgreSQL OIDs.
 	for _, l := range []struct {
-		oid  uint32
-		name string
-	}{{12, "internal"}, {13, "c"}, {14, "sql"}} {
+		oid       uint32
+		name      string
+		validator uint32
+	}{{12, "internal", 2246}, {13, "c", 2247}, {14, "sql", 2248}} {
 		b.add("oid", l.oid, "lanname", l.name, "lanowner", oidBootstrapSuperuser, "lanpltrusted", l.name == "sql",
-			"lanplcallfoid", uint32(0), "laninline", uint32(0), "lanvalidator", uint32(0))
+			"lanplcallfoid", uint32(0), "laninline", uint32(0), "lanvalidator", l.validator)
 	}
 }
 

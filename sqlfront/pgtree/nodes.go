@@ -55,6 +55,7 @@ type (
 	CreateTableAsStmt       = pg.CreateTableAsStmt
 	Integer                 = pg.Integer
 	Node                    = pg.Node
+	NullTest                = pg.NullTest
 	Node_AArrayExpr         = pg.Node_AArrayExpr
 	Node_AConst             = pg.Node_AConst
 	Node_AExpr              = pg.Node_AExpr
@@ -66,6 +67,7 @@ type (
 	Node_CaseExpr           = pg.Node_CaseExpr
 	Node_CaseWhen           = pg.Node_CaseWhen
 	Node_CoalesceExpr       = pg.Node_CoalesceExpr
+	Node_NullTest           = pg.Node_NullTest
 	Node_CollateClause      = pg.Node_CollateClause
 	Node_ColumnDef          = pg.Node_ColumnDef
 	Node_ColumnRef          = pg.Node_ColumnRef

@@ -315,6 +315,8 @@ var macroFuncs = map[string]string{
 	"_pg_expandarray":        "mink_expandarray",
 	"pg_partition_ancestors": "mink_partition_root",
 	"pg_database_size":       "mink_database_size",
+	"obj_description":        "mink_obj_description",
+	"col_description":        "mink_col_description",
 }
 
 // regclassArgFuncs take a regclass, which a quoted name converts to.
@@ -326,14 +328,23 @@ var regclassArgFuncs = map[string]bool{
 }
 
 // nullFuncs describe objects mink does not have: indexes and constraints
-// other than primary keys, triggers, functions, comments.
+// other than primary keys, triggers, functions, comments on shared
+// objects.
 var nullFuncs = map[string]bool{
-	"obj_description": true, "col_description": true, "shobj_description": true,
+	"shobj_description":  true,
 	"pg_get_triggerdef":  true,
 	"pg_get_functiondef": true, "pg_get_function_arguments": true, "pg_get_function_result": true,
 	"pg_get_function_identity_arguments": true, "pg_get_statisticsobjdef_columns": true, "pg_get_ruledef": true,
 	"pg_get_serial_sequence": true, "inet_server_addr": true, "inet_client_addr": true,
-	"pg_get_statisticsobjdef": true, "pg_tablespace_location": true,
+	"pg_get_statisticsobjdef": true,
+}
+
+// zeroStatFuncs are statistics counters of relations (DBeaver reads an
+// index's scans): mink counts none, and PostgreSQL's are 0 for a relation
+// nothing has read since the statistics were reset.
+var zeroStatFuncs = map[string]bool{
+	"pg_stat_get_numscans": true, "pg_stat_get_tuples_returned": true, "pg_stat_get_tuples_fetched": true,
+	"pg_stat_get_blocks_fetched": true, "pg_stat_get_blocks_hit": true,
 }
 
 // trueFuncs are privilege and visibility checks of objects every role may
@@ -414,6 +425,14 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 	case nullFuncs[name]:
 		hit()
 		return pg.Cast(pg.NullConst(), "varchar")
+	case zeroStatFuncs[name] && len(fc.Args) == 1:
+		hit()
+		return strictConst(fc.Args[0], pg.Cast(pg.IntConst(0), "int8"))
+	case name == "pg_tablespace_location" && len(fc.Args) == 1:
+		// mink's tablespaces are pg_default and pg_global, whose location
+		// PostgreSQL prints as the empty string.
+		hit()
+		return strictConst(fc.Args[0], pg.Cast(pg.StringConst(""), "varchar"))
 	case trueFuncs[name]:
 		hit()
 		return pg.BoolConst(true)
@@ -425,6 +444,13 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		// DuckDB's string_to_array is a macro, which it cannot expand in
 		// a table function's arguments.
 		fc.Funcname = pg.Names("string_split")
+		return nil
+	}
+	if name == "obj_description" && len(fc.Args) == 1 {
+		// The deprecated form without the catalog's name.
+		hit()
+		rw.useMacro("mink_obj_description_any")
+		fc.Funcname = pg.Names("mink_obj_description_any")
 		return nil
 	}
 	if m, ok := macroFuncs[name]; ok {
@@ -457,6 +483,17 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		fc.Funcname = pg.Names(name)
 	}
 	return nil
+}
+
+// strictConst is value, or NULL when arg is NULL: a strict function of arg
+// whose result does not depend on it.
+func strictConst(arg, value *pg.Node) *pg.Node {
+	return &pg.Node{Node: &pg.Node_CaseExpr{CaseExpr: &pg.CaseExpr{
+		Args: []*pg.Node{{Node: &pg.Node_CaseWhen{CaseWhen: &pg.CaseWhen{
+			Expr:   &pg.Node{Node: &pg.Node_NullTest{NullTest: &pg.NullTest{Arg: arg, Nulltesttype: pg.NullTestType_IS_NOT_NULL}}},
+			Result: value,
+		}}}},
+	}}}
 }
 
 func (rw *catalogRewriter) sqlValueFunction(f *pg.SQLValueFunction) *pg.Node {

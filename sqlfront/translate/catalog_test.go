@@ -34,8 +34,12 @@ func TestCatalogRewrite(t *testing.T) {
 			want: "FROM (SELECT string_split(mink_current_setting('search_path'), ',') AS s) s", rels: pgcatalog.SettingsVarKey},
 		{sql: "SELECT * FROM pg_catalog.pg_get_keywords()", catalog: true, want: "FROM mink_keywords pg_get_keywords", rels: pgcatalog.KeywordsKey},
 		{sql: "SELECT l.tableoid FROM pg_language l", catalog: true, want: "SELECT 2612::uinteger FROM"},
-		{sql: "SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid, true), pg_catalog.obj_description(1, 'pg_class') FROM pg_attrdef d",
+		{sql: "SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid, true), pg_catalog.shobj_description(1, 'pg_database') FROM pg_attrdef d",
 			catalog: true, want: `SELECT d.adbin, NULL::"varchar"`},
+		{sql: "SELECT obj_description(n.oid, 'pg_namespace'), obj_description(n.oid) FROM pg_namespace n", catalog: true,
+			want: "mink_obj_description(n.oid, 'pg_namespace')|mink_obj_description_any(n.oid)", rels: "pg_catalog.pg_description"},
+		{sql: "SELECT pg_stat_get_numscans(i.indexrelid), pg_tablespace_location(1663) FROM pg_index i", catalog: true,
+			want: "CASE WHEN i.indexrelid IS NOT NULL THEN 0::int8 END|CASE WHEN 1663 IS NOT NULL THEN ''::\"varchar\" END"},
 	} {
 		tree, err := pg.Parse(tc.sql)
 		if err != nil {

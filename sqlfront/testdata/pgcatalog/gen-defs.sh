@@ -59,3 +59,49 @@ SELECT E'// pgKeywords are PostgreSQL''s keywords, as pg_get_keywords() lists th
   || string_agg(format(E'\t{"%s", \'%s\', %s},', word, catcode, barelabel::text), E'\n' ORDER BY word) || E'\n}\n'
 FROM pg_get_keywords();
 SQL
+psql "$conn" -X -At -v ON_ERROR_STOP=1 <<'SQL'
+SELECT E'// builtinDescriptions are PostgreSQL''s comments (pg_description) on the\n'
+  || E'// built-in objects mink lists: its types of builtinTypes, the schemas\n'
+  || E'// pg_catalog and public, the access methods, the languages internal, c\n'
+  || E'// and sql, and the collations default, C and POSIX: objoid, classoid,\n'
+  || E'// objsubid, description.\n'
+  || E'var builtinDescriptions = []builtinDescription{\n'
+  || string_agg(format(E'\t{%s, %s, %s, %s},', d.objoid, d.classoid, d.objsubid, to_json(d.description)::text), E'\n'
+       ORDER BY d.classoid, d.objoid, d.objsubid)
+  || E'\n}\n'
+FROM pg_description d
+WHERE (d.classoid = 'pg_type'::regclass AND d.objoid IN (
+         SELECT t.oid FROM pg_type t
+         WHERE t.typnamespace = 'pg_catalog'::regnamespace AND t.typtype IN ('b', 'p', 'r', 'm')
+           AND (t.typelem = 0 OR (SELECT e.typtype FROM pg_type e WHERE e.oid = t.typelem) <> 'c')))
+   OR (d.classoid = 'pg_namespace'::regclass AND d.objoid IN ('pg_catalog'::regnamespace, 'public'::regnamespace))
+   OR d.classoid = 'pg_am'::regclass
+   OR (d.classoid = 'pg_language'::regclass AND d.objoid IN (SELECT oid FROM pg_language WHERE lanname IN ('internal', 'c', 'sql')))
+   OR (d.classoid = 'pg_collation'::regclass AND d.objoid IN (SELECT oid FROM pg_collation WHERE collname IN ('default', 'C', 'POSIX')));
+SELECT E'// schemaTypes are the rows of PostgreSQL''s pg_type for the domains of\n'
+  || E'// information_schema and their array types: oid, typname, typlen,\n'
+  || E'// typbyval, typtype, typcategory, typelem, typarray, typinput,\n'
+  || E'// typoutput, typreceive, typsend, typalign, typstorage, typbasetype,\n'
+  || E'// typtypmod, typcollation, typsubscript.\n'
+  || E'var schemaTypes = []schemaType{\n'
+  || string_agg(format(E'\t{%s, "%s", %s, %s, ''%s'', ''%s'', %s, %s, "%s", "%s", "%s", "%s", ''%s'', ''%s'', %s, %s, %s, "%s"},',
+       t.oid, t.typname, t.typlen, t.typbyval::text, t.typtype, t.typcategory, t.typelem, t.typarray, t.typinput, t.typoutput,
+       t.typreceive, t.typsend, t.typalign, t.typstorage, t.typbasetype, t.typtypmod, t.typcollation, t.typsubscript), E'\n' ORDER BY t.oid)
+  || E'\n}\n'
+FROM pg_type t
+WHERE t.typnamespace = 'information_schema'::regnamespace
+  AND (t.typtype = 'd' OR t.typelem IN (SELECT e.oid FROM pg_type e WHERE e.typtype = 'd' AND e.typnamespace = 'information_schema'::regnamespace));
+SELECT E'// pgConversions are the rows of PostgreSQL''s pg_conversion: oid, conname,\n'
+  || E'// conforencoding, contoencoding, conproc, condefault (all in pg_catalog,\n'
+  || E'// owned by the bootstrap superuser).\n'
+  || E'var pgConversions = []pgConversion{\n'
+  || string_agg(format(E'\t{%s, "%s", %s, %s, "%s", %s},', c.oid, c.conname, c.conforencoding, c.contoencoding, c.conproc, c.condefault::text), E'\n' ORDER BY c.oid)
+  || E'\n}\n'
+FROM pg_conversion c;
+SELECT E'// pgEncodings are PostgreSQL''s encoding names by number, as\n'
+  || E'// pg_encoding_to_char prints them.\n'
+  || E'var pgEncodings = []string{\n'
+  || string_agg(format(E'\t"%s",', pg_encoding_to_char(i)), E'\n' ORDER BY i)
+  || E'\n}\n'
+FROM generate_series(0, (SELECT max(contoencoding) FROM pg_conversion)) i;
+SQL

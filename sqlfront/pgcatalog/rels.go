@@ -628,15 +628,37 @@ func buildISColumns(in *Input, b *relBuilder) {
 			row := []any{"table_catalog", in.Database, "table_schema", r.schema, "table_name", r.name,
 				"column_name", a.name, "ordinal_position", int32(i + 1), "is_nullable", nullable, "data_type", dataType,
 				"udt_catalog", in.Database, "udt_schema", "pg_catalog", "udt_name", t.name,
-				"dtd_identifier", fmt.Sprint(i + 1), "is_self_referencing", "NO", "is_identity", "NO",
-				"is_generated", "NEVER", "is_updatable", map[bool]string{true: "YES", false: "NO"}[r.table != nil && r.kind != "v"]}
+				"dtd_identifier", fmt.Sprint(i + 1), "is_self_referencing", "NO", "is_identity", map[bool]string{true: "YES", false: "NO"}[a.identity != ""],
+				"identity_cycle", "NO", "is_generated", "NEVER", "is_updatable", map[bool]string{true: "YES", false: "NO"}[r.table != nil && r.kind != "v"]}
 			if a.def != "" {
 				row = append(row, "column_default", a.def)
+			}
+			if a.identity != "" {
+				row = append(row, identityColumn(a)...)
 			}
 			row = append(row, columnPrecision(a)...)
 			b.add(row...)
 		}
 	}
+}
+
+// identityColumn is information_schema's description of an identity
+// column's sequence: mink's start at 1 and count up by 1, to the largest
+// value of the column's type.
+func identityColumn(a attribute) []any {
+	generation := "BY DEFAULT"
+	if a.identity == "a" {
+		generation = "ALWAYS"
+	}
+	maximum := "9223372036854775807"
+	switch a.typ {
+	case 21:
+		maximum = "32767"
+	case 23:
+		maximum = "2147483647"
+	}
+	return []any{"identity_generation", generation, "identity_start", "1", "identity_increment", "1",
+		"identity_maximum", maximum, "identity_minimum", "1"}
 }
 
 // columnPrecision is information_schema's length, precision and scale of

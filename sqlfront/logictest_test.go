@@ -1002,11 +1002,18 @@ func (r *logicRunner) extended(ctx context.Context, sql string) (got *logicOutco
 		return &logicOutcome{err: asPgError(err)}, ""
 	}
 	descTypes, _ = describeFields(desc.Fields)
-	format := int16(pgtype.TextFormatCode)
+	// Binary mode asks for binary results of the types pgx can decode and
+	// for text of the others (regproc, …), as pgx itself does.
+	formats := []int16{pgtype.TextFormatCode}
 	if r.mode == modeBinary {
-		format = pgtype.BinaryFormatCode
+		formats = make([]int16, len(desc.Fields))
+		for i, f := range desc.Fields {
+			if _, ok := r.tmap.TypeForOID(f.DataTypeOID); ok {
+				formats[i] = pgtype.BinaryFormatCode
+			}
+		}
 	}
-	rr := c.ExecPrepared(ctx, "", nil, nil, []int16{format})
+	rr := c.ExecPrepared(ctx, "", nil, nil, formats)
 	got = &logicOutcome{}
 	fields := rr.FieldDescriptions()
 	got.fieldDescs = fields
@@ -1154,11 +1161,7 @@ func (r *logicRunner) canonicalRow(fields []pgconn.FieldDescription, row [][]byt
 		oid := fields[i].DataTypeOID
 		typ, ok := r.tmap.TypeForOID(oid)
 		if !ok {
-			if format == pgtype.TextFormatCode {
-				parts[i] = string(v)
-			} else {
-				parts[i] = "binary:" + hex.EncodeToString(v)
-			}
+			parts[i] = string(v) // text in either mode (extended)
 			continue
 		}
 		val, err := typ.Codec.DecodeValue(r.tmap, oid, format, v)

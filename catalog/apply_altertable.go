@@ -137,3 +137,42 @@ func applyRenameColumn(v *View, r RenameColumn) Outcome {
 	}
 	return Outcome{}
 }
+
+func applySetColumnNotNull(v *View, r SetColumnNotNull) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "set not null of table %d: no such table", r.Table)
+	}
+	i := slices.IndexFunc(t.Spec.Columns, func(c Column) bool { return c.Name == r.Column })
+	switch {
+	case i < 0:
+		return reject(ErrNotFound, "set not null of %q.%q: no such column", t.Spec.Name, r.Column)
+	case !r.NotNull && slices.Contains(t.Spec.PrimaryKey, r.Column):
+		return reject(ErrInvalid, "drop not null of %q.%q: the column is in the primary key", t.Spec.Name, r.Column)
+	}
+	// A new slice: views handed out earlier share the old one.
+	t.Spec.Columns = slices.Clone(t.Spec.Columns)
+	t.Spec.Columns[i].NotNull = r.NotNull
+	t.Spec.Columns[i].LakeOptional = true
+	return Outcome{}
+}
+
+func applySetColumnType(v *View, r SetColumnType) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "set type of table %d: no such table", r.Table)
+	}
+	i := slices.IndexFunc(t.Spec.Columns, func(c Column) bool { return c.Name == r.Column })
+	switch {
+	case i < 0:
+		return reject(ErrNotFound, "set type of %q.%q: no such column", t.Spec.Name, r.Column)
+	case r.Type == "":
+		return reject(ErrInvalid, "set type of %q.%q: empty type", t.Spec.Name, r.Column)
+	case t.Spec.Columns[i].Sequence != "":
+		return reject(ErrInvalid, "set type of %q.%q: the column takes its values from a sequence", t.Spec.Name, r.Column)
+	}
+	// A new slice: views handed out earlier share the old one.
+	t.Spec.Columns = slices.Clone(t.Spec.Columns)
+	t.Spec.Columns[i].Type = r.Type
+	return Outcome{}
+}

@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindRenameColumn
+	maxKnownKind           = KindSetColumnType
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -70,6 +70,8 @@ var kindNames = map[Kind]string{
 	KindDropView:             "DropView",
 	KindRenameView:           "RenameView",
 	KindRenameColumn:         "RenameColumn",
+	KindSetColumnNotNull:     "SetColumnNotNull",
+	KindSetColumnType:        "SetColumnType",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -183,6 +185,10 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[RenameView](kind, body)
 	case KindRenameColumn:
 		return decodeRecordBody[RenameColumn](kind, body)
+	case KindSetColumnNotNull:
+		return decodeRecordBody[SetColumnNotNull](kind, body)
+	case KindSetColumnType:
+		return decodeRecordBody[SetColumnType](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)

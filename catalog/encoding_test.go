@@ -172,7 +172,7 @@ func sampleRecords() []catalog.Record {
 		catalog.CreateTable{Spec: catalog.TableSpec{
 			Name: "orders",
 			Columns: []catalog.Column{{Name: "id", Type: "bigint", NotNull: true, Default: "0", Sequence: catalog.SequenceByDefault},
-				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'", Sequence: "x", Added: true, Missing: &missing}},
+				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'", Sequence: "x", Added: true, Missing: &missing, LakeOptional: true}},
 			PrimaryKey: []string{"id", "dt"}, PartitionBy: "dt", Buckets: 8, BucketKey: []string{"id"},
 			Options: map[string]string{"partition_retention": "7d", "é": "<&>"},
 		}, Owner: 16385},
@@ -198,7 +198,7 @@ func sampleRecords() []catalog.Record {
 		catalog.AllocateSequence{Table: 12, Column: "id", Count: 100, Epoch: 2},
 		catalog.TruncateTable{Table: 12, RestartSequences: true},
 		catalog.SetColumnDefault{Table: 12, Column: "n", Default: "42"},
-		catalog.AddColumn{Table: 12, Column: catalog.Column{Name: "note", Type: "text", NotNull: true, Default: "'x'", Sequence: "x", Added: true, Missing: &missing}},
+		catalog.AddColumn{Table: 12, Column: catalog.Column{Name: "note", Type: "text", NotNull: true, Default: "'x'", Sequence: "x", Added: true, Missing: &missing, LakeOptional: true}},
 		catalog.CommitGroupOffsets{Group: "billing", CoordinatorEpoch: 5, Offsets: []catalog.GroupOffset{
 			{Topic: "events", Partition: 0, Offset: 0, LeaderEpoch: -1},
 			{Topic: "évents", Partition: 2147483647, Offset: 9223372036854775807, LeaderEpoch: 4, Metadata: "m\x00<&>"}}},
@@ -216,6 +216,8 @@ func sampleRecords() []catalog.Record {
 		catalog.DropView{Views: []catalog.TableID{13, 14}},
 		catalog.RenameView{View: 13, Name: "w"},
 		catalog.RenameColumn{Table: 12, From: "v", To: "w"},
+		catalog.SetColumnNotNull{Table: 12, Column: "v", NotNull: true},
+		catalog.SetColumnType{Table: 12, Column: "v", Type: "varchar(40)"},
 		catalog.SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}
 }

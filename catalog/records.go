@@ -54,6 +54,8 @@ const (
 	KindDropView             Kind = 31
 	KindRenameView           Kind = 32
 	KindRenameColumn         Kind = 33
+	KindSetColumnNotNull     Kind = 34
+	KindSetColumnType        Kind = 35
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -114,6 +116,11 @@ type Column struct {
 	// without the column (before it was added, or by a node that had not
 	// applied AddColumn yet): its PostgreSQL text form, or nil for NULL.
 	Missing *string `json:"missing,omitempty"`
+	// LakeOptional marks a column whose NOT NULL was set or dropped after
+	// the table was created (SetColumnNotNull): its lake field is
+	// optional whatever NotNull says, since Iceberg can make a required
+	// field optional but not the reverse.
+	LakeOptional bool `json:"lake_optional,omitempty"`
 }
 
 // Column.Sequence values.
@@ -402,6 +409,32 @@ type RenameColumn struct {
 	To    string  `json:"to"`
 }
 
+// SetColumnNotNull sets (NotNull) or drops the NOT NULL of Table's column
+// Column (ALTER TABLE … ALTER COLUMN … SET/DROP NOT NULL). Only later
+// writes are checked against it: whoever proposes SET NOT NULL has checked
+// that no stored row holds NULL there. The column's lake field is optional
+// from then on (Column.LakeOptional). Rejected with ErrNotFound for an
+// unknown table or column and ErrInvalid for dropping the NOT NULL of a
+// primary-key column.
+type SetColumnNotNull struct {
+	Table   TableID `json:"table"`
+	Column  string  `json:"column"`
+	NotNull bool    `json:"not_null,omitempty"`
+}
+
+// SetColumnType changes the SQL type of Table's column Column (ALTER TABLE
+// … ALTER COLUMN … TYPE) to Type. Stored rows are not rewritten: the
+// proposer allows only a type stored as the old one is (text and
+// varchar(n): strings in stream batches, KV rows and the lake alike), and
+// has checked that every stored value fits the new type. Rejected with
+// ErrNotFound for an unknown table or column and ErrInvalid for an empty
+// type or a column with a sequence.
+type SetColumnType struct {
+	Table  TableID `json:"table"`
+	Column string  `json:"column"`
+	Type   string  `json:"type"`
+}
+
 // CommitGroupOffsets records the committed offsets of a Kafka consumer group
 // (OffsetCommit). A topic is a log table, by name; a partition is the index
 // of a bucket in View.TopicBuckets. Each offset replaces the group's offset of
@@ -499,5 +532,7 @@ func (TruncateTable) Kind() Kind        { return KindTruncateTable }
 func (SetColumnDefault) Kind() Kind     { return KindSetColumnDefault }
 func (RenameTable) Kind() Kind          { return KindRenameTable }
 func (RenameColumn) Kind() Kind         { return KindRenameColumn }
+func (SetColumnNotNull) Kind() Kind     { return KindSetColumnNotNull }
+func (SetColumnType) Kind() Kind        { return KindSetColumnType }
 func (CommitGroupOffsets) Kind() Kind   { return KindCommitGroupOffsets }
 func (DeleteGroupOffsets) Kind() Kind   { return KindDeleteGroupOffsets }

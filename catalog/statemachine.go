@@ -143,6 +143,10 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyRenameView(v, r)
 	case RenameColumn:
 		return applyRenameColumn(v, r)
+	case SetColumnNotNull:
+		return applySetColumnNotNull(v, r)
+	case SetColumnType:
+		return applySetColumnType(v, r)
 	case CommitGroupOffsets:
 		return applyCommitGroupOffsets(v, r)
 	case DeleteGroupOffsets:
@@ -187,7 +191,7 @@ func recordValue(rec Record) (Record, error) {
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
 		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, RenameTable, CommitGroupOffsets, DeleteGroupOffsets,
 		CreateRole, AlterRole, DropRole, GrantRole, GrantTable, SetTableOwner, SetClusterKey,
-		CreateView, DropView, RenameView, RenameColumn:
+		CreateView, DropView, RenameView, RenameColumn, SetColumnNotNull, SetColumnType:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)

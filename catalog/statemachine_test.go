@@ -249,7 +249,7 @@ func TestStateMachineDeterminism(t *testing.T) {
 	seed := testSeed(t)
 	accepted := map[catalog.Kind]int{}
 	rejected := map[catalog.Kind]int{}
-	runs, steps := 25, 400
+	runs, steps := 25, 600
 	if testing.Short() {
 		runs = 5
 	}
@@ -734,6 +734,12 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 		id, _ := pickTable()
 		names := []string{"id", "v", "dt", "x", ""}
 		rec = catalog.RenameColumn{Table: id, From: names[rng.IntN(4)], To: names[rng.IntN(5)]}
+	case catalog.KindSetColumnNotNull:
+		id, _ := pickTable()
+		rec = catalog.SetColumnNotNull{Table: id, Column: []string{"id", "v", "dt", "x"}[rng.IntN(4)], NotNull: rng.IntN(2) == 0}
+	case catalog.KindSetColumnType:
+		id, _ := pickTable()
+		rec = catalog.SetColumnType{Table: id, Column: []string{"id", "v", "dt", "x"}[rng.IntN(4)], Type: []string{"text", "varchar(9)", ""}[rng.IntN(3)]}
 	case catalog.KindRenameView:
 		rec = catalog.RenameView{View: pickRelation(), Name: fmt.Sprintf("%s%d", []string{"t", "v"}[rng.IntN(2)], rng.IntN(6))}
 	case catalog.KindSetClusterKey:

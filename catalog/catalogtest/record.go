@@ -67,6 +67,8 @@ func parseObject(a *recordArgs, o string, stream catalog.StreamID, epoch uint64)
 //	set-table-owner table=1 owner=16384
 //	rename-table table=1 name=u
 //	rename-column table=1 from=a to=b
+//	set-column-not-null table=1 col=v [not-null=true]                    (no not-null=: drop it)
+//	set-column-type table=1 col=v type=varchar(40)
 //	create-view name=v cols=(a bigint, b text) query=q [rels=(t=1, u=4)] [owner=16384] [replace=true]
 //	drop-view views=(7, 8)
 //	rename-view view=7 name=w
@@ -234,6 +236,10 @@ func ParseRecord(line string) (catalog.Record, error) {
 		rec = catalog.RenameColumn{Table: catalog.TableID(a.uint("table")), From: a.str("from"), To: a.str("to")}
 	case "rename-view":
 		rec = catalog.RenameView{View: catalog.TableID(a.uint("view")), Name: a.str("name")}
+	case "set-column-not-null":
+		rec = catalog.SetColumnNotNull{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), NotNull: a.bool("not-null")}
+	case "set-column-type":
+		rec = catalog.SetColumnType{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), Type: a.str("type")}
 	case "set-column-default":
 		rec = catalog.SetColumnDefault{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), Default: a.str("default")}
 	case "create-role":

@@ -56,6 +56,9 @@ func DumpView(v *catalog.View) string {
 					col += " missing=" + *c.Missing
 				}
 			}
+			if c.LakeOptional {
+				col += " lake-optional"
+			}
 			cols = append(cols, col)
 		}
 		fmt.Fprintf(&b, " cols=(%s)", strings.Join(cols, ", "))

@@ -200,15 +200,22 @@ func (b *KVBucket) refreshCodec() *kvcodec.Codec {
 }
 
 // codecBehind reports whether the table's columns cols (of a newer view)
-// hold a column c lacks, or rename one of c's (RENAME COLUMN: the rows
-// keep their bytes, the codec's schema takes the new name).
+// hold a column c lacks, or rename one of c's, change its NOT NULL or its
+// type (RENAME COLUMN, ALTER COLUMN: the rows keep their bytes, the
+// codec's schema takes the new name, nullability or type).
 func codecBehind(c *kvcodec.Codec, cols []catalog.Column) bool {
 	if len(cols) != c.NumColumns() {
 		return len(cols) > c.NumColumns()
 	}
 	for i, f := range c.Schema().Fields() {
-		if f.Name != cols[i].Name {
+		if f.Name != cols[i].Name || f.Nullable == cols[i].NotNull {
 			return true
+		}
+		if name, _ := f.Metadata.GetValue(sqltypes.MetadataKey); name != cols[i].Type {
+			// The catalog may spell a type otherwise than its Name.
+			if typ, err := sqltypes.Parse(cols[i].Type); err == nil && typ.Name() != name {
+				return true
+			}
 		}
 	}
 	return false

@@ -3,6 +3,9 @@ package sqlfront
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
@@ -11,6 +14,7 @@ import (
 	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv/kvcodec"
 	"github.com/minkdb/mink/sqlfront/pgwire"
+	"github.com/minkdb/mink/sqlfront/translate"
 )
 
 // ALTER TABLE … ADD COLUMN. A table's columns only grow at the end
@@ -19,15 +23,21 @@ import (
 // DEFAULT evaluated once by the ALTER (as PostgreSQL stores attmissingval
 // for a non-volatile default), or NULL.
 
-// addColumn is one ADD COLUMN of an ALTER TABLE, or (setDefault) one
-// ALTER COLUMN … SET/DROP DEFAULT of column col.Name to def.
+// addColumn is one ADD COLUMN of an ALTER TABLE, or one ALTER COLUMN of
+// column col.Name: SET/DROP DEFAULT (setDefault), SET/DROP NOT NULL
+// (notNull) or TYPE (newType).
 type addColumn struct {
 	col         catalog.Column
 	def         string // the SQL default expression, "" for none
 	ifNotExists bool
 	setDefault  bool
 	defExpr     *pg.Node // SET DEFAULT's expression; nil: DROP DEFAULT
+	notNull     *bool    // SET NOT NULL (true) or DROP NOT NULL (false)
+	newType     *pg.ColumnDef
 }
+
+// adds reports whether a is an ADD COLUMN.
+func (a addColumn) adds() bool { return !a.setDefault && a.notNull == nil && a.newType == nil }
 
 func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*stmt, error) {
 	if at.Objtype != pg.ObjectType_OBJECT_TABLE {
@@ -43,6 +53,15 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 		cmd := c.GetAlterTableCmd()
 		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_ColumnDefault {
 			adds = append(adds, addColumn{col: catalog.Column{Name: cmd.Name}, setDefault: true, defExpr: cmd.Def})
+			continue
+		}
+		if cmd != nil && (cmd.Subtype == pg.AlterTableType_AT_SetNotNull || cmd.Subtype == pg.AlterTableType_AT_DropNotNull) {
+			set := cmd.Subtype == pg.AlterTableType_AT_SetNotNull
+			adds = append(adds, addColumn{col: catalog.Column{Name: cmd.Name}, notNull: &set})
+			continue
+		}
+		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_AlterColumnType {
+			adds = append(adds, addColumn{col: catalog.Column{Name: cmd.Name}, newType: cmd.Def.GetColumnDef()})
 			continue
 		}
 		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_AddConstraint {
@@ -63,7 +82,7 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 				what = "ALTER TABLE … " + alterForms[cmd.Subtype]
 			}
 			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: what + " is not supported by mink",
-				Hint: "ALTER TABLE supports ADD COLUMN, ALTER COLUMN … SET/DROP DEFAULT and ADD CONSTRAINT … UNIQUE/FOREIGN KEY (not enforced): a table's columns can be added, not dropped, retyped or renamed."}
+				Hint: "ALTER TABLE supports ADD COLUMN, RENAME [COLUMN], ALTER COLUMN … SET/DROP DEFAULT, SET/DROP NOT NULL and TYPE (between text and character varying(n)), and ADD CONSTRAINT … UNIQUE/FOREIGN KEY (not enforced)."}
 		}
 		cd := cmd.Def.GetColumnDef()
 		if cd == nil {
@@ -100,7 +119,7 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 			cols = append(cols, c.Name)
 		}
 		for _, a := range adds {
-			if !a.setDefault {
+			if a.adds() {
 				cols = append(cols, a.col.Name)
 			}
 		}
@@ -110,8 +129,13 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 		}
 		for _, a := range adds {
 			add := s.addColumn
-			if a.setDefault {
+			switch {
+			case a.setDefault:
 				add = s.setColumnDefault
+			case a.notNull != nil:
+				add = s.setColumnNotNull
+			case a.newType != nil:
+				add = s.setColumnType
 			}
 			n, err := add(ctx, t, a)
 			if err != nil {
@@ -131,9 +155,6 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 // alterForms names the forms of ALTER TABLE users try most, for errors.
 var alterForms = map[pg.AlterTableType]string{
 	pg.AlterTableType_AT_DropColumn:        "DROP COLUMN",
-	pg.AlterTableType_AT_AlterColumnType:   "ALTER COLUMN … TYPE",
-	pg.AlterTableType_AT_SetNotNull:        "ALTER COLUMN … SET NOT NULL",
-	pg.AlterTableType_AT_DropNotNull:       "ALTER COLUMN … DROP NOT NULL",
 	pg.AlterTableType_AT_AddConstraint:     "ADD CONSTRAINT",
 	pg.AlterTableType_AT_DropConstraint:    "DROP CONSTRAINT",
 	pg.AlterTableType_AT_SetRelOptions:     "SET (…)",
@@ -241,18 +262,165 @@ func (s *session) missingValue(ctx context.Context, def string, typ sqltypes.Typ
 
 // tableEmpty reports whether t has no rows (as this session sees it).
 func (s *session) tableEmpty(ctx context.Context, t *tableInfo) (bool, error) {
+	found, err := s.anyRow(ctx, t, "true")
+	return !found, err
+}
+
+// ALTER TABLE … ALTER COLUMN … SET/DROP NOT NULL and … TYPE. Each is one
+// metadata record (catalog.SetColumnNotNull, catalog.SetColumnType), and
+// neither rewrites stored rows: SET NOT NULL and a narrower
+// character varying(n) first check the stored rows (23502, 22001), and a
+// type change is allowed only between types stored alike (text and
+// character varying(n)). PostgreSQL locks the table for the check; mink
+// checks again once the record is applied, and takes it back if a write
+// that raced the check stored a row it refuses. In a transaction block
+// the change takes effect at once and ROLLBACK takes it back.
+
+// setColumnNotNull sets or drops the NOT NULL of column a.col.Name of t.
+func (s *session) setColumnNotNull(ctx context.Context, t *tableInfo, a addColumn) (*pgwire.Error, error) {
+	i, ok := t.colIdx[a.col.Name]
+	if !ok {
+		return nil, errorf(pgwire.CodeUndefinedColumn, "column %q of relation %q does not exist", a.col.Name, t.name)
+	}
+	set := *a.notNull
+	if !set && t.isPK() && slices.Contains(t.spec.PrimaryKey, a.col.Name) {
+		return nil, errorf(codeInvalidTableDefinition, "column %q is in a primary key", a.col.Name)
+	}
+	if t.cols[i].NotNull == set {
+		return nil, nil
+	}
+	check := func() error {
+		if !set {
+			return nil
+		}
+		found, err := s.anyRow(ctx, t, quoteIdent(a.col.Name)+" IS NULL")
+		if err == nil && found {
+			err = errorf(pgwire.CodeNotNullViolation, "column %q of relation %q contains null values", a.col.Name, t.name)
+		}
+		return err
+	}
+	return nil, s.alterColumn(ctx, t, check,
+		catalog.SetColumnNotNull{Table: t.id, Column: a.col.Name, NotNull: set},
+		catalog.SetColumnNotNull{Table: t.id, Column: a.col.Name, NotNull: !set})
+}
+
+// setColumnType changes the type of column a.col.Name of t.
+func (s *session) setColumnType(ctx context.Context, t *tableInfo, a addColumn) (*pgwire.Error, error) {
+	name := a.col.Name
+	i, ok := t.colIdx[name]
+	if !ok {
+		return nil, errorf(pgwire.CodeUndefinedColumn, "column %q of relation %q does not exist", name, t.name)
+	}
+	cd := a.newType
+	if cd == nil || cd.TypeName == nil {
+		return nil, unsupported("ALTER COLUMN … TYPE without a type is not supported")
+	}
+	typ, err := translate.TypeOf(cd.TypeName)
+	if err != nil {
+		return nil, err
+	}
+	if cd.CollClause != nil {
+		return nil, unsupported("COLLATE is not supported")
+	}
+	old := t.cols[i].Type
+	if cd.RawDefault != nil && !usingColumn(cd.RawDefault, name) {
+		return nil, unsupported("ALTER COLUMN … TYPE … USING an expression is not supported: mink does not rewrite stored rows (USING %s or %s::%s only)", name, name, typ.Name())
+	}
+	if typ.Name() == old.Name() {
+		return nil, nil
+	}
+	if !storedAlike(old, typ) {
+		return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported,
+			Message: fmt.Sprintf("ALTER COLUMN … TYPE from %s to %s is not supported by mink", old.Name(), typ.Name()),
+			Detail:  "mink does not rewrite stored rows, so a column's type changes only between types stored alike: text and character varying(n).",
+			Hint:    "Create a table with the new type and fill it with INSERT … SELECT (or CREATE TABLE … AS SELECT with a cast)."}
+	}
+	if depends := s.viewsNaming(t, name); len(depends) > 0 {
+		return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported,
+			Message: "cannot alter type of a column used by a view or rule",
+			Detail:  depends[0], Hint: "Drop the views, change the type, and create them again."}
+	}
+	check := func() error {
+		if typ.Length() == 0 || (old.Length() != 0 && old.Length() <= typ.Length()) {
+			return nil
+		}
+		found, err := s.anyRow(ctx, t, "length("+quoteIdent(name)+") > "+strconv.Itoa(typ.Length()))
+		if err == nil && found {
+			err = errorf(pgwire.CodeStringDataRightTruncation, "value too long for type %s", typ.Name())
+		}
+		return err
+	}
+	return nil, s.alterColumn(ctx, t, check,
+		catalog.SetColumnType{Table: t.id, Column: name, Type: typ.Name()},
+		catalog.SetColumnType{Table: t.id, Column: name, Type: t.spec.Columns[i].Type})
+}
+
+// alterColumn checks t's stored rows with check, proposes rec, checks
+// again (a write that raced the first check on another node), and
+// proposes undo if that check fails. In a block, ROLLBACK proposes undo.
+func (s *session) alterColumn(ctx context.Context, t *tableInfo, check func() error, rec, undo catalog.Record) error {
+	if err := check(); err != nil {
+		return err
+	}
+	_, err := s.f.cfg.Meta.Propose(ctx, rec)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		if _, terr := s.f.lookupTableByName(t.name); terr != nil {
+			return terr
+		}
+		return errorf(pgwire.CodeUndefinedColumn, "column of relation %q does not exist", t.name)
+	case errors.Is(err, catalog.ErrInvalid):
+		return errorf(codeInvalidTableDefinition, "%v", err)
+	case err != nil:
+		return err
+	}
+	if err := check(); err != nil {
+		if _, uerr := s.f.cfg.Meta.Propose(ctx, undo); uerr != nil {
+			s.f.cfg.Logger.Warn("alter column: could not take the change back", "table", t.name, "err", uerr)
+		}
+		return err
+	}
+	if s.tx.status == pgwire.TxInBlock {
+		s.tx.undo = append(s.tx.undo, undoDDL{table: t.id, revert: undo})
+	}
+	return nil
+}
+
+// anyRow reports whether a row of t (as this session sees it, stored
+// rows and the block's own) satisfies the SQL condition cond.
+func (s *session) anyRow(ctx context.Context, t *tableInfo, cond string) (bool, error) {
 	if err := s.tables.sync(ctx); err != nil {
 		return false, err
 	}
-	rdr, err := s.conn.QueryArrow(ctx, "SELECT 1 FROM "+quoteIdent(t.name)+" LIMIT 1")
+	rdr, err := s.conn.QueryArrow(ctx, "SELECT 1 FROM "+quoteIdent(t.name)+" WHERE "+cond+" LIMIT 1")
 	if err != nil {
 		return false, toWire(err)
 	}
 	defer rdr.Release()
 	for rdr.Next() {
 		if rdr.RecordBatch().NumRows() > 0 {
-			return false, nil
+			return true, nil
 		}
 	}
-	return true, toWire(rdr.Err())
+	return false, toWire(rdr.Err())
+}
+
+// storedAlike reports whether values of type a are stored as values of
+// type b are, everywhere (stream batches, KV rows, the lake).
+func storedAlike(a, b sqltypes.Type) bool {
+	str := func(t sqltypes.Type) bool { return t.Kind() == sqltypes.Text || t.Kind() == sqltypes.Varchar }
+	return str(a) && str(b)
+}
+
+// usingColumn reports whether a USING expression is the column itself or
+// a cast of it (Django sends USING "c"::varchar(n)).
+func usingColumn(n *pg.Node, col string) bool {
+	if tc := n.GetTypeCast(); tc != nil {
+		n = tc.Arg
+	}
+	ref := n.GetColumnRef()
+	if ref == nil || len(ref.Fields) != 1 {
+		return false
+	}
+	return ref.Fields[0].GetString_().GetSval() == col
 }

@@ -82,6 +82,9 @@ type undoDDL struct {
 	// column: the statement an ALTER TABLE … RENAME COLUMN of the table's
 	// column renamedFrom to column (rename.go).
 	column string
+	// revert: the statement an ALTER COLUMN, which this record takes
+	// back (alter.go).
+	revert catalog.Record
 }
 
 // dropInTx records DROP TABLE of t in the open block: a table the block
@@ -171,6 +174,12 @@ func (s *session) rollbackDDL(ctx context.Context, keep int) {
 		s.tx.undo = s.tx.undo[:len(s.tx.undo)-1]
 		if u.view {
 			s.rollbackViewDDL(ctx, u, remap)
+			continue
+		}
+		if u.revert != nil {
+			if _, err := s.f.cfg.Meta.Propose(ctx, u.revert); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+				s.f.cfg.Logger.Warn("rollback: could not take an ALTER COLUMN back", "table", u.table, "record", u.revert.Kind(), "err", err)
+			}
 			continue
 		}
 		if u.column != "" {

@@ -134,6 +134,19 @@ func (s *session) planRenameColumn(rs *pg.RenameStmt) (*stmt, error) {
 // identifier or string of the query equal to col, which may refuse a
 // rename PostgreSQL would not need to think about, never the other way.
 func (s *session) columnViews(t *tableInfo, col string) error {
+	depends := s.viewsNaming(t, col)
+	if len(depends) == 0 {
+		return nil
+	}
+	return &pgwire.Error{Code: codeDependentObjects,
+		Message: fmt.Sprintf("cannot rename column %s of table %s because other objects depend on it", col, t.name),
+		Detail:  strings.Join(depends, "\n"),
+		Hint:    "mink cannot rewrite the SQL of a view: drop the views, rename the column, and create them again."}
+}
+
+// viewsNaming says which views that read table t name its column col
+// (or use a *), a line for each, as PostgreSQL's DETAIL does.
+func (s *session) viewsNaming(t *tableInfo, col string) []string {
 	var depends []string
 	s.f.cfg.Meta.Read(func(v *catalog.View) {
 		for _, id := range v.ViewsReading(t.id) {
@@ -143,13 +156,7 @@ func (s *session) columnViews(t *tableInfo, col string) error {
 			}
 		}
 	})
-	if len(depends) == 0 {
-		return nil
-	}
-	return &pgwire.Error{Code: codeDependentObjects,
-		Message: fmt.Sprintf("cannot rename column %s of table %s because other objects depend on it", col, t.name),
-		Detail:  strings.Join(depends, "\n"),
-		Hint:    "mink cannot rewrite the SQL of a view: drop the views, rename the column, and create them again."}
+	return depends
 }
 
 // queryMentions reports whether the SQL query names col (an identifier or

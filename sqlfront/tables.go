@@ -134,10 +134,12 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 		}
 		live[t.ID] = true
 		if rt, ok := r.views[t.ID]; ok {
-			if rt.info.name == t.Spec.Name && slices.EqualFunc(rt.info.cols, t.Spec.Columns, func(a sqltypes.Column, b catalog.Column) bool { return a.Name == b.Name }) {
+			if rt.info.name == t.Spec.Name && slices.EqualFunc(rt.info.spec.Columns, t.Spec.Columns, func(a, b catalog.Column) bool {
+				return a.Name == b.Name && a.Type == b.Type && a.NotNull == b.NotNull
+			}) {
 				continue
 			}
-			// ALTER TABLE … ADD COLUMN, RENAME or RENAME COLUMN: register
+			// ALTER TABLE … ADD COLUMN, RENAME, RENAME COLUMN or ALTER COLUMN: register
 			// the table anew.
 			rt.release()
 			delete(r.views, t.ID)

@@ -171,9 +171,14 @@ func (l *Lake) evolve(ctx context.Context, id catalog.TableID, tbl *table.Table,
 			return nil, fmt.Errorf("%w: the lake of table %d has column %q, which this node's catalog view does not have yet", ErrLakeConflict, id, f.Name)
 		}
 	}
-	var missing []lakeColumn
+	var missing, relaxed []lakeColumn
 	for _, c := range ls.cols {
-		if _, ok := cur.FindFieldByName(c.name); ok {
+		if f, ok := cur.FindFieldByName(c.name); ok {
+			// ALTER COLUMN … DROP NOT NULL: the lake field becomes
+			// optional. Never the reverse (Column.LakeOptional).
+			if f.Required && !c.field.Required {
+				relaxed = append(relaxed, c)
+			}
 			continue
 		}
 		if !c.added {
@@ -181,7 +186,7 @@ func (l *Lake) evolve(ctx context.Context, id catalog.TableID, tbl *table.Table,
 		}
 		missing = append(missing, c)
 	}
-	if len(missing) == 0 {
+	if len(missing) == 0 && len(relaxed) == 0 {
 		return tbl, nil
 	}
 	tx := tbl.NewTransaction()
@@ -194,8 +199,11 @@ func (l *Lake) evolve(ctx context.Context, id catalog.TableID, tbl *table.Table,
 		update.AddColumn([]string{c.name}, c.field.Type, "", false, nil).
 			MoveBefore([]string{c.name}, []string{BucketColumn})
 	}
+	for _, c := range relaxed {
+		update.UpdateColumn([]string{c.name}, table.ColumnUpdate{Required: iceberg.Optional[bool]{Valid: true, Val: false}})
+	}
 	if err := update.Commit(); err != nil {
-		return nil, fmt.Errorf("add %d columns to the lake schema of table %d: %w", len(missing), id, err)
+		return nil, fmt.Errorf("evolve the lake schema of table %d (%d columns added, %d made optional): %w", id, len(missing), len(relaxed), err)
 	}
 	committed, err := tx.Commit(ctx)
 	if err != nil {

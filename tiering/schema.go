@@ -113,7 +113,10 @@ func newLakeSchema(spec catalog.TableSpec) (*lakeSchema, error) {
 		if c.Name == spec.PartitionBy && t.Kind() != sqltypes.Interval && t.Kind() != sqltypes.Array {
 			s.partitionCol = i + 1
 		}
-		required := c.NotNull && !c.Added
+		// An added column, or one whose NOT NULL changed after the
+		// table was created, is optional in the lake: files written
+		// before hold no value or NULLs there.
+		required := c.NotNull && !c.Added && !c.LakeOptional
 		s.cols[i] = lakeColumn{
 			name: c.Name, sql: t, notNull: required, arrowIdx: i, added: c.Added,
 			field: iceberg.NestedField{ID: id, Name: c.Name, Type: ice, Required: required},

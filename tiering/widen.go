@@ -9,7 +9,8 @@ import (
 )
 
 // rowWidener turns the Parquet rows of a lake file written before columns
-// were added to the table (its schema lacks them) into rows of the table's
+// were added to the table (its schema lacks them), or before a column's
+// NOT NULL was dropped (its leaf is required), into rows of the table's
 // current Parquet schema: a column the file has keeps its values, moved to
 // its leaf in the current schema (parquet-go orders a group's columns by
 // name, so an added column can come before old ones), and a column it lacks
@@ -21,7 +22,11 @@ type rowWidener struct {
 	from []int
 	// fill[j] are the values (levels set, column j) of leaf j of a column
 	// the file lacks.
-	fill  [][]parquet.Value
+	fill [][]parquet.Value
+	// lift[j] is added to the definition levels of leaf j: 1 when the
+	// file's column was required and the current one is optional (ALTER
+	// COLUMN … DROP NOT NULL), 0 otherwise.
+	lift  []int
 	nfile int
 }
 
@@ -33,7 +38,8 @@ func newRowWidener(ls *lakeSchema, ps, file *parquet.Schema) (*rowWidener, error
 	if parquet.EqualNodes(file, ps) {
 		return nil, nil
 	}
-	w := &rowWidener{from: make([]int, len(ps.Columns())), fill: make([][]parquet.Value, len(ps.Columns())), nfile: len(file.Columns())}
+	w := &rowWidener{from: make([]int, len(ps.Columns())), fill: make([][]parquet.Value, len(ps.Columns())),
+		lift: make([]int, len(ps.Columns())), nfile: len(file.Columns())}
 	writers, err := ls.columnWriters(ps)
 	if err != nil {
 		return nil, err
@@ -41,6 +47,12 @@ func newRowWidener(ls *lakeSchema, ps, file *parquet.Schema) (*rowWidener, error
 	used := make([]bool, w.nfile)
 	for ci, c := range ls.cols {
 		var absent, present int
+		lift := 0
+		if old, ok := file.Lookup(c.name); ok && old.Node.Required() {
+			if cur, ok := ps.Lookup(c.name); ok && cur.Node.Optional() {
+				lift = 1
+			}
+		}
 		for _, path := range c.leafPaths() {
 			cur, ok := ps.Lookup(path...)
 			if !ok {
@@ -53,11 +65,12 @@ func newRowWidener(ls *lakeSchema, ps, file *parquet.Schema) (*rowWidener, error
 				continue
 			}
 			present++
-			if old.MaxDefinitionLevel != cur.MaxDefinitionLevel || old.MaxRepetitionLevel != cur.MaxRepetitionLevel ||
+			if old.MaxDefinitionLevel+lift != cur.MaxDefinitionLevel || old.MaxRepetitionLevel != cur.MaxRepetitionLevel ||
 				old.Node.Type().Kind() != cur.Node.Type().Kind() {
 				return nil, fmt.Errorf("column %q is of another Parquet type in the file (%s) than in the table's lake schema (%s)", path, old.Node.Type(), cur.Node.Type())
 			}
 			w.from[cur.ColumnIndex] = old.ColumnIndex
+			w.lift[cur.ColumnIndex] = lift
 			used[old.ColumnIndex] = true
 		}
 		switch {
@@ -106,7 +119,7 @@ func (w *rowWidener) widen(row parquet.Row) parquet.Row {
 			continue
 		}
 		for _, v := range row[starts[c]:starts[c+1]] {
-			out = append(out, v.Level(v.RepetitionLevel(), v.DefinitionLevel(), j))
+			out = append(out, v.Level(v.RepetitionLevel(), v.DefinitionLevel()+w.lift[j], j))
 		}
 	}
 	return out

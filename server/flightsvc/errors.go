@@ -59,10 +59,10 @@ func toStatus(err error) error {
 		fileErr *tiering.LakeFileError
 	)
 	switch {
-	case errors.As(err, &fileErr), errors.Is(err, s3stream.ErrCorrupt):
-		// A lake file that is missing or corrupt, a stream or WAL object
-		// that does not decode: the rows it held cannot be served (SQL
-		// answers XX001 for the same).
+	case errors.As(err, &fileErr), errors.Is(err, tiering.ErrLakeIncomplete), errors.Is(err, s3stream.ErrCorrupt):
+		// A lake file that is missing or corrupt, a lake without rows it
+		// should hold, a stream or WAL object that does not decode: the
+		// rows cannot be served (SQL answers XX001 for the same).
 		return status.Error(codes.DataLoss, err.Error())
 	case errors.As(err, &sqlErr):
 		st, derr := status.New(codes.InvalidArgument, err.Error()).WithDetails(&errdetails.ErrorInfo{

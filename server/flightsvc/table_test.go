@@ -100,12 +100,17 @@ func TestConformWithoutAddedColumns(t *testing.T) {
 	}
 }
 
-// A lake file that is missing or corrupt is DATA_LOSS, with the file named.
+// A lake file that is missing or corrupt (as tiering.ReadBucket reports
+// it), or a lake that lacks offsets, is DATA_LOSS, with the file named.
 func TestLakeFileErrorStatus(t *testing.T) {
-	err := lakeReadError(3, &tiering.LakeFileError{Key: "lake/1/data/f.parquet", NotFound: true, Err: errors.New("no such key")})
+	err := fmt.Errorf("bucket 3: read the lake: %w", &tiering.LakeFileError{Key: "lake/1/data/f.parquet", NotFound: true, Err: errors.New("no such key")})
 	st := status.Convert(toStatus(err))
 	if st.Code() != codes.DataLoss || !strings.Contains(st.Message(), "bucket 3: read the lake: lake file lake/1/data/f.parquet is missing") {
 		t.Fatalf("status %v: %s", st.Code(), st.Message())
+	}
+	err = fmt.Errorf("%w: it lacks offsets [5, 9)", tiering.ErrLakeIncomplete)
+	if st := status.Convert(toStatus(err)); st.Code() != codes.DataLoss {
+		t.Fatalf("status %v: %s, want DATA_LOSS", st.Code(), st.Message())
 	}
 }
 

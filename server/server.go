@@ -594,7 +594,7 @@ func (s *Server) startKafka() error {
 	k := kafka.New(kafka.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), Cluster: s.cfg.Cluster, Meta: s.cat, Buckets: s.Buckets,
 		NodeEpoch: s.NodeEpoch, Live: s.live.IsLive, AutoCreateTopics: s.cfg.KafkaAutoCreateTopics, Logger: s.logger,
-		Groups: s.groups, GroupKeys: groups.Versions(), Access: s.guard,
+		Groups: s.groups, GroupKeys: groups.Versions(), Access: s.guard, Lake: s.lakeReader.Load(),
 	})
 	s.kafka.Store(k)
 	s.wg.Add(1)

@@ -848,9 +848,9 @@ print('first', len(first), 'rest', len(rest), 'overlap', len(set(first) & set(re
 
 // A topic is a log table for tiering and retention too: once its records
 // are tiered and older than log_retention, the stream is trimmed; a fetch
-// below the retained start is OFFSET_OUT_OF_RANGE, ListOffsets earliest is
-// the new start, a consumer from the start resets there, and SQL still
-// reads every row (from the lake).
+// below the retained start is served from the lake and continues into the
+// stream, the log start (and ListOffsets earliest) stays 0, a consumer from
+// the start reads every record, and so does SQL.
 func TestKafkaRetention(t *testing.T) {
 	n := startTieringNode(t, t.TempDir(), "1h") // rounds only when asked
 	ctx := context.Background()
@@ -902,9 +902,9 @@ func TestKafkaRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := fresp.Topics[0].Partitions[0]
-	if p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset != 100 || p.HighWatermark != 110 {
-		t.Fatalf("fetch at 50 after the trim: %v, log start %d, high watermark %d; want OFFSET_OUT_OF_RANGE, 100, 110",
-			kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset, p.HighWatermark)
+	if n, err := parseFetched(p.RecordBatches); p.ErrorCode != 0 || err != nil || n != 60 || p.LogStartOffset != 0 || p.HighWatermark != 110 {
+		t.Fatalf("fetch at 50 after the trim: %v, %d records (%v), log start %d, high watermark %d; want 60 records (the lake's, then the stream's), 0, 110",
+			kerr.ErrorForCode(p.ErrorCode), n, err, p.LogStartOffset, p.HighWatermark)
 	}
 	lreq := kmsg.NewPtrListOffsetsRequest()
 	lreq.ReplicaID = -1
@@ -918,11 +918,11 @@ func TestKafkaRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := lresp.Topics[0].Partitions[0].Offset; got != 100 {
-		t.Fatalf("earliest offset after the trim: %d, want 100", got)
+	if got := lresp.Topics[0].Partitions[0].Offset; got != 0 {
+		t.Fatalf("earliest offset after the trim: %d, want 0 (the lake holds the trimmed rows)", got)
 	}
-	recs := consumeAll(t, seeds, "ret", 1, 10, 30*time.Second)
-	if len(recs) != 10 || recs[0].Offset != 100 || string(recs[0].Value) != "100" || recs[9].Offset != 109 {
+	recs := consumeAll(t, seeds, "ret", 1, 110, 30*time.Second)
+	if len(recs) != 110 || recs[0].Offset != 0 || string(recs[0].Value) != "0" || recs[109].Offset != 109 || string(recs[109].Value) != "109" {
 		t.Fatalf("a consumer from the start got %d records, first at %d (%q)", len(recs), recs[0].Offset, recs[0].Value)
 	}
 	var rows int

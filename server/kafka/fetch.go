@@ -2,26 +2,58 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/sqltypes"
+	"github.com/minkdb/mink/tiering"
 )
 
 // fetchChunkRows is how many rows a fetch reads from a bucket at a time
 // while it fills a partition's byte budget.
 const fetchChunkRows = 4096
 
+// lakeChunkRows is how many offsets a fetch reads from the lake in one
+// scan: a scan decodes whole row groups (128 Ki rows), so fewer scans of
+// more rows each fill a budget faster.
+const lakeChunkRows = 32 << 10
+
 // servedPartition is a partition this node serves now, for a fetch or a
 // list-offsets request.
 type servedPartition struct {
+	table       catalog.TableID
 	lb          *buckets.LogBucket
 	sh          *shape
 	leaderEpoch int32
+}
+
+// logStart returns the first offset a consumer may fetch of partition sp,
+// whose stream starts at start, and the lake snapshot that holds the rows
+// below start (0: none). When retention trimmed the stream below its tiered
+// offset and the lake snapshot the metadata log records holds every row
+// below start, that is offset 0, as a Kafka broker with tiered storage
+// (KIP-405) reports its earliest remote offset as the log start; otherwise
+// the stream's start.
+func (s *Server) logStart(sp servedPartition, start uint64) (first uint64, snapshot int64) {
+	if start == 0 || s.cfg.Lake == nil {
+		return start, 0
+	}
+	var lakeEnd uint64
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		snapshot, lakeEnd = tiering.LakeSplit(v, sp.table, sp.lb.ID(), start)
+	})
+	if snapshot == 0 || lakeEnd != start {
+		// The lake does not reach the stream's start: offsets between
+		// them are nowhere to be read, so the log starts at the stream.
+		return start, 0
+	}
+	return 0, snapshot
 }
 
 // servePartition finds the bucket of partition of topic name and checks
@@ -64,7 +96,7 @@ func (s *Server) servePartition(ctx context.Context, m *buckets.Manager, ss *ses
 	case currentLeaderEpoch > epoch:
 		return servedPartition{}, kerr.UnknownLeaderEpoch
 	}
-	return servedPartition{lb: lb, sh: sh, leaderEpoch: epoch}, nil
+	return servedPartition{table: tp.table.ID, lb: lb, sh: sh, leaderEpoch: epoch}, nil
 }
 
 // fetch answers a Fetch, waiting up to MaxWaitMillis for MinBytes. Fetch
@@ -147,10 +179,11 @@ func (s *Server) fetchOnce(ctx context.Context, ss *session, req *kmsg.FetchRequ
 			// append after the read wakes the wait.
 			ch := sp.lb.Changed()
 			hw, start := sp.lb.End(), sp.lb.Start()
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = int64(hw), int64(hw), int64(start)
+			first, snapshot := s.logStart(sp, start)
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = int64(hw), int64(hw), int64(first)
 			offset := p.FetchOffset
 			switch {
-			case offset < int64(start) || offset > int64(hw):
+			case offset < int64(first) || offset > int64(hw):
 				rp.ErrorCode = kerr.OffsetOutOfRange.Code
 			case offset == int64(hw):
 				changed = append(changed, ch)
@@ -162,10 +195,26 @@ func (s *Server) fetchOnce(ctx context.Context, ss *session, req *kmsg.FetchRequ
 				// KIP-74: the first batch is sent even if larger than the
 				// limits, so that a consumer always makes progress.
 				budget = min(budget, maxBytes-total)
-				records, err := s.readRecords(ctx, sp, uint64(offset), hw, budget, total == 0)
-				if err != nil {
-					s.cfg.Logger.Warn("kafka: fetch read failed", "topic", t.Topic, "partition", p.Partition, "offset", offset, "err", err)
-					rp.ErrorCode = kerr.KafkaStorageError.Code
+				var records []byte
+				var err error
+				from := uint64(offset)
+				if from < start {
+					// Below the stream's start: the lake's rows, then on
+					// into the stream while the budget lasts.
+					records, from, err = s.readLakeRecords(ctx, sp, snapshot, from, start, budget, total == 0)
+					if err != nil {
+						s.cfg.Logger.Warn("kafka: fetch read from the lake failed", "topic", t.Topic, "partition", p.Partition, "offset", offset, "err", err)
+						rp.ErrorCode = kerr.KafkaStorageError.Code
+						records = nil // no rows rather than rows before a hole
+					}
+				}
+				if err == nil && from == max(start, uint64(offset)) {
+					more, err := s.readRecords(ctx, sp, from, hw, budget-len(records), total == 0 && len(records) == 0)
+					if err != nil {
+						s.cfg.Logger.Warn("kafka: fetch read failed", "topic", t.Topic, "partition", p.Partition, "offset", offset, "err", err)
+						rp.ErrorCode = kerr.KafkaStorageError.Code
+					}
+					records = append(records, more...)
 				}
 				if records != nil {
 					rp.RecordBatches = records
@@ -236,6 +285,58 @@ func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw
 	return out, nil
 }
 
+// errBudgetFull stops a lake read once a fetch's budget is used.
+var errBudgetFull = errors.New("the fetch's byte budget is used")
+
+// readLakeRecords reads the rows [offset, start) of partition sp from the
+// lake snapshot as record batches, as readRecords reads the stream's (the
+// same records for the same rows: one batch per run of rows the lake
+// returns, cut where budget bytes are used; first as for readRecords). The
+// lake does not keep the time a row was appended, so the records of a
+// table without a timestamp column have timestamp -1 (none), where the
+// stream's carry their append time. It returns the batches and the offset
+// after their last record (start when every row was read). Rows of a
+// missing or corrupt lake file, or offsets the lake lacks, are an error
+// (the file named), never skipped.
+func (s *Server) readLakeRecords(ctx context.Context, sp servedPartition, snapshot int64, offset, start uint64, budget int, first bool) ([]byte, uint64, error) {
+	var out []byte
+	var records []fetchedRecord
+	next := offset
+	req := tiering.BucketRead{
+		Table: sp.table, Snapshot: snapshot, Bucket: sp.lb.ID(),
+		Schema: sqltypes.Schema(sp.sh.cols), Columns: sp.sh.cols,
+		From: offset, To: start, ChunkRows: lakeChunkRows,
+	}
+	err := s.cfg.Lake.ReadBucket(ctx, req, func(firstOffset uint64, rec arrow.RecordBatch) error {
+		records = records[:0]
+		used := len(out) + batchHeaderLen
+		full := false
+		for i := range int(rec.NumRows()) {
+			r := sp.sh.recordAt(rec, i, time.Time{})
+			if size := r.encodedSize(); used+size > budget && !(first && len(out) == 0 && len(records) == 0) {
+				full = true
+				break
+			} else {
+				used += size
+			}
+			records = append(records, r)
+		}
+		if len(records) > 0 {
+			out = appendBatch(out, int64(firstOffset), -1, records)
+			s.counters.fetchedRecords.Add(uint64(len(records)))
+			next = firstOffset + uint64(len(records))
+		}
+		if full {
+			return errBudgetFull
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errBudgetFull) {
+		return nil, offset, err
+	}
+	return out, next, nil
+}
+
 func (s *Server) listOffsets(ctx context.Context, ss *session, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	m := s.cfg.Buckets()
@@ -257,8 +358,9 @@ func (s *Server) listOffsets(ctx context.Context, ss *session, req *kmsg.ListOff
 			switch p.Timestamp {
 			case -1: // latest
 				rp.Offset = int64(hw)
-			case -2: // earliest
-				rp.Offset = int64(start)
+			case -2: // earliest: 0 when the lake holds the trimmed rows
+				first, _ := s.logStart(sp, start)
+				rp.Offset = int64(first)
 			default:
 				offset, ts, err := s.offsetForTime(sp, start, hw, p.Timestamp)
 				if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/minkdb/mink/buckets"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/server/kafka/groups"
+	"github.com/minkdb/mink/tiering"
 )
 
 // Metadata is what the listener needs from the metadata log;
@@ -68,6 +69,11 @@ type Config struct {
 	// must authenticate before anything but ApiVersions. nil: no SASL and
 	// no checks (tests).
 	Access *access.Guard
+	// Lake reads the rows of a partition below its stream's start, which
+	// retention trimmed once they were tiered (fetch.go, logStart). nil:
+	// fetches read the streams only, and the log starts at the stream's
+	// start.
+	Lake   *tiering.LakeReader
 	Logger *slog.Logger
 }
 

@@ -1,0 +1,177 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/minkdb/mink/internal/minktest"
+	"github.com/minkdb/mink/server"
+)
+
+// batchOffsets lists the offset of every record of a fetch's record
+// batches, checking each batch's CRC-32C.
+func batchOffsets(t *testing.T, raw []byte) []int64 {
+	t.Helper()
+	var out []int64
+	for len(raw) > 0 {
+		if len(raw) < 61 {
+			t.Fatalf("a batch cut short: %d bytes", len(raw))
+		}
+		n := 12 + int(binary.BigEndian.Uint32(raw[8:]))
+		if n > len(raw) || crc32.Checksum(raw[21:n], crc32.MakeTable(crc32.Castagnoli)) != binary.BigEndian.Uint32(raw[17:]) {
+			t.Fatalf("a bad batch of %d bytes in %d", n, len(raw))
+		}
+		base := int64(binary.BigEndian.Uint64(raw))
+		for i := range int64(binary.BigEndian.Uint32(raw[57:])) {
+			out = append(out, base+i)
+		}
+		raw = raw[n:]
+	}
+	return out
+}
+
+// TestFetchFromTheLake: a fetch of a partition whose stream retention
+// trimmed after tiering reads the rows below the stream's start from the
+// lake, within the partition's byte budget (one record even if it is
+// larger, KIP-74), and fetch after fetch with a small budget a consumer
+// gets every offset once, across the lake's end into the stream. A fetch
+// of two partitions stays within the response's budget.
+func TestFetchFromTheLake(t *testing.T) {
+	n := minktest.Start(t, minktest.Options{Tweak: func(cfg *server.Config) {
+		cfg.TieringFreshness = time.Hour // rounds only when asked
+	}})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE t (key bytea, value bytea, headers jsonb, ts timestamptz) WITH (buckets = 2, log_retention = '1s')"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Config.KafkaAddr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const valueSize = 100
+	produce := func(from, to int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, &kgo.Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%0*d", valueSize, i)})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 400) // 200 per partition
+	admin := server.NewAdminClient(n.Config.AdminAddr)
+	deadline := time.Now().Add(60 * time.Second)
+	for trimmed := false; !trimmed; {
+		if time.Now().After(deadline) {
+			t.Fatal("the streams were not trimmed to their tiered offsets within 60 s")
+		}
+		if err := admin.TieringRun(ctx, "t", true, func(server.TieringRunEvent) {}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		bs, err := admin.TableBuckets(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		trimmed = len(bs) == 2
+		for _, b := range bs {
+			trimmed = trimmed && b.Start == 200 && b.End == 200
+		}
+	}
+	produce(400, 440) // the streams' part: offsets 200..219
+
+	fetch := func(offsets map[int32]int64, partBytes, maxBytes int32) map[int32]kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, maxBytes, -1
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "t"
+		for p, o := range offsets {
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = p, o, partBytes, -1
+			ft.Partitions = append(ft.Partitions, fp)
+		}
+		req.Topics = append(req.Topics, ft)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32]kmsg.FetchResponseTopicPartition{}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != 0 || p.LogStartOffset != 0 || p.HighWatermark != 220 {
+				t.Fatalf("fetch %v: partition %d: %v, log start %d, high watermark %d; want log start 0, high watermark 220",
+					offsets, p.Partition, kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset, p.HighWatermark)
+			}
+			out[p.Partition] = p
+		}
+		return out
+	}
+
+	// A budget smaller than one record: that record.
+	if got := batchOffsets(t, fetch(map[int32]int64{0: 0}, 1, 1<<20)[0].RecordBatches); !slices.Equal(got, []int64{0}) {
+		t.Fatalf("fetch from 0 with a 1-byte budget: offsets %v, want [0]", got)
+	}
+	// Small budgets: every offset once, in order, each response within
+	// its budget.
+	for _, budget := range []int32{200, 1000, 5000} {
+		var got []int64
+		for next, fetches := int64(0), 0; next < 220; fetches++ {
+			if fetches > 1000 {
+				t.Fatalf("budget %d: no progress at offset %d", budget, next)
+			}
+			raw := fetch(map[int32]int64{1: next}, budget, 1<<20)[1].RecordBatches
+			offs := batchOffsets(t, raw)
+			if len(offs) == 0 || offs[0] != next || (len(offs) > 1 && len(raw) > int(budget)) {
+				t.Fatalf("budget %d, fetch from %d: offsets %v in %d bytes", budget, next, offs, len(raw))
+			}
+			got = append(got, offs...)
+			next = offs[len(offs)-1] + 1
+		}
+		if !slices.Equal(got, seq(0, 220)) {
+			t.Fatalf("budget %d: offsets %v, want 0..219 once each", budget, got)
+		}
+	}
+	// One fetch of two partitions stays within the response's budget.
+	resp := fetch(map[int32]int64{0: 10, 1: 10}, 1<<20, 1500)
+	total, records := 0, 0
+	for p, rp := range resp {
+		offs := batchOffsets(t, rp.RecordBatches)
+		if len(offs) > 0 && !slices.Equal(offs, seq(10, 10+int64(len(offs)))) {
+			t.Fatalf("two partitions in 1500 bytes: partition %d offsets %v, want from 10 on", p, offs)
+		}
+		total += len(rp.RecordBatches)
+		records += len(offs)
+	}
+	if records == 0 || total > 1500 {
+		t.Fatalf("two partitions in 1500 bytes: %d records in %d bytes", records, total)
+	}
+	// A large budget: from inside the lake to the stream's end.
+	if got := batchOffsets(t, fetch(map[int32]int64{0: 150}, 1<<20, 1<<20)[0].RecordBatches); !slices.Equal(got, seq(150, 220)) {
+		t.Fatalf("fetch from 150: offsets %v, want 150..219", got)
+	}
+}
+
+func seq(from, to int64) []int64 {
+	var out []int64
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
+}

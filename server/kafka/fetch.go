@@ -362,9 +362,20 @@ func (s *Server) listOffsets(ctx context.Context, ss *session, req *kmsg.ListOff
 				first, _ := s.logStart(sp, start)
 				rp.Offset = int64(first)
 			default:
-				offset, ts, err := s.offsetForTime(sp, start, hw, p.Timestamp)
+				offset, ts, err := int64(-1), int64(-1), error(nil)
+				if _, snapshot := s.logStart(sp, start); snapshot != 0 {
+					offset, ts, err = s.lakeOffsetForTime(ctx, sp, snapshot, start, p.Timestamp)
+				}
+				if err == nil && (offset < 0 || p.Timestamp == -3) {
+					so, sts, serr := s.offsetForTime(sp, start, hw, p.Timestamp)
+					if err = serr; sts > ts { // for -3, the first of the largest
+						offset, ts = so, sts
+					}
+				}
 				if err != nil {
+					s.cfg.Logger.Warn("kafka: list offsets by time failed", "topic", t.Topic, "partition", p.Partition, "timestamp", p.Timestamp, "err", err)
 					rp.ErrorCode = kerr.KafkaStorageError.Code
+					offset, ts = -1, -1
 				}
 				rp.Offset, rp.Timestamp = offset, ts
 			}
@@ -419,6 +430,45 @@ func (s *Server) offsetForTime(sp servedPartition, start, hw uint64, ts int64) (
 		if len(batches) == 0 {
 			break
 		}
+	}
+	return bestOffset, bestTS, nil
+}
+
+// errFound stops a lake scan at the row it looked for.
+var errFound = errors.New("found")
+
+// lakeOffsetForTime is offsetForTime over the rows [0, start) of partition
+// sp in the lake snapshot: the first offset whose record timestamp is at
+// least ts, or for ts -3 the first with the largest timestamp; -1 if none.
+// Only the timestamp column is read. The lake keeps no append times, so a
+// table without a timestamp column has no timestamps there (-1).
+func (s *Server) lakeOffsetForTime(ctx context.Context, sp servedPartition, snapshot int64, start uint64, ts int64) (int64, int64, error) {
+	col := sp.sh.tsCol
+	if col < 0 {
+		return -1, -1, nil
+	}
+	bestOffset, bestTS := int64(-1), int64(-1)
+	req := tiering.BucketRead{
+		Table: sp.table, Snapshot: snapshot, Bucket: sp.lb.ID(),
+		Schema: sqltypes.Schema(sp.sh.cols[col : col+1]), Columns: sp.sh.cols,
+		From: 0, To: start,
+	}
+	err := s.cfg.Lake.ReadBucket(ctx, req, func(first uint64, rec arrow.RecordBatch) error {
+		for i := range int(rec.NumRows()) {
+			rts := timestampAt(rec.Column(0), i, -1)
+			if ts == -3 {
+				if rts > bestTS {
+					bestOffset, bestTS = int64(first)+int64(i), rts
+				}
+			} else if rts >= ts {
+				bestOffset, bestTS = int64(first)+int64(i), rts
+				return errFound
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return -1, -1, err
 	}
 	return bestOffset, bestTS, nil
 }

@@ -45,7 +45,8 @@ func batchOffsets(t *testing.T, raw []byte) []int64 {
 // lake, within the partition's byte budget (one record even if it is
 // larger, KIP-74), and fetch after fetch with a small budget a consumer
 // gets every offset once, across the lake's end into the stream. A fetch
-// of two partitions stays within the response's budget.
+// of two partitions stays within the response's budget. ListOffsets finds
+// the lake's rows by their timestamps.
 func TestFetchFromTheLake(t *testing.T) {
 	n := minktest.Start(t, minktest.Options{Tweak: func(cfg *server.Config) {
 		cfg.TieringFreshness = time.Hour // rounds only when asked
@@ -64,12 +65,13 @@ func TestFetchFromTheLake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	const valueSize = 100
+	const valueSize, baseTS = 100, 1_700_000_000_000
 	produce := func(from, to int) {
 		t.Helper()
 		var recs []*kgo.Record
 		for i := from; i < to; i++ {
-			recs = append(recs, &kgo.Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%0*d", valueSize, i)})
+			recs = append(recs, &kgo.Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%0*d", valueSize, i),
+				Timestamp: time.UnixMilli(baseTS + int64(i)*1000)})
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -161,6 +163,39 @@ func TestFetchFromTheLake(t *testing.T) {
 	}
 	if records == 0 || total > 1500 {
 		t.Fatalf("two partitions in 1500 bytes: %d records in %d bytes", records, total)
+	}
+	// ListOffsets: earliest 0, and by time the lake's rows too. Record i
+	// is at offset i/2 of partition i%2, its timestamp baseTS + i s.
+	listOffset := func(ts int64) (int64, int64) {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, ts, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			t.Fatalf("ListOffsets %d: %v", ts, kerr.ErrorForCode(p.ErrorCode))
+		}
+		return p.Offset, p.Timestamp
+	}
+	for _, c := range []struct{ ts, offset, timestamp int64 }{
+		{-2, 0, -1}, {-1, 220, -1},
+		{baseTS, 0, baseTS}, {baseTS + 50_500, 26, baseTS + 52_000}, // in the lake
+		{baseTS + 398_000, 199, baseTS + 398_000}, {baseTS + 398_001, 200, baseTS + 400_000}, // across its end
+		{baseTS + 410_000, 205, baseTS + 410_000}, // in the stream
+		{-3, 219, baseTS + 438_000}, {baseTS + 10_000_000, -1, -1},
+	} {
+		if offset, ts := listOffset(c.ts); offset != c.offset || ts != c.timestamp {
+			t.Fatalf("ListOffsets %d: offset %d, timestamp %d; want %d, %d", c.ts, offset, ts, c.offset, c.timestamp)
+		}
 	}
 	// A large budget: from inside the lake to the stream's end.
 	if got := batchOffsets(t, fetch(map[int32]int64{0: 150}, 1<<20, 1<<20)[0].RecordBatches); !slices.Equal(got, seq(150, 220)) {

@@ -35,11 +35,7 @@ func (sh *shape) recordAt(rec arrow.RecordBatch, i int, appendTime time.Time) fe
 		r.timestamp = appendTime.UnixMilli()
 	}
 	if sh.tsCol >= 0 {
-		if c := rec.Column(sh.tsCol).(*array.Timestamp); c.IsValid(i) {
-			if v := int64(c.Value(i)); v != math.MaxInt64 && v != -math.MaxInt64 {
-				r.timestamp = v / 1000
-			}
-		}
+		r.timestamp = timestampAt(rec.Column(sh.tsCol), i, r.timestamp)
 	}
 	if sh.kafka {
 		r.key = bytesAt(rec.Column(0), i)
@@ -52,6 +48,17 @@ func (sh *shape) recordAt(rec arrow.RecordBatch, i int, appendTime time.Time) fe
 		r.value = appendRowJSON(nil, sh.cols, rec, i)
 	}
 	return r
+}
+
+// timestampAt is a record's timestamp (milliseconds) from row i of a
+// timestamp column: fallback where it is NULL or infinite.
+func timestampAt(a arrow.Array, i int, fallback int64) int64 {
+	if c := a.(*array.Timestamp); c.IsValid(i) {
+		if v := int64(c.Value(i)); v != math.MaxInt64 && v != -math.MaxInt64 {
+			return v / 1000
+		}
+	}
+	return fallback
 }
 
 func bytesAt(a arrow.Array, i int) []byte {

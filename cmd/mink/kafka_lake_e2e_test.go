@@ -195,7 +195,7 @@ func waitTrimmed(t *testing.T, n *node, table string) map[int32]int64 {
 // timestamp); a consumer from the middle of the lake part reads on into
 // the stream; a fetch crosses from the lake into the stream without a gap,
 // and a small budget still makes progress. Renamed columns keep their new
-// name in the lake's records. A lake file removed makes its partition's
+// name in the lake's records, and added ones have their default. A lake file removed makes its partition's
 // fetches KAFKA_STORAGE_ERROR with no records, and the log names the file.
 func TestKafkaReadsTrimmedRows(t *testing.T) {
 	dataDir := t.TempDir()
@@ -448,6 +448,18 @@ func TestKafkaReadsTrimmedRows(t *testing.T) {
 		w.Value = bytes.Replace(want.Value, []byte(`,"msg":`), []byte(`,"note":`), 1)
 		if d := recordDiff(renamed[k], &w, !bytes.Contains(want.Value, []byte(`"at":null`))); d != "" || bytes.Equal(w.Value, want.Value) {
 			t.Fatalf("jt partition %d offset %d after RENAME COLUMN msg TO note: %s", k.partition, k.offset, d)
+		}
+	}
+
+	// So does a column added after the rows were tiered: the lake's
+	// records have its default, as SQL's rows.
+	mustExec(t, conn, "ALTER TABLE jt ADD COLUMN extra int DEFAULT 7")
+	added := byOffset(t, "jt after ADD COLUMN", consumeFrom(t, seeds, "jt", map[int32]kgo.Offset{0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}, ends))
+	for k, want := range before["jt"] {
+		w := *renamed[k]
+		w.Value = append(bytes.TrimSuffix(slices.Clone(w.Value), []byte("}")), []byte(`,"extra":7}`)...)
+		if d := recordDiff(added[k], &w, true); d != "" {
+			t.Fatalf("jt partition %d offset %d after ADD COLUMN extra int DEFAULT 7: %s (before: %s)", k.partition, k.offset, d, want.Value)
 		}
 	}
 

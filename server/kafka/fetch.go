@@ -302,16 +302,27 @@ func (s *Server) readLakeRecords(ctx context.Context, sp servedPartition, snapsh
 	var out []byte
 	var records []fetchedRecord
 	next := offset
+	// Chunks start at multiples of lakeChunkRows whatever the fetch
+	// offset, so that a consumer's fetches scan the same ranges and the
+	// reader's plans of them are reused; rows below offset are skipped.
 	req := tiering.BucketRead{
 		Table: sp.table, Snapshot: snapshot, Bucket: sp.lb.ID(),
 		Schema: sqltypes.Schema(sp.sh.cols), Columns: sp.sh.cols,
-		From: offset, To: start, ChunkRows: lakeChunkRows,
+		From: offset - offset%lakeChunkRows, To: start, ChunkRows: lakeChunkRows,
 	}
 	err := s.cfg.Lake.ReadBucket(ctx, req, func(firstOffset uint64, rec arrow.RecordBatch) error {
+		n := int(rec.NumRows())
+		if firstOffset+uint64(n) <= offset {
+			return nil
+		}
+		from := 0
+		if firstOffset < offset {
+			from = int(offset - firstOffset)
+		}
 		records = records[:0]
 		used := len(out) + batchHeaderLen
 		full := false
-		for i := range int(rec.NumRows()) {
+		for i := from; i < n; i++ {
 			r := sp.sh.recordAt(rec, i, time.Time{})
 			if size := r.encodedSize(); used+size > budget && !(first && len(out) == 0 && len(records) == 0) {
 				full = true
@@ -322,9 +333,9 @@ func (s *Server) readLakeRecords(ctx context.Context, sp servedPartition, snapsh
 			records = append(records, r)
 		}
 		if len(records) > 0 {
-			out = appendBatch(out, int64(firstOffset), -1, records)
+			out = appendBatch(out, int64(firstOffset)+int64(from), -1, records)
 			s.counters.fetchedRecords.Add(uint64(len(records)))
-			next = firstOffset + uint64(len(records))
+			next = firstOffset + uint64(from+len(records))
 		}
 		if full {
 			return errBudgetFull

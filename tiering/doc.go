@@ -29,6 +29,10 @@
 // when nothing new is tiered, and no lake snapshot still holding them is
 // recorded or compacted. Readers pass the table's current buckets
 // (ScanRequest.Buckets) so an older snapshot's retired rows are skipped.
+// LakeReader.ReadBucket reads one bucket's offset range in offset order,
+// each offset once or an error (ErrLakeIncomplete, a LakeFileError): how
+// Flight and the Kafka listener serve the rows retention trimmed from a
+// stream after tiering (LakeSplit says where they end).
 //
 // Files written by rounds that never committed are garbage; LakeCollector
 // deletes them after a grace delay, and never a file referenced by a

@@ -12,7 +12,9 @@
 // Idempotent producers get per-partition sequence checks whose state is kept
 // in the stream entries themselves (buckets.ProducerMark), so a new leader
 // rebuilds it from the stream. Consumer groups are answered by the groups
-// subpackage.
+// subpackage. Rows that retention trimmed from a stream after tiering are
+// fetched from the lake snapshot (Config.Lake, tiering.LakeReader), and the
+// log start offset stays 0 (fetch.go, logStart).
 //
 // With a guard (Config.Access) a connection authenticates with SASL/PLAIN
 // or SASL/SCRAM-SHA-256 against the roles of the metadata log (sasl.go);

@@ -66,6 +66,13 @@ var workloads = map[string]workload{
 		}
 		return bench.RunIngest(ctx, os.Stdout, cfg)
 	},
+	"insert-select": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.InsertSelectConfig{Dir: dir}
+		if quick {
+			cfg.Rows, cfg.Runs = 200_000, 1
+		}
+		return bench.RunInsertSelect(ctx, os.Stdout, cfg)
+	},
 	"flight": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.FlightConfig{Dir: dir}
 		if quick {

@@ -67,7 +67,7 @@ func TestDjangoMigrations(t *testing.T) {
 		app        string
 		migrations []string
 	}{
-		{"shop", []string{"shop.0001_initial", "shop.0002_product_sku"}},
+		{"shop", []string{"shop.0001_initial", "shop.0002_product_sku", "shop.0003_alter_product_lengths"}},
 		{"blog", []string{"blog.0001_initial", "blog.0002_post_likes_alter_post_written"}},
 	} {
 		out := manage("migrate", step.app)
@@ -108,13 +108,14 @@ func TestDjangoMigrations(t *testing.T) {
 	// Django's record of what it applied, and the columns it made: the
 	// ones AddField added are NOT NULL without a default, as on PostgreSQL.
 	wantRows("SELECT app, name FROM django_migrations ORDER BY app, name",
-		"blog|0001_initial", "blog|0002_post_likes_alter_post_written", "shop|0001_initial", "shop|0002_product_sku")
+		"blog|0001_initial", "blog|0002_post_likes_alter_post_written", "shop|0001_initial", "shop|0002_product_sku", "shop|0003_alter_product_lengths")
 	wantRows("SELECT column_name, data_type, is_nullable, column_default IS NULL FROM information_schema.columns WHERE table_name = 'blog_post' ORDER BY ordinal_position",
 		"id|bigint|NO|t", "title|character varying|NO|t", "body|text|NO|t", "published|boolean|NO|t",
 		"written|timestamp with time zone|NO|t", "product_id|bigint|NO|t", "likes|integer|NO|t")
-	wantRows("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'shop_product' ORDER BY ordinal_position",
-		"id|bigint", "name|character varying", "description|text", "price|numeric", "stock|integer",
-		"active|boolean", "created|timestamp with time zone", "attributes|jsonb", "sku|character varying")
+	// shop.0003's AlterFields: DROP NOT NULL, and TYPE varchar(n) longer.
+	wantRows("SELECT column_name, data_type, character_maximum_length, is_nullable FROM information_schema.columns WHERE table_name = 'shop_product' ORDER BY ordinal_position",
+		"id|bigint||NO", "name|character varying|200|NO", "description|text||YES", "price|numeric||NO", "stock|integer||NO",
+		"active|boolean||NO", "created|timestamp with time zone||NO", "attributes|jsonb||NO", "sku|character varying|64|NO")
 
 	out := manage("roundtrip")
 	if got := strings.Split(strings.TrimSpace(out), "\n"); !slices.Equal(got, djangoPeerLines) {
@@ -130,7 +131,7 @@ func TestDjangoMigrations(t *testing.T) {
 	if out := manage("migrate", "blog"); !strings.Contains(out, "No migrations to apply.") {
 		t.Errorf("migrate blog again:\n%s", out)
 	}
-	if out := manage("showmigrations", "shop", "blog"); strings.Count(out, "[X]") != 4 || strings.Contains(out, "[ ]") {
+	if out := manage("showmigrations", "shop", "blog"); strings.Count(out, "[X]") != 5 || strings.Contains(out, "[ ]") {
 		t.Errorf("showmigrations:\n%s", out)
 	}
 	if out := manage("makemigrations", "--check", "--dry-run", "shop", "blog"); !strings.Contains(out, "No changes detected") {

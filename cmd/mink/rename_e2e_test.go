@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// A rename of a table and of a column, and a CREATE TABLE … AS, across a
-// three-node cluster: a node that was killed with SIGKILL before them sees
-// the new names when it comes back, every node reads the same rows under
+// A rename of a table and of a column, ALTER COLUMN … SET NOT NULL and
+// … TYPE, and a CREATE TABLE … AS, across a three-node cluster: a node
+// that was killed with SIGKILL before them sees the new names (and
+// refuses what the ALTER COLUMNs refuse) when it comes back, every node reads the same rows under
 // them, and a Kafka consumer group that committed offsets on the old topic
 // name goes on from them under the new one, its records' JSON under the
 // new column name.
@@ -62,6 +65,8 @@ func TestRenameTableCluster(t *testing.T) {
 	for _, q := range []string{
 		"ALTER TABLE ev RENAME TO ev_2024",
 		"ALTER TABLE ev_2024 RENAME COLUMN v TO label",
+		"ALTER TABLE ev_2024 ALTER COLUMN label SET NOT NULL",
+		"ALTER TABLE ev_2024 ALTER COLUMN label TYPE varchar(8)",
 		"CREATE TABLE ev AS SELECT id FROM ev_2024 WHERE id <= 10",
 	} {
 		if _, err := first.Exec(ctx, q); err != nil {
@@ -97,6 +102,20 @@ func TestRenameTableCluster(t *testing.T) {
 	var sum int64
 	if err := conn.QueryRow(ctx, "SELECT sum(id) FROM ev_2024 WHERE label = 'v' || id").Scan(&sum); err != nil || sum != 90*91/2 {
 		t.Fatalf("node 3: sum of ev_2024's ids %d, %v; want %d", sum, err, 90*91/2)
+	}
+	// The ALTER COLUMNs made while it was down hold on node 3 too.
+	for q, code := range map[string]string{
+		"INSERT INTO ev_2024 VALUES (91, NULL)":        "23502",
+		"INSERT INTO ev_2024 VALUES (91, 'nine char')": "22001",
+	} {
+		var pgErr *pgconn.PgError
+		if _, err := conn.Exec(ctx, q); !errors.As(err, &pgErr) || pgErr.Code != code {
+			t.Errorf("node 3: %s: %v, want SQLSTATE %s", q, err, code)
+		}
+	}
+	var typ string
+	if err := conn.QueryRow(ctx, "SELECT format_type(atttypid, atttypmod) || ' ' || attnotnull FROM pg_attribute WHERE attrelid = 'ev_2024'::regclass AND attname = 'label'").Scan(&typ); err != nil || typ != "character varying(8) true" {
+		t.Errorf("node 3: column label is %q (%v), want character varying(8) true", typ, err)
 	}
 
 	// The group goes on under the new topic name from its commits.

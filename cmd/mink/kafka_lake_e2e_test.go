@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"maps"
 	"math/rand/v2"
@@ -21,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/minkdb/mink/internal/minktest"
 )
 
 // partOffset names a record.
@@ -145,28 +145,6 @@ func fetchRaw(t *testing.T, cl *kgo.Client, topic string, partition int32, offse
 		t.Fatal(err)
 	}
 	return resp.Topics[0].Partitions[0]
-}
-
-// fetchedOffsets lists the offsets of the records of a fetch response's
-// record batches, checking each batch's CRC-32C.
-func fetchedOffsets(t *testing.T, raw []byte) []int64 {
-	t.Helper()
-	var out []int64
-	for len(raw) > 0 {
-		if len(raw) < 61 {
-			t.Fatalf("a batch cut short: %d bytes", len(raw))
-		}
-		n := 12 + int(binary.BigEndian.Uint32(raw[8:]))
-		if n > len(raw) || crc32.Checksum(raw[21:n], crc32.MakeTable(crc32.Castagnoli)) != binary.BigEndian.Uint32(raw[17:]) {
-			t.Fatalf("a bad batch of %d bytes in %d", n, len(raw))
-		}
-		base := int64(binary.BigEndian.Uint64(raw))
-		for i := range int64(binary.BigEndian.Uint32(raw[57:])) {
-			out = append(out, base+i)
-		}
-		raw = raw[n:]
-	}
-	return out
 }
 
 // waitTrimmed waits until retention trimmed every bucket of table to its
@@ -375,7 +353,7 @@ func TestKafkaReadsTrimmedRows(t *testing.T) {
 		for p := range np {
 			from := starts[topic][p] - 2
 			rp := fetchRaw(t, cl, topic, p, from, 1<<20)
-			offs := fetchedOffsets(t, rp.RecordBatches)
+			offs := minktest.RecordBatchOffsets(t, rp.RecordBatches)
 			if rp.ErrorCode != 0 || rp.LogStartOffset != 0 || rp.HighWatermark != ends[p] || !slices.Equal(offs, seq64(from, ends[p])) {
 				t.Fatalf("%s/%d: a fetch from %d: %v, log start %d, high watermark %d, offsets %v; want offsets %d..%d, log start 0",
 					topic, p, from, kerr.ErrorForCode(rp.ErrorCode), rp.LogStartOffset, rp.HighWatermark, offs, from, ends[p]-1)
@@ -490,8 +468,8 @@ func TestKafkaReadsTrimmedRows(t *testing.T) {
 		t.Fatalf("the node's log does not name the missing lake file %s:\n%s", key, lastLines(n.log(), 20))
 	}
 	// The stream's part still reads.
-	if rp := fetchRaw(t, cl, "ft", 0, starts["ft"][0], 1<<20); rp.ErrorCode != 0 || !slices.Equal(fetchedOffsets(t, rp.RecordBatches), seq64(starts["ft"][0], starts["ft"][0]+5)) {
-		t.Fatalf("ft from its stream's start %d: %v, offsets %v; want the 5 records produced after the trim", starts["ft"][0], kerr.ErrorForCode(rp.ErrorCode), fetchedOffsets(t, rp.RecordBatches))
+	if rp := fetchRaw(t, cl, "ft", 0, starts["ft"][0], 1<<20); rp.ErrorCode != 0 || !slices.Equal(minktest.RecordBatchOffsets(t, rp.RecordBatches), seq64(starts["ft"][0], starts["ft"][0]+5)) {
+		t.Fatalf("ft from its stream's start %d: %v, offsets %v; want the 5 records produced after the trim", starts["ft"][0], kerr.ErrorForCode(rp.ErrorCode), minktest.RecordBatchOffsets(t, rp.RecordBatches))
 	}
 	n.stop()
 }

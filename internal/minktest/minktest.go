@@ -7,7 +7,9 @@ package minktest
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
@@ -133,4 +135,27 @@ func StartEtcd(t testing.TB) *embedetcd.Etcd {
 	}
 	t.Cleanup(func() { etcd.Close() })
 	return etcd
+}
+
+// RecordBatchOffsets lists the offset of every record of raw, the record
+// batches of a Kafka fetch response (magic 2), checking each batch's
+// length and CRC-32C.
+func RecordBatchOffsets(t testing.TB, raw []byte) []int64 {
+	t.Helper()
+	var out []int64
+	for len(raw) > 0 {
+		if len(raw) < 61 {
+			t.Fatalf("a batch cut short: %d bytes", len(raw))
+		}
+		n := 12 + int(binary.BigEndian.Uint32(raw[8:]))
+		if n > len(raw) || crc32.Checksum(raw[21:n], crc32.MakeTable(crc32.Castagnoli)) != binary.BigEndian.Uint32(raw[17:]) {
+			t.Fatalf("a bad batch of %d bytes in %d", n, len(raw))
+		}
+		base := int64(binary.BigEndian.Uint64(raw))
+		for i := range int64(binary.BigEndian.Uint32(raw[57:])) {
+			out = append(out, base+i)
+		}
+		raw = raw[n:]
+	}
+	return out
 }

@@ -258,22 +258,10 @@ func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw
 				from = 0 // a gap cannot happen: offsets are dense
 			}
 			end := int(min(n, to-b.Offset))
-			records = records[:0]
-			used := len(out) + batchHeaderLen
-			for i := from; i < end; i++ {
-				r := sp.sh.recordAt(rec, i, b.AppendTime)
-				if size := r.encodedSize(); used+size > budget && !(first && len(out) == 0 && len(records) == 0) {
-					full = true
-					break
-				} else {
-					used += size
-				}
-				records = append(records, r)
-			}
-			if len(records) > 0 {
-				out = appendBatch(out, int64(b.Offset)+int64(from), -1, records)
-				s.counters.fetchedRecords.Add(uint64(len(records)))
-				offset = b.Offset + uint64(from+len(records))
+			var sent int
+			out, records, sent, full = s.appendRecords(out, records, sp, rec, b.Offset, from, end, b.AppendTime, budget, first)
+			if sent > 0 {
+				offset = b.Offset + uint64(from+sent)
 			}
 			rec.Release()
 		}
@@ -283,6 +271,34 @@ func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw
 		}
 	}
 	return out, nil
+}
+
+// appendRecords appends rows [from, end) of rec, whose first row is at
+// offset base, to out as one record batch (appendTime: the rows' append
+// time, zero if unknown), stopping where budget bytes are used (unless
+// first and nothing is in out yet: KIP-74). records is scratch space,
+// returned for reuse. It returns how many rows it sent and whether the
+// budget stopped it.
+func (s *Server) appendRecords(out []byte, records []fetchedRecord, sp servedPartition, rec arrow.RecordBatch, base uint64, from, end int,
+	appendTime time.Time, budget int, first bool) ([]byte, []fetchedRecord, int, bool) {
+	records = records[:0]
+	used := len(out) + batchHeaderLen
+	full := false
+	for i := from; i < end; i++ {
+		r := sp.sh.recordAt(rec, i, appendTime)
+		if size := r.encodedSize(); used+size > budget && !(first && len(out) == 0 && len(records) == 0) {
+			full = true
+			break
+		} else {
+			used += size
+		}
+		records = append(records, r)
+	}
+	if len(records) > 0 {
+		out = appendBatch(out, int64(base)+int64(from), -1, records)
+		s.counters.fetchedRecords.Add(uint64(len(records)))
+	}
+	return out, records, len(records), full
 }
 
 // errBudgetFull stops a lake read once a fetch's budget is used.
@@ -319,23 +335,11 @@ func (s *Server) readLakeRecords(ctx context.Context, sp servedPartition, snapsh
 		if firstOffset < offset {
 			from = int(offset - firstOffset)
 		}
-		records = records[:0]
-		used := len(out) + batchHeaderLen
-		full := false
-		for i := from; i < n; i++ {
-			r := sp.sh.recordAt(rec, i, time.Time{})
-			if size := r.encodedSize(); used+size > budget && !(first && len(out) == 0 && len(records) == 0) {
-				full = true
-				break
-			} else {
-				used += size
-			}
-			records = append(records, r)
-		}
-		if len(records) > 0 {
-			out = appendBatch(out, int64(firstOffset)+int64(from), -1, records)
-			s.counters.fetchedRecords.Add(uint64(len(records)))
-			next = firstOffset + uint64(from+len(records))
+		var sent int
+		var full bool
+		out, records, sent, full = s.appendRecords(out, records, sp, rec, firstOffset, from, n, time.Time{}, budget, first)
+		if sent > 0 {
+			next = firstOffset + uint64(from+sent)
 		}
 		if full {
 			return errBudgetFull

@@ -2,9 +2,7 @@ package kafka_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"testing"
 	"time"
@@ -17,28 +15,6 @@ import (
 	"github.com/minkdb/mink/internal/minktest"
 	"github.com/minkdb/mink/server"
 )
-
-// batchOffsets lists the offset of every record of a fetch's record
-// batches, checking each batch's CRC-32C.
-func batchOffsets(t *testing.T, raw []byte) []int64 {
-	t.Helper()
-	var out []int64
-	for len(raw) > 0 {
-		if len(raw) < 61 {
-			t.Fatalf("a batch cut short: %d bytes", len(raw))
-		}
-		n := 12 + int(binary.BigEndian.Uint32(raw[8:]))
-		if n > len(raw) || crc32.Checksum(raw[21:n], crc32.MakeTable(crc32.Castagnoli)) != binary.BigEndian.Uint32(raw[17:]) {
-			t.Fatalf("a bad batch of %d bytes in %d", n, len(raw))
-		}
-		base := int64(binary.BigEndian.Uint64(raw))
-		for i := range int64(binary.BigEndian.Uint32(raw[57:])) {
-			out = append(out, base+i)
-		}
-		raw = raw[n:]
-	}
-	return out
-}
 
 // TestFetchFromTheLake: a fetch of a partition whose stream retention
 // trimmed after tiering reads the rows below the stream's start from the
@@ -127,7 +103,7 @@ func TestFetchFromTheLake(t *testing.T) {
 	}
 
 	// A budget smaller than one record: that record.
-	if got := batchOffsets(t, fetch(map[int32]int64{0: 0}, 1, 1<<20)[0].RecordBatches); !slices.Equal(got, []int64{0}) {
+	if got := minktest.RecordBatchOffsets(t, fetch(map[int32]int64{0: 0}, 1, 1<<20)[0].RecordBatches); !slices.Equal(got, []int64{0}) {
 		t.Fatalf("fetch from 0 with a 1-byte budget: offsets %v, want [0]", got)
 	}
 	// Small budgets: every offset once, in order, each response within
@@ -139,7 +115,7 @@ func TestFetchFromTheLake(t *testing.T) {
 				t.Fatalf("budget %d: no progress at offset %d", budget, next)
 			}
 			raw := fetch(map[int32]int64{1: next}, budget, 1<<20)[1].RecordBatches
-			offs := batchOffsets(t, raw)
+			offs := minktest.RecordBatchOffsets(t, raw)
 			if len(offs) == 0 || offs[0] != next || (len(offs) > 1 && len(raw) > int(budget)) {
 				t.Fatalf("budget %d, fetch from %d: offsets %v in %d bytes", budget, next, offs, len(raw))
 			}
@@ -154,7 +130,7 @@ func TestFetchFromTheLake(t *testing.T) {
 	resp := fetch(map[int32]int64{0: 10, 1: 10}, 1<<20, 1500)
 	total, records := 0, 0
 	for p, rp := range resp {
-		offs := batchOffsets(t, rp.RecordBatches)
+		offs := minktest.RecordBatchOffsets(t, rp.RecordBatches)
 		if len(offs) > 0 && !slices.Equal(offs, seq(10, 10+int64(len(offs)))) {
 			t.Fatalf("two partitions in 1500 bytes: partition %d offsets %v, want from 10 on", p, offs)
 		}
@@ -198,7 +174,7 @@ func TestFetchFromTheLake(t *testing.T) {
 		}
 	}
 	// A large budget: from inside the lake to the stream's end.
-	if got := batchOffsets(t, fetch(map[int32]int64{0: 150}, 1<<20, 1<<20)[0].RecordBatches); !slices.Equal(got, seq(150, 220)) {
+	if got := minktest.RecordBatchOffsets(t, fetch(map[int32]int64{0: 150}, 1<<20, 1<<20)[0].RecordBatches); !slices.Equal(got, seq(150, 220)) {
 		t.Fatalf("fetch from 150: offsets %v, want 150..219", got)
 	}
 }

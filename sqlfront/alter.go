@@ -273,7 +273,9 @@ func (s *session) tableEmpty(ctx context.Context, t *tableInfo) (bool, error) {
 // type change is allowed only between types stored alike (text and
 // character varying(n)). PostgreSQL locks the table for the check; mink
 // checks again once the record is applied, and takes it back if a write
-// that raced the check stored a row it refuses. In a transaction block
+// that raced the check stored a row it refuses. A write that took its
+// view before the record and is acknowledged after the second check is
+// not caught (docs/sql.md says so). In a transaction block
 // the change takes effect at once and ROLLBACK takes it back.
 
 // setColumnNotNull sets or drops the NOT NULL of column a.col.Name of t.

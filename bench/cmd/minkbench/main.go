@@ -25,6 +25,9 @@ import (
 // pkOnly is the -pk-only flag: the pk workloads to run.
 var pkOnly = flag.String("pk-only", "", `pk: run only the workloads whose name starts with this (e.g. "point lookup")`)
 
+// cpuProfile is the -cpuprofile flag of the flightread workload.
+var cpuProfile = flag.String("cpuprofile", "", "flightread: write a CPU profile of extra Flight reads (server and reader) to this file")
+
 // The kafka workload's flags.
 var (
 	kafkaMinkBin = flag.String("mink-bin", "", "kafka, restart: the mink binary to run (default: build cmd/mink)")
@@ -79,6 +82,13 @@ var workloads = map[string]workload{
 			cfg.Rows, cfg.ChunkRows, cfg.BatchRows, cfg.Runs = 200_000, 50_000, 20_000, 1
 		}
 		return bench.RunFlight(ctx, os.Stdout, cfg)
+	},
+	"flightread": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.FlightReadConfig{Dir: dir, CPUProfile: *cpuProfile}
+		if quick {
+			cfg.Rows, cfg.ChunkRows, cfg.Runs = 200_000, 50_000, 1
+		}
+		return bench.RunFlightRead(ctx, os.Stdout, cfg)
 	},
 	"flightsql": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.FlightSQLConfig{Dir: dir}

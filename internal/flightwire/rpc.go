@@ -36,9 +36,11 @@ func DialOptions() []grpc.DialOption {
 }
 
 // ServerOptions are the gRPC server options of mink's Flight service, the
-// counterpart of DialOptions.
+// counterpart of DialOptions. Its codec is Codec, with which the service
+// sends DoGet's messages as DataMessages.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(Codec{}),
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
 		grpc.ReadBufferSize(1 << 20), grpc.WriteBufferSize(1 << 20),
 		grpc.InitialWindowSize(16 << 20), grpc.InitialConnWindowSize(64 << 20),

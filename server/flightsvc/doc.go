@@ -14,6 +14,12 @@
 // for the identity in their context, so the node that receives them acts
 // for the same role and checks it again.
 //
+// DoGet sends each batch's Arrow buffers from where they are: a
+// recordWriter hands them to gRPC as the pieces of a flightwire.DataMessage,
+// which flightwire.Codec writes to the connection without encoding them
+// into a protobuf buffer first (writer.go). The bytes on the wire are those
+// of arrow-go's flight.Writer.
+//
 // Goroutines: Serve runs the gRPC server until Close, which stops it
 // (gracefully, then forcibly after a timeout) and waits. Each DoPut starts
 // one goroutine that acknowledges batches and one per remote bucket it

@@ -9,7 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -61,10 +60,10 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 	}
 	// The rows below the stream's start are only in the lake: any node
 	// serves them, before the rest, which comes from the stream.
-	var w *flight.Writer
-	writer := func() *flight.Writer {
+	var w *recordWriter
+	writer := func() *recordWriter {
 		if w == nil {
-			w = flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(s.alloc))
+			w = newRecordWriter(stream, schema, s.alloc)
 		}
 		return w
 	}
@@ -153,7 +152,7 @@ func (s *Service) bucketReader(id catalog.BucketID, t flightwire.Ticket) (readFu
 // messages of at most maxRowsPerMessage rows. stored are the columns of
 // the bucket's batches now: a batch stored with fewer (before ALTER TABLE
 // … ADD COLUMN) is widened to them.
-func (s *Service) sendBatch(w *flight.Writer, stored []sqltypes.Column, b buckets.Batch, from, end uint64, cols []int, schema *arrow.Schema) error {
+func (s *Service) sendBatch(w batchWriter, stored []sqltypes.Column, b buckets.Batch, from, end uint64, cols []int, schema *arrow.Schema) error {
 	rows := uint64(b.Record.NumRows())
 	lo, hi := max(from, b.Offset), min(end, b.Offset+rows)
 	if lo >= hi {

@@ -11,7 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -154,7 +153,7 @@ func (s *Service) doGetKV(t flightwire.Ticket, tb *table, stream flight.FlightSe
 		return toStatus(err)
 	}
 	defer rr.Release()
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(s.alloc))
+	w := newRecordWriter(stream, schema, s.alloc)
 	defer w.Close()
 	meta, _ := json.Marshal(flightwire.BatchMeta{Offset: r.Offset()})
 	for rr.Next() {
@@ -217,7 +216,7 @@ func (s *Service) doGetChangelog(t flightwire.Ticket, tb *table, stream flight.F
 		}
 		end = *t.To
 	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(s.alloc))
+	w := newRecordWriter(stream, schema, s.alloc)
 	defer w.Close()
 	// The changelog before the trim point is gone: a read from below it
 	// starts there (each batch's metadata carries its offset).

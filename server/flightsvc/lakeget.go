@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -36,7 +35,7 @@ func (s *Service) lakeSplit(table catalog.TableID, id catalog.BucketID) (snapsho
 // sendLake writes the rows [from, to) of bucket id, read from the lake
 // snapshot, in offset order, projected to schema. Each message's
 // app_metadata is the offset of its first row, as for the stream's rows.
-func (s *Service) sendLake(ctx context.Context, w *flight.Writer, tb *table, id catalog.BucketID, snapshot int64, from, to uint64, schema *arrow.Schema) error {
+func (s *Service) sendLake(ctx context.Context, w batchWriter, tb *table, id catalog.BucketID, snapshot int64, from, to uint64, schema *arrow.Schema) error {
 	if s.cfg.Lake == nil {
 		return status.Errorf(codes.Unavailable, "bucket %d: offsets [%d, %d) are only in the lake, and this node has no lake reader", id, from, to)
 	}

@@ -3,10 +3,12 @@ package flightwire
 import (
 	"fmt"
 
+	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	gproto "google.golang.org/protobuf/proto"
 )
 
 // DataMessage is a FlightData message to send as it is: its data_body is
@@ -28,6 +30,7 @@ type DataMessage struct {
 
 // FlightData's field numbers (Flight.proto).
 const (
+	fieldDescriptor  protowire.Number = 1
 	fieldDataHeader  protowire.Number = 2
 	fieldAppMetadata protowire.Number = 3
 	fieldDataBody    protowire.Number = 1000
@@ -67,9 +70,12 @@ func (m *DataMessage) marshal() mem.BufferSlice {
 	return out
 }
 
-// Codec is gRPC's protobuf codec that also sends a *DataMessage without
-// copying its body. Its name is "proto": on the wire nothing changes, and
-// every other message goes through the protobuf codec.
+// Codec is gRPC's protobuf codec that sends a *DataMessage without copying
+// its body, and decodes a FlightData without copying its data_body and
+// data_header out of the received message (they alias gRPC's receive
+// buffer, which is then left to the garbage collector instead of going
+// back to gRPC's pool). Its name is "proto": on the wire nothing changes,
+// and every other message goes through the protobuf codec.
 type Codec struct{}
 
 var _ encoding.CodecV2 = Codec{}
@@ -88,8 +94,60 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return protoCodec.Marshal(v)
 }
 
-// Unmarshal decodes data into v with the protobuf codec.
-func (Codec) Unmarshal(data mem.BufferSlice, v any) error { return protoCodec.Unmarshal(data, v) }
+// Unmarshal decodes data into v.
+func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	fd, ok := v.(*flight.FlightData)
+	if !ok {
+		return protoCodec.Unmarshal(data, v)
+	}
+	// The reference taken here is never freed: fd's fields point into buf.
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	if err := unmarshalFlightData(buf.ReadOnlyData(), fd); err != nil {
+		buf.Free()
+		return err
+	}
+	return nil
+}
+
+// unmarshalFlightData decodes b into fd as proto.Unmarshal does, but with
+// the bytes fields pointing into b.
+func unmarshalFlightData(b []byte, fd *flight.FlightData) error {
+	gproto.Reset(fd)
+	all := b
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return fmt.Errorf("flightwire: decode FlightData: %w", protowire.ParseError(n))
+		}
+		b = b[n:]
+		if typ != protowire.BytesType || (num != fieldDescriptor && num != fieldDataHeader && num != fieldAppMetadata && num != fieldDataBody) {
+			// A field FlightData does not have, or has with another type:
+			// the protobuf decoder's job (it copies).
+			return gproto.Unmarshal(all, fd)
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return fmt.Errorf("flightwire: decode FlightData: %w", protowire.ParseError(n))
+		}
+		b = b[n:]
+		switch num {
+		case fieldDescriptor:
+			if fd.FlightDescriptor == nil {
+				fd.FlightDescriptor = &flight.FlightDescriptor{}
+			}
+			if err := (gproto.UnmarshalOptions{Merge: true}).Unmarshal(v, fd.FlightDescriptor); err != nil {
+				return fmt.Errorf("flightwire: decode FlightData: %w", err)
+			}
+		case fieldDataHeader:
+			fd.DataHeader = v
+		case fieldAppMetadata:
+			fd.AppMetadata = v
+		case fieldDataBody:
+			fd.DataBody = v
+		}
+	}
+	return nil
+}
 
 // Name is the protobuf codec's.
 func (Codec) Name() string { return proto.Name }

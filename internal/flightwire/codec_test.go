@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -46,5 +48,40 @@ func TestDataMessageEncoding(t *testing.T) {
 				t.Fatalf("decoded %v, want %v", &back, want)
 			}
 		})
+	}
+}
+
+// TestFlightDataDecoding: Codec decodes FlightData as the protobuf decoder
+// does, from a message that arrived in several buffers, with a descriptor,
+// and with a field FlightData does not have (which it leaves to protobuf).
+func TestFlightDataDecoding(t *testing.T) {
+	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"t", "bucket", "3"}}
+	msg := &flight.FlightData{FlightDescriptor: desc, DataHeader: []byte("hdr"), AppMetadata: []byte(`{"offset":1}`),
+		DataBody: bytes.Repeat([]byte("body"), 5000)}
+	enc, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := protowire.AppendTag(append([]byte(nil), enc...), 77, protowire.VarintType)
+	unknown = protowire.AppendVarint(unknown, 5)
+	for _, b := range [][]byte{enc, unknown, {}} {
+		var want, got flight.FlightData
+		if err := proto.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		// In pieces, as frames arrive.
+		var data mem.BufferSlice
+		for rest := b; len(rest) > 0; {
+			n := min(len(rest), 7000)
+			data = append(data, mem.SliceBuffer(rest[:n]))
+			rest = rest[n:]
+		}
+		got.AppMetadata = []byte("stale")
+		if err := (Codec{}).Unmarshal(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(&got, &want) {
+			t.Fatalf("decoded %v, want %v", &got, &want)
+		}
 	}
 }

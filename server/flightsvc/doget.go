@@ -23,8 +23,8 @@ const (
 	// generic Flight clients with gRPC's default 4 MiB receive limit can
 	// read ordinary rows (up to about 64 bytes a row).
 	maxRowsPerMessage = 64 << 10
-	// readChunkRows is how many rows DoGet reads from the bucket at a time,
-	// which bounds the memory one DoGet holds.
+	// readChunkRows is how many rows DoGet reads from the bucket at a time;
+	// one DoGet holds at most two chunks (sendChunks reads one ahead).
 	readChunkRows = 1 << 20
 )
 
@@ -90,28 +90,75 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 		return err
 	}
 	ww := writer()
-	for from := t.From; from < end; {
-		batches, err := read(ctx, from, min(from+readChunkRows, end))
-		if err != nil {
-			return bucketStatus(id, err)
+	send := func(b buckets.Batch, from uint64) error {
+		return s.sendBatch(ww, r.table.cols, b, from, end, cols, schema)
+	}
+	if err := sendChunks(ctx, id, read, t.From, end, send); err != nil {
+		return err
+	}
+	return ww.Close()
+}
+
+// sendChunks reads [from, end) with read, readChunkRows rows at a time,
+// and calls send with every batch and the offset its chunk starts at, in
+// offset order. While one chunk is sent the next is read, so that the
+// stream does not wait between chunks for the object store or for
+// decoding; the read ahead is cancelled and waited for when sendChunks
+// returns. Its errors are gRPC statuses.
+func sendChunks(ctx context.Context, id catalog.BucketID, read readFunc, from, end uint64, send func(b buckets.Batch, from uint64) error) error {
+	type chunk struct {
+		batches []buckets.Batch
+		err     error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var ahead chan chunk // the read in flight, if any
+	readAhead := func(from uint64) {
+		ch := make(chan chunk, 1)
+		ahead = ch
+		go func() {
+			batches, err := read(ctx, from, min(from+readChunkRows, end))
+			ch <- chunk{batches, err}
+		}()
+	}
+	defer func() {
+		cancel()
+		if ahead != nil {
+			buckets.ReleaseBatches((<-ahead).batches)
+		}
+	}()
+	if from < end {
+		readAhead(from)
+	}
+	for from < end {
+		c := <-ahead
+		ahead = nil
+		if c.err != nil {
+			return bucketStatus(id, c.err)
 		}
 		next := from
-		for _, b := range batches {
-			if err == nil {
-				err = s.sendBatch(ww, r.table.cols, b, from, end, cols, schema)
-			}
+		for _, b := range c.batches {
 			next = max(next, b.Offset+uint64(b.Record.NumRows()))
 		}
-		buckets.ReleaseBatches(batches)
+		if next == from {
+			buckets.ReleaseBatches(c.batches)
+			return status.Errorf(codes.Internal, "bucket %d: no data at offset %d, below its end %d", id, from, end)
+		}
+		if next < end {
+			readAhead(next)
+		}
+		var err error
+		for _, b := range c.batches {
+			if err == nil {
+				err = send(b, from)
+			}
+		}
+		buckets.ReleaseBatches(c.batches)
 		if err != nil {
 			return toStatus(err)
 		}
-		if next == from {
-			return status.Errorf(codes.Internal, "bucket %d: no data at offset %d, below its end %d", id, from, end)
-		}
 		from = next
 	}
-	return ww.Close()
+	return nil
 }
 
 // bucketReader returns how to read bucket id for ticket t, and the offset

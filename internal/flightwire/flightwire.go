@@ -3,6 +3,8 @@
 // bodies and error details are encoded, and how a request follows the
 // NotLeader redirects they carry (Redirects). The server (server/flightsvc)
 // and the Go client (client) both use it, so they cannot drift apart.
+// Codec, the gRPC codec of both sides (ServerOptions, DialOptions), moves
+// FlightData bodies without protobuf's copies (codec.go).
 //
 // Everything here is safe for concurrent use and starts no goroutines;
 // only the Flight calls (PutBatches, GetStream, DoAction) do I/O. The

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -152,42 +151,18 @@ func MeasureFlight(ctx context.Context, cfg FlightConfig) (*FlightReport, error)
 		return nil, fmt.Errorf("mink: facts_arrow has %d rows after appending %d (%v)", n, cfg.Rows, err)
 	}
 
-	type reader struct {
-		name string
-		read func() (FlightResult, error)
-	}
-	readers := []reader{
+	readers := []flightReader{
 		{"mink Flight DoGet (all buckets in parallel)", func() (FlightResult, error) { return scanFacts(ctx, c) }},
 		{"mink COPY TO STDOUT (binary)", func() (FlightResult, error) { return copyOutFacts(ctx, env.mink) }},
 	}
 	if env.pgConn != nil {
-		readers = append(readers, reader{env.pg.peerName() + " COPY TO STDOUT (binary)", func() (FlightResult, error) { return copyOutFacts(ctx, env.pgConn) }})
+		readers = append(readers, flightReader{env.pg.peerName() + " COPY TO STDOUT (binary)", func() (FlightResult, error) { return copyOutFacts(ctx, env.pgConn) }})
 	}
-	runs := make([][]FlightResult, len(readers))
-	for run := 0; run < cfg.Runs; run++ {
-		for j := range readers {
-			k := (j + run) % len(readers)
-			r, err := readers[k].read()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", readers[k].name, err)
-			}
-			if r.Rows != int64(cfg.Rows) {
-				return nil, fmt.Errorf("%s: read %d rows, want %d", readers[k].name, r.Rows, cfg.Rows)
-			}
-			r.Target = readers[k].name
-			runs[k] = append(runs[k], r)
-		}
+	runs, err := takeTurns(readers, cfg.Runs, int64(cfg.Rows))
+	if err != nil {
+		return nil, err
 	}
-	for _, rs := range runs {
-		var times []time.Duration
-		for _, r := range rs {
-			times = append(times, r.Elapsed)
-		}
-		sort.Slice(rs, func(i, j int) bool { return rs[i].Elapsed < rs[j].Elapsed })
-		median := rs[len(rs)/2]
-		median.Runs = times
-		rep.Reads = append(rep.Reads, median)
-	}
+	rep.Reads = medians(runs)
 	return rep, nil
 }
 

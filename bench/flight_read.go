@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -112,16 +111,12 @@ func MeasureFlightRead(ctx context.Context, cfg FlightReadConfig) (*FlightReadRe
 	flightRead := func(parallel bool) func() (FlightResult, error) {
 		return func() (FlightResult, error) { return readEndpoints(ctx, fc, parallel) }
 	}
-	type reader struct {
-		name string
-		read func() (FlightResult, error)
-	}
-	readers := []reader{
+	readers := []flightReader{
 		{"mink Flight DoGet, one reader, endpoint after endpoint", flightRead(false)},
 		{"mink Flight DoGet, one reader per endpoint, in parallel", flightRead(true)},
 	}
 	if env.pgConn != nil {
-		readers = append(readers, reader{env.pg.peerName() + " COPY TO STDOUT (binary)", func() (FlightResult, error) {
+		readers = append(readers, flightReader{env.pg.peerName() + " COPY TO STDOUT (binary)", func() (FlightResult, error) {
 			return copyOutFacts(ctx, env.pgConn)
 		}})
 	}
@@ -132,36 +127,16 @@ func MeasureFlightRead(ctx context.Context, cfg FlightReadConfig) (*FlightReadRe
 			return nil, fmt.Errorf("%s (warm-up): %w", r.name, err)
 		}
 	}
-	runs := make([][]FlightResult, len(readers))
-	for run := 0; run < cfg.Runs; run++ {
-		for j := range readers {
-			k := (j + run) % len(readers)
-			r, err := readers[k].read()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", readers[k].name, err)
-			}
-			if r.Rows != int64(cfg.Rows) {
-				return nil, fmt.Errorf("%s: read %d rows, want %d", readers[k].name, r.Rows, cfg.Rows)
-			}
-			r.Target = readers[k].name
-			runs[k] = append(runs[k], r)
-		}
+	runs, err := takeTurns(readers, cfg.Runs, int64(cfg.Rows))
+	if err != nil {
+		return nil, err
 	}
 	if cfg.CPUProfile != "" {
 		if err := profileReads(cfg.CPUProfile, 4*cfg.Runs, readers[0].read); err != nil {
 			return nil, err
 		}
 	}
-	for _, rs := range runs {
-		var times []time.Duration
-		for _, r := range rs {
-			times = append(times, r.Elapsed)
-		}
-		sort.Slice(rs, func(i, j int) bool { return rs[i].Elapsed < rs[j].Elapsed })
-		median := rs[len(rs)/2]
-		median.Runs = times
-		rep.Reads = append(rep.Reads, median)
-	}
+	rep.Reads = medians(runs)
 	return rep, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -116,11 +115,7 @@ func MeasureFlightSQL(ctx context.Context, cfg FlightSQLConfig) (*FlightSQLRepor
 		return nil, err
 	}
 
-	type reader struct {
-		name string
-		read func() (FlightResult, error)
-	}
-	readers := []reader{
+	readers := []flightReader{
 		{"mink Flight SQL (Execute + DoGet)", func() (FlightResult, error) { return flightSQLRead(ctx, fc) }},
 		{"mink Postgres wire (pgx Query, RawValues)", func() (FlightResult, error) { return pgxRead(ctx, env.mink) }},
 		{"DuckDB Arrow export (QueryArrow of a DuckDB table, in process)", func() (FlightResult, error) {
@@ -132,31 +127,11 @@ func MeasureFlightSQL(ctx context.Context, cfg FlightSQLConfig) (*FlightSQLRepor
 			return drainArrow(rdr, start)
 		}},
 	}
-	runs := make([][]FlightResult, len(readers))
-	for run := 0; run < cfg.Runs; run++ {
-		for j := range readers {
-			k := (j + run) % len(readers)
-			r, err := readers[k].read()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", readers[k].name, err)
-			}
-			if r.Rows != int64(cfg.Rows) {
-				return nil, fmt.Errorf("%s: read %d rows, want %d", readers[k].name, r.Rows, cfg.Rows)
-			}
-			r.Target = readers[k].name
-			runs[k] = append(runs[k], r)
-		}
+	runs, err := takeTurns(readers, cfg.Runs, int64(cfg.Rows))
+	if err != nil {
+		return nil, err
 	}
-	for _, rs := range runs {
-		var times []time.Duration
-		for _, r := range rs {
-			times = append(times, r.Elapsed)
-		}
-		sort.Slice(rs, func(i, j int) bool { return rs[i].Elapsed < rs[j].Elapsed })
-		median := rs[len(rs)/2]
-		median.Runs = times
-		rep.Reads = append(rep.Reads, median)
-	}
+	rep.Reads = medians(runs)
 	return rep, nil
 }
 

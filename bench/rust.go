@@ -162,7 +162,7 @@ func MeasureRustClient(ctx context.Context, cfg RustClientConfig) (*RustClientRe
 			appends[k] = append(appends[k], r)
 		}
 	}
-	rep.Appends = medians(appends)
+	rep.Appends = medians(appends[:])
 	var n, distinct int64
 	if err := conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT id) FROM rust_vs_go").Scan(&n, &distinct); err != nil {
 		return nil, err
@@ -193,12 +193,13 @@ func MeasureRustClient(ctx context.Context, cfg RustClientConfig) (*RustClientRe
 			scans[k] = append(scans[k], r)
 		}
 	}
-	rep.Scans = medians(scans)
+	rep.Scans = medians(scans[:])
 	return rep, nil
 }
 
-// medians returns the median of each client's runs, with every run's time.
-func medians(runs [2][]FlightResult) []FlightResult {
+// medians returns the median of each reader's (or client's) runs, with
+// every run's time.
+func medians(runs [][]FlightResult) []FlightResult {
 	var out []FlightResult
 	for _, rs := range runs {
 		var times []time.Duration
@@ -211,6 +212,35 @@ func medians(runs [2][]FlightResult) []FlightResult {
 		out = append(out, median)
 	}
 	return out
+}
+
+// flightReader is one way of reading a table in a read benchmark.
+type flightReader struct {
+	name string
+	read func() (FlightResult, error)
+}
+
+// takeTurns runs each reader n times, the readers taking turns (reader k
+// starts run r when (k+r) mod len(readers) comes up, so that drift in a
+// shared machine's load hits all alike), checks that each read returns
+// rows rows, and returns each reader's results, named after it.
+func takeTurns(readers []flightReader, n int, rows int64) ([][]FlightResult, error) {
+	runs := make([][]FlightResult, len(readers))
+	for run := range n {
+		for j := range readers {
+			k := (j + run) % len(readers)
+			r, err := readers[k].read()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", readers[k].name, err)
+			}
+			if r.Rows != rows {
+				return nil, fmt.Errorf("%s: read %d rows, want %d", readers[k].name, r.Rows, rows)
+			}
+			r.Target = readers[k].name
+			runs[k] = append(runs[k], r)
+		}
+	}
+	return runs, nil
 }
 
 var rustArrowSchema = arrow.NewSchema([]arrow.Field{

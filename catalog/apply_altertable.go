@@ -1,6 +1,9 @@
 package catalog
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 func applyAddColumn(v *View, r AddColumn) Outcome {
 	t := v.Tables[r.Table]
@@ -174,5 +177,74 @@ func applySetColumnType(v *View, r SetColumnType) Outcome {
 	// A new slice: views handed out earlier share the old one.
 	t.Spec.Columns = slices.Clone(t.Spec.Columns)
 	t.Spec.Columns[i].Type = r.Type
+	return Outcome{}
+}
+
+func applyDropColumn(v *View, r DropColumn) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "drop column of table %d: no such table", r.Table)
+	}
+	i := slices.IndexFunc(t.Spec.Columns, func(c Column) bool { return c.Name == r.Column })
+	switch {
+	case i < 0:
+		return reject(ErrNotFound, "drop column %q of %q: no such column", r.Column, t.Spec.Name)
+	case slices.Contains(t.Spec.PrimaryKey, r.Column):
+		return reject(ErrInvalid, "drop column %q of %q: a primary-key column", r.Column, t.Spec.Name)
+	case slices.Contains(t.Spec.BucketKey, r.Column):
+		return reject(ErrInvalid, "drop column %q of %q: a bucket-key column", r.Column, t.Spec.Name)
+	case t.Spec.PartitionBy == r.Column:
+		return reject(ErrInvalid, "drop column %q of %q: the partition column", r.Column, t.Spec.Name)
+	case len(t.Spec.Columns) == 1:
+		return reject(ErrInvalid, "drop column %q of %q: the table's only column", r.Column, t.Spec.Name)
+	}
+	// The column's stored position: i plus the dropped columns before it.
+	pos, at := i, 0
+	for at < len(t.Spec.Dropped) && t.Spec.Dropped[at].Position <= pos {
+		pos++
+		at++
+	}
+	d := DroppedColumn{Position: pos, Column: t.Spec.Columns[i], SequenceLast: t.Sequences[r.Column]}
+	// New slices and maps: views handed out earlier share the old ones.
+	t.Spec.Columns = slices.Delete(slices.Clone(t.Spec.Columns), i, i+1)
+	t.Spec.Dropped = slices.Insert(slices.Clone(t.Spec.Dropped), at, d)
+	if _, ok := t.Sequences[r.Column]; ok {
+		t.Sequences = maps.Clone(t.Sequences)
+		delete(t.Sequences, r.Column)
+		if len(t.Sequences) == 0 {
+			t.Sequences = nil
+		}
+	}
+	return Outcome{}
+}
+
+func applyRestoreColumn(v *View, r RestoreColumn) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "restore column of table %d: no such table", r.Table)
+	}
+	at := slices.IndexFunc(t.Spec.Dropped, func(d DroppedColumn) bool { return d.Position == r.Position })
+	if at < 0 {
+		return reject(ErrNotFound, "restore column %d of %q: no dropped column there", r.Position, t.Spec.Name)
+	}
+	d := t.Spec.Dropped[at]
+	if slices.ContainsFunc(t.Spec.Columns, func(c Column) bool { return c.Name == d.Column.Name }) {
+		return reject(ErrExists, "restore column %q of %q: the table has a column of that name", d.Column.Name, t.Spec.Name)
+	}
+	// Its index among the visible columns: its position less the dropped
+	// columns before it.
+	i := d.Position - at
+	t.Spec.Columns = slices.Insert(slices.Clone(t.Spec.Columns), i, d.Column)
+	t.Spec.Dropped = slices.Delete(slices.Clone(t.Spec.Dropped), at, at+1)
+	if len(t.Spec.Dropped) == 0 {
+		t.Spec.Dropped = nil
+	}
+	if d.SequenceLast != 0 {
+		t.Sequences = maps.Clone(t.Sequences)
+		if t.Sequences == nil {
+			t.Sequences = map[string]int64{}
+		}
+		t.Sequences[d.Column.Name] = d.SequenceLast
+	}
 	return Outcome{}
 }

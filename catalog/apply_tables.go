@@ -13,6 +13,9 @@ func applyCreateTable(v *View, r CreateTable) Outcome {
 			err = fmt.Errorf("column %q: only AddColumn adds a column with a missing value: %w", c.Name, ErrInvalid)
 		}
 	}
+	if err == nil && spec.Dropped != nil {
+		err = fmt.Errorf("only DropColumn drops a column: %w", ErrInvalid)
+	}
 	if err != nil {
 		return Outcome{Err: fmt.Errorf("create table %q: %w", r.Spec.Name, err)}
 	}
@@ -44,6 +47,15 @@ func normalizeTableSpec(spec TableSpec) (TableSpec, error) {
 		Buckets:     spec.Buckets,
 		BucketKey:   slices.Clone(spec.BucketKey),
 		Options:     maps.Clone(spec.Options),
+		Dropped:     slices.Clone(spec.Dropped),
+	}
+	if len(out.Dropped) == 0 {
+		out.Dropped = nil
+	}
+	for i, d := range out.Dropped {
+		if d.Position < 0 || d.Position >= len(out.Columns)+len(out.Dropped) || i > 0 && d.Position <= out.Dropped[i-1].Position {
+			return out, fmt.Errorf("dropped column %q at position %d: out of order or out of range: %w", d.Column.Name, d.Position, ErrInvalid)
+		}
 	}
 	if len(out.PrimaryKey) == 0 {
 		out.PrimaryKey = nil

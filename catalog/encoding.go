@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindSetColumnType
+	maxKnownKind           = KindRestoreColumn
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -72,6 +72,8 @@ var kindNames = map[Kind]string{
 	KindRenameColumn:         "RenameColumn",
 	KindSetColumnNotNull:     "SetColumnNotNull",
 	KindSetColumnType:        "SetColumnType",
+	KindDropColumn:           "DropColumn",
+	KindRestoreColumn:        "RestoreColumn",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -189,6 +191,10 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[SetColumnNotNull](kind, body)
 	case KindSetColumnType:
 		return decodeRecordBody[SetColumnType](kind, body)
+	case KindDropColumn:
+		return decodeRecordBody[DropColumn](kind, body)
+	case KindRestoreColumn:
+		return decodeRecordBody[RestoreColumn](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)

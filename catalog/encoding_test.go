@@ -175,6 +175,8 @@ func sampleRecords() []catalog.Record {
 				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'", Sequence: "x", Added: true, Missing: &missing, LakeOptional: true}},
 			PrimaryKey: []string{"id", "dt"}, PartitionBy: "dt", Buckets: 8, BucketKey: []string{"id"},
 			Options: map[string]string{"partition_retention": "7d", "é": "<&>"},
+			Dropped: []catalog.DroppedColumn{{Position: 1, Column: catalog.Column{Name: "old", Type: "text", NotNull: true, Default: "'x'",
+				Sequence: "x", Added: true, Missing: &missing, LakeOptional: true}, SequenceLast: 9}},
 		}, Owner: 16385},
 		catalog.DropTable{Table: 12},
 		catalog.CreatePartition{Table: 12, Value: "2025-01-01"},
@@ -218,6 +220,8 @@ func sampleRecords() []catalog.Record {
 		catalog.RenameColumn{Table: 12, From: "v", To: "w"},
 		catalog.SetColumnNotNull{Table: 12, Column: "v", NotNull: true},
 		catalog.SetColumnType{Table: 12, Column: "v", Type: "varchar(40)"},
+		catalog.DropColumn{Table: 12, Column: "v"},
+		catalog.RestoreColumn{Table: 12, Position: 3},
 		catalog.SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}
 }
@@ -273,7 +277,7 @@ func zeroField(rv reflect.Value, path string) (string, bool) {
 			return "", false
 		}
 		for i := range rv.NumField() {
-			if f := rv.Type().Field(i); f.IsExported() {
+			if f := rv.Type().Field(i); f.IsExported() && f.Tag.Get("json") != "-" {
 				if p, ok := zeroField(rv.Field(i), path+"."+f.Name); ok {
 					return p, true
 				}

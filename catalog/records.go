@@ -1,6 +1,9 @@
 package catalog
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // NodeID identifies a mink node. It is chosen by the operator (--node-id) and
 // never reused for a different machine.
@@ -56,6 +59,8 @@ const (
 	KindRenameColumn         Kind = 33
 	KindSetColumnNotNull     Kind = 34
 	KindSetColumnType        Kind = 35
+	KindDropColumn           Kind = 36
+	KindRestoreColumn        Kind = 37
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -121,6 +126,33 @@ type Column struct {
 	// optional whatever NotNull says, since Iceberg can make a required
 	// field optional but not the reverse.
 	LakeOptional bool `json:"lake_optional,omitempty"`
+	// Dropped marks a column of TableSpec.StoredColumns that ALTER TABLE …
+	// DROP COLUMN dropped: stored rows still hold it at its position, but
+	// no one reads it, and new rows hold NULL there. It is set only in
+	// StoredColumns' result, never in a record or in Spec.Columns.
+	Dropped bool `json:"-"`
+}
+
+// DroppedColumn is a column ALTER TABLE … DROP COLUMN took from a table
+// (DropColumn): gone from TableSpec.Columns, but still where the stored
+// rows hold it.
+type DroppedColumn struct {
+	// Position is the column's index among the table's stored columns
+	// (TableSpec.StoredColumns).
+	Position int `json:"position"`
+	// Column is the column as it was when dropped (RestoreColumn puts it
+	// back).
+	Column Column `json:"column"`
+	// SequenceLast is the last value the column's sequence had handed out
+	// (Table.Sequences), kept for RestoreColumn; 0 for none.
+	SequenceLast int64 `json:"sequence_last,omitempty"`
+}
+
+// DroppedName is the name StoredColumns gives the dropped column at stored
+// position pos: PostgreSQL's name for it (pg_attribute.attname of a dropped
+// column), which no column a user names can have.
+func DroppedName(pos int) string {
+	return fmt.Sprintf("........pg.dropped.%d........", pos+1)
 }
 
 // Column.Sequence values.
@@ -154,6 +186,35 @@ type TableSpec struct {
 	Buckets     int               `json:"buckets"`
 	BucketKey   []string          `json:"bucket_key,omitempty"`
 	Options     map[string]string `json:"options,omitempty"`
+	// Dropped are the columns DropColumn dropped, in Position order. Stored
+	// batches, KV rows and the lake keep a place for each (StoredColumns);
+	// Columns holds the others, the ones users see.
+	Dropped []DroppedColumn `json:"dropped,omitempty"`
+}
+
+// StoredColumns returns the columns as stored rows hold them: Columns with
+// the dropped columns back at their positions, each marked Dropped, named
+// DroppedName, nullable (its lake field optional) and without a default
+// or sequence. Without dropped columns it is Columns itself: do not
+// modify the result.
+func (s TableSpec) StoredColumns() []Column {
+	if len(s.Dropped) == 0 {
+		return s.Columns
+	}
+	out := make([]Column, 0, len(s.Columns)+len(s.Dropped))
+	visible := s.Columns
+	for _, d := range s.Dropped {
+		for len(out) < d.Position && len(visible) > 0 {
+			out = append(out, visible[0])
+			visible = visible[1:]
+		}
+		c := d.Column
+		c.Name = DroppedName(d.Position)
+		c.Dropped, c.LakeOptional = true, c.LakeOptional || c.NotNull
+		c.NotNull, c.Default, c.Sequence = false, "", ""
+		out = append(out, c)
+	}
+	return append(out, visible...)
 }
 
 // CreateTable creates a table named Spec.Name. Rejected when a table or a
@@ -435,6 +496,29 @@ type SetColumnType struct {
 	Type   string  `json:"type"`
 }
 
+// DropColumn drops Table's column Column (ALTER TABLE … DROP COLUMN). The
+// column leaves Spec.Columns for Spec.Dropped, at its stored position:
+// stored rows are not rewritten and keep its values, which no one reads;
+// rows written later hold NULL there (TableSpec.StoredColumns). Its
+// sequence goes. Rejected with ErrNotFound for an unknown table or column,
+// and ErrInvalid for a primary-key, bucket-key or partition column, or the
+// table's last column.
+type DropColumn struct {
+	Table  TableID `json:"table"`
+	Column string  `json:"column"`
+}
+
+// RestoreColumn takes back the DropColumn of the dropped column at stored
+// position Position of Table (ROLLBACK of a block that dropped it): the
+// column is back in Spec.Columns with its name, type, constraints,
+// default and sequence; the rows written since hold NULL in it. Rejected with
+// ErrNotFound for an unknown table or no dropped column there, and
+// ErrExists when another column has taken the name.
+type RestoreColumn struct {
+	Table    TableID `json:"table"`
+	Position int     `json:"position"`
+}
+
 // CommitGroupOffsets records the committed offsets of a Kafka consumer group
 // (OffsetCommit). A topic is a log table, by name; a partition is the index
 // of a bucket in View.TopicBuckets. Each offset replaces the group's offset of
@@ -534,5 +618,7 @@ func (RenameTable) Kind() Kind          { return KindRenameTable }
 func (RenameColumn) Kind() Kind         { return KindRenameColumn }
 func (SetColumnNotNull) Kind() Kind     { return KindSetColumnNotNull }
 func (SetColumnType) Kind() Kind        { return KindSetColumnType }
+func (DropColumn) Kind() Kind           { return KindDropColumn }
+func (RestoreColumn) Kind() Kind        { return KindRestoreColumn }
 func (CommitGroupOffsets) Kind() Kind   { return KindCommitGroupOffsets }
 func (DeleteGroupOffsets) Kind() Kind   { return KindDeleteGroupOffsets }

@@ -147,6 +147,10 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applySetColumnNotNull(v, r)
 	case SetColumnType:
 		return applySetColumnType(v, r)
+	case DropColumn:
+		return applyDropColumn(v, r)
+	case RestoreColumn:
+		return applyRestoreColumn(v, r)
 	case CommitGroupOffsets:
 		return applyCommitGroupOffsets(v, r)
 	case DeleteGroupOffsets:
@@ -191,7 +195,7 @@ func recordValue(rec Record) (Record, error) {
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
 		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, RenameTable, CommitGroupOffsets, DeleteGroupOffsets,
 		CreateRole, AlterRole, DropRole, GrantRole, GrantTable, SetTableOwner, SetClusterKey,
-		CreateView, DropView, RenameView, RenameColumn, SetColumnNotNull, SetColumnType:
+		CreateView, DropView, RenameView, RenameColumn, SetColumnNotNull, SetColumnType, DropColumn, RestoreColumn:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)

@@ -740,6 +740,12 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 	case catalog.KindSetColumnType:
 		id, _ := pickTable()
 		rec = catalog.SetColumnType{Table: id, Column: []string{"id", "v", "dt", "x"}[rng.IntN(4)], Type: []string{"text", "varchar(9)", ""}[rng.IntN(3)]}
+	case catalog.KindDropColumn:
+		id, _ := pickTable()
+		rec = catalog.DropColumn{Table: id, Column: []string{"id", "v", "dt", "x", "c1"}[rng.IntN(5)]}
+	case catalog.KindRestoreColumn:
+		id, _ := pickTable()
+		rec = catalog.RestoreColumn{Table: id, Position: rng.IntN(4)}
 	case catalog.KindRenameView:
 		rec = catalog.RenameView{View: pickRelation(), Name: fmt.Sprintf("%s%d", []string{"t", "v"}[rng.IntN(2)], rng.IntN(6))}
 	case catalog.KindSetClusterKey:

@@ -306,6 +306,13 @@ func (t *Table) clone() *Table {
 			c.Spec.Columns[i].Missing = &m
 		}
 	}
+	c.Spec.Dropped = slices.Clone(t.Spec.Dropped)
+	for i, d := range c.Spec.Dropped {
+		if d.Column.Missing != nil {
+			m := *d.Column.Missing
+			c.Spec.Dropped[i].Column.Missing = &m
+		}
+	}
 	c.Spec.PrimaryKey = slices.Clone(t.Spec.PrimaryKey)
 	c.Spec.BucketKey = slices.Clone(t.Spec.BucketKey)
 	c.Spec.Options = maps.Clone(t.Spec.Options)

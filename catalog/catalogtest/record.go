@@ -240,6 +240,10 @@ func ParseRecord(line string) (catalog.Record, error) {
 		rec = catalog.SetColumnNotNull{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), NotNull: a.bool("not-null")}
 	case "set-column-type":
 		rec = catalog.SetColumnType{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), Type: a.str("type")}
+	case "drop-column":
+		rec = catalog.DropColumn{Table: catalog.TableID(a.uint("table")), Column: a.str("col")}
+	case "restore-column":
+		rec = catalog.RestoreColumn{Table: catalog.TableID(a.uint("table")), Position: int(a.uint("position"))}
 	case "set-column-default":
 		rec = catalog.SetColumnDefault{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), Default: a.str("default")}
 	case "create-role":

@@ -62,6 +62,13 @@ func DumpView(v *catalog.View) string {
 			cols = append(cols, col)
 		}
 		fmt.Fprintf(&b, " cols=(%s)", strings.Join(cols, ", "))
+		if len(t.Spec.Dropped) > 0 {
+			var dropped []string
+			for _, d := range t.Spec.Dropped {
+				dropped = append(dropped, fmt.Sprintf("%d:%s %s", d.Position, d.Column.Name, d.Column.Type))
+			}
+			fmt.Fprintf(&b, " dropped=(%s)", strings.Join(dropped, ", "))
+		}
 		if t.Spec.PrimaryKey != nil {
 			fmt.Fprintf(&b, " pk=(%s)", strings.Join(t.Spec.PrimaryKey, ", "))
 		}

@@ -8,7 +8,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/tiering"
 )
 
@@ -33,13 +32,10 @@ func (s *Server) kvLakeRows(ctx context.Context, table catalog.TableID, snapshot
 	if spec == nil {
 		return fmt.Errorf("table %d: %w", table, catalog.ErrNotFound)
 	}
-	cols := make([]sqltypes.Column, len(spec.Columns))
-	for i, c := range spec.Columns {
-		typ, err := sqltypes.Parse(c.Type)
-		if err != nil {
-			return fmt.Errorf("table %q column %q: %w", spec.Name, c.Name, err)
-		}
-		cols[i] = sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull, Missing: c.Missing}
+	// The stored columns: the lake's match them by position.
+	cols, err := spec.SQLColumns()
+	if err != nil {
+		return fmt.Errorf("table %q: %w", spec.Name, err)
 	}
 	return r.Scan(ctx, tiering.ScanRequest{Table: table, Snapshot: snapshot, Schema: schema, Buckets: []catalog.BucketID{bucket}, Columns: cols}, fn)
 }

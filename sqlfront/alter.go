@@ -34,10 +34,13 @@ type addColumn struct {
 	defExpr     *pg.Node // SET DEFAULT's expression; nil: DROP DEFAULT
 	notNull     *bool    // SET NOT NULL (true) or DROP NOT NULL (false)
 	newType     *pg.ColumnDef
+	drop        bool // DROP COLUMN [IF EXISTS] (ifNotExists: IF EXISTS)
 }
 
 // adds reports whether a is an ADD COLUMN.
-func (a addColumn) adds() bool { return !a.setDefault && a.notNull == nil && a.newType == nil }
+func (a addColumn) adds() bool {
+	return !a.setDefault && a.notNull == nil && a.newType == nil && !a.drop
+}
 
 func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*stmt, error) {
 	if at.Objtype != pg.ObjectType_OBJECT_TABLE {
@@ -64,6 +67,10 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 			adds = append(adds, addColumn{col: catalog.Column{Name: cmd.Name}, newType: cmd.Def.GetColumnDef()})
 			continue
 		}
+		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_DropColumn {
+			adds = append(adds, addColumn{col: catalog.Column{Name: cmd.Name}, drop: true, ifNotExists: cmd.MissingOk})
+			continue
+		}
 		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_AddConstraint {
 			con := cmd.Def.GetConstraint()
 			d, ok := declaredOf(con, "")
@@ -82,7 +89,7 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 				what = "ALTER TABLE … " + alterForms[cmd.Subtype]
 			}
 			return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: what + " is not supported by mink",
-				Hint: "ALTER TABLE supports ADD COLUMN, RENAME [COLUMN], ALTER COLUMN … SET/DROP DEFAULT, SET/DROP NOT NULL and TYPE (between text and character varying(n)), and ADD CONSTRAINT … UNIQUE/FOREIGN KEY (not enforced)."}
+				Hint: "ALTER TABLE supports ADD COLUMN, DROP COLUMN, RENAME [COLUMN], ALTER COLUMN … SET/DROP DEFAULT, SET/DROP NOT NULL and TYPE (between text and character varying(n)), and ADD CONSTRAINT … UNIQUE/FOREIGN KEY (not enforced)."}
 		}
 		cd := cmd.Def.GetColumnDef()
 		if cd == nil {
@@ -122,6 +129,9 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 			if a.adds() {
 				cols = append(cols, a.col.Name)
 			}
+			if a.drop {
+				cols = slices.DeleteFunc(cols, func(c string) bool { return c == a.col.Name })
+			}
 		}
 		notices, err := s.checkDeclared(name, cols, t.spec.PrimaryKey, decls)
 		if err != nil {
@@ -136,6 +146,8 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 				add = s.setColumnNotNull
 			case a.newType != nil:
 				add = s.setColumnType
+			case a.drop:
+				add = s.dropColumn
 			}
 			n, err := add(ctx, t, a)
 			if err != nil {
@@ -355,6 +367,50 @@ func (s *session) setColumnType(ctx context.Context, t *tableInfo, a addColumn) 
 	return nil, s.alterColumn(ctx, t, check,
 		catalog.SetColumnType{Table: t.id, Column: name, Type: typ.Name()},
 		catalog.SetColumnType{Table: t.id, Column: name, Type: t.spec.Columns[i].Type})
+}
+
+// dropColumn drops column a.col.Name of t (ALTER TABLE … DROP COLUMN):
+// one DropColumn record. Stored rows keep their bytes; the column leaves
+// every read and later rows hold NULL in its place (catalog
+// TableSpec.StoredColumns). In a block ROLLBACK restores it
+// (RestoreColumn).
+func (s *session) dropColumn(ctx context.Context, t *tableInfo, a addColumn) (*pgwire.Error, error) {
+	name := a.col.Name
+	i, ok := t.colIdx[name]
+	switch {
+	case !ok && a.ifNotExists:
+		return notice("00000", "column %q of relation %q does not exist, skipping", name, t.name), nil
+	case !ok:
+		return nil, errorf(pgwire.CodeUndefinedColumn, "column %q of relation %q does not exist", name, t.name)
+	case slices.Contains(t.spec.PrimaryKey, name):
+		return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: fmt.Sprintf("cannot drop column %q of relation %q: it is part of the primary key", name, t.name),
+			Hint: "A table's primary key is fixed when it is created."}
+	case t.spec.PartitionBy == name:
+		return nil, errorf(codeInvalidTableDefinition, "cannot drop column %q because it is part of the partition key of relation %q", name, t.name)
+	case slices.Contains(t.spec.BucketKey, name):
+		return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: fmt.Sprintf("cannot drop column %q of relation %q: it is part of the bucket key", name, t.name),
+			Hint: "A table's bucket key is fixed when it is created."}
+	case len(t.cols) == 1:
+		return nil, unsupported("cannot drop column %q: it is the only column of relation %q, and mink tables have at least one", name, t.name)
+	case t.isPK():
+		return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … DROP COLUMN is not supported on primary-key tables yet",
+			Hint: "Log tables support it; on a primary-key table, create a new table without the column (CREATE TABLE … AS) and rename it."}
+	}
+	if depends := s.viewsNaming(t, name); len(depends) > 0 {
+		return nil, &pgwire.Error{Code: codeDependentObjects,
+			Message: fmt.Sprintf("cannot drop column %s of table %s because other objects depend on it", name, t.name),
+			Detail:  strings.Join(depends, "\n"),
+			Hint:    "Drop the views first: mink does not drop them with CASCADE."}
+	}
+	// The column's stored position, which RestoreColumn names.
+	pos := i
+	for _, d := range t.spec.Dropped {
+		if d.Position <= pos {
+			pos++
+		}
+	}
+	rec := catalog.DropColumn{Table: t.id, Column: name}
+	return nil, s.alterColumn(ctx, t, func() error { return nil }, rec, catalog.RestoreColumn{Table: t.id, Position: pos})
 }
 
 // alterColumn checks t's stored rows with check, proposes rec, checks

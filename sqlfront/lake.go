@@ -237,7 +237,7 @@ func (f *Frontend) fillMirrorFromLake(ctx context.Context, t *tableInfo, nt *eng
 	// Always the buckets: the pinned snapshot may hold rows of buckets the
 	// table no longer has (TRUNCATE, dropped partitions) until a round
 	// deletes them; nil would read every file.
-	req := tiering.ScanRequest{Table: t.id, Snapshot: pin.snapshot, Schema: t.schema, Columns: t.cols, Buckets: fill}
+	req := tiering.ScanRequest{Table: t.id, Snapshot: pin.snapshot, Schema: t.schema, Columns: t.stored, Buckets: fill}
 	var batches []arrow.RecordBatch
 	defer func() {
 		for _, b := range batches {
@@ -288,7 +288,7 @@ func (t *tableSource) openLake(ctx context.Context, pin lakePin, ids []catalog.B
 	// Always the buckets, never nil (every file of the snapshot): it may
 	// hold rows of buckets the table no longer has (TRUNCATE, dropped
 	// partitions) until a round deletes them.
-	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns), Columns: t.info.cols, Filter: filter,
+	req := tiering.ScanRequest{Table: t.info.id, Snapshot: pin.snapshot, Schema: projectSchema(t.info.schema, columns), Columns: t.info.stored, Filter: filter,
 		Buckets: []catalog.BucketID{}}
 	for _, id := range ids {
 		if pin.offsets[id] > 0 {

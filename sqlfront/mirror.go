@@ -69,7 +69,10 @@ func (s *session) planMirror(ctx context.Context, tree *pg.Node) *mirrorPlan {
 		if err != nil {
 			return nil
 		}
-		if info.isPK() {
+		if info.isPK() || len(info.spec.Dropped) > 0 {
+			// A table with dropped columns has no mirror: one filled
+			// before the drop holds the column's values under its name,
+			// which a column added later could take.
 			return nil
 		}
 		nt, err := s.f.cfg.Engine.NativeTable(ctx, mirrorKey(info.id), info.schema)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/minkdb/mink/internal/sqltypes"
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
 
 	"github.com/minkdb/mink/catalog"
@@ -28,9 +29,10 @@ import (
 // sequenceCache is the minimum number of values a node takes at once.
 const sequenceCache = 128
 
-// seqKey names a sequence in the cache by its column's position, which a
-// RENAME COLUMN keeps (the catalog moves the sequence to the new name), so
-// that a rename does not throw the cached values away.
+// seqKey names a sequence in the cache by its column's stored position,
+// which a RENAME COLUMN keeps (the catalog moves the sequence to the new
+// name), so that a rename does not throw the cached values away, and a
+// DROP COLUMN of an earlier column does not move.
 type seqKey struct {
 	table  catalog.TableID
 	column int
@@ -51,7 +53,7 @@ type sequences struct {
 
 // nextValues returns n values of the sequence of table's column col.
 func (f *Frontend) nextValues(ctx context.Context, table *tableInfo, col string, n int) ([]int64, error) {
-	key := seqKey{table.id, table.colIdx[col]}
+	key := seqKey{table.id, slices.IndexFunc(table.stored, func(c sqltypes.Column) bool { return c.Name == col && !c.Dropped })}
 	out := make([]int64, 0, n)
 	for len(out) < n {
 		f.seqs.mu.Lock()

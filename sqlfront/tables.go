@@ -20,10 +20,14 @@ import (
 
 // tableInfo is what the SQL layer knows about a table, derived from the view.
 type tableInfo struct {
-	id      catalog.TableID
-	name    string
-	spec    catalog.TableSpec
-	cols    []sqltypes.Column
+	id   catalog.TableID
+	name string
+	spec catalog.TableSpec
+	cols []sqltypes.Column
+	// stored are the columns as stored batches hold them: cols with the
+	// dropped columns at their places (catalog TableSpec.StoredColumns);
+	// cols itself when none was dropped.
+	stored  []sqltypes.Column
 	schema  *arrow.Schema
 	colIdx  map[string]int
 	keyCols []int // bucket key column indexes; nil: round-robin
@@ -35,12 +39,12 @@ type tableInfo struct {
 // newTableInfo derives a tableInfo from a table of the view.
 func newTableInfo(t *catalog.Table) (*tableInfo, error) {
 	ti := &tableInfo{id: t.ID, name: t.Spec.Name, spec: t.Spec, colIdx: map[string]int{}, partCol: -1, seqEpoch: t.SequenceEpoch}
-	for i, c := range t.Spec.Columns {
-		typ, err := sqltypes.Parse(c.Type)
-		if err != nil {
-			return nil, fmt.Errorf("table %q column %q: %w", t.Spec.Name, c.Name, err)
-		}
-		ti.cols = append(ti.cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull, Missing: c.Missing})
+	stored, err := t.Spec.SQLColumns()
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w", t.Spec.Name, err)
+	}
+	ti.stored, ti.cols = stored, sqltypes.Visible(stored)
+	for i, c := range ti.cols {
 		ti.colIdx[c.Name] = i
 	}
 	ti.schema = sqltypes.Schema(ti.cols)
@@ -60,7 +64,7 @@ func newTableInfo(t *catalog.Table) (*tableInfo, error) {
 // RENAME COLUMN has the old names (sqltypes.Widen). The result is a new
 // reference.
 func (t *tableInfo) widen(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	w, err := sqltypes.Widen(rec, t.cols, nil)
+	w, err := sqltypes.Widen(rec, t.stored, nil)
 	if err != nil {
 		return nil, fmt.Errorf("table %q: %w", t.name, err)
 	}

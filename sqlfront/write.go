@@ -11,6 +11,7 @@ import (
 	"github.com/minkdb/mink/buckets/routing"
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/sqlfront/pgwire"
 )
 
@@ -166,13 +167,15 @@ func (a *appender) add(ctx context.Context, table *tableInfo, rec arrow.RecordBa
 
 func (a *appender) toBuckets(ctx context.Context, table *tableInfo, bucketIDs []catalog.BucketID, rec arrow.RecordBatch) error {
 	return eachBucket(ctx, rec, table.keyCols, len(bucketIDs), func(i int, part arrow.RecordBatch) error {
-		return a.toBucket(ctx, bucketIDs[i], part)
+		return a.toBucket(ctx, table, bucketIDs[i], part)
 	})
 }
 
 // toBucket queues rec on a bucket led by this node, waiting up to
-// BucketWait for a bucket that is opening.
-func (a *appender) toBucket(ctx context.Context, id catalog.BucketID, rec arrow.RecordBatch) error {
+// BucketWait for a bucket that is opening. A bucket led elsewhere gets rec
+// as it is (its leader pads it); a local one gets it in the stored form,
+// NULL where columns were dropped.
+func (a *appender) toBucket(ctx context.Context, table *tableInfo, id catalog.BucketID, rec arrow.RecordBatch) error {
 	f := a.f
 	return buckets.Retry(ctx, f.cfg.BucketWait, func() (bool, error) {
 		m := f.cfg.Buckets()
@@ -181,7 +184,9 @@ func (a *appender) toBucket(ctx context.Context, id catalog.BucketID, rec arrow.
 		}
 		b, err := m.Bucket(id)
 		if err == nil {
-			p, err := b.AppendAsync(ctx, rec)
+			stored := sqltypes.Pad(rec, table.stored, nil)
+			p, err := b.AppendAsync(ctx, stored)
+			stored.Release()
 			if err != nil {
 				return true, fmt.Errorf("append to bucket %d: %w", id, err)
 			}

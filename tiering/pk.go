@@ -96,7 +96,7 @@ func pkKeyLeaves(ls *lakeSchema, ps *parquet.Schema, spec catalog.TableSpec) ([]
 		types  []parquet.Type
 	)
 	for _, name := range spec.PrimaryKey {
-		c, ok := ls.tableColumn(slices.IndexFunc(spec.Columns, func(c catalog.Column) bool { return c.Name == name }))
+		c, ok := ls.tableColumn(slices.IndexFunc(spec.StoredColumns(), func(c catalog.Column) bool { return c.Name == name }))
 		if !ok {
 			return nil, nil, fmt.Errorf("primary-key column %q is not in the lake schema", name)
 		}

@@ -97,8 +97,11 @@ func newLakeSchema(spec catalog.TableSpec) (*lakeSchema, error) {
 		nextID++
 		return nextID - 1
 	}
-	s.cols = make([]lakeColumn, len(spec.Columns), len(spec.Columns)+2)
-	s.table = make([]sqltypes.Column, len(spec.Columns))
+	// The stored columns: a dropped column keeps its lake field (its old
+	// files hold it), optional, and later rows hold NULL there.
+	stored := spec.StoredColumns()
+	s.cols = make([]lakeColumn, len(stored), len(stored)+2)
+	s.table = make([]sqltypes.Column, len(stored))
 	addColumn := func(i int, c catalog.Column) error {
 		t, err := sqltypes.Parse(c.Type)
 		if err != nil {
@@ -124,7 +127,7 @@ func newLakeSchema(spec catalog.TableSpec) (*lakeSchema, error) {
 		}
 		return nil
 	}
-	for i, c := range spec.Columns {
+	for i, c := range stored {
 		if !c.Added {
 			if err := addColumn(i, c); err != nil {
 				return nil, err
@@ -138,7 +141,7 @@ func newLakeSchema(spec catalog.TableSpec) (*lakeSchema, error) {
 			node:  parquet.Int(64),
 		})
 	}
-	for i, c := range spec.Columns {
+	for i, c := range stored {
 		if c.Added {
 			if err := addColumn(i, c); err != nil {
 				return nil, err

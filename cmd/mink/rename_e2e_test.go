@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +13,12 @@ import (
 )
 
 // A rename of a table and of a column, ALTER COLUMN … SET NOT NULL and
-// … TYPE, and a CREATE TABLE … AS, across a three-node cluster: a node
+// … TYPE, DROP COLUMN, and a CREATE TABLE … AS, across a three-node cluster: a node
 // that was killed with SIGKILL before them sees the new names (and
 // refuses what the ALTER COLUMNs refuse) when it comes back, every node reads the same rows under
 // them, and a Kafka consumer group that committed offsets on the old topic
 // name goes on from them under the new one, its records' JSON under the
-// new column name.
+// new column name and without the dropped column.
 func TestRenameTableCluster(t *testing.T) {
 	c := newTestCluster(t, clusterOpts{})
 	c.startAll()
@@ -27,11 +28,11 @@ func TestRenameTableCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close(ctx)
-	if _, err := first.Exec(ctx, "CREATE TABLE ev (id bigint, v text) WITH (buckets = 3)"); err != nil {
+	if _, err := first.Exec(ctx, "CREATE TABLE ev (id bigint, gone text, v text) WITH (buckets = 3)"); err != nil {
 		t.Fatal(err)
 	}
 	c.waitServed(c.nodes[0], "ev", 60*time.Second)
-	if _, err := first.Exec(ctx, "INSERT INTO ev SELECT i, 'v' || i FROM generate_series(1, 90) AS g(i)"); err != nil {
+	if _, err := first.Exec(ctx, "INSERT INTO ev SELECT i, 'g' || i, 'v' || i FROM generate_series(1, 90) AS g(i)"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -67,6 +68,7 @@ func TestRenameTableCluster(t *testing.T) {
 		"ALTER TABLE ev_2024 RENAME COLUMN v TO label",
 		"ALTER TABLE ev_2024 ALTER COLUMN label SET NOT NULL",
 		"ALTER TABLE ev_2024 ALTER COLUMN label TYPE varchar(8)",
+		"ALTER TABLE ev_2024 DROP COLUMN gone",
 		"CREATE TABLE ev AS SELECT id FROM ev_2024 WHERE id <= 10",
 	} {
 		if _, err := first.Exec(ctx, q); err != nil {
@@ -107,11 +109,33 @@ func TestRenameTableCluster(t *testing.T) {
 	for q, code := range map[string]string{
 		"INSERT INTO ev_2024 VALUES (91, NULL)":        "23502",
 		"INSERT INTO ev_2024 VALUES (91, 'nine char')": "22001",
+		"INSERT INTO ev_2024 VALUES (91, 'g', 'v')":    "42601",
+		"SELECT gone FROM ev_2024":                     "42703",
 	} {
 		var pgErr *pgconn.PgError
 		if _, err := conn.Exec(ctx, q); !errors.As(err, &pgErr) || pgErr.Code != code {
 			t.Errorf("node 3: %s: %v, want SQLSTATE %s", q, err, code)
 		}
+	}
+	// The dropped column is gone from node 3's rows: id and label are
+	// left, and a row written there after the drop reads back.
+	if _, err := conn.Exec(ctx, "INSERT INTO ev_2024 VALUES (91, 'v91')"); err != nil {
+		t.Fatalf("node 3: insert after the drop: %v", err)
+	}
+	rows, err := conn.Query(ctx, "SELECT * FROM ev_2024 WHERE id IN (5, 91) ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprint(vals))
+	}
+	if rows.Close(); rows.Err() != nil || strings.Join(got, " ") != "[5 v5] [91 v91]" {
+		t.Fatalf("node 3: SELECT * after the drop: %v (%v), want [5 v5] [91 v91]", got, rows.Err())
 	}
 	var typ string
 	if err := conn.QueryRow(ctx, "SELECT format_type(atttypid, atttypmod) || ' ' || attnotnull FROM pg_attribute WHERE attrelid = 'ev_2024'::regclass AND attname = 'label'").Scan(&typ); err != nil || typ != "character varying(8) true" {
@@ -123,15 +147,15 @@ func TestRenameTableCluster(t *testing.T) {
 	defer reader.Close()
 	firstSeen := map[int32]int64{}
 	rest := 0
-	for rest < 60 {
+	for rest < 61 {
 		fs := reader.PollFetches(pollCtx)
 		if pollCtx.Err() != nil {
-			t.Fatalf("the group read %d of the 60 records after its commit under the new name", rest)
+			t.Fatalf("the group read %d of the 61 records after its commit under the new name", rest)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			rest++
-			if !strings.Contains(string(r.Value), `"label":`) {
-				t.Errorf("record value %s, want the column under its new name label", r.Value)
+			if !strings.Contains(string(r.Value), `"label":`) || strings.Contains(string(r.Value), "gone") {
+				t.Errorf("record value %s, want the column under its new name label, and not the dropped column", r.Value)
 			}
 			if _, ok := firstSeen[r.Partition]; !ok {
 				firstSeen[r.Partition] = r.Offset
@@ -143,7 +167,7 @@ func TestRenameTableCluster(t *testing.T) {
 			t.Errorf("partition %d resumed at offset %d, want the committed %d", p, firstSeen[p], off)
 		}
 	}
-	if rest != 60 {
-		t.Errorf("read %d records after the commit, want 60", rest)
+	if rest != 61 {
+		t.Errorf("read %d records after the commit, want 61 (60, and the one node 3 wrote)", rest)
 	}
 }

@@ -178,6 +178,32 @@ type Column struct {
 	// Missing is the value, in its MissingText form, of rows stored
 	// without the column (see Widen); nil: NULL.
 	Missing *string
+	// Dropped marks the place of a column ALTER TABLE … DROP COLUMN
+	// dropped, in a table's stored columns (catalog
+	// TableSpec.StoredColumns): stored batches hold it there, Widen leaves
+	// it out and Pad fills it with NULL.
+	Dropped bool
+}
+
+// Visible returns the columns of cols that are not Dropped: cols itself
+// when none is.
+func Visible(cols []Column) []Column {
+	n := 0
+	for _, c := range cols {
+		if !c.Dropped {
+			n++
+		}
+	}
+	if n == len(cols) {
+		return cols
+	}
+	out := make([]Column, 0, n)
+	for _, c := range cols {
+		if !c.Dropped {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Schema returns the Arrow schema of a table's batches: one field per

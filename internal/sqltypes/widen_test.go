@@ -135,3 +135,73 @@ func TestMissingTextOwnsItsBytes(t *testing.T) {
 		t.Fatalf("MissingText = %q after its array's buffer changed, want %q", text, "m")
 	}
 }
+
+// TestWidenAndPadDropped: a dropped column keeps its place in the stored
+// batches: Pad writes NULL there and Widen leaves it out, for batches
+// stored before the drop (which hold its values) and after.
+func TestWidenAndPadDropped(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	col := func(name, typ string, dropped bool) Column {
+		tt, err := Parse(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Column{Name: name, Type: tt, Dropped: dropped}
+	}
+	stored := []Column{col("id", "bigint", false), col("gone", "text", true), col("n", "integer", false), col("added", "text", false)}
+	fromJSON := func(dt arrow.DataType, js string) arrow.Array {
+		a, _, err := array.FromJSON(mem, dt, strings.NewReader(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	ids, gone, ns := fromJSON(arrow.PrimitiveTypes.Int64, `[1, 2]`), fromJSON(arrow.BinaryTypes.String, `["a", "b"]`), fromJSON(arrow.PrimitiveTypes.Int32, `[10, null]`)
+	defer ids.Release()
+	defer gone.Release()
+	defer ns.Release()
+	before := array.NewRecordBatch(Schema([]Column{col("id", "bigint", false), col("gone", "text", false), col("n", "integer", false)}),
+		[]arrow.Array{ids, gone, ns}, 2)
+	defer before.Release()
+	got, err := Widen(before, stored, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	if !got.Schema().Equal(Schema(Visible(stored))) || got.NumCols() != 3 {
+		t.Fatalf("schema %v, want the visible columns", got.Schema())
+	}
+	if got.Column(0).ValueStr(1) != "2" || got.Column(1).ValueStr(0) != "10" || !got.Column(1).IsNull(1) || !got.Column(2).IsNull(0) {
+		t.Fatalf("widened rows: %v", got)
+	}
+
+	padded := Pad(got, stored, mem)
+	defer padded.Release()
+	if padded.NumCols() != 4 || !padded.Column(1).IsNull(0) || !padded.Column(1).IsNull(1) || padded.Schema().Field(1).Name != "gone" ||
+		padded.Column(2).ValueStr(0) != "10" || !padded.Column(3).IsNull(1) {
+		t.Fatalf("padded: %v", padded)
+	}
+	again, err := Widen(padded, stored, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Release()
+	if !array.RecordEqual(again, got) {
+		t.Fatalf("padded then widened: %v, want %v", again, got)
+	}
+	// A batch of the first visible column only: the dropped place after it
+	// is not stored.
+	short := array.NewRecordBatch(Schema(stored[:1]), []arrow.Array{ids}, 2)
+	defer short.Release()
+	if p := Pad(short, stored, mem); p.NumCols() != 1 {
+		t.Fatalf("a one-column batch padded to %d columns", p.NumCols())
+	} else {
+		p.Release()
+	}
+	if p := Pad(short, stored[:1], mem); p != short {
+		t.Fatal("a batch of a table without dropped columns was not returned as is")
+	} else {
+		p.Release()
+	}
+}

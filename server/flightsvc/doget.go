@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -58,6 +59,19 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 	if err != nil {
 		return err
 	}
+	stored := r.table.stored
+	if t.Stored {
+		if len(t.Columns) > 0 {
+			return status.Error(codes.InvalidArgument, "a ticket for stored batches cannot name columns")
+		}
+		// Every stored column, the dropped ones as if they were not.
+		stored = slices.Clone(stored)
+		cols = make([]int, len(stored))
+		for i := range stored {
+			stored[i].Dropped, cols[i] = false, i
+		}
+		schema = sqltypes.Schema(stored)
+	}
 	// The rows below the stream's start are only in the lake: any node
 	// serves them, before the rest, which comes from the stream.
 	var w *recordWriter
@@ -91,7 +105,7 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 	}
 	ww := writer()
 	send := func(b buckets.Batch, from uint64) error {
-		return s.sendBatch(ww, r.table.cols, b, from, end, cols, schema)
+		return s.sendBatch(ww, stored, b, from, end, cols, schema)
 	}
 	if err := sendChunks(ctx, id, read, t.From, end, send); err != nil {
 		return err
@@ -197,8 +211,10 @@ func (s *Service) bucketReader(id catalog.BucketID, t flightwire.Ticket) (readFu
 
 // sendBatch writes the rows of b within [from, end), projected to cols, in
 // messages of at most maxRowsPerMessage rows. stored are the columns of
-// the bucket's batches now: a batch stored with fewer (before ALTER TABLE
-// … ADD COLUMN) is widened to them.
+// the bucket's batches now (the dropped ones included, catalog
+// TableSpec.SQLColumns): a batch stored with fewer (before ALTER TABLE …
+// ADD COLUMN) is widened to them, and the dropped ones are left out; cols
+// index the columns left.
 func (s *Service) sendBatch(w batchWriter, stored []sqltypes.Column, b buckets.Batch, from, end uint64, cols []int, schema *arrow.Schema) error {
 	rows := uint64(b.Record.NumRows())
 	lo, hi := max(from, b.Offset), min(end, b.Offset+rows)
@@ -206,7 +222,7 @@ func (s *Service) sendBatch(w batchWriter, stored []sqltypes.Column, b buckets.B
 		return nil
 	}
 	batch := b.Record
-	if int(batch.NumCols()) < len(stored) {
+	if int(batch.NumCols()) < len(stored) || len(sqltypes.Visible(stored)) < len(stored) {
 		// The added columns read as their missing values.
 		wide, err := sqltypes.Widen(batch, stored, s.alloc)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/internal/flightwire"
+	"github.com/minkdb/mink/internal/sqltypes"
 	"github.com/minkdb/mink/kv/kvcodec"
 )
 
@@ -133,9 +134,11 @@ func (s *Service) putBucket(stream flight.FlightService_DoPutServer, rdr *flight
 			appendErr = toStatus(err)
 			break
 		}
-		p, err := lb.AppendAsync(ctx, rec)
-		rows := rec.NumRows()
+		stored := sqltypes.Pad(rec, t.stored, nil)
 		rec.Release()
+		p, err := lb.AppendAsync(ctx, stored)
+		rows := stored.NumRows()
+		stored.Release()
 		if err != nil {
 			appendErr = s.appendFailed(m, id, err)
 			break
@@ -455,7 +458,9 @@ func (w *tableWriter) toBucket(ctx context.Context, id catalog.BucketID, rec arr
 	case err != nil:
 		return bucketStatus(id, err)
 	}
-	p, err := lb.AppendAsync(ctx, rec)
+	stored := sqltypes.Pad(rec, w.t.stored, nil)
+	defer stored.Release()
+	p, err := lb.AppendAsync(ctx, stored)
 	if err != nil {
 		return w.s.appendFailed(m, id, err)
 	}

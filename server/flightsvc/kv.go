@@ -436,7 +436,7 @@ func (p *Pool) ReadChangelog(ctx context.Context, addr string, bucket catalog.Bu
 }
 
 // changelogColumns are the columns of a primary-key table's changelog
-// batches: the change type, then the table's.
+// batches as stored: the change type, then the table's stored columns.
 func changelogColumns(tb *table) []sqltypes.Column {
-	return append([]sqltypes.Column{{Name: kvcodec.ChangeTypeColumn, Type: sqltypes.Of(sqltypes.Text), NotNull: true}}, tb.cols...)
+	return append([]sqltypes.Column{{Name: kvcodec.ChangeTypeColumn, Type: sqltypes.Of(sqltypes.Text), NotNull: true}}, tb.stored...)
 }

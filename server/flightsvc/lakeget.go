@@ -39,7 +39,7 @@ func (s *Service) sendLake(ctx context.Context, w batchWriter, tb *table, id cat
 	if s.cfg.Lake == nil {
 		return status.Errorf(codes.Unavailable, "bucket %d: offsets [%d, %d) are only in the lake, and this node has no lake reader", id, from, to)
 	}
-	req := tiering.BucketRead{Table: tb.id, Snapshot: snapshot, Bucket: id, Schema: schema, Columns: tb.cols, From: from, To: to}
+	req := tiering.BucketRead{Table: tb.id, Snapshot: snapshot, Bucket: id, Schema: schema, Columns: tb.stored, From: from, To: to}
 	return s.cfg.Lake.ReadBucket(ctx, req, func(first uint64, rec arrow.RecordBatch) error {
 		for start := int64(0); start < rec.NumRows(); start += maxRowsPerMessage {
 			part := rec.NewSlice(start, min(start+maxRowsPerMessage, rec.NumRows()))

@@ -32,7 +32,9 @@ import (
 // themselves before returning a NotLeaderError.
 type Transport interface {
 	// ReadBucket returns every acknowledged batch of the bucket led at
-	// addr (host:port), with their row offsets. The caller releases them.
+	// addr (host:port), with their row offsets, in their stored form
+	// (every stored column, the dropped ones included: Ticket.Stored).
+	// The caller releases them.
 	ReadBucket(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error)
 	// AppendBucket appends rec, which must have the table's schema, to the
 	// bucket led at addr, and returns once it is durable.
@@ -216,7 +218,7 @@ func (p *Pool) ReadBucket(ctx context.Context, addr string, bucket catalog.Bucke
 // overlapping [from, end); the first may start before from. The union read
 // of a tiered table reads only the stream above its tiered offset.
 func (p *Pool) ReadBucketFrom(ctx context.Context, addr string, bucket catalog.BucketID, from uint64) ([]buckets.Batch, error) {
-	return p.readBatches(ctx, addr, bucket, flightwire.Ticket{Bucket: uint64(bucket), From: from})
+	return p.readBatches(ctx, addr, bucket, flightwire.Ticket{Bucket: uint64(bucket), From: from, Stored: true})
 }
 
 // readBatches reads the batches of a resumable ticket (a log bucket's rows,

@@ -18,10 +18,13 @@ import (
 // table is a table as the Flight service sees it, derived from the view
 // the way sqlfront derives it (same columns, schema and key columns).
 type table struct {
-	id      catalog.TableID
-	name    string
-	spec    catalog.TableSpec
-	cols    []sqltypes.Column
+	id   catalog.TableID
+	name string
+	spec catalog.TableSpec
+	cols []sqltypes.Column
+	// stored are the columns as stored batches hold them, dropped ones
+	// included (catalog TableSpec.SQLColumns); cols are the others.
+	stored  []sqltypes.Column
 	schema  *arrow.Schema
 	keyCols []int // bucket key column indexes; nil: round-robin
 	partCol int   // partition column index, -1 if unpartitioned
@@ -29,13 +32,13 @@ type table struct {
 
 func newTable(t *catalog.Table) (*table, error) {
 	tb := &table{id: t.ID, name: t.Spec.Name, spec: t.Spec, partCol: -1}
+	stored, err := t.Spec.SQLColumns()
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w", t.Spec.Name, err)
+	}
+	tb.stored, tb.cols = stored, sqltypes.Visible(stored)
 	idx := map[string]int{}
-	for i, c := range t.Spec.Columns {
-		typ, err := sqltypes.Parse(c.Type)
-		if err != nil {
-			return nil, fmt.Errorf("table %q column %q: %w", t.Spec.Name, c.Name, err)
-		}
-		tb.cols = append(tb.cols, sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull, Missing: c.Missing})
+	for i, c := range tb.cols {
 		idx[c.Name] = i
 	}
 	tb.schema = sqltypes.Schema(tb.cols)

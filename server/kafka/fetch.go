@@ -248,7 +248,7 @@ func (s *Server) readRecords(ctx context.Context, sp servedPartition, offset, hw
 			if full || b.Offset+n <= offset {
 				continue
 			}
-			rec, err := sqltypes.Widen(b.Record, sp.sh.cols, nil)
+			rec, err := sqltypes.Widen(b.Record, sp.sh.stored, nil)
 			if err != nil {
 				buckets.ReleaseBatches(batches)
 				return out, err
@@ -323,7 +323,7 @@ func (s *Server) readLakeRecords(ctx context.Context, sp servedPartition, snapsh
 	// reader's plans of them are reused; rows below offset are skipped.
 	req := tiering.BucketRead{
 		Table: sp.table, Snapshot: snapshot, Bucket: sp.lb.ID(),
-		Schema: sqltypes.Schema(sp.sh.cols), Columns: sp.sh.cols,
+		Schema: sqltypes.Schema(sp.sh.cols), Columns: sp.sh.stored,
 		From: offset - offset%lakeChunkRows, To: start, ChunkRows: lakeChunkRows,
 	}
 	err := s.cfg.Lake.ReadBucket(ctx, req, func(firstOffset uint64, rec arrow.RecordBatch) error {
@@ -416,7 +416,7 @@ func (s *Server) offsetForTime(sp servedPartition, start, hw uint64, ts int64) (
 			return -1, -1, err
 		}
 		for _, b := range batches {
-			rec, err := sqltypes.Widen(b.Record, sp.sh.cols, nil)
+			rec, err := sqltypes.Widen(b.Record, sp.sh.stored, nil)
 			if err != nil {
 				buckets.ReleaseBatches(batches)
 				return -1, -1, err
@@ -465,7 +465,7 @@ func (s *Server) lakeOffsetForTime(ctx context.Context, sp servedPartition, snap
 	bestOffset, bestTS := int64(-1), int64(-1)
 	req := tiering.BucketRead{
 		Table: sp.table, Snapshot: snapshot, Bucket: sp.lb.ID(),
-		Schema: sqltypes.Schema(sp.sh.cols[col : col+1]), Columns: sp.sh.cols,
+		Schema: sqltypes.Schema(sp.sh.cols[col : col+1]), Columns: sp.sh.stored,
 		From: 0, To: start,
 	}
 	err := s.cfg.Lake.ReadBucket(ctx, req, func(first uint64, rec arrow.RecordBatch) error {

@@ -29,7 +29,10 @@ import (
 type shape struct {
 	name string
 	cols []sqltypes.Column
-	spec []catalog.Column
+	// stored are the columns as stored batches hold them: cols with the
+	// dropped ones at their places (catalog TableSpec.SQLColumns).
+	stored []sqltypes.Column
+	spec   []catalog.Column
 	// kafka: the table is Kafka-shaped (key bytea, value bytea, headers
 	// jsonb, ts timestamptz, then perhaps added columns): records are
 	// stored as they are.
@@ -93,11 +96,12 @@ func (c *shapes) of(t *catalog.Table) (*shape, error) {
 }
 
 func newShape(t *catalog.Table) (*shape, error) {
-	cols, err := columns(t)
+	stored, err := t.Spec.SQLColumns()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("table %q: %w", t.Spec.Name, err)
 	}
-	sh := &shape{name: t.Spec.Name, cols: cols, spec: t.Spec.Columns, keyCol: -1, tsCol: -1, partCol: -1}
+	cols := sqltypes.Visible(stored)
+	sh := &shape{name: t.Spec.Name, cols: cols, stored: stored, spec: t.Spec.Columns, keyCol: -1, tsCol: -1, partCol: -1}
 	sh.kafka = len(cols) >= len(kafkaShape)
 	for i, c := range kafkaShape {
 		typ, err := sqltypes.Parse(c.Type)
@@ -177,7 +181,8 @@ func (sh *shape) rowsOf(b *producedBatch, partition string, now time.Time) (arro
 		}
 		return nil, batchErrorf(kerr.InvalidRecord, "%v", err)
 	}
-	return out, nil
+	defer out.Release()
+	return sqltypes.Pad(out, sh.stored, mem), nil
 }
 
 func describeValue(a arrow.Array, i int) string {

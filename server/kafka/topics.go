@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/minkdb/mink/catalog"
-	"github.com/minkdb/mink/internal/sqltypes"
 )
 
 // topic is a log table as Kafka sees it, read from one view.
@@ -421,17 +420,4 @@ func (s *Server) describeConfigs(ss *session, req *kmsg.DescribeConfigsRequest) 
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp
-}
-
-// columns parses a table's columns.
-func columns(t *catalog.Table) ([]sqltypes.Column, error) {
-	cols := make([]sqltypes.Column, len(t.Spec.Columns))
-	for i, c := range t.Spec.Columns {
-		typ, err := sqltypes.Parse(c.Type)
-		if err != nil {
-			return nil, fmt.Errorf("table %q column %q: %w", t.Spec.Name, c.Name, err)
-		}
-		cols[i] = sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull, Missing: c.Missing}
-	}
-	return cols, nil
 }

@@ -94,21 +94,22 @@ type kvAppend struct {
 
 // NewKVCodec returns the codec of a primary-key table: the schema is
 // sqltypes.Schema of the table's columns, the key columns are
-// Spec.PrimaryKey, in order, and the columns marked Added read as their
-// Missing value in rows stored before they were added.
+// Spec.PrimaryKey, in order, the columns marked Added read as their
+// Missing value in rows stored before they were added, and rows hold the
+// dropped columns at their places too (TableSpec.StoredColumns).
 func NewKVCodec(spec catalog.TableSpec) (*kvcodec.Codec, error) {
 	if len(spec.PrimaryKey) == 0 {
 		return nil, fmt.Errorf("table %q has no primary key", spec.Name)
 	}
-	cols := make([]sqltypes.Column, len(spec.Columns))
+	// The stored columns: rows hold the dropped ones too.
+	stored := spec.StoredColumns()
+	cols, err := spec.SQLColumns()
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w", spec.Name, err)
+	}
 	idx := map[string]int{}
 	created := 0
-	for i, c := range spec.Columns {
-		typ, err := sqltypes.Parse(c.Type)
-		if err != nil {
-			return nil, fmt.Errorf("table %q column %q: %w", spec.Name, c.Name, err)
-		}
-		cols[i] = sqltypes.Column{Name: c.Name, Type: typ, NotNull: c.NotNull, Missing: c.Missing}
+	for i, c := range stored {
 		idx[c.Name] = i
 		if !c.Added {
 			if created != i {
@@ -163,19 +164,20 @@ func (b *KVBucket) refreshCodec() *kvcodec.Codec {
 	changed := b.m.cfg.Meta.Changed()
 	defer b.checked.Store(&changed)
 	var cols []catalog.Column
+	stored := 0
 	b.m.cfg.Meta.Read(func(v *catalog.View) {
 		if vb, ok := v.Buckets[b.id]; ok {
 			if t, ok := v.Tables[vb.Table]; ok {
-				cols = t.Spec.Columns
+				cols, stored = t.Spec.Columns, len(t.Spec.Columns)+len(t.Spec.Dropped)
 			}
 		}
 	})
-	if !codecBehind(c, cols) {
+	if !codecBehind(c, cols, stored) {
 		return c
 	}
 	b.codecMu.Lock()
 	defer b.codecMu.Unlock()
-	if c = b.codec.Load(); !codecBehind(c, cols) {
+	if c = b.codec.Load(); !codecBehind(c, cols, stored) {
 		return c
 	}
 	spec, ok := b.m.primaryKeySpec(b.id)
@@ -199,13 +201,18 @@ func (b *KVBucket) refreshCodec() *kvcodec.Codec {
 	return newer
 }
 
-// codecBehind reports whether the table's columns cols (of a newer view)
-// hold a column c lacks, or rename one of c's, change its NOT NULL or its
-// type (RENAME COLUMN, ALTER COLUMN: the rows keep their bytes, the
-// codec's schema takes the new name, nullability or type).
-func codecBehind(c *kvcodec.Codec, cols []catalog.Column) bool {
-	if len(cols) != c.NumColumns() {
-		return len(cols) > c.NumColumns()
+// codecBehind reports whether the table's columns cols (of a newer view,
+// with stored columns in all, the dropped ones included) hold a column c
+// lacks, or rename one of c's, drop it, change its NOT NULL or its type
+// (RENAME COLUMN, DROP COLUMN, ALTER COLUMN: the rows keep their bytes,
+// the codec's schema takes the new name, nullability or type, or leaves
+// the column out).
+func codecBehind(c *kvcodec.Codec, cols []catalog.Column, stored int) bool {
+	if stored != c.NumColumns() {
+		return stored > c.NumColumns()
+	}
+	if len(cols) != c.Schema().NumFields() {
+		return true
 	}
 	for i, f := range c.Schema().Fields() {
 		if f.Name != cols[i].Name || f.Nullable == cols[i].NotNull {

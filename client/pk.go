@@ -50,21 +50,23 @@ func (c *Client) PutTable(ctx context.Context, table string, rec arrow.RecordBat
 // codec returns the key and row codec of a primary-key table. Rows stored
 // before a column was added (ALTER TABLE … ADD COLUMN) read with its
 // missing value, which the codec needs to know, with which columns were
-// added (columnAdded).
+// added (columnAdded). Rows hold the dropped columns too (ALTER TABLE …
+// DROP COLUMN), which the codec skips.
 func (m *tableMeta) codec() (*kvcodec.Codec, error) {
 	m.codecOnce.Do(func() {
 		info := m.info
-		cols := make([]sqltypes.Column, len(info.Columns))
+		stored := info.StoredColumns()
+		cols := make([]sqltypes.Column, len(stored))
 		idx := map[string]int{}
 		created := 0
-		for i, col := range info.Columns {
+		for i, col := range stored {
 			typ, err := sqltypes.Parse(col.Type)
 			if err != nil {
 				m.codecErr = fmt.Errorf("table %q column %q: %w", info.Name, col.Name, err)
 				return
 			}
 			added, missing := columnAdded(col)
-			cols[i] = sqltypes.Column{Name: col.Name, Type: typ, NotNull: col.NotNull, Missing: missing}
+			cols[i] = sqltypes.Column{Name: col.Name, Type: typ, NotNull: col.NotNull, Missing: missing, Dropped: col.Dropped}
 			idx[col.Name] = i
 			if !added {
 				created = i + 1

@@ -392,9 +392,6 @@ func (s *session) dropColumn(ctx context.Context, t *tableInfo, a addColumn) (*p
 			Hint: "A table's bucket key is fixed when it is created."}
 	case len(t.cols) == 1:
 		return nil, unsupported("cannot drop column %q: it is the only column of relation %q, and mink tables have at least one", name, t.name)
-	case t.isPK():
-		return nil, &pgwire.Error{Code: pgwire.CodeFeatureNotSupported, Message: "ALTER TABLE … DROP COLUMN is not supported on primary-key tables yet",
-			Hint: "Log tables support it; on a primary-key table, create a new table without the column (CREATE TABLE … AS) and rename it."}
 	}
 	if depends := s.viewsNaming(t, name); len(depends) > 0 {
 		return nil, &pgwire.Error{Code: codeDependentObjects,

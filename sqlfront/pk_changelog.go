@@ -115,7 +115,7 @@ func (c *changelogSource) Open(ctx context.Context, columns []int) (array.Record
 // logChanges turns a stored batch of a log table into a batch of the
 // view's schema: every row an insert.
 func (c *changelogSource) logChanges(rec arrow.RecordBatch, first uint64, bucket catalog.BucketID) (arrow.RecordBatch, error) {
-	wide, err := sqltypes.Widen(rec, c.info.cols, nil)
+	wide, err := sqltypes.Widen(rec, c.info.stored, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -136,10 +136,11 @@ func (c *changelogSource) logChanges(rec arrow.RecordBatch, first uint64, bucket
 
 // withOffsets turns a changelog batch (_change_type, columns) into a batch
 // of the view's schema. A batch written before ALTER TABLE … ADD COLUMN
-// has fewer columns: the added ones read as their missing values.
+// has fewer columns: the added ones read as their missing values; the
+// dropped ones are left out.
 func (c *changelogSource) withOffsets(rec arrow.RecordBatch, first uint64, bucket catalog.BucketID) (arrow.RecordBatch, error) {
-	if int(rec.NumCols()) < 1+len(c.info.cols) {
-		cols := append([]sqltypes.Column{{Name: kvcodec.ChangeTypeColumn, Type: mustType("text"), NotNull: true}}, c.info.cols...)
+	if int(rec.NumCols()) < 1+len(c.info.stored) || len(c.info.stored) > len(c.info.cols) {
+		cols := append([]sqltypes.Column{{Name: kvcodec.ChangeTypeColumn, Type: mustType("text"), NotNull: true}}, c.info.stored...)
 		wide, err := sqltypes.Widen(rec, cols, nil)
 		if err != nil {
 			return nil, err

@@ -12,7 +12,7 @@ import (
 
 // djangoPeerLines are what test/django's `manage.py roundtrip` prints on
 // PostgreSQL 15 (Django 5.2.19, psycopg2-binary 2.9.13) after `migrate
-// shop` and `migrate blog`. The project ran alike on PostgreSQL and on mink
+// shop`, `migrate blog` and `migrate`. The project ran alike on PostgreSQL and on mink
 // when this was written; a change of the project needs a new PostgreSQL run
 // (test/django/README.md).
 var djangoPeerLines = []string{
@@ -42,7 +42,8 @@ var djangoPeerLines = []string{
 
 // Django runs test/django's migrations of two apps unmodified against a
 // node (shop's table, then blog's with a foreign key to it, an index and
-// added columns), and its ORM round trip (create, bulk_create, filter,
+// added columns), then those of its own contenttypes and auth apps (a
+// dropped column, altered fields), and its ORM round trip (create, bulk_create, filter,
 // JSON lookups, update, a join across the foreign key, aggregates,
 // subqueries, prefetching, a rolled-back atomic block, a server-side
 // cursor, cascading delete)
@@ -69,8 +70,18 @@ func TestDjangoMigrations(t *testing.T) {
 	}{
 		{"shop", []string{"shop.0001_initial", "shop.0002_product_sku", "shop.0003_alter_product_lengths"}},
 		{"blog", []string{"blog.0001_initial", "blog.0002_post_likes_alter_post_written"}},
+		// Django's own apps: contenttypes.0002 drops a column of a
+		// primary-key table (RemoveField), auth alters lengths and
+		// nullability; post_migrate then creates their content types and
+		// permissions.
+		{"", []string{"contenttypes.0001_initial", "contenttypes.0002_remove_content_type_name", "auth.0001_initial",
+			"auth.0002_alter_permission_name_max_length", "auth.0005_alter_user_last_login_null", "auth.0012_alter_user_first_name_max_length"}},
 	} {
-		out := manage("migrate", step.app)
+		args := []string{"migrate"}
+		if step.app != "" {
+			args = append(args, step.app)
+		}
+		out := manage(args...)
 		for _, m := range step.migrations {
 			if !strings.Contains(out, "Applying "+m+"... OK") {
 				t.Fatalf("migrate %s did not apply %s:\n%s", step.app, m, out)
@@ -107,7 +118,18 @@ func TestDjangoMigrations(t *testing.T) {
 	}
 	// Django's record of what it applied, and the columns it made: the
 	// ones AddField added are NOT NULL without a default, as on PostgreSQL.
-	wantRows("SELECT app, name FROM django_migrations ORDER BY app, name",
+	wantRows("SELECT app, count(*) FROM django_migrations WHERE app IN ('auth', 'contenttypes') GROUP BY app ORDER BY app",
+		"auth|12", "contenttypes|2")
+	// contenttypes.0002 dropped the name column; the rows post_migrate
+	// wrote after it read back, as on PostgreSQL.
+	wantRows("SELECT column_name, data_type, character_maximum_length FROM information_schema.columns WHERE table_name = 'django_content_type' ORDER BY ordinal_position",
+		"id|integer|", "app_label|character varying|100", "model|character varying|100")
+	wantRows("SELECT app_label || '.' || model FROM django_content_type ORDER BY 1",
+		"auth.group", "auth.permission", "auth.user", "blog.post", "contenttypes.contenttype", "shop.product")
+	wantRows("SELECT count(*), count(DISTINCT content_type_id), max(length(name)) <= 255 FROM auth_permission", "24|6|t")
+	wantRows("SELECT column_name, is_nullable, character_maximum_length FROM information_schema.columns WHERE table_name = 'auth_user' AND column_name IN ('last_login', 'username', 'first_name') ORDER BY ordinal_position",
+		"last_login|YES|", "username|NO|150", "first_name|NO|150")
+	wantRows("SELECT app, name FROM django_migrations WHERE app IN ('blog', 'shop') ORDER BY app, name",
 		"blog|0001_initial", "blog|0002_post_likes_alter_post_written", "shop|0001_initial", "shop|0002_product_sku", "shop|0003_alter_product_lengths")
 	wantRows("SELECT column_name, data_type, is_nullable, column_default IS NULL FROM information_schema.columns WHERE table_name = 'blog_post' ORDER BY ordinal_position",
 		"id|bigint|NO|t", "title|character varying|NO|t", "body|text|NO|t", "published|boolean|NO|t",

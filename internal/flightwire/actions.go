@@ -108,6 +108,39 @@ type TableInfo struct {
 	Buckets []BucketInfo `json:"buckets,omitempty"`
 	// Partitions are the partitioned table's partitions.
 	Partitions []PartitionInfo `json:"partitions,omitempty"`
+	// Dropped are the columns ALTER TABLE … DROP COLUMN dropped, by
+	// position: gone from Columns, but still in their places in the rows
+	// of a primary-key table, which a client decoding them (Lookup) skips
+	// (StoredColumns).
+	Dropped []DroppedColumn `json:"dropped,omitempty"`
+}
+
+// DroppedColumn is a dropped column's place among a table's stored
+// columns: Columns with the dropped ones back at their positions.
+type DroppedColumn struct {
+	Position int    `json:"position"`
+	Column   Column `json:"column"`
+}
+
+// StoredColumns returns the columns rows hold: Columns with the dropped
+// ones at their positions, marked Dropped. Without dropped columns it is
+// Columns itself.
+func (t *TableInfo) StoredColumns() []Column {
+	if len(t.Dropped) == 0 {
+		return t.Columns
+	}
+	out := make([]Column, 0, len(t.Columns)+len(t.Dropped))
+	visible := t.Columns
+	for _, d := range t.Dropped {
+		for len(out) < d.Position && len(visible) > 0 {
+			out = append(out, visible[0])
+			visible = visible[1:]
+		}
+		c := d.Column
+		c.Dropped = true
+		out = append(out, c)
+	}
+	return append(out, visible...)
 }
 
 // Column is a table column and its SQL type.
@@ -120,6 +153,8 @@ type Column struct {
 	// NULL).
 	Added   bool    `json:"added,omitempty"`
 	Missing *string `json:"missing,omitempty"`
+	// Dropped is set only in TableInfo.StoredColumns' result.
+	Dropped bool `json:"-"`
 }
 
 // PartitionInfo is one partition and its buckets, in index order.

@@ -105,9 +105,10 @@ type Ticket struct {
 	// ticket without it reads the current state (the leader only; From
 	// and To do not apply).
 	Changelog bool `json:"changelog,omitempty"`
-	// Stored, for a log bucket, reads its batches as stored, every stored
-	// column included: the columns ALTER TABLE … DROP COLUMN dropped too
-	// (under catalog.DroppedName), where Columns must be empty. Nodes
+	// Stored reads a log bucket's batches or a primary-key bucket's
+	// changelog as stored, every stored column included: the columns
+	// ALTER TABLE … DROP COLUMN dropped too (under catalog.DroppedName),
+	// where Columns must be empty. Nodes
 	// reading each other's buckets ask for it, since they widen the
 	// batches themselves.
 	Stored bool `json:"stored,omitempty"`

@@ -16,16 +16,22 @@ import (
 // column of this name.
 const ChangeTypeColumn = "_change_type"
 
-// ChangelogSchema is the schema of a changelog entry's record batch:
-// ChangeTypeColumn (utf8, not null), then the table's columns.
-func (c *Codec) ChangelogSchema() *arrow.Schema { return c.clSchema }
+// ChangelogSchema is the schema of a changelog batch on the Arrow side
+// (ChangesBatch): ChangeTypeColumn (utf8, not null), then the table's
+// visible columns (Schema).
+func (c *Codec) ChangelogSchema() *arrow.Schema { return c.clVisible }
+
+// StoredChangelogSchema is the schema of a changelog entry's record batch
+// as stored (EncodeChanges, WidenChanges): ChangeTypeColumn, then the
+// table's stored columns, the dropped ones included (StoredSchema).
+func (c *Codec) StoredChangelogSchema() *arrow.Schema { return c.clSchema }
 
 // EncodeChanges encodes records as the payload of one stream entry: an Arrow
-// IPC stream holding one record batch of ChangelogSchema, one row per record
-// in order. The entry's count is len(records); record i has offset
+// IPC stream holding one record batch of StoredChangelogSchema, one row per
+// record in order (NULL in the dropped columns). The entry's count is len(records); record i has offset
 // entry offset + i (docs/format/kv.md).
 func (c *Codec) EncodeChanges(records []ChangeRecord) ([]byte, error) {
-	rec, err := c.ChangesBatch(nil, records)
+	rec, err := c.changesBatch(nil, records, c.clSchema, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -43,10 +49,16 @@ func (c *Codec) EncodeChanges(records []ChangeRecord) ([]byte, error) {
 
 // ChangesBatch returns records as a record batch of ChangelogSchema.
 func (c *Codec) ChangesBatch(mem memory.Allocator, records []ChangeRecord) (arrow.RecordBatch, error) {
+	return c.changesBatch(mem, records, c.clVisible, c.visOf)
+}
+
+// changesBatch returns records as a batch of schema, the changelog schema
+// of the columns laid out as layout says (at).
+func (c *Codec) changesBatch(mem memory.Allocator, records []ChangeRecord, schema *arrow.Schema, layout []int) (arrow.RecordBatch, error) {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	b := array.NewRecordBuilder(mem, c.clSchema)
+	b := array.NewRecordBuilder(mem, schema)
 	defer b.Release()
 	b.Reserve(len(records))
 	types := b.Field(0).(*array.StringBuilder)
@@ -56,7 +68,7 @@ func (c *Codec) ChangesBatch(mem memory.Allocator, records []ChangeRecord) (arro
 			return nil, fmt.Errorf("kv: encode changes: record %d: %s", i, r.Type)
 		}
 		types.Append(r.Type.String())
-		if err := c.decodeRow(cols, r.Row); err != nil {
+		if err := c.decodeRow(cols, r.Row, layout); err != nil {
 			return nil, fmt.Errorf("kv: encode changes: record %d (%s): %w", i, r, err)
 		}
 	}
@@ -120,11 +132,11 @@ func (c *Codec) ChangesFromBatch(rec arrow.RecordBatch) ([]ChangeRecord, error) 
 		out[i].Type, out[i].Write = t, -1
 		k0 := len(buf)
 		var err error
-		if buf, err = c.appendKey(buf, cols, 1, i); err != nil {
+		if buf, err = c.appendKey(buf, cols, 1, i, nil); err != nil {
 			return nil, fmt.Errorf("kv: decode changes: record %d: %w", i, err)
 		}
 		k1 := len(buf)
-		buf = c.appendRow(buf, cols, 1, i)
+		buf = c.appendRow(buf, cols, 1, i, nil)
 		spans[i] = [3]int{k0, k1, len(buf)}
 	}
 	for i, sp := range spans {
@@ -140,7 +152,7 @@ func (c *Codec) checkChanges(s *arrow.Schema) error {
 	if s.NumFields() == 0 || s.Field(0).Name != ChangeTypeColumn || !arrow.TypeEqual(s.Field(0).Type, arrow.BinaryTypes.String) {
 		return fmt.Errorf("kv: decode changes: %w: schema %s, want %s", ErrBadRow, s, c.clSchema)
 	}
-	if err := c.checkPrefix(s, 1); err != nil {
+	if err := c.checkPrefix(s, 1, nil); err != nil {
 		if errors.Is(err, ErrNewerColumns) {
 			return fmt.Errorf("kv: decode changes: %w", err)
 		}
@@ -150,9 +162,9 @@ func (c *Codec) checkChanges(s *arrow.Schema) error {
 }
 
 // WidenChanges returns rec, a changelog batch as stored (DecodeChangesBatch:
-// the table's columns as of the write), as a batch of exactly
-// ChangelogSchema: the columns added since are filled with their missing
-// values. A batch of more columns than the codec's table is an
+// the table's stored columns as of the write), as a batch of exactly
+// StoredChangelogSchema: the columns added since are filled with their
+// missing values; the dropped ones stay, under their stored names. A batch of more columns than the codec's table is an
 // ErrNewerColumns error. The result is a new reference; release it and rec
 // independently.
 func (c *Codec) WidenChanges(mem memory.Allocator, rec arrow.RecordBatch) (arrow.RecordBatch, error) {

@@ -47,10 +47,27 @@ var (
 // prefix as it is and decodes one by filling the columns it lacks with
 // their missing values (NewTableCodec).
 //
+// A dropped column (ALTER TABLE … DROP COLUMN) keeps its place in the
+// stored rows and changelog entries: the codec encodes and decodes them
+// with every stored column, and its Arrow side, Schema, has the others
+// only (the visible columns). Rows a codec encodes hold NULL in the
+// dropped columns; the values older rows hold there are skipped.
+//
 // A Codec is immutable and safe for concurrent use.
 type Codec struct {
-	schema  *arrow.Schema
-	keyCols []int
+	// schema and clSchema are the stored columns' (dropped ones
+	// included), as rows and changelog entries hold them; visible and
+	// clVisible the Arrow side's. They are the same without dropped
+	// columns.
+	schema    *arrow.Schema
+	visible   *arrow.Schema
+	clVisible *arrow.Schema
+	// visOf maps a stored column to its index in visible, -1 for a
+	// dropped one; nil without dropped columns. visCreated is the number
+	// of created columns that are visible.
+	visOf      []int
+	visCreated int
+	keyCols    []int // stored indexes
 	cols    []*valueCodec
 	gos     []*goCodec // the Go-value side of cols (codec_values.go)
 	// created is the number of columns the table was created with: the
@@ -81,13 +98,39 @@ func NewTableCodec(cols []sqltypes.Column, created int, keyCols []int) (*Codec, 
 	if created < 1 || created > len(cols) {
 		return nil, fmt.Errorf("kv: codec: %d created columns of %d", created, len(cols))
 	}
-	c, err := newCodec(sqltypes.Schema(cols), keyCols, created)
+	stored := slices.Clone(cols)
+	for i := range stored {
+		stored[i].Dropped = false
+	}
+	c, err := newCodec(sqltypes.Schema(stored), keyCols, created)
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range keyCols {
 		if k >= created {
 			return nil, fmt.Errorf("kv: codec: key column %q was added to the table, not created with it", cols[k].Name)
+		}
+		if cols[k].Dropped {
+			return nil, fmt.Errorf("kv: codec: key column %q was dropped", cols[k].Name)
+		}
+	}
+	if visible := sqltypes.Visible(cols); len(visible) < len(cols) {
+		c.visible = sqltypes.Schema(visible)
+		c.clVisible = changelogSchema(c.visible)
+		c.visOf = make([]int, len(cols))
+		v := 0
+		for i, col := range cols {
+			c.visOf[i] = -1
+			if !col.Dropped {
+				c.visOf[i] = v
+				v++
+			}
+		}
+		c.visCreated = 0
+		for i := range created {
+			if !cols[i].Dropped {
+				c.visCreated++
+			}
 		}
 	}
 	for i := created; i < len(cols); i++ {
@@ -141,30 +184,61 @@ func newCodec(schema *arrow.Schema, keyCols []int, created int) (*Codec, error) 
 			return nil, fmt.Errorf("kv: codec: column name %q is reserved for the changelog", ChangeTypeColumn)
 		}
 	}
-	fields := append([]arrow.Field{{Name: ChangeTypeColumn, Type: arrow.BinaryTypes.String}}, schema.Fields()...)
-	md := schema.Metadata()
-	c.clSchema = arrow.NewSchema(fields, &md)
+	c.clSchema = changelogSchema(schema)
+	c.visible, c.clVisible, c.visCreated = schema, c.clSchema, created
 	return c, nil
 }
 
-// Schema is the table schema.
-func (c *Codec) Schema() *arrow.Schema { return c.schema }
+// changelogSchema is ChangeTypeColumn, then the fields of schema.
+func changelogSchema(schema *arrow.Schema) *arrow.Schema {
+	fields := append([]arrow.Field{{Name: ChangeTypeColumn, Type: arrow.BinaryTypes.String}}, schema.Fields()...)
+	md := schema.Metadata()
+	return arrow.NewSchema(fields, &md)
+}
 
-// NumColumns is the number of the table's columns.
+// Schema is the table schema: its visible columns (the dropped ones left
+// out), which the Arrow side of the codec (AppendKey, AppendRow, Writes,
+// DecodeRows, DecodeValues' indexes) uses.
+func (c *Codec) Schema() *arrow.Schema { return c.visible }
+
+// StoredSchema is the schema of the columns rows and changelog entries
+// hold: Schema with the dropped columns at their places.
+func (c *Codec) StoredSchema() *arrow.Schema { return c.schema }
+
+// NumColumns is the number of the table's stored columns (the dropped
+// ones included): the most a row or changelog entry can hold.
 func (c *Codec) NumColumns() int { return len(c.cols) }
 
 // Created is the number of columns the table was created with: the first
 // Created columns; the others were added later.
 func (c *Codec) Created() int { return c.created }
 
-// KeyColumns are the primary-key column indexes, in key order.
-func (c *Codec) KeyColumns() []int { return slices.Clone(c.keyCols) }
+// KeyColumns are the primary-key column indexes in Schema, in key order.
+func (c *Codec) KeyColumns() []int {
+	out := slices.Clone(c.keyCols)
+	if c.visOf != nil {
+		for i, k := range out {
+			out[i] = c.visOf[k]
+		}
+	}
+	return out
+}
+
+// at is the index in a batch laid out as layout (nil: the stored columns,
+// or Codec.visOf: the visible ones) of stored column n, -1 if the batch
+// lacks it (a dropped column).
+func at(layout []int, n int) int {
+	if layout == nil {
+		return n
+	}
+	return layout[n]
+}
 
 // AppendKey appends the encoded primary key of row i of rec (which has the
 // codec's schema) to dst. Keys compare bytewise in the order of their column
 // values (docs/format/kv.md lists the few exceptions).
 func (c *Codec) AppendKey(dst []byte, rec arrow.RecordBatch, i int) ([]byte, error) {
-	return c.appendKey(dst, rec.Columns(), 0, i)
+	return c.appendKey(dst, rec.Columns(), 0, i, c.visOf)
 }
 
 // AppendKeyOf appends the encoded primary key of row i of keys, which holds
@@ -188,10 +262,10 @@ func (c *Codec) AppendKeyOf(dst []byte, keys []arrow.Array, i int) ([]byte, erro
 }
 
 // appendKey encodes the key of row i of cols[off:], which are laid out as
-// the table schema.
-func (c *Codec) appendKey(dst []byte, cols []arrow.Array, off, i int) ([]byte, error) {
+// layout says (at).
+func (c *Codec) appendKey(dst []byte, cols []arrow.Array, off, i int, layout []int) ([]byte, error) {
 	for _, k := range c.keyCols {
-		arr := cols[off+k]
+		arr := cols[off+at(layout, k)]
 		if arr.IsNull(i) {
 			return nil, fmt.Errorf("kv: key column %q: %w", c.schema.Field(k).Name, ErrNullKey)
 		}
@@ -205,10 +279,10 @@ func (c *Codec) appendKey(dst []byte, cols []arrow.Array, off, i int) ([]byte, e
 // made before columns were added): the row then holds rec's columns only,
 // and reads with the missing values of the others.
 func (c *Codec) AppendRow(dst []byte, rec arrow.RecordBatch, i int) ([]byte, error) {
-	if err := c.checkPrefix(rec.Schema(), 0); err != nil {
+	if err := c.checkPrefix(rec.Schema(), 0, c.visOf); err != nil {
 		return nil, err
 	}
-	return c.appendRow(dst, rec.Columns(), 0, i), nil
+	return c.appendRow(dst, rec.Columns(), 0, i, c.visOf), nil
 }
 
 // Writes returns one write of op per row of rec (which has the codec's
@@ -216,7 +290,7 @@ func (c *Codec) AppendRow(dst []byte, rec arrow.RecordBatch, i int) ([]byte, err
 // statement hands to Changes. The keys and rows share one allocation. For
 // OpDelete only the keys are encoded.
 func (c *Codec) Writes(op WriteOp, rec arrow.RecordBatch) ([]Write, error) {
-	if err := c.checkPrefix(rec.Schema(), 0); err != nil {
+	if err := c.checkPrefix(rec.Schema(), 0, c.visOf); err != nil {
 		return nil, err
 	}
 	n := int(rec.NumRows())
@@ -227,12 +301,12 @@ func (c *Codec) Writes(op WriteOp, rec arrow.RecordBatch) ([]Write, error) {
 	for i := range n {
 		k0 := len(buf)
 		var err error
-		if buf, err = c.appendKey(buf, cols, 0, i); err != nil {
+		if buf, err = c.appendKey(buf, cols, 0, i, c.visOf); err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
 		k1 := len(buf)
 		if op != OpDelete {
-			buf = c.appendRow(buf, cols, 0, i)
+			buf = c.appendRow(buf, cols, 0, i, c.visOf)
 		}
 		spans[i] = [3]int{k0, k1, len(buf)}
 	}
@@ -246,11 +320,12 @@ func (c *Codec) Writes(op WriteOp, rec arrow.RecordBatch) ([]Write, error) {
 }
 
 // appendRow encodes row i of cols[off:], a prefix of the table's columns
-// (checkPrefix): in format 1 when it holds exactly the created columns, so
-// that a table never altered keeps the encoding it always had, and in
-// format 2, with its column count, otherwise.
-func (c *Codec) appendRow(dst []byte, cols []arrow.Array, off, i int) []byte {
-	ncols := len(cols) - off
+// laid out as layout says (at; checkPrefix): in format 1 when it holds
+// exactly the created columns, so that a table never altered keeps the
+// encoding it always had, and in format 2, with its column count,
+// otherwise. A dropped column is NULL.
+func (c *Codec) appendRow(dst []byte, cols []arrow.Array, off, i int, layout []int) []byte {
+	ncols := c.storedColumns(len(cols)-off, layout)
 	if ncols == c.created {
 		dst = append(dst, rowFormatV1)
 	} else {
@@ -260,19 +335,43 @@ func (c *Codec) appendRow(dst []byte, cols []arrow.Array, off, i int) []byte {
 	bitmap := len(dst)
 	dst = append(dst, make([]byte, (ncols+7)/8)...)
 	for n, vc := range c.cols[:ncols] {
-		arr := cols[off+n]
-		if arr.IsNull(i) {
+		j := at(layout, n)
+		if j < 0 || cols[off+j].IsNull(i) {
 			dst[bitmap+n/8] |= 1 << (n % 8)
 			continue
 		}
-		dst = vc.encode(dst, arr, i)
+		dst = vc.encode(dst, cols[off+j], i)
 	}
 	return dst
 }
 
+// storedColumns is the number of stored columns a row of the first k
+// columns of a batch laid out as layout holds: k itself for the stored
+// layout; for the visible one, every stored column when k is all of
+// them, else the stored columns before the next visible one (dropped
+// columns in between are NULL), at least the created ones.
+func (c *Codec) storedColumns(k int, layout []int) int {
+	if layout == nil {
+		return k
+	}
+	if k == c.visible.NumFields() {
+		return len(c.cols)
+	}
+	for n, v := range layout {
+		if v == k {
+			return max(n, c.created)
+		}
+	}
+	return len(c.cols)
+}
+
 // checkPrefix checks that the fields of s from off on have the types of a
-// prefix of the table's columns that includes the created ones.
-func (c *Codec) checkPrefix(s *arrow.Schema, off int) error {
+// prefix of the table's columns that includes the created ones: its
+// stored columns (layout nil) or its visible ones (Codec.visOf).
+func (c *Codec) checkPrefix(s *arrow.Schema, off int, layout []int) error {
+	if layout != nil {
+		return c.checkVisiblePrefix(s, off)
+	}
 	n := s.NumFields() - off
 	if n > len(c.cols) {
 		return fmt.Errorf("kv: %w: a batch of %d columns for a table of %d", ErrNewerColumns, n, len(c.cols))
@@ -283,6 +382,23 @@ func (c *Codec) checkPrefix(s *arrow.Schema, off int) error {
 	for i := range n {
 		if !arrow.TypeEqual(s.Field(off+i).Type, c.schema.Field(i).Type) {
 			return fmt.Errorf("kv: batch schema %s does not match the table schema %s: column %d is %s, want %s", s, c.schema, i, s.Field(off+i).Type, c.schema.Field(i).Type)
+		}
+	}
+	return nil
+}
+
+// checkVisiblePrefix is checkPrefix of the visible columns.
+func (c *Codec) checkVisiblePrefix(s *arrow.Schema, off int) error {
+	n := s.NumFields() - off
+	if n > c.visible.NumFields() {
+		return fmt.Errorf("kv: %w: a batch of %d columns for a table of %d", ErrNewerColumns, n, c.visible.NumFields())
+	}
+	if n < c.visCreated {
+		return fmt.Errorf("kv: batch schema %s does not match the table schema %s: %d columns, the table was created with %d", s, c.visible, n, c.visCreated)
+	}
+	for i := range n {
+		if !arrow.TypeEqual(s.Field(off+i).Type, c.visible.Field(i).Type) {
+			return fmt.Errorf("kv: batch schema %s does not match the table schema %s: column %d is %s, want %s", s, c.visible, i, s.Field(off+i).Type, c.visible.Field(i).Type)
 		}
 	}
 	return nil
@@ -340,28 +456,40 @@ func (c *Codec) RowColumns(row []byte) (int, error) {
 	return 0, fmt.Errorf("kv: %w: row format %d", ErrBadRow, row[0])
 }
 
-// decodeRow appends the encoded row to builders, which are laid out as the
-// table schema; the columns the row lacks get their missing values. On
-// error the builders may hold a partial row; the caller discards them.
-func (c *Codec) decodeRow(builders []array.Builder, row []byte) error {
+// decodeRow appends the encoded row to builders, which are laid out as
+// layout says (at: the stored columns, or the visible ones, when the
+// dropped columns' values are skipped); the columns the row lacks get
+// their missing values. On error the builders may hold a partial row;
+// the caller discards them.
+func (c *Codec) decodeRow(builders []array.Builder, row []byte, layout []int) error {
 	ncols, bitmap, src, err := c.rowParts(row)
 	if err != nil {
 		return err
 	}
 	for n, vc := range c.cols[:ncols] {
-		if bitmap[n/8]&(1<<(n%8)) != 0 {
-			builders[n].AppendNull()
-			continue
-		}
-		if src, err = vc.decode(builders[n], src); err != nil {
-			return fmt.Errorf("kv: column %q: %w", c.schema.Field(n).Name, err)
+		j := at(layout, n)
+		null := bitmap[n/8]&(1<<(n%8)) != 0
+		switch {
+		case j < 0 && null:
+		case j < 0:
+			if src, err = c.gos[n].skip(src); err != nil {
+				return fmt.Errorf("kv: column %q: %w", c.schema.Field(n).Name, err)
+			}
+		case null:
+			builders[j].AppendNull()
+		default:
+			if src, err = vc.decode(builders[j], src); err != nil {
+				return fmt.Errorf("kv: column %q: %w", c.schema.Field(n).Name, err)
+			}
 		}
 	}
 	if len(src) != 0 {
 		return fmt.Errorf("kv: %w: %d trailing bytes", ErrBadRow, len(src))
 	}
 	for n := ncols; n < len(c.cols); n++ {
-		c.appendMissing(builders[n], n)
+		if j := at(layout, n); j >= 0 {
+			c.appendMissing(builders[j], n)
+		}
 	}
 	return nil
 }
@@ -380,8 +508,9 @@ func (c *Codec) appendMissing(b array.Builder, n int) {
 
 // EqualRows reports whether two encoded rows hold the same values when the
 // codec reads them: a row stored before columns were added (narrower, or
-// in format 1) equals its re-encoding with the columns' missing values. A
-// conditional write (Write.CheckRow) compares rows with it.
+// in format 1) equals its re-encoding with the columns' missing values,
+// and the values of dropped columns do not count. A conditional write
+// (Write.CheckRow) compares rows with it.
 func (c *Codec) EqualRows(a, b []byte) (bool, error) {
 	if bytes.Equal(a, b) {
 		return true, nil
@@ -408,13 +537,32 @@ func (c *Codec) canonical(dst, row []byte) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, make([]byte, (len(c.cols)+7)/8)...)
 	for n := range len(c.cols) {
-		if (n < ncols && bitmap[n/8]&(1<<(n%8)) != 0) || (n >= ncols && c.missing[n] == nil) {
+		if (n < ncols && bitmap[n/8]&(1<<(n%8)) != 0) || (n >= ncols && c.missing[n] == nil) || at(c.visOf, n) < 0 {
 			dst[start+n/8] |= 1 << (n % 8)
 		}
 	}
-	dst = append(dst, values...)
+	if c.visOf == nil {
+		dst = append(dst, values...)
+	} else {
+		// The values of the visible columns only.
+		for n := range ncols {
+			if bitmap[n/8]&(1<<(n%8)) != 0 {
+				continue
+			}
+			rest, err := c.gos[n].skip(values)
+			if err != nil {
+				return nil, fmt.Errorf("kv: column %q: %w", c.schema.Field(n).Name, err)
+			}
+			if c.visOf[n] >= 0 {
+				dst = append(dst, values[:len(values)-len(rest)]...)
+			}
+			values = rest
+		}
+	}
 	for n := ncols; n < len(c.cols); n++ {
-		dst = append(dst, c.missing[n]...)
+		if at(c.visOf, n) >= 0 {
+			dst = append(dst, c.missing[n]...)
+		}
 	}
 	return dst, nil
 }
@@ -431,11 +579,11 @@ func (c *Codec) NewRowBuilder(mem memory.Allocator) *RowBuilder {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	return &RowBuilder{c: c, b: array.NewRecordBuilder(mem, c.schema)}
+	return &RowBuilder{c: c, b: array.NewRecordBuilder(mem, c.visible)}
 }
 
 // Append appends one encoded row. After an error the builder is unusable.
-func (rb *RowBuilder) Append(row []byte) error { return rb.c.decodeRow(rb.b.Fields(), row) }
+func (rb *RowBuilder) Append(row []byte) error { return rb.c.decodeRow(rb.b.Fields(), row, rb.c.visOf) }
 
 // Len is the number of rows appended since the last NewRecordBatch.
 func (rb *RowBuilder) Len() int {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
@@ -73,9 +74,20 @@ func (c *Codec) DecodeValues(row []byte, cols []int, out []any) error {
 	if err != nil {
 		return err
 	}
+	if c.visOf != nil {
+		// Schema's indexes, to the stored columns'.
+		stored := make([]int, len(cols))
+		for j, col := range cols {
+			stored[j] = slices.Index(c.visOf, col)
+			if col < 0 {
+				stored[j] = -1
+			}
+		}
+		cols = stored
+	}
 	for _, col := range cols {
 		if col < 0 || col >= len(c.cols) {
-			return fmt.Errorf("kv: column %d out of range (schema has %d columns)", col, len(c.cols))
+			return fmt.Errorf("kv: column %d out of range (schema has %d columns)", col, c.visible.NumFields())
 		}
 	}
 	for n, gc := range c.gos[:ncols] {

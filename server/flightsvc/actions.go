@@ -122,6 +122,10 @@ func (s *Service) describeTable(name string) (*flightwire.TableInfo, error) {
 		for _, c := range t.Spec.Columns {
 			info.Columns = append(info.Columns, flightwire.Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull, Added: c.Added, Missing: c.Missing})
 		}
+		for _, d := range t.Spec.Dropped {
+			info.Dropped = append(info.Dropped, flightwire.DroppedColumn{Position: d.Position,
+				Column: flightwire.Column{Name: catalog.DroppedName(d.Position), Type: d.Column.Type, Added: d.Column.Added, Missing: d.Column.Missing}})
+		}
 		bucketInfos := func(ids []catalog.BucketID) []flightwire.BucketInfo {
 			out := make([]flightwire.BucketInfo, len(ids))
 			for i, id := range ids {

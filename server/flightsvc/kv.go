@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -190,6 +191,19 @@ func (s *Service) doGetChangelog(t flightwire.Ticket, tb *table, stream flight.F
 	if err != nil {
 		return err
 	}
+	stored := changelogColumns(tb)
+	if t.Stored {
+		if len(t.Columns) > 0 {
+			return status.Error(codes.InvalidArgument, "a ticket for stored batches cannot name columns")
+		}
+		// Every stored column, the dropped ones as if they were not.
+		stored = slices.Clone(stored)
+		cols = make([]int, len(stored))
+		for i := range stored {
+			stored[i].Dropped, cols[i] = false, i
+		}
+		schema = codec.StoredChangelogSchema()
+	}
 	m := s.cfg.Buckets()
 	if m == nil {
 		return flightwire.UnavailableStatus("this node is registering again", uint64(id))
@@ -228,7 +242,7 @@ func (s *Service) doGetChangelog(t flightwire.Ticket, tb *table, stream flight.F
 		next := from
 		for _, b := range batches {
 			if err == nil {
-				err = s.sendBatch(w, changelogColumns(tb), b, from, end, cols, schema)
+				err = s.sendBatch(w, stored, b, from, end, cols, schema)
 			}
 			next = max(next, b.Offset+uint64(b.Record.NumRows()))
 		}
@@ -428,11 +442,12 @@ func (p *Pool) ScanKV(ctx context.Context, addr string, bucket catalog.BucketID)
 }
 
 // ReadChangelog returns every acknowledged changelog batch of the
-// primary-key bucket led at addr (schema kvcodec.Codec.ChangelogSchema), with
+// primary-key bucket led at addr (schema kvcodec.Codec.StoredChangelogSchema,
+// dropped columns included, as a leader's KVBucket.ReadChangelog), with
 // the offset of each batch's first record, following redirects. The caller
 // releases them.
 func (p *Pool) ReadChangelog(ctx context.Context, addr string, bucket catalog.BucketID) ([]buckets.Batch, error) {
-	return p.readBatches(ctx, addr, bucket, flightwire.Ticket{Bucket: uint64(bucket), Changelog: true})
+	return p.readBatches(ctx, addr, bucket, flightwire.Ticket{Bucket: uint64(bucket), Changelog: true, Stored: true})
 }
 
 // changelogColumns are the columns of a primary-key table's changelog

@@ -299,34 +299,50 @@ fn append_null(dt: &DataType, b: &mut dyn ArrayBuilder) -> Result<()> {
     Err(Error::Protocol(format!("no builder for {dt}")))
 }
 
-/// Decodes rows of a table into a batch of its schema. `created` is the
-/// number of columns the table was created with; `missing` the values of
-/// added columns that rows stored before them lack (`None`: NULL).
+/// Decodes rows of a table into a batch of its schema. `stored` are the
+/// fields of the columns rows hold (the dropped ones included, whose values
+/// are decoded and left out: `visible` are the others' indexes); `created`
+/// is the number of columns the table was created with; `missing` the
+/// values of added columns that rows stored before them lack (`None`:
+/// NULL).
 pub(crate) struct RowDecoder {
     schema: SchemaRef,
+    stored: SchemaRef,
+    visible: Vec<usize>,
     created: usize,
     missing: Vec<Option<ArrayRef>>,
 }
 
 impl RowDecoder {
     pub fn new(table: &Table) -> Result<Self> {
-        let cols = table.columns();
+        let cols = table.stored_columns();
         let created = cols
             .iter()
-            .rposition(|c| !c.added)
+            .rposition(|(c, _)| !c.added)
             .map(|i| i + 1)
             .unwrap_or(0);
-        let schema = table.schema();
+        let fields = cols
+            .iter()
+            .map(|(c, _)| crate::schema::field(&c.name, &c.sql_type, c.not_null))
+            .collect::<Result<Vec<_>>>()?;
         let missing = cols
             .iter()
-            .zip(schema.fields())
-            .map(|(c, f)| match &c.missing {
+            .zip(&fields)
+            .map(|((c, _), f)| match &c.missing {
                 Some(text) if c.added => missing_value(f.data_type(), text).map(Some),
                 _ => Ok(None),
             })
             .collect::<Result<_>>()?;
+        let visible = cols
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, dropped))| !dropped)
+            .map(|(i, _)| i)
+            .collect();
         Ok(RowDecoder {
-            schema,
+            schema: table.schema(),
+            stored: Arc::new(arrow_schema::Schema::new(fields)),
+            visible,
             created,
             missing,
         })
@@ -336,14 +352,16 @@ impl RowDecoder {
     fn for_schema(schema: SchemaRef) -> Self {
         let n = schema.fields().len();
         RowDecoder {
+            stored: schema.clone(),
             schema,
+            visible: (0..n).collect(),
             created: n,
             missing: vec![None; n],
         }
     }
 
     pub fn decode(&self, rows: &[&[u8]]) -> Result<RecordBatch> {
-        let fields = self.schema.fields();
+        let fields = self.stored.fields();
         let mut builders: Vec<Box<dyn ArrayBuilder>> = fields
             .iter()
             .map(|f| make_builder(f.data_type(), rows.len()))
@@ -404,7 +422,13 @@ impl RowDecoder {
                 }
             }
         }
-        let cols: Vec<ArrayRef> = builders.iter_mut().map(|b| b.finish()).collect();
+        let mut cols: Vec<Option<ArrayRef>> =
+            builders.iter_mut().map(|b| Some(b.finish())).collect();
+        let cols: Vec<ArrayRef> = self
+            .visible
+            .iter()
+            .map(|&i| cols[i].take().expect("a stored column once"))
+            .collect();
         Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
     }
 }
@@ -834,5 +858,48 @@ mod tests {
         }
         let null_key: ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![None::<i64>]));
         assert!(append_key(&mut Vec::new(), null_key.as_ref(), 0).is_err());
+    }
+    /// A row stored before `ALTER TABLE … DROP COLUMN` holds the dropped
+    /// column's value at its place, one stored after holds NULL there:
+    /// both decode to the visible columns only.
+    #[test]
+    fn rows_skip_dropped_columns() {
+        use crate::wire::{ColumnInfo, DroppedInfo, TableInfo};
+        let col = |name: &str, t: &str| ColumnInfo {
+            name: name.into(),
+            sql_type: t.into(),
+            ..Default::default()
+        };
+        let table = Table::from_info(TableInfo {
+            name: "t".into(),
+            columns: vec![col("id", "bigint"), col("v", "text")],
+            primary_key: vec!["id".into()],
+            dropped: vec![DroppedInfo {
+                position: 1,
+                column: col("........pg.dropped.2........", "text"),
+            }],
+            ..Default::default()
+        })
+        .unwrap();
+        let ids = arrow_array::Int64Array::from(vec![1, 2]);
+        let texts = arrow_array::StringArray::from(vec!["gone", "v1"]);
+        // id 1, gone "gone", v "v1"; id 2, NULL, "v1".
+        let mut before = vec![ROW_FORMAT_V1, 0];
+        encode_value(&mut before, &ids, 0).unwrap();
+        encode_value(&mut before, &texts, 0).unwrap();
+        encode_value(&mut before, &texts, 1).unwrap();
+        let mut after = vec![ROW_FORMAT_V1, 0b010];
+        encode_value(&mut after, &ids, 1).unwrap();
+        encode_value(&mut after, &texts, 1).unwrap();
+        let got = RowDecoder::new(&table)
+            .unwrap()
+            .decode(&[&before, &after])
+            .unwrap();
+        assert_eq!(got.schema(), table.schema());
+        assert_eq!(got.num_columns(), 2);
+        let id = got.column(0).as_primitive::<Int64Type>();
+        let v = got.column(1).as_string::<i32>();
+        assert_eq!((id.value(0), v.value(0)), (1, "v1"));
+        assert_eq!((id.value(1), v.value(1)), (2, "v1"));
     }
 }

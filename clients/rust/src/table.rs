@@ -109,6 +109,35 @@ impl Table {
         &self.columns
     }
 
+    /// The columns stored rows hold: the columns with the dropped ones
+    /// back at their places, each with whether it was dropped.
+    pub(crate) fn stored_columns(&self) -> Vec<(Column, bool)> {
+        let mut out: Vec<(Column, bool)> =
+            Vec::with_capacity(self.columns.len() + self.info.dropped.len());
+        let mut visible = self.columns.iter();
+        for d in &self.info.dropped {
+            while out.len() < d.position {
+                match visible.next() {
+                    Some(c) => out.push((c.clone(), false)),
+                    None => break,
+                }
+            }
+            let c = &d.column;
+            out.push((
+                Column {
+                    name: c.name.clone(),
+                    sql_type: c.sql_type.clone(),
+                    not_null: false,
+                    added: c.added,
+                    missing: c.missing.clone(),
+                },
+                true,
+            ));
+        }
+        out.extend(visible.map(|c| (c.clone(), false)));
+        out
+    }
+
     /// The primary-key columns; empty for a log table.
     pub fn primary_key(&self) -> &[String] {
         &self.info.primary_key

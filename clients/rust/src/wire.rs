@@ -227,6 +227,17 @@ pub(crate) struct TableInfo {
     pub buckets: Vec<BucketInfo>,
     #[serde(default)]
     pub partitions: Vec<PartitionInfo>,
+    /// The columns `ALTER TABLE … DROP COLUMN` dropped, in position
+    /// order: gone from `columns`, still in their places in stored rows.
+    #[serde(default)]
+    pub dropped: Vec<DroppedInfo>,
+}
+
+/// A dropped column's place among a table's stored columns.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct DroppedInfo {
+    pub position: usize,
+    pub column: ColumnInfo,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -227,6 +227,10 @@ func (s *session) addColumn(ctx context.Context, t *tableInfo, a addColumn) (*pg
 		return nil, errorf(pgwire.CodeDuplicateColumn, "column %q of relation %q already exists", col.Name, t.name)
 	case errors.Is(err, catalog.ErrInvalid):
 		return notice(pgwire.CodeDuplicateColumn, "column %q of relation %q already exists, skipping", col.Name, t.name), nil
+	case err == nil && s.tx.status == pgwire.TxInBlock:
+		// ROLLBACK drops it again; the rows written meanwhile keep its
+		// bytes in a dropped column's place.
+		s.tx.undo = append(s.tx.undo, undoDDL{table: t.id, revert: catalog.DropColumn{Table: t.id, Column: col.Name}})
 	}
 	return nil, err
 }

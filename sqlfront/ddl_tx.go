@@ -82,8 +82,8 @@ type undoDDL struct {
 	// column: the statement an ALTER TABLE … RENAME COLUMN of the table's
 	// column renamedFrom to column (rename.go).
 	column string
-	// revert: the statement an ALTER COLUMN, which this record takes
-	// back (alter.go).
+	// revert: the statement an ALTER COLUMN, ADD COLUMN or DROP COLUMN,
+	// which this record takes back (alter.go).
 	revert catalog.Record
 }
 
@@ -178,7 +178,7 @@ func (s *session) rollbackDDL(ctx context.Context, keep int) {
 		}
 		if u.revert != nil {
 			if _, err := s.f.cfg.Meta.Propose(ctx, u.revert); err != nil && !errors.Is(err, catalog.ErrNotFound) {
-				s.f.cfg.Logger.Warn("rollback: could not take an ALTER COLUMN back", "table", u.table, "record", u.revert.Kind(), "err", err)
+				s.f.cfg.Logger.Warn("rollback: could not take an ALTER TABLE back", "table", u.table, "record", u.revert.Kind(), "err", err)
 			}
 			continue
 		}

@@ -343,7 +343,8 @@ func (t *tableSource) open(ctx context.Context, columns []int) (array.RecordRead
 
 // pendingBatches returns the session's own writes to the table from the
 // block's pending write from on, widened to the table's columns and
-// projected to columns.
+// projected to columns. They are buffered as written, in the table's
+// visible columns of the time.
 func (t *tableSource) pendingBatches(columns []int, from int) ([]arrow.RecordBatch, error) {
 	var out []arrow.RecordBatch
 	for _, w := range t.r.s.tx.pending[min(from, len(t.r.s.tx.pending)):] {
@@ -351,7 +352,12 @@ func (t *tableSource) pendingBatches(columns []int, from int) ([]arrow.RecordBat
 			continue
 		}
 		for _, rec := range w.records {
-			wide, err := t.info.widen(rec)
+			// Buffered as the table's columns were at the write: stored
+			// form first (NULL where columns were dropped by then), then
+			// widened to the columns now.
+			stored := sqltypes.Pad(rec, w.table.stored, nil)
+			wide, err := t.info.widen(stored)
+			stored.Release()
 			if err != nil {
 				releaseBatches(out)
 				return nil, err

@@ -1,5 +1,7 @@
 package catalog
 
+import "maps"
+
 func applyAllocateSequence(v *View, r AllocateSequence) Outcome {
 	t := v.Tables[r.Table]
 	if t == nil {
@@ -30,4 +32,39 @@ func applyAllocateSequence(v *View, r AllocateSequence) Outcome {
 	}
 	t.Sequences[r.Column] = last + int64(r.Count)
 	return Outcome{SequenceStart: last + 1}
+}
+
+func applySetSequence(v *View, r SetSequence) Outcome {
+	t := v.Tables[r.Table]
+	if t == nil {
+		return reject(ErrNotFound, "set sequence of table %d: no such table", r.Table)
+	}
+	var col *Column
+	for i := range t.Spec.Columns {
+		if t.Spec.Columns[i].Name == r.Column {
+			col = &t.Spec.Columns[i]
+		}
+	}
+	if col == nil || col.Sequence == "" {
+		return reject(ErrInvalid, "set sequence of %q.%q: no such column with a sequence", t.Spec.Name, r.Column)
+	}
+	if max := SequenceMax(col.Type); r.Last < 0 || r.Last > max {
+		return reject(ErrInvalid, "set sequence of %q.%q to %d: want 0..%d", t.Spec.Name, r.Column, r.Last, max)
+	}
+	// A new map: views handed out earlier share the old one.
+	seqs := maps.Clone(t.Sequences)
+	if seqs == nil {
+		seqs = map[string]int64{}
+	}
+	seqs[r.Column] = r.Last
+	if r.Last == 0 {
+		delete(seqs, r.Column)
+	}
+	if len(seqs) == 0 {
+		seqs = nil
+	}
+	t.Sequences = seqs
+	// Values nodes cached before are stale now.
+	t.SequenceEpoch++
+	return Outcome{}
 }

@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindRestoreColumn
+	maxKnownKind           = KindSetSequence
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -74,6 +74,7 @@ var kindNames = map[Kind]string{
 	KindSetColumnType:        "SetColumnType",
 	KindDropColumn:           "DropColumn",
 	KindRestoreColumn:        "RestoreColumn",
+	KindSetSequence:          "SetSequence",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -195,6 +196,8 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[DropColumn](kind, body)
 	case KindRestoreColumn:
 		return decodeRecordBody[RestoreColumn](kind, body)
+	case KindSetSequence:
+		return decodeRecordBody[SetSequence](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)

@@ -222,6 +222,7 @@ func sampleRecords() []catalog.Record {
 		catalog.SetColumnType{Table: 12, Column: "v", Type: "varchar(40)"},
 		catalog.DropColumn{Table: 12, Column: "v"},
 		catalog.RestoreColumn{Table: 12, Position: 3},
+		catalog.SetSequence{Table: 12, Column: "id", Last: 41},
 		catalog.SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}
 }

@@ -61,6 +61,7 @@ const (
 	KindSetColumnType        Kind = 35
 	KindDropColumn           Kind = 36
 	KindRestoreColumn        Kind = 37
+	KindSetSequence          Kind = 38
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -402,6 +403,18 @@ type AllocateSequence struct {
 	Epoch  uint64  `json:"epoch,omitempty"`
 }
 
+// SetSequence sets the last value the sequence of Table's column Column
+// has handed out to Last (setval): the next value allocated is Last + 1;
+// 0 starts it again at 1. The table's SequenceEpoch grows by one, so that
+// nodes drop the values they cached (AllocateSequence). Rejected with
+// ErrNotFound for an unknown table and ErrInvalid for a column without a
+// sequence or a Last outside 0..SequenceMax of its type.
+type SetSequence struct {
+	Table  TableID `json:"table"`
+	Column string  `json:"column"`
+	Last   int64   `json:"last"`
+}
+
 // AddColumn appends Column to Table's columns (ALTER TABLE … ADD COLUMN);
 // the view marks it Added. Stored rows are not rewritten: a row stored
 // without the column reads as Column.Missing. Rejected with ErrNotFound for
@@ -620,5 +633,6 @@ func (SetColumnNotNull) Kind() Kind     { return KindSetColumnNotNull }
 func (SetColumnType) Kind() Kind        { return KindSetColumnType }
 func (DropColumn) Kind() Kind           { return KindDropColumn }
 func (RestoreColumn) Kind() Kind        { return KindRestoreColumn }
+func (SetSequence) Kind() Kind          { return KindSetSequence }
 func (CommitGroupOffsets) Kind() Kind   { return KindCommitGroupOffsets }
 func (DeleteGroupOffsets) Kind() Kind   { return KindDeleteGroupOffsets }

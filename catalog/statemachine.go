@@ -151,6 +151,8 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyDropColumn(v, r)
 	case RestoreColumn:
 		return applyRestoreColumn(v, r)
+	case SetSequence:
+		return applySetSequence(v, r)
 	case CommitGroupOffsets:
 		return applyCommitGroupOffsets(v, r)
 	case DeleteGroupOffsets:
@@ -195,7 +197,7 @@ func recordValue(rec Record) (Record, error) {
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
 		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, RenameTable, CommitGroupOffsets, DeleteGroupOffsets,
 		CreateRole, AlterRole, DropRole, GrantRole, GrantTable, SetTableOwner, SetClusterKey,
-		CreateView, DropView, RenameView, RenameColumn, SetColumnNotNull, SetColumnType, DropColumn, RestoreColumn:
+		CreateView, DropView, RenameView, RenameColumn, SetColumnNotNull, SetColumnType, DropColumn, RestoreColumn, SetSequence:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)

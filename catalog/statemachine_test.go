@@ -743,6 +743,9 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 	case catalog.KindDropColumn:
 		id, _ := pickTable()
 		rec = catalog.DropColumn{Table: id, Column: []string{"id", "v", "dt", "x", "c1"}[rng.IntN(5)]}
+	case catalog.KindSetSequence:
+		id, _ := pickTable()
+		rec = catalog.SetSequence{Table: id, Column: []string{"id", "v", "s"}[rng.IntN(3)], Last: []int64{0, 1, 7, -1, 1 << 40}[rng.IntN(5)]}
 	case catalog.KindRestoreColumn:
 		id, _ := pickTable()
 		rec = catalog.RestoreColumn{Table: id, Position: rng.IntN(4)}

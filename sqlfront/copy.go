@@ -177,7 +177,7 @@ func (c *copySink) stage(ctx context.Context) error {
 		}
 		// A serial or identity column left out takes its sequence's next
 		// values, one per row.
-		vals, err := c.s.f.nextValues(ctx, c.table, col.Name, len(c.rows))
+		vals, err := c.s.takeValues(ctx, c.table, col.Name, len(c.rows))
 		if err != nil {
 			return toWire(err)
 		}

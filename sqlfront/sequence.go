@@ -6,7 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -49,6 +54,19 @@ type seqRange struct {
 type sequences struct {
 	mu     sync.Mutex
 	ranges map[seqKey]*seqRange
+}
+
+// takeValues returns n values of the sequence of table's column col for
+// the session, which currval then returns the last of.
+func (s *session) takeValues(ctx context.Context, table *tableInfo, col string, n int) ([]int64, error) {
+	vals, err := s.f.nextValues(ctx, table, col, n)
+	if err == nil && len(vals) > 0 {
+		if s.currvals == nil {
+			s.currvals = map[string]int64{}
+		}
+		s.currvals[sequenceName(table, col)] = vals[len(vals)-1]
+	}
+	return vals, err
 }
 
 // nextValues returns n values of the sequence of table's column col.
@@ -142,7 +160,7 @@ func (s *session) fillSequences(ctx context.Context, table *tableInfo, rec arrow
 		if c.Sequence == "" || cols[i].NullN() == 0 {
 			continue
 		}
-		vals, err := s.f.nextValues(ctx, table, c.Name, cols[i].NullN())
+		vals, err := s.takeValues(ctx, table, c.Name, cols[i].NullN())
 		if err != nil {
 			rec.Release()
 			return nil, err
@@ -294,4 +312,290 @@ func inInputOrder(table *tableInfo, input []arrow.RecordBatch, applied arrow.Rec
 		encoded[i] = r.enc
 	}
 	return codec.DecodeRows(memory.DefaultAllocator, encoded)
+}
+
+// Sequence functions. A serial or identity column's sequence is named as
+// PostgreSQL names it (sequenceName); nextval, currval and setval take that
+// name (optionally schema-qualified, quoted, or cast to regclass) in the
+// output columns of a SELECT: `SELECT setval(pg_get_serial_sequence('t',
+// 'id'), max(id)) FROM t`, what Django's sequence reset and pg_dump send.
+// The engine evaluates the SELECT with each call's arguments in its place;
+// the calls then run here, row by row, left to right, as PostgreSQL runs
+// them.
+
+// seqFuncs are the sequence functions and the number of arguments each
+// takes (setval: 2 or 3).
+var seqFuncs = map[string][2]int{"nextval": {1, 1}, "currval": {1, 1}, "setval": {2, 3}}
+
+// seqCall is one sequence function call standing for output column col of
+// a SELECT; its arguments are the engine's columns first..first+nargs-1.
+type seqCall struct {
+	name         string
+	col          int
+	first, nargs int
+}
+
+// seqFuncName returns the name of the sequence function fc calls, or "".
+func seqFuncName(fc *pg.FuncCall) string {
+	if fc == nil {
+		return ""
+	}
+	names := fc.Funcname
+	if len(names) == 2 && names[0].GetString_().GetSval() != "pg_catalog" || len(names) == 0 || len(names) > 2 {
+		return ""
+	}
+	name := names[len(names)-1].GetString_().GetSval()
+	if _, ok := seqFuncs[name]; ok {
+		return name
+	}
+	return ""
+}
+
+// callsSequence reports whether node calls a sequence function anywhere.
+func callsSequence(node *pg.Node) bool {
+	found := false
+	pg.Walk(node, func(m protoreflect.Message) {
+		if fc, ok := m.Interface().(*pg.FuncCall); ok && seqFuncName(fc) != "" {
+			found = true
+		}
+	})
+	return found
+}
+
+// planSequenceCalls plans a SELECT whose output columns call sequence
+// functions; ok is false for any other statement. A sequence function
+// anywhere else in the statement is 0A000.
+func (s *session) planSequenceCalls(ctx context.Context, node *pg.Node, paramOIDs []uint32) (st *stmt, ok bool, err error) {
+	sel := node.GetSelectStmt()
+	if sel == nil {
+		return nil, false, nil
+	}
+	found := false
+	for _, t := range sel.TargetList {
+		if seqFuncName(t.GetResTarget().GetVal().GetFuncCall()) != "" {
+			found = true
+		}
+	}
+	if !found {
+		if callsSequence(node) {
+			return nil, true, unsupported("nextval, currval and setval are supported only as whole output columns of a SELECT")
+		}
+		return nil, false, nil
+	}
+	inner := proto.Clone(sel).(*pg.SelectStmt)
+	var calls []seqCall
+	var targets []*pg.Node
+	kept := map[int]int{} // output column → engine column
+	for i, t := range sel.TargetList {
+		rt := t.GetResTarget()
+		fc := rt.GetVal().GetFuncCall()
+		name := seqFuncName(fc)
+		if name == "" {
+			kept[i] = len(targets)
+			targets = append(targets, inner.TargetList[i])
+			continue
+		}
+		if n := seqFuncs[name]; len(fc.Args) < n[0] || len(fc.Args) > n[1] || fc.AggStar || fc.AggDistinct || fc.Over != nil {
+			return nil, true, errorf(pgwire.CodeUndefinedFunction, "function %s with %d arguments does not exist", name, len(fc.Args))
+		}
+		call := seqCall{name: name, col: i, first: len(targets), nargs: len(fc.Args)}
+		for j, a := range proto.Clone(fc).(*pg.FuncCall).Args {
+			if tc := a.GetTypeCast(); j == 0 && tc != nil && len(tc.TypeName.GetNames()) > 0 &&
+				tc.TypeName.Names[len(tc.TypeName.Names)-1].GetString_().GetSval() == "regclass" {
+				a = tc.Arg // 'seq'::regclass: the name
+			}
+			targets = append(targets, &pg.Node{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{
+				Name: fmt.Sprintf("mink_seq_%d_%d", i, j), Val: a}}})
+		}
+		calls = append(calls, call)
+	}
+	inner.TargetList = targets
+	innerNode := &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: inner}}
+	text, err := deparseSelect(inner)
+	if err != nil {
+		return nil, true, err
+	}
+	in, err := s.plan(ctx, text, innerNode, paramOIDs)
+	if err != nil {
+		return nil, true, err
+	}
+	cols := make([]pgwire.Column, len(sel.TargetList))
+	for i, j := range kept {
+		cols[i] = in.columns[j]
+	}
+	for _, c := range calls {
+		name := c.name
+		if alias := sel.TargetList[c.col].GetResTarget().GetName(); alias != "" {
+			name = alias
+		}
+		cols[c.col] = pgwire.NewColumn(name, 20) // bigint
+	}
+	st = &stmt{params: in.params, columns: cols}
+	st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
+		res, err := in.run(ctx, args)
+		if err != nil || res.Rows == nil {
+			return res, err
+		}
+		return pgwire.Result{Rows: &seqRows{s: s, ctx: ctx, rows: res.Rows, columns: cols, kept: kept, calls: calls}}, nil
+	}
+	return st, true, nil
+}
+
+// seqRows runs a SELECT's sequence calls on each row the engine returns.
+type seqRows struct {
+	s       *session
+	ctx     context.Context
+	rows    pgwire.Rows
+	columns []pgwire.Column
+	kept    map[int]int
+	calls   []seqCall
+	out     []any
+}
+
+func (r *seqRows) Columns() []pgwire.Column { return r.columns }
+func (r *seqRows) Close() error             { return r.rows.Close() }
+
+func (r *seqRows) Next(ctx context.Context) ([]any, error) {
+	row, err := r.rows.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.out = r.out[:0]
+	r.out = append(r.out, make([]any, len(r.columns))...)
+	for i, j := range r.kept {
+		r.out[i] = row[j]
+	}
+	for _, c := range r.calls {
+		v, err := r.s.callSequence(ctx, c.name, row[c.first:c.first+c.nargs])
+		if err != nil {
+			return nil, err
+		}
+		r.out[c.col] = v
+	}
+	return r.out, nil
+}
+
+// callSequence runs one call of a sequence function; NULL arguments give
+// NULL, as the functions are strict in PostgreSQL.
+func (s *session) callSequence(ctx context.Context, name string, args []any) (any, error) {
+	for _, a := range args {
+		if a == nil {
+			return nil, nil
+		}
+	}
+	table, col, seq, err := s.sequenceNamed(textOf(args[0]))
+	if err != nil {
+		return nil, err
+	}
+	switch name {
+	case "nextval":
+		if err := s.checkPrivileges(ctx, []tableNeed{{table: table.name, priv: catalog.PrivInsert}}); err != nil {
+			return nil, err
+		}
+		vals, err := s.takeValues(ctx, table, col, 1)
+		if err != nil {
+			return nil, err
+		}
+		return vals[0], nil
+	case "currval":
+		v, ok := s.currvals[seq]
+		if !ok {
+			return nil, errorf(codeObjectNotInPrerequisiteState, "currval of sequence %q is not yet defined in this session", seq)
+		}
+		return v, nil
+	}
+	n, err := int64Of(args[1])
+	if err != nil {
+		return nil, err
+	}
+	called := true
+	if len(args) == 3 {
+		b, ok := args[2].(bool)
+		if !ok {
+			return nil, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type boolean: %q", fmt.Sprint(args[2]))
+		}
+		called = b
+	}
+	max := catalog.SequenceMax(table.spec.Columns[table.colIdx[col]].Type)
+	if n < 1 || n > max {
+		return nil, errorf(pgwire.CodeNumericValueOutOfRange, "setval: value %d is out of bounds for sequence %q (1..%d)", n, seq, max)
+	}
+	if err := s.checkPrivileges(ctx, []tableNeed{{table: table.name, priv: catalog.PrivUpdate}}); err != nil {
+		return nil, err
+	}
+	last := n
+	if !called {
+		last = n - 1
+	}
+	if _, err := s.f.cfg.Meta.Propose(ctx, catalog.SetSequence{Table: table.id, Column: col, Last: last}); err != nil {
+		if errors.Is(err, catalog.ErrNotFound) {
+			return nil, undefinedTable(table.name)
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+// codeObjectNotInPrerequisiteState is object_not_in_prerequisite_state.
+const codeObjectNotInPrerequisiteState = "55000"
+
+// sequenceNamed finds the serial or identity column whose sequence is
+// called name ("t_id_seq", "public.t_id_seq", quoted parts); 42P01 when
+// none is, as PostgreSQL reports an unknown sequence.
+func (s *session) sequenceNamed(name string) (*tableInfo, string, string, error) {
+	seq := name
+	if rest, ok := strings.CutPrefix(seq, "public."); ok {
+		seq = rest
+	} else if rest, ok := strings.CutPrefix(seq, `"public".`); ok {
+		seq = rest
+	}
+	if len(seq) >= 2 && seq[0] == '"' && seq[len(seq)-1] == '"' {
+		seq = strings.ReplaceAll(seq[1:len(seq)-1], `""`, `"`)
+	} else {
+		seq = strings.ToLower(seq)
+	}
+	var tables []*catalog.Table
+	s.f.cfg.Meta.Read(func(v *catalog.View) {
+		for _, t := range v.Tables {
+			tables = append(tables, t)
+		}
+	})
+	for _, t := range tables {
+		for _, c := range t.Spec.Columns {
+			if c.Sequence != "" && t.Spec.Name+"_"+c.Name+"_seq" == seq {
+				info, err := newTableInfo(t)
+				if err != nil {
+					return nil, "", "", err
+				}
+				return info, c.Name, seq, nil
+			}
+		}
+	}
+	return nil, "", "", undefinedTable(seq)
+}
+
+// int64Of is an integer argument the engine returned.
+func int64Of(v any) (int64, error) {
+	if t, ok := v.(pgwire.Text); ok {
+		v = string(t)
+	}
+	switch n := v.(type) {
+	case int64:
+		return n, nil
+	case int32:
+		return int64(n), nil
+	case int16:
+		return int64(n), nil
+	case int8:
+		return int64(n), nil
+	case float64:
+		if n == float64(int64(n)) {
+			return int64(n), nil
+		}
+	case string:
+		if i, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64); err == nil {
+			return i, nil
+		}
+	}
+	return 0, errorf(pgwire.CodeInvalidTextRepresentation, "invalid input syntax for type bigint: %q", textOf(v))
 }

@@ -55,6 +55,9 @@ type session struct {
 	temps *temptable.Set
 	// cursors are the session's open cursors by name (query.go).
 	cursors map[string]*cursor
+	// currvals are the values nextval last returned in the session, by
+	// sequence name (currval).
+	currvals map[string]int64
 }
 
 var (
@@ -140,6 +143,9 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 	if st, ok, err := s.planTempStatement(ctx, sql, node, paramOIDs); ok {
 		return st, err
 	}
+	if node.GetSelectStmt() == nil && callsSequence(node) {
+		return nil, unsupported("nextval, currval and setval are supported only as whole output columns of a SELECT")
+	}
 	switch n := node.Node.(type) {
 	case *pg.Node_TransactionStmt:
 		return s.planTransaction(n.TransactionStmt)
@@ -168,6 +174,9 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 		}
 		if sel := node.GetSelectStmt(); sel != nil && len(sel.LockingClause) > 0 {
 			return nil, unsupported("SELECT … FOR UPDATE/SHARE is not supported: mink has no row locks (in a transaction block, COMMIT fails with 40001 if a row the block updated or deleted changed meanwhile)")
+		}
+		if st, ok, err := s.planSequenceCalls(ctx, node, paramOIDs); ok {
+			return st, err
 		}
 		if st, ok := s.planLookup(ctx, node.GetSelectStmt(), paramOIDs); ok {
 			return st, nil

@@ -242,6 +242,8 @@ func ParseRecord(line string) (catalog.Record, error) {
 		rec = catalog.SetColumnType{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), Type: a.str("type")}
 	case "drop-column":
 		rec = catalog.DropColumn{Table: catalog.TableID(a.uint("table")), Column: a.str("col")}
+	case "set-sequence":
+		rec = catalog.SetSequence{Table: catalog.TableID(a.uint("table")), Column: a.str("col"), Last: int64(a.uint("last"))}
 	case "restore-column":
 		rec = catalog.RestoreColumn{Table: catalog.TableID(a.uint("table")), Position: int(a.uint("position"))}
 	case "set-column-default":

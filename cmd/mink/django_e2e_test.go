@@ -159,4 +159,16 @@ func TestDjangoMigrations(t *testing.T) {
 	if out := manage("makemigrations", "--check", "--dry-run", "shop", "blog"); !strings.Contains(out, "No changes detected") {
 		t.Errorf("makemigrations --check:\n%s", out)
 	}
+
+	// loaddata stores rows with their own ids, then resets the sequence
+	// (setval(pg_get_serial_sequence(…), max(id))): the next row Django
+	// creates takes the id after the fixture's, as on PostgreSQL.
+	if out := manage("loaddata", "products"); !strings.Contains(out, "Installed 2 object(s) from 1 fixture(s)") {
+		t.Fatalf("loaddata:\n%s", out)
+	}
+	wantRows("SELECT id, name, attributes FROM shop_product WHERE id >= 100 ORDER BY id", `100|fixture100|{"from": "fixture"}`, "101|fixture101|{}")
+	wantRows("SELECT pg_get_serial_sequence('shop_product', 'id')", "public.shop_product_id_seq")
+	if out := manage("shell", "-c", "from shop.models import Product; from django.utils import timezone; print('pk', Product.objects.create(name='after', price=3, created=timezone.now()).pk)"); !strings.Contains(out, "pk 102\n") {
+		t.Errorf("the product created after loaddata: %q, want id 102", out)
+	}
 }

@@ -81,6 +81,7 @@ var relationBuilders = map[string]func(in *Input, b *relBuilder){
 	"mink.type_aliases": buildTypeAliases,
 	"mink.relinfo":      buildRelinfo,
 	"mink.keydefs":      buildKeyDefs,
+	"mink.sequences":    buildSequences,
 	privilegesKey:       buildPrivileges,
 	membersKey:          buildMembers,
 }
@@ -103,6 +104,9 @@ var privateRelations = map[string][]catalogCol{
 	},
 	"mink.keydefs": {
 		{"oid", 26, -1, true}, {"col", 23, -1, true}, {"def", 25, -1, true},
+	},
+	"mink.sequences": {
+		{"relid", 26, -1, true}, {"col", 25, -1, true}, {"seqname", 25, -1, true},
 	},
 	"mink.type_aliases": {
 		{"alias", 25, -1, true}, {"oid", 26, -1, true},
@@ -727,6 +731,19 @@ func typeDisplayName(oid uint32) string {
 func buildRelinfo(in *Input, b *relBuilder) {
 	for _, t := range in.Tables {
 		b.add("oid", t.oid, "size", t.size, "partkeydef", nilIfEmpty(t.partKeyDef()), "viewdef", nilIfEmpty(t.definition))
+	}
+}
+
+// buildSequences fills mink.sequences, what pg_get_serial_sequence
+// returns: the sequence of each serial or identity column, named as
+// PostgreSQL names it.
+func buildSequences(in *Input, b *relBuilder) {
+	for _, t := range in.Tables {
+		for _, c := range t.spec.Columns {
+			if c.Sequence != "" {
+				b.add("relid", t.oid, "col", c.Name, "seqname", t.spec.Name+"_"+c.Name+"_seq")
+			}
+		}
 	}
 }
 

@@ -317,6 +317,7 @@ var macroFuncs = map[string]string{
 	"pg_database_size":       "mink_database_size",
 	"obj_description":        "mink_obj_description",
 	"col_description":        "mink_col_description",
+	"pg_get_serial_sequence": "mink_serial_sequence",
 }
 
 // regclassArgFuncs take a regclass, which a quoted name converts to.
@@ -335,7 +336,7 @@ var nullFuncs = map[string]bool{
 	"pg_get_triggerdef":  true,
 	"pg_get_functiondef": true, "pg_get_function_arguments": true, "pg_get_function_result": true,
 	"pg_get_function_identity_arguments": true, "pg_get_statisticsobjdef_columns": true, "pg_get_ruledef": true,
-	"pg_get_serial_sequence": true, "inet_server_addr": true, "inet_client_addr": true,
+	"inet_server_addr": true, "inet_client_addr": true,
 	"pg_get_statisticsobjdef": true,
 }
 

@@ -35,6 +35,7 @@ type addColumn struct {
 	notNull     *bool    // SET NOT NULL (true) or DROP NOT NULL (false)
 	newType     *pg.ColumnDef
 	drop        bool // DROP COLUMN [IF EXISTS] (ifNotExists: IF EXISTS)
+	cascade     bool // DROP COLUMN … CASCADE
 }
 
 // adds reports whether a is an ADD COLUMN.
@@ -68,7 +69,8 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 			continue
 		}
 		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_DropColumn {
-			adds = append(adds, addColumn{col: catalog.Column{Name: cmd.Name}, drop: true, ifNotExists: cmd.MissingOk})
+			adds = append(adds, addColumn{col: catalog.Column{Name: cmd.Name}, drop: true, ifNotExists: cmd.MissingOk,
+				cascade: cmd.Behavior == pg.DropBehavior_DROP_CASCADE})
 			continue
 		}
 		if cmd != nil && cmd.Subtype == pg.AlterTableType_AT_AddConstraint {
@@ -397,11 +399,42 @@ func (s *session) dropColumn(ctx context.Context, t *tableInfo, a addColumn) (*p
 	case len(t.cols) == 1:
 		return nil, unsupported("cannot drop column %q: it is the only column of relation %q, and mink tables have at least one", name, t.name)
 	}
-	if depends := s.viewsNaming(t, name); len(depends) > 0 {
+	depends := s.viewsNaming(t, name)
+	if len(depends) > 0 && !a.cascade {
 		return nil, &pgwire.Error{Code: codeDependentObjects,
 			Message: fmt.Sprintf("cannot drop column %s of table %s because other objects depend on it", name, t.name),
 			Detail:  strings.Join(depends, "\n"),
-			Hint:    "Drop the views first: mink does not drop them with CASCADE."}
+			Hint:    "Use DROP ... CASCADE to drop the dependent objects too."}
+	}
+	var dropped *pgwire.Error
+	if len(depends) > 0 {
+		// CASCADE: the views that name the column, and the views that
+		// read those, go first (at once, also in a block).
+		var views []catalog.TableID
+		var undo []undoDDL
+		var cascades []string
+		s.f.cfg.Meta.Read(func(v *catalog.View) {
+			var naming []catalog.TableID
+			for _, id := range v.ViewsReading(t.id) {
+				if queryMentions(v.Views[id].Spec.Query, name) {
+					naming = append(naming, id)
+				}
+			}
+			views, _, _ = cascadeViews(v, "view", naming, true)
+			for _, id := range views {
+				cascades = append(cascades, "drop cascades to view "+v.Views[id].Spec.Name)
+			}
+			undo = s.dropUndo(v, views)
+		})
+		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: views}); err != nil {
+			return nil, dropViewError(err)
+		}
+		s.tx.undo = append(s.tx.undo, undo...)
+		dropped = notice(pgwire.CodeSuccessfulCompletion, "%s", cascades[0])
+		if len(cascades) > 1 {
+			dropped = notice(pgwire.CodeSuccessfulCompletion, "drop cascades to %d other objects", len(cascades))
+			dropped.Detail = strings.Join(cascades, "\n")
+		}
 	}
 	// The column's stored position, which RestoreColumn names.
 	pos := i
@@ -411,7 +444,7 @@ func (s *session) dropColumn(ctx context.Context, t *tableInfo, a addColumn) (*p
 		}
 	}
 	rec := catalog.DropColumn{Table: t.id, Column: name}
-	return nil, s.alterColumn(ctx, t, func() error { return nil }, rec, catalog.RestoreColumn{Table: t.id, Position: pos})
+	return dropped, s.alterColumn(ctx, t, func() error { return nil }, rec, catalog.RestoreColumn{Table: t.id, Position: pos})
 }
 
 // alterColumn checks t's stored rows with check, proposes rec, checks

@@ -7,13 +7,8 @@ func applyAllocateSequence(v *View, r AllocateSequence) Outcome {
 	if t == nil {
 		return reject(ErrNotFound, "allocate sequence of table %d: no such table", r.Table)
 	}
-	var col *Column
-	for i := range t.Spec.Columns {
-		if t.Spec.Columns[i].Name == r.Column {
-			col = &t.Spec.Columns[i]
-		}
-	}
-	if col == nil || col.Sequence == "" {
+	col := sequenceColumn(t, r.Column)
+	if col == nil {
 		return reject(ErrInvalid, "allocate sequence of %q.%q: no such column with a sequence", t.Spec.Name, r.Column)
 	}
 	if r.Epoch != t.SequenceEpoch {
@@ -39,13 +34,8 @@ func applySetSequence(v *View, r SetSequence) Outcome {
 	if t == nil {
 		return reject(ErrNotFound, "set sequence of table %d: no such table", r.Table)
 	}
-	var col *Column
-	for i := range t.Spec.Columns {
-		if t.Spec.Columns[i].Name == r.Column {
-			col = &t.Spec.Columns[i]
-		}
-	}
-	if col == nil || col.Sequence == "" {
+	col := sequenceColumn(t, r.Column)
+	if col == nil {
 		return reject(ErrInvalid, "set sequence of %q.%q: no such column with a sequence", t.Spec.Name, r.Column)
 	}
 	if max := SequenceMax(col.Type); r.Last < 0 || r.Last > max {
@@ -67,4 +57,14 @@ func applySetSequence(v *View, r SetSequence) Outcome {
 	// Values nodes cached before are stale now.
 	t.SequenceEpoch++
 	return Outcome{}
+}
+
+// sequenceColumn is t's column name if it has a sequence, else nil.
+func sequenceColumn(t *Table, name string) *Column {
+	for i := range t.Spec.Columns {
+		if c := &t.Spec.Columns[i]; c.Name == name && c.Sequence != "" {
+			return c
+		}
+	}
+	return nil
 }

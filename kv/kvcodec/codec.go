@@ -370,35 +370,24 @@ func (c *Codec) storedColumns(k int, layout []int) int {
 // stored columns (layout nil) or its visible ones (Codec.visOf).
 func (c *Codec) checkPrefix(s *arrow.Schema, off int, layout []int) error {
 	if layout != nil {
-		return c.checkVisiblePrefix(s, off)
+		return checkSchemaPrefix(s, off, c.visible, c.visCreated)
 	}
-	n := s.NumFields() - off
-	if n > len(c.cols) {
-		return fmt.Errorf("kv: %w: a batch of %d columns for a table of %d", ErrNewerColumns, n, len(c.cols))
-	}
-	if n < c.created {
-		return fmt.Errorf("kv: batch schema %s does not match the table schema %s: %d columns, the table was created with %d", s, c.schema, n, c.created)
-	}
-	for i := range n {
-		if !arrow.TypeEqual(s.Field(off+i).Type, c.schema.Field(i).Type) {
-			return fmt.Errorf("kv: batch schema %s does not match the table schema %s: column %d is %s, want %s", s, c.schema, i, s.Field(off+i).Type, c.schema.Field(i).Type)
-		}
-	}
-	return nil
+	return checkSchemaPrefix(s, off, c.schema, c.created)
 }
 
-// checkVisiblePrefix is checkPrefix of the visible columns.
-func (c *Codec) checkVisiblePrefix(s *arrow.Schema, off int) error {
+// checkSchemaPrefix checks that the fields of s from off on have the types
+// of a prefix of table's fields of at least created fields.
+func checkSchemaPrefix(s *arrow.Schema, off int, table *arrow.Schema, created int) error {
 	n := s.NumFields() - off
-	if n > c.visible.NumFields() {
-		return fmt.Errorf("kv: %w: a batch of %d columns for a table of %d", ErrNewerColumns, n, c.visible.NumFields())
+	if n > table.NumFields() {
+		return fmt.Errorf("kv: %w: a batch of %d columns for a table of %d", ErrNewerColumns, n, table.NumFields())
 	}
-	if n < c.visCreated {
-		return fmt.Errorf("kv: batch schema %s does not match the table schema %s: %d columns, the table was created with %d", s, c.visible, n, c.visCreated)
+	if n < created {
+		return fmt.Errorf("kv: batch schema %s does not match the table schema %s: %d columns, the table was created with %d", s, table, n, created)
 	}
 	for i := range n {
-		if !arrow.TypeEqual(s.Field(off+i).Type, c.visible.Field(i).Type) {
-			return fmt.Errorf("kv: batch schema %s does not match the table schema %s: column %d is %s, want %s", s, c.visible, i, s.Field(off+i).Type, c.visible.Field(i).Type)
+		if !arrow.TypeEqual(s.Field(off+i).Type, table.Field(i).Type) {
+			return fmt.Errorf("kv: batch schema %s does not match the table schema %s: column %d is %s, want %s", s, table, i, s.Field(off+i).Type, table.Field(i).Type)
 		}
 	}
 	return nil

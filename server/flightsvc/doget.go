@@ -61,14 +61,8 @@ func (s *Service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 	}
 	stored := r.table.stored
 	if t.Stored {
-		if len(t.Columns) > 0 {
-			return status.Error(codes.InvalidArgument, "a ticket for stored batches cannot name columns")
-		}
-		// Every stored column, the dropped ones as if they were not.
-		stored = slices.Clone(stored)
-		cols = make([]int, len(stored))
-		for i := range stored {
-			stored[i].Dropped, cols[i] = false, i
+		if stored, cols, err = storedForm(t, stored); err != nil {
+			return err
 		}
 		schema = sqltypes.Schema(stored)
 	}
@@ -207,6 +201,21 @@ func (s *Service) bucketReader(id catalog.BucketID, t flightwire.Ticket) (readFu
 		}
 	}
 	return nil, 0, bucketStatus(id, err)
+}
+
+// storedForm is what a ticket for stored batches (Ticket.Stored) reads of
+// a bucket whose stored columns are stored: every one, the dropped ones as
+// if they were not, and their indexes.
+func storedForm(t flightwire.Ticket, stored []sqltypes.Column) ([]sqltypes.Column, []int, error) {
+	if len(t.Columns) > 0 {
+		return nil, nil, status.Error(codes.InvalidArgument, "a ticket for stored batches cannot name columns")
+	}
+	all := slices.Clone(stored)
+	cols := make([]int, len(all))
+	for i := range all {
+		all[i].Dropped, cols[i] = false, i
+	}
+	return all, cols, nil
 }
 
 // sendBatch writes the rows of b within [from, end), projected to cols, in

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -193,14 +192,8 @@ func (s *Service) doGetChangelog(t flightwire.Ticket, tb *table, stream flight.F
 	}
 	stored := changelogColumns(tb)
 	if t.Stored {
-		if len(t.Columns) > 0 {
-			return status.Error(codes.InvalidArgument, "a ticket for stored batches cannot name columns")
-		}
-		// Every stored column, the dropped ones as if they were not.
-		stored = slices.Clone(stored)
-		cols = make([]int, len(stored))
-		for i := range stored {
-			stored[i].Dropped, cols[i] = false, i
+		if stored, cols, err = storedForm(t, stored); err != nil {
+			return err
 		}
 		schema = codec.StoredChangelogSchema()
 	}

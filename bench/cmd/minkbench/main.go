@@ -25,8 +25,9 @@ import (
 // pkOnly is the -pk-only flag: the pk workloads to run.
 var pkOnly = flag.String("pk-only", "", `pk: run only the workloads whose name starts with this (e.g. "point lookup")`)
 
-// cpuProfile is the -cpuprofile flag of the flightread workload.
-var cpuProfile = flag.String("cpuprofile", "", "flightread: write a CPU profile of extra Flight reads (server and reader) to this file")
+// cpuProfile is the -cpuprofile flag of the flightread and pgbench workloads.
+var cpuProfile = flag.String("cpuprofile", "", "flightread: write a CPU profile of extra Flight reads (server and reader) to this file; "+
+	"pgbench: of the mink node during its 8-client INSERT run")
 
 // The kafka workload's flags.
 var (
@@ -103,6 +104,13 @@ var workloads = map[string]workload{
 			cfg.Rows, cfg.Duration = 100_000, 3*time.Second
 		}
 		return bench.RunPK(ctx, os.Stdout, cfg)
+	},
+	"pgbench": func(ctx context.Context, dir string, quick bool) error {
+		cfg := bench.PgbenchConfig{Dir: dir, CPUProfile: *cpuProfile}
+		if quick {
+			cfg.Rows, cfg.Duration, cfg.Runs = 10_000, 2*time.Second, 1
+		}
+		return bench.RunPgbench(ctx, os.Stdout, cfg)
 	},
 	"failover": func(ctx context.Context, dir string, quick bool) error {
 		cfg := bench.FailoverConfig{Dir: dir}

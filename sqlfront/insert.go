@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -79,6 +80,7 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 	if err := checkIdentityAlways(table, targets, ins.SelectStmt.GetSelectStmt(), ins.Override == pg.OverridingKind_OVERRIDING_SYSTEM_VALUE); err != nil {
 		return nil, err
 	}
+	fast := s.planValuesInsert(ctx, ins, table, targets)
 	source, err := s.insertSource(ins, table, targets)
 	if err != nil {
 		return nil, err
@@ -159,6 +161,10 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 		return nil, err
 	}
 
+	if fast != nil && !fast.fastParams(table, params) {
+		fast = nil
+	}
+
 	st := &stmt{params: params}
 	var returning string
 	if len(ins.ReturningList) > 0 {
@@ -233,6 +239,38 @@ func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt
 			return pgwire.Result{}, err
 		}
 		return pgwire.Result{Tag: "INSERT 0", Rows: &engineRows{rows: r, columns: st.columns, release: release}}, nil
+	}
+	if fast != nil {
+		general := st.run
+		st.run = func(ctx context.Context, args []any) (pgwire.Result, error) {
+			if err := s.checkTx(); err != nil {
+				return pgwire.Result{}, err
+			}
+			if err := s.tables.sync(ctx); err != nil {
+				return pgwire.Result{}, err
+			}
+			rec, ok, err := fast.record(ctx, s, table, args)
+			if err != nil {
+				return pgwire.Result{}, err
+			}
+			if !ok {
+				return general(ctx, args)
+			}
+			defer rec.Release()
+			rows := rec.NumRows()
+			if table.isPK() {
+				applied, n, err := s.writePK(ctx, table, []arrow.RecordBatch{rec}, conflict, args)
+				if err != nil {
+					return pgwire.Result{}, err
+				}
+				applied.Release()
+				rows = n
+			} else if err := s.write(ctx, table, []arrow.RecordBatch{rec}); err != nil {
+				return pgwire.Result{}, err
+			}
+			fastInserts.Add(1)
+			return pgwire.Result{Tag: fmt.Sprintf("INSERT 0 %d", rows)}, nil
+		}
 	}
 	return st, nil
 }
@@ -372,36 +410,10 @@ func (s *session) evaluate(ctx context.Context, table *tableInfo, eval string, a
 	defer rdr.Release()
 	var out []arrow.RecordBatch
 	var rows int64
-	cols, seqs := table.cols, table.hasSequences()
-	if seqs {
-		// A serial or identity column is NULL until fillSequences gives
-		// it its value; checkNotNull checks it after.
-		cols = slices.Clone(cols)
-		for i, c := range table.spec.Columns {
-			if c.Sequence != "" {
-				cols[i].NotNull = false
-			}
-		}
-	}
+	cols := insertColumns(table)
 	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		conformed, err := sqltypes.Conform(table.name, cols, rec, memory.DefaultAllocator)
+		conformed, err := s.conformInserted(ctx, table, cols, rdr.RecordBatch())
 		if err != nil {
-			releaseAll(out)
-			var ne *sqltypes.NotNullError
-			if errors.As(err, &ne) {
-				return nil, 0, notNullWire(ne, s.sessionLocation())
-			}
-			return nil, 0, err
-		}
-		if seqs {
-			if conformed, err = s.fillSequences(ctx, table, conformed); err != nil {
-				releaseAll(out)
-				return nil, 0, err
-			}
-		}
-		if err := checkNotNullIn(table, conformed, s.sessionLocation()); err != nil {
-			conformed.Release()
 			releaseAll(out)
 			return nil, 0, err
 		}
@@ -418,6 +430,47 @@ func (s *session) evaluate(ctx context.Context, table *tableInfo, eval string, a
 		return nil, 0, err
 	}
 	return merged, rows, nil
+}
+
+// insertColumns are the columns an INSERT's rows are conformed to before
+// their sequences are filled: the table's, with a serial or identity
+// column nullable (it is NULL until fillSequences gives it its value, and
+// checkNotNull checks it after).
+func insertColumns(table *tableInfo) []sqltypes.Column {
+	if !table.hasSequences() {
+		return table.cols
+	}
+	cols := slices.Clone(table.cols)
+	for i, c := range table.spec.Columns {
+		if c.Sequence != "" {
+			cols[i].NotNull = false
+		}
+	}
+	return cols
+}
+
+// conformInserted conforms rec, an INSERT's rows of the table's columns
+// (computed by the engine or built by the fast path), to the table (cols:
+// insertColumns), fills its sequences and checks NOT NULL.
+func (s *session) conformInserted(ctx context.Context, table *tableInfo, cols []sqltypes.Column, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	conformed, err := sqltypes.Conform(table.name, cols, rec, memory.DefaultAllocator)
+	if err != nil {
+		var ne *sqltypes.NotNullError
+		if errors.As(err, &ne) {
+			return nil, notNullWire(ne, s.sessionLocation())
+		}
+		return nil, err
+	}
+	if table.hasSequences() {
+		if conformed, err = s.fillSequences(ctx, table, conformed); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkNotNullIn(table, conformed, s.sessionLocation()); err != nil {
+		conformed.Release()
+		return nil, err
+	}
+	return conformed, nil
 }
 
 // checkNotNull rejects a batch with a NULL in a NOT NULL column (23502),
@@ -624,4 +677,247 @@ func withoutPosition(err error) error {
 		return &cp
 	}
 	return err
+}
+
+// The fast path of INSERT … VALUES (issue 15). When every item of the
+// VALUES rows is a parameter of the column's type, a plain literal, NULL
+// or DEFAULT, and every default the statement needs is a constant (or
+// gen_random_uuid(), or a sequence), the rows are built in Go at execute
+// time (buildRecord, as COPY builds them) and conformed like the engine's
+// output (conformInserted): no evaluation query. What does not change
+// between executions is planned once: the targets, each item's kind, the
+// defaults' values. Anything else takes the general path, and so does
+// every execution that fails while building its rows: the general path
+// then returns the error a client sees, so both paths fail alike.
+
+// fastInsertOff, when set, sends every INSERT through the general path
+// (tests compare the two).
+var fastInsertOff atomic.Bool
+
+// fastInserts counts the executions the fast path stored (tests check
+// that it ran).
+var fastInserts atomic.Int64
+
+// valuesItem is one item of a VALUES row in the fast path: args[param]
+// when param >= 0, else gen() when gen is set, else value.
+type valuesItem struct {
+	param int
+	gen   func() any
+	value any
+}
+
+// valuesInsert is the fast path's plan of one INSERT … VALUES.
+type valuesInsert struct {
+	targets []int
+	// fill holds, by table column, the value of a column not in targets:
+	// its constant default, a generator (func() any), or nil (NULL, or a
+	// sequence that conformInserted fills).
+	fill []any
+	rows [][]valuesItem
+	// cols are the table's columns as conformInserted takes them.
+	cols []sqltypes.Column
+}
+
+// planValuesInsert plans the fast path of ins into table, or returns nil
+// when the statement needs the engine. It runs before insertSource, which
+// rewrites the VALUES items; params are checked later (fastParams).
+func (s *session) planValuesInsert(ctx context.Context, ins *pg.InsertStmt, table *tableInfo, targets []int) *valuesInsert {
+	if fastInsertOff.Load() || len(ins.ReturningList) > 0 || ins.WithClause != nil {
+		return nil
+	}
+	var items [][]*pg.Node
+	if ins.SelectStmt != nil {
+		sel := ins.SelectStmt.GetSelectStmt()
+		if sel == nil || len(sel.ValuesLists) == 0 || sel.Op != pg.SetOperation_SETOP_NONE || len(sel.SortClause) > 0 ||
+			sel.LimitCount != nil || sel.LimitOffset != nil || sel.WithClause != nil || len(sel.LockingClause) > 0 {
+			return nil
+		}
+		for _, row := range sel.ValuesLists {
+			items = append(items, row.GetList().GetItems())
+		}
+	} else {
+		items = [][]*pg.Node{nil} // DEFAULT VALUES: one row of defaults
+	}
+	vi := &valuesInsert{targets: targets, fill: make([]any, len(table.cols)), cols: insertColumns(table)}
+	// needed marks the columns whose DEFAULT the statement uses: those not
+	// in targets, and those with a DEFAULT item.
+	needed := make([]bool, len(table.cols))
+	for i := range needed {
+		needed[i] = !slices.Contains(targets, i)
+	}
+	for _, row := range items {
+		if len(row) != len(targets) {
+			return nil // insertSource's error
+		}
+		out := make([]valuesItem, len(row))
+		for j, item := range row {
+			it, ok := valuesItemOf(item, table.cols[targets[j]].Type)
+			if !ok {
+				return nil
+			}
+			needed[targets[j]] = needed[targets[j]] || item.GetSetToDefault() != nil
+			out[j] = it
+		}
+		vi.rows = append(vi.rows, out)
+	}
+	// defaults holds, by table column, the DEFAULT of a needed column.
+	defaults := make([]valuesItem, len(table.cols))
+	for i, c := range table.spec.Columns {
+		if !needed[i] {
+			continue
+		}
+		d := valuesItem{param: -1}
+		switch {
+		case c.Sequence != "" && c.Default != "":
+			return nil
+		case c.Sequence != "" || c.Default == "":
+			// NULL: conformInserted fills a sequence.
+		default:
+			expr, err := pg.ParseExpr(c.Default)
+			if err != nil {
+				return nil
+			}
+			if isRowDefault(expr) {
+				d.gen = rowDefault(c.Default)
+				break
+			}
+			// A timestamptz constant may be read in the session's time
+			// zone, which can change between executions; other defaults
+			// (now()) are not constants.
+			if !isConstant(expr) || table.cols[i].Type.Kind() == sqltypes.Timestamptz {
+				return nil
+			}
+			v, err := s.constantValue(ctx, table.name, c.Default, table.cols[i].Type)
+			if err != nil {
+				return nil // the general path fails as it must
+			}
+			d.value = v
+		}
+		defaults[i] = d
+		if !slices.Contains(targets, i) {
+			if d.gen != nil {
+				vi.fill[i] = d.gen
+			} else {
+				vi.fill[i] = d.value
+			}
+		}
+	}
+	for r, row := range items {
+		for j, item := range row {
+			if item.GetSetToDefault() != nil {
+				vi.rows[r][j] = defaults[targets[j]]
+			}
+		}
+	}
+	return vi
+}
+
+// valuesItemOf is the fast path's form of a VALUES item stored in a column
+// of typ, or false when the engine must evaluate it: a parameter; NULL; an
+// integer literal for an integer or float column, in the column's range; a
+// string literal for a text column; true or false for a boolean column.
+// DEFAULT is accepted here and resolved by the caller.
+func valuesItemOf(item *pg.Node, typ sqltypes.Type) (valuesItem, bool) {
+	it := valuesItem{param: -1}
+	if pr := item.GetParamRef(); pr != nil {
+		it.param = int(pr.Number) - 1
+		return it, it.param >= 0
+	}
+	if item.GetSetToDefault() != nil {
+		return it, true
+	}
+	c := item.GetAConst()
+	if c == nil {
+		return it, false
+	}
+	switch k := typ.Kind(); {
+	case c.Isnull:
+		return it, true
+	case c.GetIval() != nil:
+		v := int64(c.GetIval().Ival)
+		switch k {
+		case sqltypes.Int2:
+			it.value = int16(v)
+			return it, v >= -1<<15 && v < 1<<15
+		case sqltypes.Int4:
+			it.value = int32(v)
+		case sqltypes.Int8:
+			it.value = v
+		case sqltypes.Float8:
+			it.value = float64(v)
+		default:
+			return it, false
+		}
+		return it, true
+	case c.GetSval() != nil:
+		it.value = c.GetSval().Sval
+		return it, k == sqltypes.Text || k == sqltypes.Varchar
+	case c.GetBoolval() != nil:
+		it.value = c.GetBoolval().Boolval
+		return it, k == sqltypes.Bool
+	}
+	return it, false
+}
+
+// fastParams reports whether the parameters the fast path reads have the
+// types of their columns (params: the statement's parameter types), so
+// that pgwire decodes each into the Go value buildRecord stores. An
+// integer parameter of another width is range-checked as it is built.
+func (vi *valuesInsert) fastParams(table *tableInfo, params []uint32) bool {
+	for _, row := range vi.rows {
+		for j, it := range row {
+			if it.param < 0 {
+				continue
+			}
+			if it.param >= len(params) {
+				return false
+			}
+			col := table.cols[vi.targets[j]].Type
+			oid := params[it.param]
+			if oid != col.OID() && !(isIntOID(oid) && isIntKind(col.Kind())) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isIntOID(oid uint32) bool { return oid == 20 || oid == 21 || oid == 23 }
+
+func isIntKind(k sqltypes.Kind) bool {
+	return k == sqltypes.Int2 || k == sqltypes.Int4 || k == sqltypes.Int8
+}
+
+// record builds and conforms the rows of one execution. False (with no
+// error) when the rows cannot be built here: the caller runs the general
+// path, which says why.
+func (vi *valuesInsert) record(ctx context.Context, s *session, table *tableInfo, args []any) (arrow.RecordBatch, bool, error) {
+	rows := make([][]any, len(vi.rows))
+	for r, items := range vi.rows {
+		row := make([]any, len(items))
+		for j, it := range items {
+			switch {
+			case it.param >= 0:
+				if it.param >= len(args) {
+					return nil, false, nil
+				}
+				row[j] = args[it.param]
+			case it.gen != nil:
+				row[j] = it.gen()
+			default:
+				row[j] = it.value
+			}
+		}
+		rows[r] = row
+	}
+	built, err := buildRecord(table, vi.targets, vi.fill, rows)
+	if err != nil {
+		return nil, false, nil
+	}
+	defer built.Release()
+	rec, err := s.conformInserted(ctx, table, vi.cols, built)
+	if err != nil {
+		return nil, false, err
+	}
+	return rec, true, nil
 }

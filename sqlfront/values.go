@@ -32,6 +32,25 @@ func (e *rowError) Error() string { return e.err.Message }
 // is a func() any. uuid and json columns are built as
 // FixedSizeBinary(16) and String and then conformed.
 func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (arrow.RecordBatch, error) {
+	rec, err := buildRecord(table, targets, fill, rows)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	conformed, err := sqltypes.Conform(table.name, table.cols, rec, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkNotNull(table, conformed); err != nil {
+		conformed.Release()
+		return nil, err
+	}
+	return conformed, nil
+}
+
+// buildRecord is rowsToRecord before Conform: a batch of the columns'
+// build types (buildType), with the rows' values as given.
+func buildRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (arrow.RecordBatch, error) {
 	mem := memory.DefaultAllocator
 	fields := make([]arrow.Field, len(table.cols))
 	builders := make([]array.Builder, len(table.cols))
@@ -80,16 +99,7 @@ func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (ar
 	for _, c := range cols {
 		c.Release()
 	}
-	defer rec.Release()
-	conformed, err := sqltypes.Conform(table.name, table.cols, rec, mem)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkNotNull(table, conformed); err != nil {
-		conformed.Release()
-		return nil, err
-	}
-	return conformed, nil
+	return rec, nil
 }
 
 // buildType is the Arrow type rowsToRecord builds a column of type t in,

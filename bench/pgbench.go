@@ -47,7 +47,7 @@ type PgbenchConfig struct {
 	SkipPostgres bool
 	// CPUProfile, if set, is a file to write a CPU profile of this process
 	// (the mink node runs in it) to during mink's 8-client INSERT runs
-	// (the last one's).
+	// (the last one's); the upsert's goes to CPUProfile + ".upsert".
 	CPUProfile string
 }
 
@@ -215,8 +215,12 @@ func MeasurePgbench(ctx context.Context, cfg PgbenchConfig) (*PgbenchReport, err
 						}
 					}
 					var stop func()
-					if s.name == "mink" && clients == 8 && wl.log && cfg.CPUProfile != "" {
-						if stop, err = startCPUProfile(cfg.CPUProfile); err != nil {
+					if s.name == "mink" && clients == 8 && cfg.CPUProfile != "" {
+						path := cfg.CPUProfile
+						if !wl.log {
+							path += ".upsert"
+						}
+						if stop, err = startCPUProfile(path); err != nil {
 							return nil, err
 						}
 					}

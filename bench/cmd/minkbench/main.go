@@ -27,7 +27,7 @@ var pkOnly = flag.String("pk-only", "", `pk: run only the workloads whose name s
 
 // cpuProfile is the -cpuprofile flag of the flightread and pgbench workloads.
 var cpuProfile = flag.String("cpuprofile", "", "flightread: write a CPU profile of extra Flight reads (server and reader) to this file; "+
-	"pgbench: of the mink node during its 8-client INSERT run")
+	"pgbench: of the mink node during its 8-client INSERT run (the upsert's to FILE.upsert)")
 
 // The kafka workload's flags.
 var (

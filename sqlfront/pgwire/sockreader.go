@@ -77,9 +77,26 @@ func (r *sockReader) arm() {
 
 // disarm is called as a handler call ends: it stops the watcher, if one
 // runs, and waits for it.
+//
+// The timer may have fired already, its startWatcher waiting for mu: the
+// check for a running watcher and the move to watchIdle happen under one
+// lock, so that such a startWatcher either saw watchArmed and runs (and is
+// stopped here) or sees watchIdle and returns. (Setting watchIdle in a
+// second critical section after stopWatcher let a watcher start in
+// between and keep reading the socket while the protocol goroutine read it
+// too: the watcher took the client's next message and the connection hung.)
 func (r *sockReader) disarm() {
 	r.timer.Stop()
-	r.stopWatcher()
+	r.mu.Lock()
+	running := r.mu.state == watchRunning
+	if !running {
+		r.mu.state = watchIdle
+	}
+	r.mu.Unlock()
+	if !running {
+		return
+	}
+	r.stopWatcher() // leaves watchOff, from which no watcher starts
 	r.mu.Lock()
 	r.mu.state = watchIdle
 	r.mu.Unlock()

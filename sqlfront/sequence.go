@@ -351,8 +351,14 @@ func seqFuncName(fc *pg.FuncCall) string {
 	return ""
 }
 
-// callsSequence reports whether node calls a sequence function anywhere.
-func callsSequence(node *pg.Node) bool {
+// callsSequence reports whether node, parsed from sql, calls a sequence
+// function anywhere. The text is looked at first, so that a statement
+// that names none (every INSERT of the write path) is not walked.
+func callsSequence(sql string, node *pg.Node) bool {
+	lower := strings.ToLower(sql)
+	if !strings.Contains(lower, "nextval") && !strings.Contains(lower, "currval") && !strings.Contains(lower, "setval") {
+		return false
+	}
 	found := false
 	pg.Walk(node, func(m protoreflect.Message) {
 		if fc, ok := m.Interface().(*pg.FuncCall); ok && seqFuncName(fc) != "" {
@@ -365,9 +371,9 @@ func callsSequence(node *pg.Node) bool {
 // planSequenceCalls plans a SELECT whose output columns call sequence
 // functions; ok is false for any other statement. A sequence function
 // anywhere else in the statement is 0A000.
-func (s *session) planSequenceCalls(ctx context.Context, node *pg.Node, paramOIDs []uint32) (st *stmt, ok bool, err error) {
+func (s *session) planSequenceCalls(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (st *stmt, ok bool, err error) {
 	sel := node.GetSelectStmt()
-	if sel == nil {
+	if sel == nil || !callsSequence(sql, node) {
 		return nil, false, nil
 	}
 	found := false
@@ -377,10 +383,7 @@ func (s *session) planSequenceCalls(ctx context.Context, node *pg.Node, paramOID
 		}
 	}
 	if !found {
-		if callsSequence(node) {
-			return nil, true, unsupported("nextval, currval and setval are supported only as whole output columns of a SELECT")
-		}
-		return nil, false, nil
+		return nil, true, unsupported("nextval, currval and setval are supported only as whole output columns of a SELECT")
 	}
 	inner := proto.Clone(sel).(*pg.SelectStmt)
 	var calls []seqCall

@@ -143,7 +143,7 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 	if st, ok, err := s.planTempStatement(ctx, sql, node, paramOIDs); ok {
 		return st, err
 	}
-	if node.GetSelectStmt() == nil && callsSequence(node) {
+	if node.GetSelectStmt() == nil && callsSequence(sql, node) {
 		return nil, unsupported("nextval, currval and setval are supported only as whole output columns of a SELECT")
 	}
 	switch n := node.Node.(type) {
@@ -175,7 +175,7 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 		if sel := node.GetSelectStmt(); sel != nil && len(sel.LockingClause) > 0 {
 			return nil, unsupported("SELECT … FOR UPDATE/SHARE is not supported: mink has no row locks (in a transaction block, COMMIT fails with 40001 if a row the block updated or deleted changed meanwhile)")
 		}
-		if st, ok, err := s.planSequenceCalls(ctx, node, paramOIDs); ok {
+		if st, ok, err := s.planSequenceCalls(ctx, sql, node, paramOIDs); ok {
 			return st, err
 		}
 		if st, ok := s.planLookup(ctx, node.GetSelectStmt(), paramOIDs); ok {

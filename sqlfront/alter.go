@@ -426,14 +426,16 @@ func (s *session) dropColumn(ctx context.Context, t *tableInfo, a addColumn) (*p
 			}
 			undo = s.dropUndo(v, views)
 		})
-		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: views}); err != nil {
-			return nil, dropViewError(err)
-		}
-		s.tx.undo = append(s.tx.undo, undo...)
-		dropped = notice(pgwire.CodeSuccessfulCompletion, "%s", cascades[0])
-		if len(cascades) > 1 {
-			dropped = notice(pgwire.CodeSuccessfulCompletion, "drop cascades to %d other objects", len(cascades))
-			dropped.Detail = strings.Join(cascades, "\n")
+		if len(views) > 0 { // none when another session dropped them meanwhile
+			if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropView{Views: views}); err != nil {
+				return nil, dropViewError(err)
+			}
+			s.tx.undo = append(s.tx.undo, undo...)
+			dropped = notice(pgwire.CodeSuccessfulCompletion, "%s", cascades[0])
+			if len(cascades) > 1 {
+				dropped = notice(pgwire.CodeSuccessfulCompletion, "drop cascades to %d other objects", len(cascades))
+				dropped.Detail = strings.Join(cascades, "\n")
+			}
 		}
 	}
 	// The column's stored position, which RestoreColumn names.

@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,10 +126,10 @@ func TestCorruptObjects(t *testing.T) {
 		mustExec(t, conn, "CREATE TABLE kv (id bigint PRIMARY KEY, msg text) WITH (buckets = 1)")
 		bucket := tableBuckets(t, n, "kv")[0].Bucket
 		mustExec(t, conn, "INSERT INTO kv SELECT i, 'a' || i FROM generate_series(1, 100) AS g(i)")
-		first := waitSnapshot(t, objects, uint64(bucket), "")
+		first := waitSnapshot(t, n, objects, uint64(bucket), "")
 		mustExec(t, conn, "INSERT INTO kv SELECT i, 'b' || i FROM generate_series(50, 150) AS g(i) ON CONFLICT (id) DO UPDATE SET msg = excluded.msg")
 		mustExec(t, conn, "DELETE FROM kv WHERE id % 10 = 0")
-		newest := waitSnapshot(t, objects, uint64(bucket), first)
+		newest := waitSnapshot(t, n, objects, uint64(bucket), first)
 		want := dump(t, conn, "SELECT id, msg FROM kv ORDER BY id")
 		// A file stored by the newest snapshot itself (not one it reuses).
 		var victim string
@@ -319,7 +321,7 @@ func flipByte(t *testing.T, path string, off int) []byte {
 
 // waitSnapshot waits for a KV snapshot of bucket other than prev and
 // returns its prefix (kv/<bucket>/<epoch>-<id>), the newest one.
-func waitSnapshot(t *testing.T, objects string, bucket uint64, prev string) string {
+func waitSnapshot(t *testing.T, n *node, objects string, bucket uint64, prev string) string {
 	t.Helper()
 	var newest string
 	waitFor(t, 20*time.Second, "a new KV snapshot", func() bool {
@@ -331,7 +333,22 @@ func waitSnapshot(t *testing.T, objects string, bucket uint64, prev string) stri
 		newest = strings.TrimPrefix(filepath.ToSlash(filepath.Dir(ms[len(ms)-1])), filepath.ToSlash(objects)+"/")
 		return newest != prev
 	})
+	// Its files are written before its CommitKVSnapshot: wait for the
+	// commit, or a restart may restore from the snapshot before it.
+	epoch, id, _ := strings.Cut(filepath.Base(newest), "-")
+	committed := regexp.MustCompile(fmt.Sprintf(`"KV snapshot committed" .*bucket=%d leader_epoch=%d snapshot=%d `,
+		bucket, mustAtoi(t, epoch), mustAtoi(t, id)))
+	waitFor(t, 20*time.Second, "the commit of KV snapshot "+newest, func() bool { return committed.MatchString(n.log()) })
 	return newest
+}
+
+func mustAtoi(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return v
 }
 
 // corruptWALOf flips a byte in the payload of the newest WAL object that

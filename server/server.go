@@ -614,6 +614,10 @@ func (s *Server) startBuckets(epoch uint64, session *metalog.LivenessSession) er
 	stream := s3stream.Config{Cache: s.cache}
 	if strings.HasPrefix(s.cfg.ObjectStore, "s3://") {
 		stream.BatchWindow = s3stream.DefaultS3BatchWindow
+	} else {
+		// A local directory's put is a few fsyncs and a new file: commit
+		// small appends in groups behind the put in flight.
+		stream.GroupCommitBytes = s3stream.DefaultGroupCommitBytes
 	}
 	m, err := buckets.NewManager(buckets.Config{
 		Node: catalog.NodeID(s.cfg.NodeID), NodeEpoch: epoch, Meta: s.cat, Store: s.store,

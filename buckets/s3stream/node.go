@@ -52,6 +52,17 @@ type Config struct {
 	MaxBatchBytes int
 	// MaxInflight is the number of WAL uploads in flight at once. Default 4.
 	MaxInflight int
+	// GroupCommitBytes, when positive, makes the WAL commit in groups as a
+	// database's log does: while an upload is in flight, the next one
+	// starts only once this many bytes are pending. Smaller appends wait
+	// for the upload in flight and all go in the object after it, so that
+	// under concurrent small appends each put carries every append that
+	// arrived during the one before it. BatchWindow is then not waited.
+	// Suited to a local directory, where a put is a few fsyncs and creates
+	// a file (parallel small puts cost CPU and inodes, not latency). Zero,
+	// the default, starts up to MaxInflight uploads at once, each after
+	// BatchWindow, which suits S3's long, parallel puts.
+	GroupCommitBytes int
 	// MaxBuffered bounds the bytes held in memory (appended but not yet
 	// committed to stream objects); Append waits above it. Default 512 MiB.
 	MaxBuffered int64
@@ -76,6 +87,10 @@ type Config struct {
 
 // DefaultS3BatchWindow is a batch window suited to S3 latencies.
 const DefaultS3BatchWindow = 20 * time.Millisecond
+
+// DefaultGroupCommitBytes is a GroupCommitBytes suited to a local
+// directory: a backlog of a megabyte (bulk loads) uploads in parallel.
+const DefaultGroupCommitBytes = 1 << 20
 
 func (c *Config) setDefaults() {
 	if c.Logger == nil {

@@ -85,7 +85,9 @@ func runRandomHistory(t *testing.T, seed uint64, steps int) {
 	// whatever the previous owner left open.
 	takeOver := func(id catalog.NodeID) {
 		clearFaults()
-		n := h.start(id)
+		// Half the nodes commit in groups, as on a local directory.
+		group := []int{0, 16}[rng.IntN(2)]
+		n := h.start(id, func(c *Config) { c.GroupCommitBytes = group })
 		h.waitCatchUp(n.meta)
 		for _, dead := range []catalog.NodeID{1, 2, 3} {
 			var open, current bool

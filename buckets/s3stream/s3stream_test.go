@@ -1017,3 +1017,131 @@ func TestReaderCorruptStreamObject(t *testing.T) {
 		t.Fatalf("entries once the object is restored: %v", got)
 	}
 }
+
+// With group commit, appends that arrive while a WAL put is in flight wait
+// for it and all go in the next object: 21 concurrent appends take 2 puts,
+// every one is acknowledged, and the stream holds them all in offset order.
+// A backlog of GroupCommitBytes does not wait: its put starts beside the one
+// in flight.
+func TestGroupCommit(t *testing.T) {
+	h := newHarness(t)
+	a := h.start(1, func(c *Config) { c.GroupCommitBytes = 64 << 10; c.BatchWindow = time.Hour })
+	s := mustOpen(t, a, sid, 1)
+
+	var mu sync.Mutex
+	puts, inflight, maxInflight := 0, 0, 0
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	// A failed check must not leave the held put blocking the node's Close.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	h.store.SetHooks(objstore.Hooks{
+		Before: func(ctx context.Context, op objstore.Op, key string) error {
+			if op != objstore.OpPut || !strings.HasPrefix(key, "wal/") {
+				return nil
+			}
+			mu.Lock()
+			puts++
+			first := puts == 1
+			inflight++
+			maxInflight = max(maxInflight, inflight)
+			hold, wait := held, release
+			mu.Unlock()
+			if first {
+				hold <- struct{}{}
+				<-wait
+			}
+			return nil
+		},
+		After: func(ctx context.Context, op objstore.Op, key string, err error) error {
+			if op == objstore.OpPut && strings.HasPrefix(key, "wal/") {
+				mu.Lock()
+				inflight--
+				mu.Unlock()
+			}
+			return err
+		},
+	})
+	errs := make(chan error, 21)
+	go func() { _, err := s.Append(context.Background(), payload(0), 1); errs <- err }()
+	<-held
+	for id := uint64(1); id <= 20; id++ {
+		go func() { _, err := s.Append(context.Background(), payload(id), 1); errs <- err }()
+	}
+	queued := func() int { a.wal.mu.Lock(); defer a.wal.mu.Unlock(); return len(a.wal.mu.pending) }
+	waitFor(t, "20 appends queued", func() bool { return queued() == 20 })
+	time.Sleep(20 * time.Millisecond) // time enough for a batcher without group commit to start a put
+	mu.Lock()
+	if puts != 1 || queued() != 20 {
+		t.Fatalf("%d WAL puts while the first was held and %d appends queued, want 1 and 20: small appends must wait for it", puts, queued())
+	}
+	mu.Unlock()
+	mu.Lock()
+	close(release)
+	mu.Unlock()
+	for range 21 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	if puts != 2 {
+		t.Fatalf("%d WAL puts for 21 appends, want 2 (one in flight, one group behind it)", puts)
+	}
+	mu.Unlock()
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ids := readAll(t, h.store, a.meta, sid)
+	if len(ids) != 21 || ids[0] != 0 {
+		t.Fatalf("stream holds %v, want 21 ids starting with 0", ids)
+	}
+	slices.Sort(ids[1:])
+	for i, id := range ids {
+		if id != uint64(i) {
+			t.Fatalf("stream holds %v, want each of 0..20 once", ids)
+		}
+	}
+
+	// A backlog at the threshold uploads in parallel with the held put.
+	mu.Lock()
+	puts, maxInflight = 0, 0
+	held, release = make(chan struct{}, 1), make(chan struct{})
+	mu.Unlock()
+	big := mustOpen(t, a, sid+1, 1)
+	errs = make(chan error, 2)
+	go func() { _, err := big.Append(context.Background(), make([]byte, 100), 1); errs <- err }()
+	<-held
+	go func() { _, err := big.Append(context.Background(), make([]byte, 64<<10), 1); errs <- err }()
+	waitFor(t, "the backlog's put to start", func() bool { mu.Lock(); defer mu.Unlock(); return puts == 2 })
+	mu.Lock()
+	close(release)
+	mu.Unlock()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if maxInflight != 2 {
+		t.Fatalf("at most %d WAL puts in flight, want 2", maxInflight)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -44,6 +44,9 @@ type wal struct {
 	n    *Node
 	kick chan struct{}
 	sem  chan struct{} // one slot per upload in flight
+	// ended is signalled when an upload ends, with group commit only: the
+	// batcher waits for it to start the next group.
+	ended chan struct{}
 
 	ackMu sync.Mutex
 
@@ -70,6 +73,9 @@ type wal struct {
 
 func newWAL(n *Node) *wal {
 	w := &wal{n: n, kick: make(chan struct{}, 1), sem: make(chan struct{}, n.cfg.MaxInflight)}
+	if n.cfg.GroupCommitBytes > 0 {
+		w.ended = make(chan struct{}, 1)
+	}
 	w.mu.uploads = make(map[uint64]*walUpload)
 	w.mu.space = make(chan struct{})
 	return w
@@ -135,20 +141,26 @@ func (w *wal) add(p *pendingEntry) error {
 // batchLoop groups pending entries into WAL objects and starts their
 // uploads, at most MaxInflight at a time.
 func (w *wal) batchLoop(ctx context.Context) {
+	group := w.n.cfg.GroupCommitBytes > 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.kick:
+		case <-w.ended: // nil without group commit
 		}
 		// With no upload in flight the appends go at once: a lone writer
 		// waits for one object put, not a window plus a put. While
 		// uploads are in flight, the window groups what arrives
-		// meanwhile into fewer, larger objects.
-		if len(w.sem) > 0 && !sleepCtx(ctx, w.n.cfg.BatchWindow) {
+		// meanwhile into fewer, larger objects. With group commit the
+		// upload in flight is the window.
+		if !group && len(w.sem) > 0 && !sleepCtx(ctx, w.n.cfg.BatchWindow) {
 			return
 		}
 		for {
+			if group && len(w.sem) > 0 && w.pending() < w.n.cfg.GroupCommitBytes {
+				break // wait for the upload in flight, or for more bytes
+			}
 			select {
 			case w.sem <- struct{}{}:
 			case <-ctx.Done():
@@ -162,11 +174,26 @@ func (w *wal) batchLoop(ctx context.Context) {
 			w.n.wg.Add(1)
 			go func() {
 				defer w.n.wg.Done()
-				defer func() { <-w.sem }()
+				defer func() {
+					<-w.sem
+					if group {
+						select {
+						case w.ended <- struct{}{}:
+						default:
+						}
+					}
+				}()
 				w.upload(ctx, u)
 			}()
 		}
 	}
+}
+
+// pending is the number of bytes queued for the next WAL object.
+func (w *wal) pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.pendingBytes
 }
 
 // nextBatch takes up to MaxBatchBytes of pending entries and assigns them the

@@ -378,6 +378,17 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 					}
 					continue
 				}
+				if item.GetParamRef() != nil && len(sel.ValuesLists) > 1 {
+					// PostgreSQL types the parameter as its column; the
+					// engine, binding a uuid, an infinite date or an array
+					// as another type, would refuse to mix it with the
+					// other rows' typed values ("Cannot combine types").
+					var err error
+					if items[j], err = translate.CastTo(item, table.cols[targets[j]].Type); err != nil {
+						return "", err
+					}
+					continue
+				}
 				if item.GetSetToDefault() == nil {
 					continue
 				}

@@ -99,7 +99,9 @@ func bindArg(stmt duck.PreparedStatement, idx duck.IdxT, a any) error {
 		case v.InfinityModifier == pgtype.NegativeInfinity:
 			state = duck.BindDate(stmt, idx, duck.NewDate(-math.MaxInt32))
 		default:
-			state = bindTime(stmt, idx, v.Time)
+			// A date, whatever type the engine inferred: as a timestamp
+			// PostgreSQL's last date (5874897-12-31) overflows.
+			state = duck.BindDate(stmt, idx, duck.NewDate(epochDays(v.Time)))
 		}
 	case pgtype.Time:
 		if !v.Valid {
@@ -142,9 +144,7 @@ func bindUUID(stmt duck.PreparedStatement, idx duck.IdxT, b [16]byte) duck.State
 func bindTime(stmt duck.PreparedStatement, idx duck.IdxT, t time.Time) duck.State {
 	switch duck.ParamType(stmt, idx) {
 	case duck.TypeDate:
-		utc := t.UTC()
-		days := time.Date(utc.Year(), utc.Month(), utc.Day(), 0, 0, 0, 0, time.UTC).Unix() / 86400
-		return duck.BindDate(stmt, idx, duck.NewDate(int32(days)))
+		return duck.BindDate(stmt, idx, duck.NewDate(epochDays(t)))
 	case duck.TypeTime:
 		utc := t.UTC()
 		micros := int64(utc.Hour())*3_600_000_000 + int64(utc.Minute())*60_000_000 + int64(utc.Second())*1_000_000 + int64(utc.Nanosecond()/1000)
@@ -153,6 +153,13 @@ func bindTime(stmt duck.PreparedStatement, idx duck.IdxT, t time.Time) duck.Stat
 		return duck.BindTimestamp(stmt, idx, duck.NewTimestamp(t.UnixMicro()))
 	}
 	return duck.BindTimestampTZ(stmt, idx, duck.NewTimestamp(t.UnixMicro()))
+}
+
+// epochDays is t's date in UTC as days since 1970-01-01.
+func epochDays(t time.Time) int32 {
+	utc := t.UTC()
+	days := time.Date(utc.Year(), utc.Month(), utc.Day(), 0, 0, 0, 0, time.UTC).Unix() / 86400
+	return int32(days)
 }
 
 // DuckDB's ±infinity timestamps.

@@ -61,12 +61,17 @@ type sequences struct {
 func (s *session) takeValues(ctx context.Context, table *tableInfo, col string, n int) ([]int64, error) {
 	vals, err := s.f.nextValues(ctx, table, col, n)
 	if err == nil && len(vals) > 0 {
-		if s.currvals == nil {
-			s.currvals = map[string]int64{}
-		}
-		s.currvals[sequenceName(table, col)] = vals[len(vals)-1]
+		s.lastSeq = sequenceName(table, col)
+		s.setCurrval(s.lastSeq, vals[len(vals)-1])
 	}
 	return vals, err
+}
+
+func (s *session) setCurrval(seq string, v int64) {
+	if s.currvals == nil {
+		s.currvals = map[string]int64{}
+	}
+	s.currvals[seq] = v
 }
 
 // nextValues returns n values of the sequence of table's column col.
@@ -325,7 +330,7 @@ func inInputOrder(table *tableInfo, input []arrow.RecordBatch, applied arrow.Rec
 
 // seqFuncs are the sequence functions and the number of arguments each
 // takes (setval: 2 or 3).
-var seqFuncs = map[string][2]int{"nextval": {1, 1}, "currval": {1, 1}, "setval": {2, 3}}
+var seqFuncs = map[string][2]int{"nextval": {1, 1}, "currval": {1, 1}, "setval": {2, 3}, "lastval": {0, 0}}
 
 // seqCall is one sequence function call standing for output column col of
 // a SELECT; its arguments are the engine's columns first..first+nargs-1.
@@ -356,7 +361,7 @@ func seqFuncName(fc *pg.FuncCall) string {
 // that names none (every INSERT of the write path) is not walked.
 func callsSequence(sql string, node *pg.Node) bool {
 	lower := strings.ToLower(sql)
-	if !strings.Contains(lower, "nextval") && !strings.Contains(lower, "currval") && !strings.Contains(lower, "setval") {
+	if !strings.Contains(lower, "nextval") && !strings.Contains(lower, "currval") && !strings.Contains(lower, "setval") && !strings.Contains(lower, "lastval") {
 		return false
 	}
 	found := false
@@ -383,7 +388,7 @@ func (s *session) planSequenceCalls(ctx context.Context, sql string, node *pg.No
 		}
 	}
 	if !found {
-		return nil, true, unsupported("nextval, currval and setval are supported only as whole output columns of a SELECT")
+		return nil, true, unsupported("nextval, currval, setval and lastval are supported only as whole output columns of a SELECT")
 	}
 	inner := proto.Clone(sel).(*pg.SelectStmt)
 	var calls []seqCall
@@ -411,6 +416,11 @@ func (s *session) planSequenceCalls(ctx context.Context, sql string, node *pg.No
 				Name: fmt.Sprintf("mink_seq_%d_%d", i, j), Val: a}}})
 		}
 		calls = append(calls, call)
+	}
+	if len(targets) == 0 {
+		// SELECT lastval(): the engine still returns the rows.
+		targets = append(targets, &pg.Node{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{
+			Name: "mink_seq_rows", Val: pg.IntConst(1)}}})
 	}
 	inner.TargetList = targets
 	innerNode := &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: inner}}
@@ -486,6 +496,13 @@ func (s *session) callSequence(ctx context.Context, name string, args []any) (an
 			return nil, nil
 		}
 	}
+	if name == "lastval" {
+		v, ok := s.currvals[s.lastSeq]
+		if !ok {
+			return nil, errorf(codeObjectNotInPrerequisiteState, "lastval is not yet defined in this session")
+		}
+		return v, nil
+	}
 	table, col, seq, err := s.sequenceNamed(textOf(args[0]))
 	if err != nil {
 		return nil, err
@@ -535,6 +552,11 @@ func (s *session) callSequence(ctx context.Context, name string, args []any) (an
 			return nil, undefinedTable(table.name)
 		}
 		return nil, err
+	}
+	if called {
+		// As in PostgreSQL, the session's currval follows a setval that
+		// marks its value used.
+		s.setCurrval(seq, n)
 	}
 	return n, nil
 }

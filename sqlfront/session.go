@@ -56,8 +56,10 @@ type session struct {
 	// cursors are the session's open cursors by name (query.go).
 	cursors map[string]*cursor
 	// currvals are the values nextval last returned in the session, by
-	// sequence name (currval).
+	// sequence name (currval); lastSeq is the sequence nextval last took
+	// a value of (lastval).
 	currvals map[string]int64
+	lastSeq  string
 }
 
 var (
@@ -144,7 +146,7 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 		return st, err
 	}
 	if node.GetSelectStmt() == nil && callsSequence(sql, node) {
-		return nil, unsupported("nextval, currval and setval are supported only as whole output columns of a SELECT")
+		return nil, unsupported("nextval, currval, setval and lastval are supported only as whole output columns of a SELECT")
 	}
 	switch n := node.Node.(type) {
 	case *pg.Node_TransactionStmt:

@@ -1056,7 +1056,9 @@ func bucketParts(t *testing.T, rows [][]any, buckets int) map[int][]int64 {
 // INSERTs from several connections, SIGKILL, restart: every acknowledged
 // INSERT is there exactly once. An INSERT into a log table without a bucket
 // key goes to one bucket as one append, so an unacknowledged one is there
-// whole or not at all.
+// whole or not at all. The node's store is a local directory, where the WAL
+// commits in groups: the kill lands while a put carries several writers'
+// INSERTs and the next group waits behind it.
 func TestSQLKillDurability(t *testing.T) {
 	dataDir := t.TempDir()
 	n := startSQLNode(t, dataDir)
@@ -1064,7 +1066,7 @@ func TestSQLKillDurability(t *testing.T) {
 	conn := connect(t, n.pgURL(), pgx.QueryExecModeCacheStatement)
 	mustExec(t, conn, "CREATE TABLE kd (writer integer, seq integer, part integer)")
 
-	const writers, rowsEach = 4, 3
+	const writers, rowsEach = 8, 3
 	var mu sync.Mutex
 	acked := map[[2]int]bool{}
 	attempted := map[[2]int]bool{}

@@ -329,7 +329,7 @@ func inInputOrder(table *tableInfo, input []arrow.RecordBatch, applied arrow.Rec
 // them.
 
 // seqFuncs are the sequence functions and the number of arguments each
-// takes (setval: 2 or 3).
+// takes (setval: 2 or 3, lastval none).
 var seqFuncs = map[string][2]int{"nextval": {1, 1}, "currval": {1, 1}, "setval": {2, 3}, "lastval": {0, 0}}
 
 // seqCall is one sequence function call standing for output column col of
@@ -361,7 +361,11 @@ func seqFuncName(fc *pg.FuncCall) string {
 // that names none (every INSERT of the write path) is not walked.
 func callsSequence(sql string, node *pg.Node) bool {
 	lower := strings.ToLower(sql)
-	if !strings.Contains(lower, "nextval") && !strings.Contains(lower, "currval") && !strings.Contains(lower, "setval") && !strings.Contains(lower, "lastval") {
+	named := false
+	for name := range seqFuncs {
+		named = named || strings.Contains(lower, name)
+	}
+	if !named {
 		return false
 	}
 	found := false

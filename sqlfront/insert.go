@@ -378,13 +378,13 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 					}
 					continue
 				}
-				if item.GetParamRef() != nil && len(sel.ValuesLists) > 1 {
+				if typ := table.cols[targets[j]].Type; item.GetParamRef() != nil && len(sel.ValuesLists) > 1 && bindsAsOther(typ) {
 					// PostgreSQL types the parameter as its column; the
 					// engine, binding a uuid, an infinite date or an array
 					// as another type, would refuse to mix it with the
 					// other rows' typed values ("Cannot combine types").
 					var err error
-					if items[j], err = translate.CastTo(item, table.cols[targets[j]].Type); err != nil {
+					if items[j], err = translate.CastTo(item, typ); err != nil {
 						return "", err
 					}
 					continue
@@ -410,6 +410,18 @@ func (s *session) insertSource(ins *pg.InsertStmt, table *tableInfo, targets []i
 	}
 	translate.Select(s.env(), sel)
 	return deparseSelect(sel)
+}
+
+// bindsAsOther reports whether a parameter for a column of typ may reach the
+// engine as a value of another type (a uuid or an infinite date as text, a
+// timestamp, an array as a list of another element type). Numbers and text
+// bind as themselves, and the conform step checks their ranges and lengths.
+func bindsAsOther(typ sqltypes.Type) bool {
+	switch typ.Kind() {
+	case sqltypes.UUID, sqltypes.Date, sqltypes.Timestamp, sqltypes.Timestamptz, sqltypes.Array:
+		return true
+	}
+	return false
 }
 
 // evaluate runs the evaluation query and conforms its batches to the table.

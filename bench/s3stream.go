@@ -210,11 +210,7 @@ func measureS3StreamOnce(ctx context.Context, cfg S3StreamConfig, backend string
 	res.Appends = len(latencies)
 	res.Bytes = int64(res.Appends) * int64(cfg.EntryBytes)
 	res.P50, res.P99 = percentile(latencies, 50), percentile(latencies, 99)
-	wal, err := store.List(ctx, "wal/")
-	if err != nil {
-		return res, err
-	}
-	res.WALObjects = len(wal)
+	res.WALObjects = int(node.WALObjects())
 
 	// The physical limit, right after, on the same disk: the same bytes in
 	// chunks the size of the WAL objects just written, each written and

@@ -52,7 +52,9 @@ func NewDir(root string) (*Dir, error) {
 	if err := os.MkdirAll(tempDir, 0o755); err != nil {
 		return nil, fmt.Errorf("objstore: open dir %s: %w", root, err)
 	}
-	return &Dir{root: root, tempDir: tempDir}, nil
+	d := &Dir{root: root, tempDir: tempDir}
+	d.removeOrphanSegments()
+	return d, nil
 }
 
 // Root returns the store's directory.
@@ -180,6 +182,12 @@ func (d *Dir) put(key string, data []byte) error {
 		return err
 	}
 
+	return d.link(tmpName, final)
+}
+
+// link gives the staged file tmpName the object name final, create-only,
+// and makes the name durable.
+func (d *Dir) link(tmpName, final string) error {
 	parent := filepath.Dir(final)
 	// A concurrent Delete may remove a parent directory that just became
 	// empty between our mkdir and link; the link then fails with ENOENT

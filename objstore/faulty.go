@@ -21,13 +21,17 @@ const (
 	OpPut
 	OpList
 	OpDelete
+	// OpWrite is a write into a segment (Segment.WriteAt), keyed by the
+	// segment's name ("" before it is published). Publishing a segment is
+	// an OpPut of its key, and making one (NewSegment) an OpPut of "".
+	OpWrite
 
 	// OpAll matches every operation.
-	OpAll = OpGet | OpGetRange | OpPut | OpList | OpDelete
+	OpAll = OpGet | OpGetRange | OpPut | OpList | OpDelete | OpWrite
 )
 
 func (op Op) String() string {
-	names := []string{"get", "getrange", "put", "list", "delete"}
+	names := []string{"get", "getrange", "put", "list", "delete", "write"}
 	var parts []string
 	for i, name := range names {
 		if op&(1<<i) != 0 {
@@ -306,3 +310,56 @@ func (f *Faulty) Delete(ctx context.Context, key string) error {
 
 // Close closes the inner store.
 func (f *Faulty) Close() error { return f.inner.Close() }
+
+// FaultySegments is a Faulty around a SegmentStore whose segments take
+// faults too (see OpWrite). A LoseResponse rule on a write makes the bytes
+// durable and reports failure.
+type FaultySegments struct {
+	*Faulty
+	segs SegmentStore
+}
+
+var _ SegmentStore = (*FaultySegments)(nil)
+
+// NewFaultySegments returns a fault-injecting wrapper around inner that
+// keeps its segments.
+func NewFaultySegments(inner SegmentStore) *FaultySegments {
+	return &FaultySegments{Faulty: NewFaulty(inner), segs: inner}
+}
+
+// NewSegment implements SegmentStore.
+func (f *FaultySegments) NewSegment(ctx context.Context, size int64) (Segment, error) {
+	var seg Segment
+	err := f.do(ctx, OpPut, "", func() (err error) {
+		seg, err = f.segs.NewSegment(ctx, size)
+		return err
+	})
+	if err != nil {
+		if seg != nil {
+			seg.Close()
+		}
+		return nil, err
+	}
+	return &faultySegment{f: f.Faulty, inner: seg}, nil
+}
+
+type faultySegment struct {
+	f     *Faulty
+	inner Segment
+	key   string
+}
+
+func (s *faultySegment) Size() int64  { return s.inner.Size() }
+func (s *faultySegment) Close() error { return s.inner.Close() }
+
+func (s *faultySegment) Publish(ctx context.Context, key string) error {
+	err := s.f.do(ctx, OpPut, key, func() error { return s.inner.Publish(ctx, key) })
+	if err == nil || errors.Is(err, ErrResponseLost) {
+		s.key = key
+	}
+	return err
+}
+
+func (s *faultySegment) WriteAt(p []byte, off int64) error {
+	return s.f.do(context.Background(), OpWrite, s.key, func() error { return s.inner.WriteAt(p, off) })
+}

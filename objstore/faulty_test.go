@@ -220,7 +220,7 @@ func TestOpString(t *testing.T) {
 	if got := (objstore.OpPut | objstore.OpDelete).String(); got != "put|delete" {
 		t.Fatalf("got %q", got)
 	}
-	if got := objstore.OpAll.String(); got != "get|getrange|put|list|delete" {
+	if got := objstore.OpAll.String(); got != "get|getrange|put|list|delete|write" {
 		t.Fatalf("got %q", got)
 	}
 }

@@ -102,6 +102,9 @@ type Config struct {
 	// before it is deleted, so that readers of an older view can finish.
 	GCInterval time.Duration
 	GCDelay    time.Duration
+	// WALSegmentBytes is the size of the WAL's segments on a local
+	// directory store (s3stream.Config.WALSegmentBytes); 0 is the default.
+	WALSegmentBytes int64
 	// KVSnapshotInterval is how often the leader of a primary-key bucket
 	// snapshots its KV tablet (if it changed) to the object store.
 	KVSnapshotInterval time.Duration

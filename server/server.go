@@ -611,12 +611,13 @@ func (s *Server) startKafka() error {
 // startBuckets starts the bucket manager for node epoch epoch, serving
 // while session's lease holds.
 func (s *Server) startBuckets(epoch uint64, session *metalog.LivenessSession) error {
-	stream := s3stream.Config{Cache: s.cache}
+	stream := s3stream.Config{Cache: s.cache, WALSegmentBytes: s.cfg.WALSegmentBytes}
 	if strings.HasPrefix(s.cfg.ObjectStore, "s3://") {
 		stream.BatchWindow = s3stream.DefaultS3BatchWindow
 	} else {
-		// A local directory's put is a few fsyncs and a new file: commit
-		// small appends in groups behind the put in flight.
+		// On a local directory the WAL is written into segments and
+		// commits in groups (s3stream segment.go); GroupCommitBytes is
+		// for a WAL kept as objects there (WALSegmentBytes < 0).
 		stream.GroupCommitBytes = s3stream.DefaultGroupCommitBytes
 	}
 	m, err := buckets.NewManager(buckets.Config{

@@ -190,6 +190,15 @@ func (r replay) after() uint64 {
 // object that does not decode (ErrCorrupt) is listed in damaged and the
 // walk goes on: the seal must still go at the first free seq.
 func sealAndReplay(ctx context.Context, store objstore.Store, node catalog.NodeID, epoch, trim uint64) (replay, error) {
+	if _, ok := store.(objstore.SegmentStore); ok {
+		files, err := listWAL(ctx, store, node, epoch)
+		if err != nil {
+			return replay{}, err
+		}
+		if files.onSegments(store) {
+			return sealAndReplaySegments(ctx, store, node, epoch, trim)
+		}
+	}
 	r := replay{entries: make(map[catalog.StreamID][]replayedEntry)}
 	for seq := trim; ; {
 		w, err := getWAL(ctx, store, node, epoch, seq)

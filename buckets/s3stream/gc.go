@@ -71,11 +71,8 @@ func (c *Collector) Collect(ctx context.Context) (GCStats, error) {
 		return stats, fmt.Errorf("gc: list stream objects: %w", err)
 	}
 	c.meta.Read(func(v *catalog.View) {
-		for _, o := range walObjs {
-			node, epoch, seq, ok := parseWALKey(o.Key)
-			if ok && seq < v.WALTrims[catalog.WALID{Node: node, Epoch: epoch}] {
-				deletable[o.Key] = true
-			}
+		for _, key := range walGarbage(walObjs, v) {
+			deletable[key] = true
 		}
 		referenced := map[string]bool{}
 		for _, st := range v.Streams {
@@ -123,20 +120,6 @@ func (c *Collector) Collect(ctx context.Context) (GCStats, error) {
 	return stats, nil
 }
 
-func parseWALKey(key string) (catalog.NodeID, uint64, uint64, bool) {
-	parts := strings.Split(key, "/")
-	if len(parts) != 4 || parts[0] != "wal" {
-		return 0, 0, 0, false
-	}
-	node, err1 := strconv.ParseUint(parts[1], 10, 32)
-	epoch, err2 := strconv.ParseUint(parts[2], 10, 64)
-	seq, err3 := strconv.ParseUint(parts[3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return 0, 0, 0, false
-	}
-	return catalog.NodeID(node), epoch, seq, true
-}
-
 // objectKey is a parsed stream object key.
 type objectKey struct {
 	stream            catalog.StreamID
@@ -173,4 +156,67 @@ func parseStreamObjectKey(key string) (objectKey, bool) {
 	}
 	k.stream = catalog.StreamID(sid)
 	return k, true
+}
+
+// walGarbage returns the WAL keys below their WAL's trim point: WAL objects
+// with a lower seq, and segments whose records all are. A segment's last
+// seq is the next segment's first minus one; the last segment of an epoch
+// holds records up to its end, so it is garbage only once the epoch is over:
+// sealed and trimmed to its seal (the seal, at the trim point, stays, and
+// so does the fence), or superseded with every stream it opened closed
+// (which its writer commits before it closes them).
+func walGarbage(objs []objstore.ObjectInfo, v *catalog.View) []string {
+	type epochKeys struct {
+		segs   []walKeyInfo
+		keys   []string
+		sealed bool // a WAL object at or below the trim point: on segments, the seal
+	}
+	trims := v.WALTrims
+	open := map[catalog.WALID]bool{}
+	for _, st := range v.Streams {
+		if st.Open {
+			open[catalog.WALID{Node: st.Node, Epoch: st.NodeEpoch}] = true
+		}
+	}
+	over := func(id catalog.WALID) bool {
+		n, ok := v.Nodes[id.Node]
+		return ok && n.Epoch > id.Epoch && !open[id]
+	}
+	epochs := map[catalog.WALID]*epochKeys{}
+	var out []string
+	for _, o := range objs {
+		k, ok := parseWALKey(o.Key)
+		if !ok {
+			continue
+		}
+		id := catalog.WALID{Node: k.node, Epoch: k.epoch}
+		trim := trims[id]
+		if !k.segment {
+			if k.seq < trim {
+				out = append(out, o.Key)
+			}
+			if k.seq <= trim {
+				if epochs[id] == nil {
+					epochs[id] = &epochKeys{}
+				}
+				epochs[id].sealed = true
+			}
+			continue
+		}
+		if epochs[id] == nil {
+			epochs[id] = &epochKeys{}
+		}
+		epochs[id].segs = append(epochs[id].segs, k)
+		epochs[id].keys = append(epochs[id].keys, o.Key)
+	}
+	for id, e := range epochs {
+		trim := trims[id]
+		for i := range e.segs {
+			// Keys are listed in order, and so are zero-padded firsts.
+			if e.sealed || over(id) || (i+1 < len(e.segs) && e.segs[i+1].seq <= trim) {
+				out = append(out, e.keys[i])
+			}
+		}
+	}
+	return out
 }

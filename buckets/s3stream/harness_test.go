@@ -22,8 +22,19 @@ type harness struct {
 	t     testing.TB
 	ctx   context.Context
 	log   *metalog.MemLog
-	store *objstore.Faulty
+	store faultyStore
 	cats  []*metalog.Catalog
+}
+
+// faultyStore is an *objstore.Faulty, or an *objstore.FaultySegments whose
+// nodes keep their WAL in segments.
+type faultyStore interface {
+	objstore.Store
+	Inject(objstore.Rule) (remove func())
+	Seed(uint64)
+	SetHooks(objstore.Hooks)
+	Reset()
+	Inner() objstore.Store
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -36,6 +47,19 @@ func newHarness(t testing.TB) *harness {
 			c.Close()
 		}
 	})
+	return h
+}
+
+// newSegmentHarness is a harness on a local directory, where the nodes keep
+// their WAL in segments.
+func newSegmentHarness(t testing.TB) *harness {
+	t.Helper()
+	h := newHarness(t)
+	dir, err := objstore.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.store = objstore.NewFaultySegments(dir)
 	return h
 }
 

@@ -80,6 +80,11 @@ type Config struct {
 	CompactMinObjects int
 	// Cache serves committed reads; nil reads straight from the store.
 	Cache *Cache
+	// WALSegmentBytes is the size of the segments the WAL is written to on
+	// a store that holds segments (a local directory; see segment.go).
+	// Default DefaultWALSegmentBytes; negative writes one object per WAL
+	// object there too.
+	WALSegmentBytes int64
 	// RetryBackoff is the first delay before retrying a failed WAL upload;
 	// it doubles up to 2 s. Default 50 ms.
 	RetryBackoff time.Duration
@@ -123,6 +128,9 @@ func (c *Config) setDefaults() {
 	if c.CompactMinObjects == 0 {
 		c.CompactMinObjects = 8
 	}
+	if c.WALSegmentBytes == 0 {
+		c.WALSegmentBytes = DefaultWALSegmentBytes
+	}
 	if c.RetryBackoff == 0 {
 		c.RetryBackoff = 50 * time.Millisecond
 	}
@@ -165,7 +173,7 @@ func NewNode(cfg Config) (*Node, error) {
 		cancel:    cancel,
 	}
 	n.mu.streams = make(map[catalog.StreamID]*Stream)
-	n.wal = newWAL(n)
+	n.wal = newWAL(ctx, n)
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.wal.batchLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.flushLoop(ctx) }()
@@ -271,6 +279,14 @@ func (n *Node) openStreams() []*Stream {
 // waits: how long the store has kept the node from acknowledging writes.
 func (n *Node) Stalled() time.Duration { return n.wal.stalled() }
 
+// WALObjects is the number of WAL objects this node epoch has begun to
+// write (on a local directory, records in its segments).
+func (n *Node) WALObjects() uint64 {
+	n.wal.mu.Lock()
+	defer n.wal.mu.Unlock()
+	return n.wal.mu.nextSeq
+}
+
 // Reader returns the node's reader of committed data.
 func (n *Node) Reader() *Reader { return n.reader }
 
@@ -293,6 +309,9 @@ func (n *Node) Close() error {
 	n.cancel()
 	n.wg.Wait()
 	n.wal.fail(ErrClosed, math.MaxUint64)
+	if n.wal.segs != nil {
+		n.wal.segs.close()
+	}
 	for _, s := range streams {
 		s.setFenced(ErrClosed)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -67,6 +68,18 @@ func (n *Node) probe(p *sealProbe) {
 	defer close(p.done)
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
+	if n.wal.segs != nil {
+		// On segments the fence is the seal's witness.
+		_, err := n.cfg.Store.GetRange(ctx, walFenceKey(n.cfg.Node, n.cfg.NodeEpoch), 0, 0)
+		switch {
+		case err == nil:
+			n.fenceAt(errSealed, math.MaxUint64)
+			p.err = n.Fenced()
+		case !errors.Is(err, objstore.ErrNotFound):
+			p.err = fmt.Errorf("look for a seal on this node's WAL: %w", err)
+		}
+		return
+	}
 	n.wal.mu.Lock()
 	seq, next := n.wal.mu.durable, n.wal.mu.nextSeq
 	n.wal.mu.Unlock()

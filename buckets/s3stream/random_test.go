@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,11 +33,13 @@ func TestRandomHistory(t *testing.T) {
 	if s := os.Getenv("S3STREAM_STEPS"); s != "" {
 		steps, _ = strconv.Atoi(s)
 	}
-	for _, seed := range seeds {
-		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
-			t.Logf("seed %d (replay with S3STREAM_SEED=%d)", seed, seed)
-			runRandomHistory(t, seed, steps)
-		})
+	for _, store := range []string{"objects", "segments"} {
+		for _, seed := range seeds {
+			t.Run(store+"/"+strconv.FormatUint(seed, 10), func(t *testing.T) {
+				t.Logf("seed %d (replay with S3STREAM_SEED=%d)", seed, seed)
+				runRandomHistory(t, seed, steps, store == "segments")
+			})
+		}
 	}
 }
 
@@ -45,9 +48,15 @@ type historyLeader struct {
 	stream *Stream
 }
 
-func runRandomHistory(t *testing.T, seed uint64, steps int) {
+// runRandomHistory runs one history. With segments the store is a local
+// directory and the WAL is kept in segments, half the nodes with segments
+// so small that every few appends start a new one.
+func runRandomHistory(t *testing.T, seed uint64, steps int, segments bool) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	h := newHarness(t)
+	if segments {
+		h = newSegmentHarness(t)
+	}
 	h.store.Seed(seed)
 	ctx := context.Background()
 
@@ -87,7 +96,8 @@ func runRandomHistory(t *testing.T, seed uint64, steps int) {
 		clearFaults()
 		// Half the nodes commit in groups, as on a local directory.
 		group := []int{0, 16}[rng.IntN(2)]
-		n := h.start(id, func(c *Config) { c.GroupCommitBytes = group })
+		segBytes := []int64{0, 512}[rng.IntN(2)]
+		n := h.start(id, func(c *Config) { c.GroupCommitBytes, c.WALSegmentBytes = group, segBytes })
 		h.waitCatchUp(n.meta)
 		for _, dead := range []catalog.NodeID{1, 2, 3} {
 			var open, current bool
@@ -136,8 +146,9 @@ func runRandomHistory(t *testing.T, seed uint64, steps int) {
 				t.Fatalf("seed %d: gc: %v", seed, err)
 			}
 		case r < 80:
-			// Store faults for a while: errors or lost responses on puts.
-			rule := objstore.Rule{Ops: objstore.OpPut, Times: 1 + rng.IntN(3), Prob: 0.5}
+			// Store faults for a while: errors or lost responses on puts
+			// and on writes into WAL segments.
+			rule := objstore.Rule{Ops: objstore.OpPut | objstore.OpWrite, Times: 1 + rng.IntN(3), Prob: 0.5}
 			if rng.IntN(2) == 0 {
 				rule.LoseResponse = true
 			} else {
@@ -190,6 +201,21 @@ func runRandomHistory(t *testing.T, seed uint64, steps int) {
 	h.waitCatchUp(meta)
 	got := readAll(t, h.store, meta, sid)
 
+	if segments {
+		objs, err := h.store.List(ctx, "wal/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var segs, fences int
+		for _, o := range objs {
+			segs += boolInt(strings.HasSuffix(o.Key, walSegmentSuffix))
+			fences += boolInt(strings.HasSuffix(o.Key, "/"+walFenceName))
+		}
+		if fences == 0 {
+			t.Fatalf("seed %d: no WAL was fenced on segments (%d objects under wal/)", seed, len(objs))
+		}
+		t.Logf("seed %d: %d WAL segments and %d fences left after the history", seed, segs, fences)
+	}
 	seen := map[uint64]int{}
 	for i, id := range got {
 		if seen[id] != 0 {
@@ -215,6 +241,13 @@ func runRandomHistory(t *testing.T, seed uint64, steps int) {
 	}
 	t.Logf("seed %d: %d steps, %d acknowledged, %d unknown outcome, %d in stream, %d stream epochs",
 		seed, steps, len(acked), len(unknown), len(got), epoch)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func contains(s []uint64, x uint64) bool {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -48,6 +49,10 @@ type wal struct {
 	// batcher waits for it to start the next group.
 	ended chan struct{}
 
+	// segs writes the WAL into segments when the store holds them (see
+	// segment.go); nil: one object per WAL object.
+	segs *segmentWriter
+
 	ackMu sync.Mutex
 
 	mu struct {
@@ -71,9 +76,17 @@ type wal struct {
 	}
 }
 
-func newWAL(n *Node) *wal {
-	w := &wal{n: n, kick: make(chan struct{}, 1), sem: make(chan struct{}, n.cfg.MaxInflight)}
-	if n.cfg.GroupCommitBytes > 0 {
+func newWAL(ctx context.Context, n *Node) *wal {
+	w := &wal{n: n, kick: make(chan struct{}, 1)}
+	inflight, group := n.cfg.MaxInflight, n.cfg.GroupCommitBytes > 0
+	if segs, ok := n.cfg.Store.(objstore.SegmentStore); ok && n.cfg.WALSegmentBytes > 0 {
+		// One record is written at a time: a group commit is what
+		// arrived during the write before it.
+		w.segs = newSegmentWriter(ctx, &n.wg, segs, n.cfg.Node, n.cfg.NodeEpoch, n.cfg.WALSegmentBytes)
+		inflight, group = 1, true
+	}
+	w.sem = make(chan struct{}, inflight)
+	if group {
 		w.ended = make(chan struct{}, 1)
 	}
 	w.mu.uploads = make(map[uint64]*walUpload)
@@ -141,7 +154,7 @@ func (w *wal) add(p *pendingEntry) error {
 // batchLoop groups pending entries into WAL objects and starts their
 // uploads, at most MaxInflight at a time.
 func (w *wal) batchLoop(ctx context.Context) {
-	group := w.n.cfg.GroupCommitBytes > 0
+	group := w.ended != nil
 	for {
 		select {
 		case <-ctx.Done():
@@ -231,9 +244,20 @@ func (w *wal) upload(ctx context.Context, u *walUpload) {
 	key := walKey(w.n.cfg.Node, w.n.cfg.NodeEpoch, u.seq)
 	backoff := w.n.cfg.RetryBackoff
 	for attempt := 0; ; attempt++ {
-		err := putCreateOnly(ctx, w.n.cfg.Store, key, u.data)
+		var err error
+		if w.segs != nil {
+			err = w.segs.append(ctx, u.seq, u.data)
+		} else {
+			err = putCreateOnly(ctx, w.n.cfg.Store, key, u.data)
+		}
 		if err == nil {
 			break
+		}
+		if errors.Is(err, errSealed) {
+			// A node taking over fenced the WAL and will replay what it
+			// read: this record and those before it may be in it.
+			w.n.fenceAt(err, math.MaxUint64)
+			return
 		}
 		if errors.Is(err, errContentDiffers) {
 			// Someone else created our next WAL object: a node taking over

@@ -305,7 +305,8 @@ func (s *session) catalogSettings() []pgcatalog.Setting {
 
 // catalogInput gathers what the relations are computed from.
 func (s *session) catalogInput(sql string) *pgcatalog.Input {
-	in := &pgcatalog.Input{Database: s.f.cfg.Database, Tables: s.catalog.tables, Roles: s.catalog.roles, Settings: s.catalogSettings()}
+	in := &pgcatalog.Input{Database: s.f.cfg.Database, Tables: s.catalog.tables, Roles: s.catalog.roles, Settings: s.catalogSettings(),
+		SequenceCache: sequenceCache}
 	// The session's role as the roles read with the tables have it (a
 	// role dropped while its session is open is no superuser).
 	in.Session = pgcatalog.Session{Role: uint32(s.identity.Role), Name: s.identity.Name, Super: in.Roles.Superuser(s.identity.Role)}

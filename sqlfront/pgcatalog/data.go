@@ -407,6 +407,9 @@ type Input struct {
 	// Settings are the session's settings, for pg_settings.
 	Settings []Setting
 	Activity Activity
+	// SequenceCache is how many values of a sequence a node takes at a
+	// time (pg_sequence.seqcache); 0 shows 1.
+	SequenceCache int64
 }
 
 // Table is a user table as the catalogs show it.
@@ -431,6 +434,9 @@ type Table struct {
 	definition string
 	// reads are the tables and views a view's query reads (pg_depend).
 	reads []catalog.TableID
+	// seqLast is the last value of each sequence handed to a node, by
+	// column (catalog.Table.Sequences).
+	seqLast map[string]int64
 }
 
 // Setting is a row of pg_settings.
@@ -459,7 +465,7 @@ func NewTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool),
 	var out []*Table
 	for _, t := range v.Tables {
 		ct := &Table{oid: TableOID(t.ID), id: t.ID, spec: t.Spec, nParts: len(t.Partitions),
-			owner: t.Owner, acl: slices.Clone(t.ACL)}
+			owner: t.Owner, acl: slices.Clone(t.ACL), seqLast: t.Sequences}
 		ok := true
 		for _, c := range t.Spec.Columns {
 			typ, err := sqltypes.Parse(c.Type)

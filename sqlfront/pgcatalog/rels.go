@@ -41,6 +41,9 @@ var relationBuilders = map[string]func(in *Input, b *relBuilder){
 	"pg_catalog.pg_views":             buildPgViews,
 	"pg_catalog.pg_rewrite":           buildRewrites,
 	"pg_catalog.pg_depend":            buildDepends,
+	"pg_catalog.pg_sequence":          buildPgSequence,
+	"pg_catalog.pg_sequences":         buildPgSequences,
+	"information_schema.sequences":    buildInfoSequences,
 	"pg_catalog.pg_partitioned_table": buildPartitionedTables,
 	"pg_catalog.pg_settings":          buildSettings,
 	"pg_catalog.pg_index":             buildIndexes,
@@ -206,7 +209,7 @@ func (in *Input) relations() []*catalogRelation {
 			switch c.Sequence {
 			case catalog.SequenceSerial:
 				// As PostgreSQL shows a serial column's default.
-				a.def = "nextval(" + QuoteLiteral(t.spec.Name+"_"+c.Name+"_seq") + "::regclass)"
+				a.def = "nextval(" + QuoteLiteral(sequenceName(t.spec.Name, c.Name)) + "::regclass)"
 			case catalog.SequenceAlways:
 				a.identity = "a"
 			case catalog.SequenceByDefault:
@@ -258,6 +261,7 @@ func buildClasses(in *Input, b *relBuilder) {
 			r.table.addPKIndexClass(b, r.owner())
 		}
 	}
+	in.addSequenceClasses(b)
 }
 
 // attrInfo is what pg_attribute says about a column's type.
@@ -277,27 +281,10 @@ func attrInfo(a attribute) (length int16, byVal bool, align, storage string, col
 func buildAttributes(in *Input, b *relBuilder) {
 	for _, r := range in.relations() {
 		for i, a := range r.cols {
-			length, byVal, align, storage, collation := attrInfo(a)
-			ndims := int16(0)
-			if t := builtinByOID[a.typ]; t != nil && t.category == 'A' {
-				ndims = 1
-			}
-			b.add("attrelid", r.oid, "attname", a.name, "atttypid", a.typ, "attstattarget", int32(-1),
-				"attlen", length, "attnum", int16(i+1), "attndims", int32(ndims), "attcacheoff", int32(-1),
-				"atttypmod", a.typmod, "attbyval", byVal, "attalign", align, "attstorage", storage,
-				"attcompression", "", "attnotnull", a.notNull, "atthasdef", a.def != "", "atthasmissing", false,
-				"attidentity", a.identity, "attgenerated", "", "attisdropped", false, "attislocal", true,
-				"attinhcount", int32(0), "attcollation", collation)
+			addAttribute(b, r.oid, int16(i+1), a)
 		}
 		if r.kind == "r" || r.kind == "p" {
-			for _, sa := range systemAttributes {
-				b.add("attrelid", r.oid, "attname", sa.name, "atttypid", sa.typ, "attstattarget", int32(0),
-					"attlen", sa.length, "attnum", sa.num, "attndims", int32(0), "attcacheoff", int32(-1),
-					"atttypmod", int32(-1), "attbyval", sa.byVal, "attalign", sa.align, "attstorage", "p",
-					"attcompression", "", "attnotnull", true, "atthasdef", false, "atthasmissing", false,
-					"attidentity", "", "attgenerated", "", "attisdropped", false, "attislocal", true,
-					"attinhcount", int32(0), "attcollation", uint32(0))
-			}
+			addSystemAttributes(b, r.oid)
 		}
 		if r.table == nil || !r.table.hasPK() {
 			continue
@@ -305,14 +292,42 @@ func buildAttributes(in *Input, b *relBuilder) {
 		// The primary-key index's columns.
 		for i, name := range r.table.spec.PrimaryKey {
 			a := r.cols[r.table.attnum(name)-1]
-			length, byVal, align, storage, collation := attrInfo(a)
-			b.add("attrelid", pkIndexOID(r.table.id), "attname", a.name, "atttypid", a.typ, "attstattarget", int32(-1),
-				"attlen", length, "attnum", int16(i+1), "attndims", int32(0), "attcacheoff", int32(-1),
-				"atttypmod", a.typmod, "attbyval", byVal, "attalign", align, "attstorage", storage,
-				"attcompression", "", "attnotnull", false, "atthasdef", false, "atthasmissing", false,
-				"attidentity", "", "attgenerated", "", "attisdropped", false, "attislocal", true,
-				"attinhcount", int32(0), "attcollation", collation)
+			a.notNull, a.def, a.identity = false, "", ""
+			addAttribute(b, pkIndexOID(r.table.id), int16(i+1), a)
 		}
+	}
+	for _, seq := range in.allSequences() {
+		for i, a := range sequenceColumns {
+			addAttribute(b, seq.oid, int16(i+1), a)
+		}
+		addSystemAttributes(b, seq.oid)
+	}
+}
+
+// addAttribute adds the pg_attribute row of column num of relation relid.
+func addAttribute(b *relBuilder, relid uint32, num int16, a attribute) {
+	length, byVal, align, storage, collation := attrInfo(a)
+	ndims := int16(0)
+	if t := builtinByOID[a.typ]; t != nil && t.category == 'A' {
+		ndims = 1
+	}
+	b.add("attrelid", relid, "attname", a.name, "atttypid", a.typ, "attstattarget", int32(-1),
+		"attlen", length, "attnum", num, "attndims", int32(ndims), "attcacheoff", int32(-1),
+		"atttypmod", a.typmod, "attbyval", byVal, "attalign", align, "attstorage", storage,
+		"attcompression", "", "attnotnull", a.notNull, "atthasdef", a.def != "", "atthasmissing", false,
+		"attidentity", a.identity, "attgenerated", "", "attisdropped", false, "attislocal", true,
+		"attinhcount", int32(0), "attcollation", collation)
+}
+
+// addSystemAttributes adds the rows of relation relid's system columns.
+func addSystemAttributes(b *relBuilder, relid uint32) {
+	for _, sa := range systemAttributes {
+		b.add("attrelid", relid, "attname", sa.name, "atttypid", sa.typ, "attstattarget", int32(0),
+			"attlen", sa.length, "attnum", sa.num, "attndims", int32(0), "attcacheoff", int32(-1),
+			"atttypmod", int32(-1), "attbyval", sa.byVal, "attalign", sa.align, "attstorage", "p",
+			"attcompression", "", "attnotnull", true, "atthasdef", false, "atthasmissing", false,
+			"attidentity", "", "attgenerated", "", "attisdropped", false, "attislocal", true,
+			"attinhcount", int32(0), "attcollation", uint32(0))
 	}
 }
 
@@ -502,6 +517,7 @@ func buildRewrites(in *Input, b *relBuilder) {
 // relation the view reads (normal; PostgreSQL adds one row per column
 // read, mink one per relation, with refobjsubid 0).
 func buildDepends(in *Input, b *relBuilder) {
+	in.addSequenceDepends(b)
 	for _, t := range in.Tables {
 		if !t.isView() {
 			continue
@@ -741,7 +757,7 @@ func buildSequences(in *Input, b *relBuilder) {
 	for _, t := range in.Tables {
 		for _, c := range t.spec.Columns {
 			if c.Sequence != "" {
-				b.add("relid", t.oid, "col", c.Name, "seqname", t.spec.Name+"_"+c.Name+"_seq")
+				b.add("relid", t.oid, "col", c.Name, "seqname", sequenceName(t.spec.Name, c.Name))
 			}
 		}
 	}

@@ -199,16 +199,20 @@ func (c *Client) Lookup(ctx context.Context, table string, keys arrow.RecordBatc
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
+	stale := false // a node answered under another schema than the cached one
 	for bucket, g := range groups {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rows, err := c.lookupBucket(ctx, table, bucket, g.keys)
+			rows, tag, err := c.lookupBucket(ctx, table, bucket, g.keys)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, err)
 				return
+			}
+			if tag != "" && tag != m.info.SchemaTag {
+				stale = true
 			}
 			for k, row := range rows {
 				found[g.rows[k]] = row
@@ -226,9 +230,13 @@ func (c *Client) Lookup(ctx context.Context, table string, keys arrow.RecordBatc
 		}
 	}
 	out, err := codec.DecodeRows(memory.DefaultAllocator, rows)
-	if errors.Is(err, kvcodec.ErrNewerColumns) {
-		// The table gained columns (ALTER TABLE … ADD COLUMN) since its
-		// information was cached; keys encode as before.
+	if stale || errors.Is(err, kvcodec.ErrNewerColumns) {
+		// The table's columns changed (ALTER TABLE … ADD, DROP or RENAME
+		// COLUMN) since its information was cached: decode with the
+		// new; keys encode as before.
+		if out != nil {
+			out.Release()
+		}
 		if m, err = c.table(ctx, table, true); err != nil {
 			return nil, err
 		}
@@ -243,10 +251,9 @@ func (c *Client) Lookup(ctx context.Context, table string, keys arrow.RecordBatc
 // lookupBucket runs one lookup action at the bucket's leader, following
 // redirects and retrying Unavailable (a lookup changes nothing, so any
 // failure to reach the leader is retried) until the call's deadline.
-func (c *Client) lookupBucket(ctx context.Context, table string, bucket uint64, keys [][]byte) ([][]byte, error) {
-	var rows [][]byte
+func (c *Client) lookupBucket(ctx context.Context, table string, bucket uint64, keys [][]byte) (rows [][]byte, schemaTag string, err error) {
 	route := bucketRoute{table: table, bucket: bucket, noLeader: "has no leader yet"}
-	err := c.atLeader(ctx, route, func(ctx context.Context, fc flight.FlightServiceClient, addr string) (bool, error) {
+	err = c.atLeader(ctx, route, func(ctx context.Context, fc flight.FlightServiceClient, addr string) (bool, error) {
 		var res flightwire.KVLookupResult
 		if err := flightwire.DoAction(ctx, fc, flightwire.ActionLookup, flightwire.KVLookupRequest{Bucket: bucket, Keys: keys}, &res); err != nil {
 			return false, err
@@ -254,7 +261,7 @@ func (c *Client) lookupBucket(ctx context.Context, table string, bucket uint64, 
 		if len(res.Rows) != len(keys) {
 			return true, fmt.Errorf("bucket %d at %s: %d keys looked up, %d answers", bucket, addr, len(keys), len(res.Rows))
 		}
-		rows = res.Rows
+		rows, schemaTag = res.Rows, res.SchemaTag
 		return true, nil
 	}, func(addr string, err error) (failStep, error) {
 		retry := fmt.Errorf("lookup in bucket %d at %s: %w", bucket, addr, err)
@@ -277,9 +284,9 @@ func (c *Client) lookupBucket(ctx context.Context, table string, bucket uint64, 
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return rows, nil
+	return rows, schemaTag, nil
 }
 
 // changelogEndpoints returns one changelog ticket per bucket of a

@@ -1,5 +1,11 @@
 package flightwire
 
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+)
+
 // Action types. Bodies and results are JSON.
 const (
 	// ActionDescribeTable: DescribeTableRequest → TableInfo.
@@ -33,6 +39,11 @@ type KVLookupResult struct {
 	Rows [][]byte `json:"rows"`
 	// Offset is the changelog offset the answer reflects.
 	Offset uint64 `json:"offset"`
+	// SchemaTag is the table's TableInfo.SchemaTag when the node answered.
+	// A client whose cached one differs describes the table again before
+	// it decodes the rows: a column was dropped or renamed meanwhile,
+	// which the rows' bytes do not show.
+	SchemaTag string `json:"schema_tag,omitempty"`
 }
 
 // KVWrite is one write of a kv-write: Op is the kvcodec.WriteOp number
@@ -113,6 +124,30 @@ type TableInfo struct {
 	// of a primary-key table, which a client decoding them (Lookup) skips
 	// (StoredColumns).
 	Dropped []DroppedColumn `json:"dropped,omitempty"`
+	// SchemaTag identifies Columns and Dropped (SchemaTag): it changes
+	// with every ALTER TABLE that changes how rows read.
+	SchemaTag string `json:"schema_tag,omitempty"`
+}
+
+// SchemaTag is a table's schema tag: a hash of its columns and dropped
+// columns, as TableInfo carries them. Clients compare it, never parse it.
+func SchemaTag(cols []Column, dropped []DroppedColumn) string {
+	h := fnv.New64a()
+	col := func(c Column) {
+		missing := "\x00"
+		if c.Missing != nil {
+			missing = "v" + *c.Missing
+		}
+		fmt.Fprintf(h, "%q %q %t %t %q;", c.Name, c.Type, c.NotNull, c.Added, missing)
+	}
+	for _, c := range cols {
+		col(c)
+	}
+	for _, d := range dropped {
+		fmt.Fprintf(h, "drop %d ", d.Position)
+		col(d.Column)
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
 }
 
 // DroppedColumn is a dropped column's place among a table's stored

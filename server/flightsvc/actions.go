@@ -119,13 +119,8 @@ func (s *Service) describeTable(name string) (*flightwire.TableInfo, error) {
 			ID: uint64(t.ID), Name: t.Spec.Name, PrimaryKey: t.Spec.PrimaryKey, PartitionBy: t.Spec.PartitionBy,
 			BucketKey: t.Spec.BucketKey, BucketCount: t.Spec.Buckets,
 		}
-		for _, c := range t.Spec.Columns {
-			info.Columns = append(info.Columns, flightwire.Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull, Added: c.Added, Missing: c.Missing})
-		}
-		for _, d := range t.Spec.Dropped {
-			info.Dropped = append(info.Dropped, flightwire.DroppedColumn{Position: d.Position,
-				Column: flightwire.Column{Name: catalog.DroppedName(d.Position), Type: d.Column.Type, Added: d.Column.Added, Missing: d.Column.Missing}})
-		}
+		info.Columns, info.Dropped = wireColumns(t.Spec)
+		info.SchemaTag = flightwire.SchemaTag(info.Columns, info.Dropped)
 		bucketInfos := func(ids []catalog.BucketID) []flightwire.BucketInfo {
 			out := make([]flightwire.BucketInfo, len(ids))
 			for i, id := range ids {
@@ -153,6 +148,33 @@ func (s *Service) describeTable(name string) (*flightwire.TableInfo, error) {
 		return nil, flightwire.NotFoundStatus(fmt.Sprintf("table %q does not exist", name), flightwire.ReasonNoSuchTable, 0)
 	}
 	return info, nil
+}
+
+// wireColumns are a table's columns and dropped columns as TableInfo
+// carries them.
+func wireColumns(spec catalog.TableSpec) (cols []flightwire.Column, dropped []flightwire.DroppedColumn) {
+	for _, c := range spec.Columns {
+		cols = append(cols, flightwire.Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull, Added: c.Added, Missing: c.Missing})
+	}
+	for _, d := range spec.Dropped {
+		dropped = append(dropped, flightwire.DroppedColumn{Position: d.Position,
+			Column: flightwire.Column{Name: catalog.DroppedName(d.Position), Type: d.Column.Type, Added: d.Column.Added, Missing: d.Column.Missing}})
+	}
+	return cols, dropped
+}
+
+// schemaTagOf is the schema tag of the table bucket belongs to, "" if the
+// view has no such bucket.
+func (s *Service) schemaTagOf(bucket catalog.BucketID) string {
+	var tag string
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		if b, ok := v.Buckets[bucket]; ok {
+			if t, ok := v.Tables[b.Table]; ok {
+				tag = flightwire.SchemaTag(wireColumns(t.Spec))
+			}
+		}
+	})
+	return tag
 }
 
 func (s *Service) createPartition(ctx context.Context, req flightwire.CreatePartitionRequest) (*flightwire.TableInfo, error) {

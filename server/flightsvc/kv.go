@@ -125,6 +125,9 @@ func (s *Service) kvLookup(req flightwire.KVLookupRequest) (*flightwire.KVLookup
 			out.Rows[i] = row
 		}
 	}
+	// After the rows: the client decodes them with a schema at least as
+	// new as the one they were read under.
+	out.SchemaTag = s.schemaTagOf(id)
 	return out, nil
 }
 

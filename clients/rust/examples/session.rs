@@ -9,6 +9,8 @@
 //! append LO HI   → acknowledged N unacked IDS     (IDS: ranges "a-b,c" or "-")
 //! upsert LO HI   → acknowledged N unacked IDS
 //! lookup LO HI   → found N                       (every found row checked)
+//! columns LO HI  → columns C1,C2,… rows R1;R2;…   (a lookup of ids LO..=HI by a bigint `id`
+//!                                                 key through the cached table, rows as text)
 //! delete LO HI   → deleted N
 //! scan           → rows N distinct D
 //! leader I       → leader ADDR|none               (the cached leader of bucket index I)
@@ -63,6 +65,9 @@ async fn main() {
                 write(&client, &table, cmd == "upsert", num(1), num(2)).await
             }
             Some("lookup") => lookup(&client, &table, num(1), num(2))
+                .await
+                .unwrap_or_else(|e| format!("error {e}")),
+            Some("columns") => columns(&client, &table, num(1), num(2))
                 .await
                 .unwrap_or_else(|e| format!("error {e}")),
             Some("delete") => delete(&client, &table, num(1), num(2))
@@ -169,6 +174,45 @@ async fn lookup(client: &Client, table: &str, lo: i64, hi: i64) -> Result<String
         ));
     }
     Ok(format!("found {}", got.num_rows()))
+}
+
+/// Looks ids up without describing the table first, so that the answer
+/// shows the columns as the client knows them then.
+async fn columns(client: &Client, table: &str, lo: i64, hi: i64) -> Result<String, Error> {
+    let keys = arrow_array::RecordBatch::try_from_iter([(
+        "id",
+        std::sync::Arc::new(arrow_array::Int64Array::from((lo..=hi).collect::<Vec<_>>())) as _,
+    )])?;
+    let got = client.lookup(table, &keys).await?;
+    let names: Vec<&str> = got
+        .schema_ref()
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    let text = |c: &dyn arrow_array::Array, r: usize| -> String {
+        use arrow_array::types::Int32Type;
+        use arrow_schema::DataType;
+        if c.is_null(r) {
+            return "NULL".into();
+        }
+        match c.data_type() {
+            DataType::Int64 => c.as_primitive::<Int64Type>().value(r).to_string(),
+            DataType::Int32 => c.as_primitive::<Int32Type>().value(r).to_string(),
+            DataType::Utf8 => c.as_string::<i32>().value(r).to_string(),
+            t => format!("<{t}>"),
+        }
+    };
+    let mut rows = Vec::new();
+    for r in 0..got.num_rows() {
+        let vals: Vec<String> = got.columns().iter().map(|c| text(c.as_ref(), r)).collect();
+        rows.push(vals.join(","));
+    }
+    Ok(format!(
+        "columns {} rows {}",
+        names.join(","),
+        rows.join(";")
+    ))
 }
 
 async fn delete(client: &Client, table: &str, lo: i64, hi: i64) -> Result<String, Error> {

@@ -613,17 +613,25 @@ impl Client {
         let routed = route_keys(self, &mut t, keys).await?;
         let groups = by_bucket(routed);
         let lookups = groups.into_iter().map(|(bucket, (pos, keys))| async move {
-            let rows = self.lookup_bucket(table, bucket, keys).await?;
-            Ok::<_, Error>((pos, rows))
+            let (rows, tag) = self.lookup_bucket(table, bucket, keys).await?;
+            Ok::<_, Error>((pos, rows, tag))
         });
         let mut found: Vec<Option<Vec<u8>>> = vec![None; keys.num_rows()];
+        // A node answered under another schema than the described one: a
+        // column was dropped or renamed since, which rows do not show.
+        let mut stale = false;
         for r in futures::future::join_all(lookups).await {
-            let (pos, rows) = r?;
+            let (pos, rows, tag) = r?;
+            stale |= !tag.is_empty() && tag != t.schema_tag();
             for (p, row) in pos.into_iter().zip(rows) {
                 found[p] = row;
             }
         }
         let rows: Vec<&[u8]> = found.iter().flatten().map(Vec::as_slice).collect();
+        if stale {
+            let t = self.describe(table).await?;
+            return RowDecoder::new(&t)?.decode(&rows);
+        }
         match RowDecoder::new(&t)?.decode(&rows) {
             Err(Error::Schema { .. }) => {
                 // The table gained columns since it was described.
@@ -639,7 +647,7 @@ impl Client {
         table: &str,
         bucket: u64,
         keys: Vec<Vec<u8>>,
-    ) -> Result<Vec<Option<Vec<u8>>>> {
+    ) -> Result<(Vec<Option<Vec<u8>>>, String)> {
         let n = keys.len();
         let body = serde_json::to_vec(&wire::LookupRequest { bucket, keys })
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
@@ -656,7 +664,7 @@ impl Client {
                             res.rows.len()
                         )));
                     }
-                    return Ok(res.rows);
+                    return Ok((res.rows, res.schema_tag));
                 }
                 // A lookup changes nothing: any failure to reach the leader
                 // is retried.

@@ -98,6 +98,11 @@ impl Table {
         &self.info.name
     }
 
+    /// The schema tag the node that described the table gave.
+    pub(crate) fn schema_tag(&self) -> &str {
+        &self.info.schema_tag
+    }
+
     /// The Arrow schema of the table's rows (what writers send and scans
     /// return), with each column's SQL type in the field metadata.
     pub fn schema(&self) -> SchemaRef {

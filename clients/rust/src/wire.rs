@@ -231,6 +231,10 @@ pub(crate) struct TableInfo {
     /// order: gone from `columns`, still in their places in stored rows.
     #[serde(default)]
     pub dropped: Vec<DroppedInfo>,
+    /// Identifies `columns` and `dropped`; a lookup's answer carries the
+    /// table's tag when it was read.
+    #[serde(default)]
+    pub schema_tag: String,
 }
 
 /// A dropped column's place among a table's stored columns.
@@ -336,6 +340,10 @@ pub(crate) struct LookupRequest {
 pub(crate) struct LookupResult {
     #[serde(default, deserialize_with = "b64::deserialize_opt_vec")]
     pub rows: Vec<Option<Vec<u8>>>,
+    /// The table's schema tag when the node answered (empty from nodes
+    /// that predate it).
+    #[serde(default)]
+    pub schema_tag: String,
 }
 
 #[derive(Debug, Serialize)]

@@ -47,6 +47,8 @@ const (
 	segRecordHdr     = 4
 	// DefaultWALSegmentBytes is the size of a WAL segment.
 	DefaultWALSegmentBytes = 16 << 20
+	// firstSegmentBytes is the size of a node epoch's first segment.
+	firstSegmentBytes = 1 << 20
 )
 
 func walSegmentKey(node catalog.NodeID, epoch, first uint64) string {
@@ -66,8 +68,12 @@ type segmentWriter struct {
 	store objstore.SegmentStore
 	node  catalog.NodeID
 	epoch uint64
-	size  int64
-	fence string
+	size  int64 // the largest segment made ahead of need
+	// nextSize is the size of the next segment: the first is small, and
+	// each one after doubles up to size, so that a node that writes
+	// little zero-fills little.
+	nextSize int64
+	fence    string
 
 	cur objstore.Segment
 	off int64 // where the next record goes in cur
@@ -89,7 +95,7 @@ type preparedSegment struct {
 
 func newSegmentWriter(ctx context.Context, wg *sync.WaitGroup, store objstore.SegmentStore, node catalog.NodeID, epoch uint64, size int64) *segmentWriter {
 	return &segmentWriter{
-		store: store, node: node, epoch: epoch, size: size,
+		store: store, node: node, epoch: epoch, size: size, nextSize: min(size, firstSegmentBytes),
 		fence: walFenceKey(node, epoch),
 		ctx:   ctx, wg: wg, next: make(chan preparedSegment, 1),
 	}
@@ -117,6 +123,9 @@ func (w *segmentWriter) append(ctx context.Context, seq uint64, data []byte) err
 		return fmt.Errorf("look for the WAL's fence: %w", err)
 	}
 	w.off += int64(len(rec))
+	if w.off >= w.cur.Size()/2 {
+		w.prepare() // the next segment, ready before this one is full
+	}
 	return nil
 }
 
@@ -151,7 +160,6 @@ func (w *segmentWriter) rotate(ctx context.Context, first uint64, need int64) er
 		w.cur.Close()
 	}
 	w.cur, w.off = seg, 0
-	w.prepare()
 	return nil
 }
 
@@ -172,11 +180,18 @@ func (w *segmentWriter) take(ctx context.Context, need int64) (objstore.Segment,
 			return nil, ctx.Err()
 		}
 	}
-	seg, err := w.store.NewSegment(ctx, max(w.size, need))
+	seg, err := w.store.NewSegment(ctx, max(w.grow(), need))
 	if err != nil {
 		return nil, fmt.Errorf("create WAL segment: %w", err)
 	}
 	return seg, nil
+}
+
+// grow returns the size of the next segment and doubles the one after.
+func (w *segmentWriter) grow() int64 {
+	n := w.nextSize
+	w.nextSize = min(w.size, 2*n)
+	return n
 }
 
 // prepare makes the next segment in the background.
@@ -185,10 +200,11 @@ func (w *segmentWriter) prepare() {
 		return
 	}
 	w.preparing = true
+	size := w.grow()
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		seg, err := w.store.NewSegment(w.ctx, w.size)
+		seg, err := w.store.NewSegment(w.ctx, size)
 		w.next <- preparedSegment{seg, err}
 	}()
 }

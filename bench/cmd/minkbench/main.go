@@ -25,9 +25,10 @@ import (
 // pkOnly is the -pk-only flag: the pk workloads to run.
 var pkOnly = flag.String("pk-only", "", `pk: run only the workloads whose name starts with this (e.g. "point lookup")`)
 
-// cpuProfile is the -cpuprofile flag of the flightread and pgbench workloads.
+// cpuProfile is the -cpuprofile flag of the flightread, pgbench and ingest workloads.
 var cpuProfile = flag.String("cpuprofile", "", "flightread: write a CPU profile of extra Flight reads (server and reader) to this file; "+
-	"pgbench: of the mink node during its 8-client INSERT run (the upsert's to FILE.upsert)")
+	"pgbench: of the mink node during its 8-client INSERT run (the upsert's to FILE.upsert); "+
+	"ingest: of the whole load (the node and the pgx client)")
 
 // The kafka workload's flags.
 var (
@@ -64,7 +65,7 @@ var workloads = map[string]workload{
 		return bench.RunS3Stream(ctx, os.Stdout, cfg)
 	},
 	"ingest": func(ctx context.Context, dir string, quick bool) error {
-		cfg := bench.IngestConfig{Dir: dir}
+		cfg := bench.IngestConfig{Dir: dir, CPUProfile: *cpuProfile}
 		if quick {
 			cfg.Rows, cfg.ChunkRows = 200_000, 50_000
 		}

@@ -291,7 +291,7 @@ func sealAndReplaySegments(ctx context.Context, store objstore.Store, node catal
 		if err != nil {
 			return replay{}, err
 		}
-		if damage.err == nil || attempt == 2 {
+		if len(damage.errs) == 0 || attempt == 2 {
 			break
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
@@ -300,6 +300,11 @@ func sealAndReplaySegments(ctx context.Context, store objstore.Store, node catal
 	}
 	if sealSeq == math.MaxUint64 {
 		sealSeq = damage.next
+		if damage.unreadable {
+			// Records may follow the damage: replay whatever a later
+			// run can read once the segment is restored.
+			sealSeq = math.MaxUint64 - 1
+		}
 		seal := encodeWAL(walObject{Node: node, Epoch: epoch, Seq: sealSeq, Sealed: true})
 		if err := putCreateOnly(ctx, store, walKey(node, epoch, sealSeq), seal); err != nil {
 			return replay{}, fmt.Errorf("seal WAL at seq %d: %w", sealSeq, err)
@@ -322,8 +327,8 @@ func sealAndReplaySegments(ctx context.Context, store objstore.Store, node catal
 		}
 		r.replayed++
 	}
-	if damage.err != nil {
-		r.damaged = []error{damage.err}
+	if len(damage.errs) > 0 {
+		r.damaged = damage.errs
 		r.lastBad = damage.lastBad
 	}
 	return r, nil
@@ -331,16 +336,28 @@ func sealAndReplaySegments(ctx context.Context, store objstore.Store, node catal
 
 // segmentDamage is what readSegments could not read.
 type segmentDamage struct {
-	err     error  // nil: nothing damaged
-	lastBad uint64 // the last seq that may be in the damaged region
-	next    uint64 // the seq after the last record read (or trim)
+	errs    []error // the damaged records and regions, in seq order
+	lastBad uint64  // the last seq that may be in a damaged region
+	// next is the seq after the last record read (or trim); it is where
+	// the seal goes, unless unreadable.
+	next uint64
+	// unreadable: a damaged region's end could not be told, so records
+	// may follow it that were not read, at seqs past next.
+	unreadable bool
 }
 
 // readSegments returns the records of the WAL's segments (first seqs
-// firsts) from trim and below stop, in seq order.
+// firsts) from trim and below stop, in seq order. A record that does not
+// decode but whose length is sound is skipped as damaged, and reading goes
+// on after it; one whose length is not, makes the rest of its segment
+// unreadable.
 func readSegments(ctx context.Context, store objstore.Store, node catalog.NodeID, epoch uint64, firsts []uint64, trim, stop uint64) ([]walObject, segmentDamage, error) {
 	var recs []walObject
 	d := segmentDamage{next: trim}
+	damaged := func(seq uint64, err error) {
+		d.errs = append(d.errs, err)
+		d.lastBad = max(d.lastBad, seq)
+	}
 	expect, started := uint64(0), false
 	for i, first := range firsts {
 		if i+1 < len(firsts) && firsts[i+1] <= trim {
@@ -349,41 +366,39 @@ func readSegments(ctx context.Context, store objstore.Store, node catalog.NodeID
 		if first >= stop {
 			break
 		}
-		if started && first != expect && d.err == nil {
-			d.err = fmt.Errorf("WAL segment %s: %w: it starts at seq %d, but the segment before ends at %d",
-				walSegmentKey(node, epoch, first), ErrCorrupt, first, expect)
-			d.lastBad = first - 1
-		}
-		started = true
 		key := walSegmentKey(node, epoch, first)
+		if started && first != expect && !d.unreadable {
+			damaged(first-1, fmt.Errorf("WAL segment %s: %w: it starts at seq %d, but the segment before ends at %d", key, ErrCorrupt, first, expect))
+		}
+		started, d.unreadable = true, false
 		data, err := store.Get(ctx, key)
 		if err != nil {
 			return nil, d, fmt.Errorf("read WAL segment %s: %w", key, err)
 		}
 		seq := first
-		off, bad := 0, error(nil)
-		for off+segRecordHdr <= len(data) {
+		for off := 0; off+segRecordHdr <= len(data); {
 			n := int(binary.LittleEndian.Uint32(data[off:]))
 			if n == 0 {
 				break
 			}
 			end := off + segRecordHdr + n
 			if end > len(data) {
-				bad = fmt.Errorf("record at byte %d has length %d, past the segment's end", off, n)
+				d.unreadable = true
+				damaged(seq, fmt.Errorf("WAL segment %s: %w: the record at byte %d (seq %d) has length %d, past the segment's end", key, ErrCorrupt, off, seq, n))
 				break
 			}
 			w, err := decodeWAL(data[off+segRecordHdr : end])
 			if err == nil && (w.Node != node || w.Epoch != epoch || w.Seq != seq || w.Sealed) {
-				err = fmt.Errorf("header says node %d epoch %d seq %d, want seq %d", w.Node, w.Epoch, w.Seq, seq)
+				err = fmt.Errorf("%w: header says node %d epoch %d seq %d, want seq %d", ErrCorrupt, w.Node, w.Epoch, w.Seq, seq)
 			}
-			if err != nil {
-				if !allZero(data[end:]) {
-					bad = fmt.Errorf("record at byte %d (seq %d): %v, and data follows it", off, seq, err)
-				}
-				// Otherwise a torn last write: the records end here.
-				break
-			}
-			if seq >= trim && seq < stop {
+			switch {
+			case err != nil && allZero(data[end:]):
+				// A torn last write: the records end here.
+				off = len(data)
+				continue
+			case err != nil:
+				damaged(seq, fmt.Errorf("WAL segment %s: the record at byte %d (seq %d): %w", key, off, seq, err))
+			case seq >= trim && seq < stop:
 				recs = append(recs, w)
 			}
 			seq++
@@ -393,13 +408,9 @@ func readSegments(ctx context.Context, store objstore.Store, node catalog.NodeID
 		if seq > d.next {
 			d.next = seq
 		}
-		if bad != nil && d.err == nil {
-			d.err = fmt.Errorf("WAL segment %s: %w: %v", key, ErrCorrupt, bad)
-			d.lastBad = math.MaxUint64 - 1 // unknown: up to the next segment, if any
-			if i+1 < len(firsts) {
-				d.lastBad = firsts[i+1] - 1
-			}
-		}
+	}
+	if d.unreadable {
+		d.lastBad = math.MaxUint64 - 1
 	}
 	return recs, d, nil
 }

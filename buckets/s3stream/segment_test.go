@@ -279,3 +279,53 @@ func TestSegmentWriteFaults(t *testing.T) {
 		t.Fatalf("a record twice in %v", got)
 	}
 }
+
+// A damaged record whose length is sound is skipped, and the records after
+// it are read: a stream with entries after it is recovered (its gap check
+// shows whether the damaged record held any of its writes), one without is
+// left open, and once the segment is restored a failover recovers it too.
+func TestSegmentDamagedRecordSkipped(t *testing.T) {
+	h := newSegmentHarness(t)
+	a := h.start(1)
+	sa, sb := mustOpen(t, a, sid, 1), mustOpen(t, a, sid+1, 1)
+	for id := uint64(1); id <= 3; id++ {
+		mustAppend(t, sa, id)
+	}
+	for id := uint64(101); id <= 103; id++ {
+		mustAppend(t, sb, id)
+	}
+	a.Close()
+	segs := segmentFiles(t, h, 1, a.cfg.NodeEpoch)
+	data, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The third record (seq 2) holds stream sid's record 3.
+	off := 0
+	for range 2 {
+		off += segRecordHdr + int(binary.LittleEndian.Uint32(data[off:]))
+	}
+	at := off + segRecordHdr + walHeader + walEntryHdr
+	bad := slices.Clone(data)
+	bad[at] ^= 1
+	if err := os.WriteFile(segs[0], bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := recoverAfterCrash(t, h, a.cfg.NodeEpoch)
+	var wc *WALCorruptError
+	if !errors.As(err, &wc) || wc.Streams[sid] == nil || wc.Streams[sid+1] != nil {
+		t.Fatalf("failover over a damaged record of stream %d: %v, want a WALCorruptError leaving only it open", sid, err)
+	}
+	if got := readAll(t, h.store, b.meta, sid+1); !slices.Equal(got, []uint64{101, 102, 103}) {
+		t.Fatalf("stream %d after the failover: %v, want 101..103", sid+1, got)
+	}
+	if err := os.WriteFile(segs[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Failover(context.Background(), h.store, b.meta, 1, a.cfg.NodeEpoch, failoverBy(b.meta, 2)); err != nil {
+		t.Fatalf("failover once the segment is restored: %v", err)
+	}
+	if got := readAll(t, h.store, b.meta, sid); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("stream %d once the segment is restored: %v, want 1..3", sid, got)
+	}
+}

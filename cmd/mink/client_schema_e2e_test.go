@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,13 +89,5 @@ func TestClientLookupAfterAlter(t *testing.T) {
 }
 
 func sortedRows(rows []string) []string {
-	out := append([]string(nil), rows...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
+	return slices.Sorted(slices.Values(rows))
 }

@@ -360,19 +360,41 @@ func corruptWALOf(t *testing.T, objects string, stream uint64) (string, []byte) 
 	t.Helper()
 	paths, _ := filepath.Glob(filepath.Join(objects, "wal", "1", "*", "*"))
 	sort.Strings(paths)
-	for i := len(paths) - 1; i >= 0; i-- {
-		data := mustRead(t, paths[i])
-		if len(data) < 36 || string(data[:4]) != "MKWL" {
-			continue
+	// walEntryAt returns the offset in data of a byte inside the payload
+	// of an entry of stream, in the WAL object at data[at:at+size].
+	walEntryAt := func(data []byte, at, size int) (int, bool) {
+		if size < 36 || string(data[at:at+4]) != "MKWL" {
+			return 0, false
 		}
-		p := data[32 : len(data)-4]
+		p := data[at+32 : at+size-4]
 		for len(p) >= 32 {
 			ln := int(binary.LittleEndian.Uint32(p[28:32]))
 			if binary.LittleEndian.Uint64(p[0:8]) == stream && ln > 0 {
-				orig := flipByte(t, paths[i], len(data)-len(p)+32+ln/2)
-				return strings.TrimPrefix(filepath.ToSlash(paths[i]), filepath.ToSlash(objects)+"/"), orig
+				return at + size - 4 - len(p) + 32 + ln/2, true
 			}
 			p = p[min(len(p), 32+ln):]
+		}
+		return 0, false
+	}
+	for i := len(paths) - 1; i >= 0; i-- {
+		data := mustRead(t, paths[i])
+		key := strings.TrimPrefix(filepath.ToSlash(paths[i]), filepath.ToSlash(objects)+"/")
+		if !strings.HasSuffix(paths[i], ".seg") {
+			if off, ok := walEntryAt(data, 0, len(data)); ok {
+				return key, flipByte(t, paths[i], off)
+			}
+			continue
+		}
+		// A WAL segment: records [u32 length][WAL object], then zeros.
+		for off := 0; off+4 <= len(data); {
+			n := int(binary.LittleEndian.Uint32(data[off:]))
+			if n == 0 || off+4+n > len(data) {
+				break
+			}
+			if at, ok := walEntryAt(data, off+4, n); ok {
+				return key, flipByte(t, paths[i], at)
+			}
+			off += 4 + n
 		}
 	}
 	t.Fatalf("no WAL object holds an entry of stream %d", stream)

@@ -186,14 +186,16 @@ func (c *codec) decode(oid uint32, format int16, src []byte) (any, error) {
 		}
 		return string(text), nil
 	}
-	if elem, ok := sqltypes.ArrayElemOID(oid); ok {
-		return c.decodeArray(oid, elem, format, src)
-	}
+	// The fixed-width scalars first: COPY decodes every field here, and
+	// finding that a type is not an array is a search of the array types.
 	if v, err, ok := decodeFast(oid, format, src); ok {
 		if err != nil {
 			return nil, inputError(oid, format, src, err)
 		}
 		return v, nil
+	}
+	if elem, ok := sqltypes.ArrayElemOID(oid); ok {
+		return c.decodeArray(oid, elem, format, src)
 	}
 	if oid == pgtype.ByteaOID && format == textFormat && !bytes.HasPrefix(src, []byte(`\x`)) {
 		// PostgreSQL's escape format (pgtype reads only hex): bytes as

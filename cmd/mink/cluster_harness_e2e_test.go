@@ -8,10 +8,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -116,8 +116,28 @@ func (m *etcdMember) kill() {
 
 // startEtcdCluster starts an n-member etcd cluster, each member a helper
 // process (this test binary re-run with etcdMemberEnv), and returns once
-// every member is ready.
+// every member is ready. A member's port can be taken by another process
+// between freePort and its listen (packages test at once), so a start in
+// which a member exits or the cluster does not form is tried again on
+// other ports.
 func startEtcdCluster(t *testing.T, n int) []*etcdMember {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		members, err := tryEtcdCluster(t, n)
+		if err == nil {
+			return members
+		}
+		for _, m := range members {
+			m.kill()
+		}
+		if attempt == 3 {
+			t.Fatalf("etcd cluster of %d members: %v", n, err)
+		}
+		t.Logf("etcd cluster of %d members, attempt %d: %v; trying again on other ports", n, attempt, err)
+	}
+}
+
+func tryEtcdCluster(t *testing.T, n int) ([]*etcdMember, error) {
 	t.Helper()
 	members := make([]*etcdMember, n)
 	var specs []etcdMemberSpec
@@ -134,12 +154,17 @@ func startEtcdCluster(t *testing.T, n int) []*etcdMember {
 		cluster = append(cluster, spec.Name+"=http://"+spec.Peer)
 	}
 	ready := make(chan string, n)
+	died := make(chan int, n) // the index of a member that exited
+	var errMu sync.Mutex
+	stderr := make([]*bytes.Buffer, n)
+	var started []*etcdMember
 	for i := range members {
 		specs[i].Cluster = strings.Join(cluster, ",")
 		raw, _ := json.Marshal(specs[i])
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), etcdMemberEnv+"="+string(raw))
-		cmd.Stderr = io.Discard
+		stderr[i] = &bytes.Buffer{}
+		cmd.Stderr = &lockedWriter{mu: &errMu, w: stderr[i]}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -149,6 +174,7 @@ func startEtcdCluster(t *testing.T, n int) []*etcdMember {
 		}
 		m := &etcdMember{name: specs[i].Name, client: "http://" + specs[i].Client, cmd: cmd, exited: make(chan struct{})}
 		members[i] = m
+		started = append(started, m)
 		go func() {
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
@@ -158,18 +184,28 @@ func startEtcdCluster(t *testing.T, n int) []*etcdMember {
 			}
 			cmd.Wait()
 			close(m.exited)
+			died <- i
 		}()
 		t.Cleanup(m.kill)
 	}
+	tail := func(i int) string {
+		errMu.Lock()
+		defer errMu.Unlock()
+		lines := strings.Split(strings.TrimSpace(stderr[i].String()), "\n")
+		return strings.Join(lines[max(0, len(lines)-3):], " | ")
+	}
 	deadline := time.After(60 * time.Second)
-	for i := 0; i < n; i++ {
+	for got := 0; got < n; {
 		select {
 		case <-ready:
+			got++
+		case i := <-died:
+			return started, fmt.Errorf("member %s exited before the cluster was ready: %s", members[i].name, tail(i))
 		case <-deadline:
-			t.Fatalf("etcd cluster of %d members not ready after 60s", n)
+			return started, fmt.Errorf("not ready after 60s (member e1: %s)", tail(0))
 		}
 	}
-	return members
+	return members, nil
 }
 
 // testCluster is mink server processes sharing one etcd and one object store.

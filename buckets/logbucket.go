@@ -1,19 +1,18 @@
 package buckets
 
 import (
-	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/minkdb/mink/buckets/s3stream"
 	"github.com/minkdb/mink/catalog"
+	"github.com/minkdb/mink/internal/ipcbatch"
 )
 
 // Batch is one appended record batch and the offset of its first row. Row
@@ -39,9 +38,9 @@ type ProducerMark struct {
 	Sequence int32
 }
 
-// The Arrow schema metadata keys under which an entry carries its append
-// time and producer mark. Decoding removes them, so readers see the
-// table's schema.
+// The Arrow schema metadata keys under which an entry of older mink
+// carries its append time and producer mark. Decoding removes them, so
+// readers see the table's schema.
 const (
 	metaAppendTime       = "mink.append_time_ms"
 	metaProducerID       = "mink.producer_id"
@@ -160,46 +159,73 @@ func (b *LogBucket) Read(ctx context.Context, from, to uint64) ([]Batch, error) 
 	return out, nil
 }
 
+// A log entry's payload is entryMagic, the entry header (append time,
+// producer mark) and the Arrow IPC stream of its batch
+// (docs/format/s3stream.md, "Log bucket entries"). Entries of older mink
+// are the IPC stream alone, the header's fields in its schema metadata.
+var entryMagic = [4]byte{'M', 'K', 'B', '1'}
+
+const entryHeaderLen = len(entryMagic) + 8 + 8 + 2 + 4
+
+// entryCodec encodes and decodes the IPC streams of entries, keeping what
+// it can of their schemas from batch to batch.
+var entryCodec struct {
+	enc ipcbatch.Encoder
+	dec ipcbatch.Decoder
+}
+
 func encodeBatch(rec arrow.RecordBatch, mark ProducerMark) ([]byte, error) {
-	keys := []string{metaAppendTime}
-	vals := []string{strconv.FormatInt(time.Now().UnixMilli(), 10)}
-	if mark.ID != 0 {
-		keys = append(keys, metaProducerID, metaProducerEpoch, metaProducerSequence)
-		vals = append(vals, strconv.FormatInt(mark.ID, 10), strconv.Itoa(int(mark.Epoch)), strconv.Itoa(int(mark.Sequence)))
+	buf := make([]byte, entryHeaderLen, entryHeaderLen+512)
+	copy(buf, entryMagic[:])
+	h := buf[len(entryMagic):]
+	binary.LittleEndian.PutUint64(h, uint64(time.Now().UnixMilli()))
+	binary.LittleEndian.PutUint64(h[8:], uint64(mark.ID))
+	binary.LittleEndian.PutUint16(h[16:], uint16(mark.Epoch))
+	binary.LittleEndian.PutUint32(h[18:], uint32(mark.Sequence))
+	schema := rec.Schema()
+	if schema.HasMetadata() {
+		schema = arrow.NewSchema(schema.Fields(), nil)
 	}
-	md := arrow.NewMetadata(keys, vals)
-	schema := arrow.NewSchema(rec.Schema().Fields(), &md)
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator))
-	if err := w.Write(rec); err != nil {
+	buf, err := entryCodec.enc.Encode(buf, rec, schema)
+	if err != nil {
 		return nil, fmt.Errorf("encode batch: %w", err)
 	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encode batch: %w", err)
-	}
-	return buf.Bytes(), nil
+	return buf, nil
 }
 
 // decodeBatch decodes an entry's payload into a batch (Offset unset),
 // its record of the table's schema without the entry's metadata.
 func decodeBatch(payload []byte) (Batch, error) {
-	r, err := ipc.NewReader(bytes.NewReader(payload), ipc.WithAllocator(memory.DefaultAllocator))
+	if len(payload) < entryHeaderLen || [4]byte(payload[:4]) != entryMagic {
+		return decodeOldBatch(payload)
+	}
+	rec, err := entryCodec.dec.Decode(payload[entryHeaderLen:])
+	if err != nil {
+		return Batch{}, fmt.Errorf("decode batch: %w: %w", s3stream.ErrCorrupt, err)
+	}
+	h := payload[len(entryMagic):]
+	b := Batch{Record: rec}
+	if ms := int64(binary.LittleEndian.Uint64(h)); ms != 0 {
+		b.AppendTime = time.UnixMilli(ms).UTC()
+	}
+	if id := int64(binary.LittleEndian.Uint64(h[8:])); id != 0 {
+		b.Producer = ProducerMark{ID: id, Epoch: int16(binary.LittleEndian.Uint16(h[16:])), Sequence: int32(binary.LittleEndian.Uint32(h[18:]))}
+	}
+	return b, nil
+}
+
+// decodeOldBatch decodes the payload of an entry of older mink: the IPC
+// stream alone, the entry's header in its schema metadata.
+func decodeOldBatch(payload []byte) (Batch, error) {
+	rec, err := ipcbatch.ReadOne(payload)
 	if err != nil {
 		return Batch{}, fmt.Errorf("decode batch: %w", err)
 	}
-	defer r.Release()
-	if !r.Next() {
-		if err := r.Err(); err != nil {
-			return Batch{}, fmt.Errorf("decode batch: %w", err)
-		}
-		return Batch{}, fmt.Errorf("decode batch: no record in entry")
-	}
-	rec := r.RecordBatch()
 	md := rec.Schema().Metadata()
 	if md.Len() == 0 {
-		rec.Retain()
 		return Batch{Record: rec}, nil
 	}
+	defer rec.Release()
 	var b Batch
 	if ms, err := strconv.ParseInt(metaValue(md, metaAppendTime), 10, 64); err == nil {
 		b.AppendTime = time.UnixMilli(ms).UTC()

@@ -15,7 +15,7 @@ const module = "github.com/minkdb/mink/"
 var layers = [][]string{
 	// Leaves: encodings, types, wire helpers, the object store, test
 	// servers.
-	{"auth", "internal/sqltypes", "internal/flightwire", "internal/testpki", "internal/s3test", "internal/embedetcd",
+	{"auth", "internal/sqltypes", "internal/flightwire", "internal/ipcbatch", "internal/testpki", "internal/s3test", "internal/embedetcd",
 		"objstore", "buckets/routing", "metalog/internal/backoff"},
 	// The pure metadata state machine, codecs and protocol layers that
 	// depend only on leaves.

@@ -1,14 +1,14 @@
 package kvcodec
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/minkdb/mink/internal/ipcbatch"
 )
 
 // ChangeTypeColumn is the first column of a changelog entry: the record's
@@ -36,15 +36,19 @@ func (c *Codec) EncodeChanges(records []ChangeRecord) ([]byte, error) {
 		return nil, err
 	}
 	defer rec.Release()
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(c.clSchema), ipc.WithAllocator(memory.DefaultAllocator))
-	if err := w.Write(rec); err != nil {
+	payload, err := changesCodec.enc.Encode(nil, rec, c.clSchema)
+	if err != nil {
 		return nil, fmt.Errorf("kv: encode changes: %w", err)
 	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("kv: encode changes: %w", err)
-	}
-	return buf.Bytes(), nil
+	return payload, nil
+}
+
+// changesCodec encodes and decodes changelog entries' IPC streams,
+// keeping the schema messages it has seen (a table's changelog schema is
+// the same for every entry).
+var changesCodec struct {
+	enc ipcbatch.Encoder
+	dec ipcbatch.Decoder
 }
 
 // ChangesBatch returns records as a record batch of ChangelogSchema.
@@ -93,19 +97,10 @@ func (c *Codec) DecodeChanges(payload []byte) ([]ChangeRecord, error) {
 // one row per record. `t$changelog` reads these and adds the offsets
 // (entry offset + row index).
 func DecodeChangesBatch(payload []byte) (arrow.RecordBatch, error) {
-	r, err := ipc.NewReader(bytes.NewReader(payload), ipc.WithAllocator(memory.DefaultAllocator))
+	rec, err := changesCodec.dec.Decode(payload)
 	if err != nil {
-		return nil, fmt.Errorf("kv: decode changes: %w", err)
+		return nil, fmt.Errorf("kv: decode changes: %w: %w", ErrBadRow, err)
 	}
-	defer r.Release()
-	if !r.Next() {
-		if err := r.Err(); err != nil {
-			return nil, fmt.Errorf("kv: decode changes: %w", err)
-		}
-		return nil, fmt.Errorf("kv: decode changes: %w: no record batch in the payload", ErrBadRow)
-	}
-	rec := r.RecordBatch()
-	rec.Retain()
 	return rec, nil
 }
 

@@ -68,8 +68,8 @@ type Codec struct {
 	visOf      []int
 	visCreated int
 	keyCols    []int // stored indexes
-	cols    []*valueCodec
-	gos     []*goCodec // the Go-value side of cols (codec_values.go)
+	cols       []*valueCodec
+	gos        []*goCodec // the Go-value side of cols (codec_values.go)
 	// created is the number of columns the table was created with: the
 	// columns of a format-1 row.
 	created int

@@ -476,7 +476,11 @@ func insertColumns(table *tableInfo) []sqltypes.Column {
 // (computed by the engine or built by the fast path), to the table (cols:
 // insertColumns), fills its sequences and checks NOT NULL.
 func (s *session) conformInserted(ctx context.Context, table *tableInfo, cols []sqltypes.Column, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	conformed, err := sqltypes.Conform(table.name, cols, rec, memory.DefaultAllocator)
+	schema := table.schema
+	if len(cols) != len(table.cols) || len(cols) > 0 && &cols[0] != &table.cols[0] {
+		schema = sqltypes.Schema(cols)
+	}
+	conformed, err := sqltypes.ConformTo(table.name, cols, schema, rec, memory.DefaultAllocator)
 	if err != nil {
 		var ne *sqltypes.NotNullError
 		if errors.As(err, &ne) {

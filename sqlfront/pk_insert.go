@@ -528,7 +528,7 @@ func (s *session) computeUpdates(ctx context.Context, table *tableInfo, codec *k
 		rec := rdr.RecordBatch()
 		idx := rec.Column(0)
 		body := array.NewRecordBatch(arrow.NewSchema(rec.Schema().Fields()[1:], nil), rec.Columns()[1:], rec.NumRows())
-		conformed, err := sqltypes.Conform(table.name, table.cols, body, memory.DefaultAllocator)
+		conformed, err := sqltypes.ConformTo(table.name, table.cols, table.schema, body, memory.DefaultAllocator)
 		body.Release()
 		if err != nil {
 			return nil, err

@@ -438,7 +438,7 @@ func (s *session) evaluateChange(ctx context.Context, cs *changeStmt, args []any
 		rec := rdr.RecordBatch()
 		oldCols := rec.Columns()[:n]
 		tmp := array.NewRecordBatch(arrow.NewSchema(rec.Schema().Fields()[:n], nil), oldCols, rec.NumRows())
-		old, err := sqltypes.Conform(table.name, table.cols, tmp, memory.DefaultAllocator)
+		old, err := sqltypes.ConformTo(table.name, table.cols, table.schema, tmp, memory.DefaultAllocator)
 		tmp.Release()
 		if err != nil {
 			return nil, nil, err
@@ -451,7 +451,7 @@ func (s *session) evaluateChange(ctx context.Context, cs *changeStmt, args []any
 			fields[i] = rec.Schema().Field(n + j)
 		}
 		tmp = array.NewRecordBatch(arrow.NewSchema(fields, nil), newCols, rec.NumRows())
-		nw, err := sqltypes.Conform(table.name, table.cols, tmp, memory.DefaultAllocator)
+		nw, err := sqltypes.ConformTo(table.name, table.cols, table.schema, tmp, memory.DefaultAllocator)
 		tmp.Release()
 		if err != nil {
 			return nil, nil, err

@@ -27,10 +27,13 @@ type tableInfo struct {
 	// stored are the columns as stored batches hold them: cols with the
 	// dropped columns at their places (catalog TableSpec.StoredColumns);
 	// cols itself when none was dropped.
-	stored  []sqltypes.Column
-	schema  *arrow.Schema
-	colIdx  map[string]int
-	keyCols []int // bucket key column indexes; nil: round-robin
+	stored []sqltypes.Column
+	schema *arrow.Schema
+	// buildSchema is buildRecord's schema for cols (buildSchema; nil:
+	// buildRecord builds it).
+	buildSchema *arrow.Schema
+	colIdx      map[string]int
+	keyCols     []int // bucket key column indexes; nil: round-robin
 	// seqEpoch is the table's catalog.Table.SequenceEpoch.
 	seqEpoch uint64
 	partCol  int // partition column index, -1 if unpartitioned
@@ -48,6 +51,7 @@ func newTableInfo(t *catalog.Table) (*tableInfo, error) {
 		ti.colIdx[c.Name] = i
 	}
 	ti.schema = sqltypes.Schema(ti.cols)
+	ti.buildSchema = buildSchema(ti.cols)
 	for _, k := range t.Spec.BucketKey {
 		ti.keyCols = append(ti.keyCols, ti.colIdx[k])
 	}

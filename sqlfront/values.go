@@ -37,7 +37,7 @@ func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (ar
 		return nil, err
 	}
 	defer rec.Release()
-	conformed, err := sqltypes.Conform(table.name, table.cols, rec, memory.DefaultAllocator)
+	conformed, err := sqltypes.ConformTo(table.name, table.cols, table.schema, rec, memory.DefaultAllocator)
 	if err != nil {
 		return nil, err
 	}
@@ -52,12 +52,13 @@ func rowsToRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (ar
 // build types (buildType), with the rows' values as given.
 func buildRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (arrow.RecordBatch, error) {
 	mem := memory.DefaultAllocator
-	fields := make([]arrow.Field, len(table.cols))
+	schema := table.buildSchema
+	if schema == nil {
+		schema = buildSchema(table.cols)
+	}
 	builders := make([]array.Builder, len(table.cols))
-	for i, c := range table.cols {
-		dt := buildType(c.Type)
-		fields[i] = arrow.Field{Name: c.Name, Type: dt, Nullable: true}
-		builders[i] = array.NewBuilder(mem, dt)
+	for i := range table.cols {
+		builders[i] = array.NewBuilder(mem, schema.Field(i).Type)
 		builders[i].Reserve(len(rows))
 	}
 	defer func() {
@@ -95,11 +96,21 @@ func buildRecord(table *tableInfo, targets []int, fill []any, rows [][]any) (arr
 	for i, b := range builders {
 		cols[i] = b.NewArray()
 	}
-	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(rows)))
+	rec := array.NewRecordBatch(schema, cols, int64(len(rows)))
 	for _, c := range cols {
 		c.Release()
 	}
 	return rec, nil
+}
+
+// buildSchema is the schema of the batches buildRecord builds for a table
+// of cols: each column nullable, of its buildType.
+func buildSchema(cols []sqltypes.Column) *arrow.Schema {
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fields[i] = arrow.Field{Name: c.Name, Type: buildType(c.Type), Nullable: true}
+	}
+	return arrow.NewSchema(fields, nil)
 }
 
 // buildType is the Arrow type rowsToRecord builds a column of type t in,

@@ -79,6 +79,15 @@ func PadChar(s string, n int) string {
 // messages. mem allocates converted columns; nil means
 // memory.DefaultAllocator. Errors are *Error.
 func Conform(table string, cols []Column, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	return ConformTo(table, cols, Schema(cols), rec, mem)
+}
+
+// ConformTo is Conform given schema, which is Schema(cols) (nil: Conform
+// builds it): a caller that keeps it does not build it for every batch.
+func ConformTo(table string, cols []Column, schema *arrow.Schema, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	if schema == nil {
+		schema = Schema(cols)
+	}
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
@@ -100,7 +109,7 @@ func Conform(table string, cols []Column, rec arrow.RecordBatch, mem memory.Allo
 		out = append(out, a)
 		nulls = nulls || c.NotNull && a.NullN() > 0
 	}
-	conformed := array.NewRecordBatch(Schema(cols), out, rec.NumRows())
+	conformed := array.NewRecordBatch(schema, out, rec.NumRows())
 	if nulls {
 		defer conformed.Release()
 		return nil, notNullError(table, cols, conformed)

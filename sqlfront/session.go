@@ -259,10 +259,37 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 	return nil, unsupported("%s is not supported by mink", statementName(node))
 }
 
+// statementNames are the names of statements whose parse node is not
+// named after them.
+var statementNames = map[string]string{
+	"CreateSeq": "CREATE SEQUENCE", "AlterSeq": "ALTER SEQUENCE", "Createdb": "CREATE DATABASE",
+	"Dropdb": "DROP DATABASE", "AlterDatabaseSet": "ALTER DATABASE", "CreateTrig": "CREATE TRIGGER",
+	"CreatePLang": "CREATE LANGUAGE", "CreateTableSpace": "CREATE TABLESPACE", "DropTableSpace": "DROP TABLESPACE",
+	"AlterTableSpaceOptions": "ALTER TABLESPACE", "CreateEventTrig": "CREATE EVENT TRIGGER",
+	"AlterEventTrig": "ALTER EVENT TRIGGER", "CreateFdw": "CREATE FOREIGN DATA WRAPPER",
+	"AlterFdw": "ALTER FOREIGN DATA WRAPPER", "CreateForeignServer": "CREATE SERVER",
+	"AlterForeignServer": "ALTER SERVER", "CreateForeignTable": "CREATE FOREIGN TABLE",
+	"CreateStats": "CREATE STATISTICS", "AlterStats": "ALTER STATISTICS", "CreateAm": "CREATE ACCESS METHOD",
+	"CreateOpClass": "CREATE OPERATOR CLASS", "CreateOpFamily": "CREATE OPERATOR FAMILY",
+	"AlterOpFamily": "ALTER OPERATOR FAMILY", "CreateEnum": "CREATE TYPE", "CreateRange": "CREATE TYPE",
+	"CompositeType": "CREATE TYPE", "AlterEnum": "ALTER TYPE", "Define": "CREATE AGGREGATE, OPERATOR or TYPE",
+	"Rule": "CREATE RULE", "Index": "CREATE INDEX", "View": "CREATE VIEW", "Createas": "CREATE TABLE AS",
+	"VariableSet": "SET", "VariableShow": "SHOW", "Lock": "LOCK TABLE", "Constraints": "SET CONSTRAINTS",
+	"CheckPoint": "CHECKPOINT", "SecLabel": "SECURITY LABEL", "AlterTSDictionary": "ALTER TEXT SEARCH DICTIONARY",
+	"AlterTSConfiguration": "ALTER TEXT SEARCH CONFIGURATION", "Call": "CALL", "Do": "DO",
+	"ClosePortal": "CLOSE", "Rename": "ALTER … RENAME", "AlterObjectSchema": "ALTER … SET SCHEMA",
+	"AlterOwner": "ALTER … OWNER TO", "ImportForeignSchema": "IMPORT FOREIGN SCHEMA",
+	"Transaction": "a transaction statement", "Grant": "GRANT or REVOKE", "GrantRole": "GRANT or REVOKE of a role",
+	"Drop": "DROP", "AlterFunction": "ALTER FUNCTION",
+}
+
 // statementName is a readable name of a statement's type, for errors.
 func statementName(node *pg.Node) string {
 	name := strings.TrimPrefix(fmt.Sprintf("%T", node.Node), "*pg_query.Node_")
 	name = strings.TrimSuffix(name, "Stmt")
+	if n, ok := statementNames[name]; ok {
+		return n
+	}
 	var b strings.Builder
 	for i, r := range name {
 		if i > 0 && r >= 'A' && r <= 'Z' {

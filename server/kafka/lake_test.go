@@ -87,7 +87,7 @@ func TestFetchFromTheLake(t *testing.T) {
 			ft.Partitions = append(ft.Partitions, fp)
 		}
 		req.Topics = append(req.Topics, ft)
-		resp, err := req.RequestWith(ctx, cl)
+		resp, err := retried(t, func() (*kmsg.FetchResponse, error) { return req.RequestWith(ctx, cl) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestFetchFromTheLake(t *testing.T) {
 		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, ts, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
+		resp, err := retried(t, func() (*kmsg.ListOffsetsResponse, error) { return req.RequestWith(ctx, cl) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,4 +185,21 @@ func seq(from, to int64) []int64 {
 		out = append(out, i)
 	}
 	return out
+}
+
+// retried runs a request again, as a Kafka client does, while the client
+// reports a retriable error (LEADER_NOT_AVAILABLE when a loaded machine
+// delays a lease renewal past the node's view of it), for up to 15 s; each
+// retry is logged.
+func retried[R any](t *testing.T, req func() (R, error)) (R, error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := req()
+		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			return resp, err
+		}
+		t.Logf("retrying after a retriable error: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
 }

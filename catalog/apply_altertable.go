@@ -82,17 +82,12 @@ func applyRenameTable(v *View, r RenameTable) Outcome {
 	case r.Name == old:
 		return Outcome{}
 	}
-	if other, ok := v.relationNamed(r.Name); ok {
+	if other, ok := v.relationNamed(t.Spec.Schema, r.Name); ok {
 		return reject(ErrExists, "rename %q to %q: relation %d has that name", old, r.Name, other)
 	}
+	oldTopic := v.TopicName(t)
 	t.Spec.Name = r.Name
-	// The topic is the table: its consumer groups go on under the new name.
-	for _, g := range v.Groups {
-		if offsets, ok := g.Offsets[old]; ok {
-			g.Offsets[r.Name] = offsets
-			delete(g.Offsets, old)
-		}
-	}
+	v.renameTopic(oldTopic, v.TopicName(t))
 	return Outcome{}
 }
 

@@ -112,6 +112,11 @@ func applyDropRole(v *View, r DropRole) Outcome {
 			}
 		}
 	}
+	for _, id := range slices.Sorted(maps.Keys(v.Schemas)) {
+		if sc := v.Schemas[id]; sc.Owner == r.Role {
+			return reject(ErrInUse, "%s (%q): owner of schema %s", what, role.Name, sc.Name)
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(v.Views)) {
 		sv := v.Views[id]
 		if sv.Owner == r.Role {

@@ -19,10 +19,13 @@ func applyCreateTable(v *View, r CreateTable) Outcome {
 	if err != nil {
 		return Outcome{Err: fmt.Errorf("create table %q: %w", r.Spec.Name, err)}
 	}
-	if t, ok := v.TableByName(spec.Name); ok {
+	if _, ok := v.SchemaName(spec.Schema); !ok {
+		return reject(ErrNotFound, "create table %q: schema %d: no such schema", spec.Name, spec.Schema)
+	}
+	if t, ok := v.TableByName(spec.Schema, spec.Name); ok {
 		return reject(ErrExists, "create table %q: table %d has that name", spec.Name, t.ID)
 	}
-	if sv, ok := v.ViewByName(spec.Name); ok {
+	if sv, ok := v.ViewByName(spec.Schema, spec.Name); ok {
 		return reject(ErrExists, "create table %q: view %d has that name", spec.Name, sv.ID)
 	}
 	if r.Owner != 0 && v.Roles[r.Owner] == nil {
@@ -41,6 +44,7 @@ func applyCreateTable(v *View, r CreateTable) Outcome {
 func normalizeTableSpec(spec TableSpec) (TableSpec, error) {
 	out := TableSpec{
 		Name:        spec.Name,
+		Schema:      spec.Schema,
 		Columns:     slices.Clone(spec.Columns),
 		PrimaryKey:  slices.Clone(spec.PrimaryKey),
 		PartitionBy: spec.PartitionBy,
@@ -171,7 +175,7 @@ func applyDropTable(v *View, r DropTable) Outcome {
 	v.retireBuckets(t)
 	delete(v.Tables, t.ID)
 	// A new table of the same name is a new topic: no group has consumed it.
-	v.dropTopicOffsets(t.Spec.Name, 0)
+	v.dropTopicOffsets(v.TopicName(t), 0)
 	return Outcome{}
 }
 

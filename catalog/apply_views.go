@@ -11,7 +11,10 @@ func applyCreateView(v *View, r CreateView) Outcome {
 		return Outcome{Err: fmt.Errorf("create view %q: %w", r.Spec.Name, err)}
 	}
 	what := fmt.Sprintf("create view %q", spec.Name)
-	if t, ok := v.TableByName(spec.Name); ok {
+	if _, ok := v.SchemaName(spec.Schema); !ok {
+		return reject(ErrNotFound, "%s: schema %d: no such schema", what, spec.Schema)
+	}
+	if t, ok := v.TableByName(spec.Schema, spec.Name); ok {
 		return reject(ErrExists, "%s: table %d has that name", what, t.ID)
 	}
 	if r.Owner != 0 && v.Roles[r.Owner] == nil {
@@ -22,7 +25,7 @@ func applyCreateView(v *View, r CreateView) Outcome {
 			return reject(ErrNotFound, "%s: relation %d (%q): no such table or view", what, rel.ID, rel.Name)
 		}
 	}
-	old, exists := v.ViewByName(spec.Name)
+	old, exists := v.ViewByName(spec.Schema, spec.Name)
 	if exists && !r.Replace {
 		return reject(ErrExists, "%s: view %d has that name", what, old.ID)
 	}
@@ -82,7 +85,7 @@ func applyRenameView(v *View, r RenameView) Outcome {
 	case r.Name == old:
 		return Outcome{}
 	}
-	if other, ok := v.relationNamed(r.Name); ok {
+	if other, ok := v.relationNamed(sv.Spec.Schema, r.Name); ok {
 		return reject(ErrExists, "rename view %q to %q: relation %d has that name", old, r.Name, other)
 	}
 	sv.Spec.Name = r.Name

@@ -31,7 +31,7 @@ const (
 	viewVersion1      byte = 1
 	viewHeaderLen          = 5
 	viewMagic              = "MKVW"
-	maxKnownKind           = KindSetSequence
+	maxKnownKind           = KindSetRelationSchema
 	recordDecodeError      = "decode record"
 	viewDecodeError        = "decode view"
 )
@@ -75,6 +75,10 @@ var kindNames = map[Kind]string{
 	KindDropColumn:           "DropColumn",
 	KindRestoreColumn:        "RestoreColumn",
 	KindSetSequence:          "SetSequence",
+	KindCreateSchema:         "CreateSchema",
+	KindDropSchema:           "DropSchema",
+	KindRenameSchema:         "RenameSchema",
+	KindSetRelationSchema:    "SetRelationSchema",
 }
 
 // String returns the record type's name, or "Kind(n)" for an unknown kind.
@@ -198,6 +202,14 @@ func DecodeRecord(data []byte) (Record, error) {
 		return decodeRecordBody[RestoreColumn](kind, body)
 	case KindSetSequence:
 		return decodeRecordBody[SetSequence](kind, body)
+	case KindCreateSchema:
+		return decodeRecordBody[CreateSchema](kind, body)
+	case KindDropSchema:
+		return decodeRecordBody[DropSchema](kind, body)
+	case KindRenameSchema:
+		return decodeRecordBody[RenameSchema](kind, body)
+	case KindSetRelationSchema:
+		return decodeRecordBody[SetRelationSchema](kind, body)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %d (this build knows 1..%d; written by a newer mink?): %w",
 		recordDecodeError, kind, maxKnownKind, ErrInvalid)
@@ -234,6 +246,7 @@ type viewBody struct {
 	Groups      []*Group    `json:"groups,omitempty"`
 	Roles       []*Role     `json:"roles,omitempty"`
 	Views       []*SQLView  `json:"views,omitempty"`
+	Schemas     []*Schema   `json:"schemas,omitempty"`
 	NextRoleID  RoleID      `json:"next_role_id,omitempty"`
 	ClusterKey  []byte      `json:"cluster_key,omitempty"`
 }
@@ -253,6 +266,9 @@ func EncodeView(v *View) ([]byte, error) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(v.Views)) {
 		body.Views = append(body.Views, v.Views[id])
+	}
+	for _, id := range slices.Sorted(maps.Keys(v.Schemas)) {
+		body.Schemas = append(body.Schemas, v.Schemas[id])
 	}
 	for _, id := range slices.Sorted(maps.Keys(v.Nodes)) {
 		body.Nodes = append(body.Nodes, v.Nodes[id])
@@ -306,6 +322,9 @@ func DecodeView(data []byte) (*View, error) {
 		return nil, err
 	}
 	if err := fillMap(v.Views, "view", body.Views, func(sv *SQLView) TableID { return sv.ID }); err != nil {
+		return nil, err
+	}
+	if err := fillMap(v.Schemas, "schema", body.Schemas, func(s *Schema) SchemaID { return s.ID }); err != nil {
 		return nil, err
 	}
 	if err := fillMap(v.Nodes, "node", body.Nodes, func(n *Node) NodeID { return n.ID }); err != nil {

@@ -170,7 +170,7 @@ func sampleRecords() []catalog.Record {
 		catalog.RegisterNode{Node: 3, ExpectEpoch: 7, Addrs: catalog.Addrs{PG: "10.0.0.3:5433", Flight: "10.0.0.3:8815", Admin: "10.0.0.3:9480", Kafka: "10.0.0.3:9092"}},
 		catalog.RegisterCoordinator{Node: 3, NodeEpoch: 8, ExpectEpoch: 4},
 		catalog.CreateTable{Spec: catalog.TableSpec{
-			Name: "orders",
+			Name: "orders", Schema: 11,
 			Columns: []catalog.Column{{Name: "id", Type: "bigint", NotNull: true, Default: "0", Sequence: catalog.SequenceByDefault},
 				{Name: "dt", Type: "date", NotNull: true, Default: "'2025-01-01'", Sequence: "x", Added: true, Missing: &missing, LakeOptional: true}},
 			PrimaryKey: []string{"id", "dt"}, PartitionBy: "dt", Buckets: 8, BucketKey: []string{"id"},
@@ -213,7 +213,7 @@ func sampleRecords() []catalog.Record {
 		catalog.GrantTable{Tables: []catalog.TableID{12, 13}, Grantee: 16385, Privileges: catalog.PrivSelect | catalog.PrivInsert, Revoke: true},
 		catalog.SetTableOwner{Table: 12, Owner: 16385},
 		catalog.RenameTable{Table: 12, Name: "renamed"},
-		catalog.CreateView{Spec: catalog.ViewSpec{Name: "v", Columns: []catalog.ViewColumn{{Name: "id", Type: "bigint"}},
+		catalog.CreateView{Spec: catalog.ViewSpec{Name: "v", Schema: 11, Columns: []catalog.ViewColumn{{Name: "id", Type: "bigint"}},
 			Query: "SELECT id FROM t", Relations: []catalog.ViewRelation{{Name: "t", ID: 1}}}, Owner: 16384, Replace: true},
 		catalog.DropView{Views: []catalog.TableID{13, 14}},
 		catalog.RenameView{View: 13, Name: "w"},
@@ -224,6 +224,10 @@ func sampleRecords() []catalog.Record {
 		catalog.RestoreColumn{Table: 12, Position: 3},
 		catalog.SetSequence{Table: 12, Column: "id", Last: 41},
 		catalog.SetClusterKey{Key: []byte("0123456789abcdef0123456789abcdef")},
+		catalog.CreateSchema{Name: "staging", Owner: 16385},
+		catalog.DropSchema{Schema: 11, Cascade: true},
+		catalog.RenameSchema{Schema: 11, Name: "marts"},
+		catalog.SetRelationSchema{Relation: 12, Schema: 11},
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // view that Apply maintains. DecodeView runs it on every decoded snapshot;
 // tests run it after every record.
 func (v *View) checkInvariants() error {
-	if v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil || v.Views == nil {
+	if v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil || v.Views == nil || v.Schemas == nil {
 		return fmt.Errorf("a map of the view is nil")
 	}
 	if v.NextID == 0 {
@@ -23,6 +23,9 @@ func (v *View) checkInvariants() error {
 		return err
 	}
 	if err := v.checkViews(); err != nil {
+		return err
+	}
+	if err := v.checkSchemas(); err != nil {
 		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(v.Nodes)) {
@@ -55,7 +58,11 @@ func (v *View) checkInvariants() error {
 		}
 		return nil
 	}
-	names := map[string]TableID{}
+	type qualified struct {
+		schema SchemaID
+		name   string
+	}
+	names := map[qualified]TableID{}
 	for _, id := range slices.Sorted(maps.Keys(v.Tables)) {
 		t := v.Tables[id]
 		if t == nil || t.ID != id || id == 0 || uint64(id) >= v.NextID {
@@ -71,10 +78,10 @@ func (v *View) checkInvariants() error {
 				return fmt.Errorf("table %d: column %q follows an added column", id, c.Name)
 			}
 		}
-		if other, ok := names[t.Spec.Name]; ok {
+		if other, ok := names[qualified{t.Spec.Schema, t.Spec.Name}]; ok {
 			return fmt.Errorf("tables %d and %d are both named %q", other, id, t.Spec.Name)
 		}
-		names[t.Spec.Name] = id
+		names[qualified{t.Spec.Schema, t.Spec.Name}] = id
 		what := fmt.Sprintf("table %d", id)
 		if t.Spec.PartitionBy == "" {
 			if len(t.Partitions) != 0 {

@@ -62,6 +62,10 @@ const (
 	KindDropColumn           Kind = 36
 	KindRestoreColumn        Kind = 37
 	KindSetSequence          Kind = 38
+	KindCreateSchema         Kind = 39
+	KindDropSchema           Kind = 40
+	KindRenameSchema         Kind = 41
+	KindSetRelationSchema    Kind = 42
 )
 
 // Record is one entry of the metadata log. Every record that acts for a node,
@@ -179,7 +183,9 @@ func SequenceMax(typ string) int64 {
 
 // TableSpec is everything CREATE TABLE says about a table.
 type TableSpec struct {
-	Name       string   `json:"name"`
+	Name string `json:"name"`
+	// Schema is the schema the table is in (schemas.go).
+	Schema     SchemaID `json:"schema,omitempty"`
 	Columns    []Column `json:"columns"`
 	PrimaryKey []string `json:"primary_key,omitempty"` // empty: a log table
 	// PartitionBy is the LIST partition column, or "" for an unpartitioned table.

@@ -27,6 +27,8 @@ type SQLView struct {
 // ViewSpec is everything CREATE VIEW says about a view.
 type ViewSpec struct {
 	Name string `json:"name"`
+	// Schema is the schema the view is in (schemas.go).
+	Schema SchemaID `json:"schema,omitempty"`
 	// Columns are the view's result columns, in order.
 	Columns []ViewColumn `json:"columns"`
 	// Query is the view's SELECT, as SQL text in which every relation of
@@ -92,23 +94,23 @@ func (CreateView) Kind() Kind { return KindCreateView }
 func (DropView) Kind() Kind   { return KindDropView }
 func (RenameView) Kind() Kind { return KindRenameView }
 
-// ViewByName returns the view named name (names compare exactly, as for
-// TableByName).
-func (v *View) ViewByName(name string) (*SQLView, bool) {
+// ViewByName returns the view of schema named name (names compare exactly,
+// as for TableByName).
+func (v *View) ViewByName(schema SchemaID, name string) (*SQLView, bool) {
 	for _, sv := range v.Views {
-		if sv.Spec.Name == name {
+		if sv.Spec.Name == name && sv.Spec.Schema == schema {
 			return sv, true
 		}
 	}
 	return nil, false
 }
 
-// relationNamed returns the id of the table or view named name.
-func (v *View) relationNamed(name string) (TableID, bool) {
-	if t, ok := v.TableByName(name); ok {
+// relationNamed returns the id of the table or view of schema named name.
+func (v *View) relationNamed(schema SchemaID, name string) (TableID, bool) {
+	if t, ok := v.TableByName(schema, name); ok {
 		return t.ID, true
 	}
-	if sv, ok := v.ViewByName(name); ok {
+	if sv, ok := v.ViewByName(schema, name); ok {
 		return sv.ID, true
 	}
 	return 0, false
@@ -204,6 +206,7 @@ func (v *View) ViewPrivileges(role RoleID, sv *SQLView) Privileges {
 func normalizeViewSpec(spec ViewSpec) (ViewSpec, error) {
 	out := ViewSpec{
 		Name:      spec.Name,
+		Schema:    spec.Schema,
 		Columns:   slices.Clone(spec.Columns),
 		Query:     spec.Query,
 		Relations: slices.Clone(spec.Relations),
@@ -273,7 +276,7 @@ func (v *View) checkViews() error {
 		} else if !slices.Equal(spec.Relations, sv.Spec.Relations) || !slices.Equal(spec.Columns, sv.Spec.Columns) {
 			return fmt.Errorf("view %d: spec %+v is not in normal form", id, sv.Spec)
 		}
-		if other, ok := v.relationNamed(sv.Spec.Name); !ok || other != id {
+		if other, ok := v.relationNamed(sv.Spec.Schema, sv.Spec.Name); !ok || other != id {
 			return fmt.Errorf("view %d: its name %q is also relation %d's", id, sv.Spec.Name, other)
 		}
 		for _, r := range sv.Spec.Relations {

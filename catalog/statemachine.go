@@ -33,6 +33,7 @@ type Outcome struct {
 	// stream epoch.
 	Epoch     uint64
 	Table     TableID     // CreateTable, CreateView (the view's id)
+	Schema    SchemaID    // CreateSchema
 	Partition PartitionID // CreatePartition
 	// Buckets: CreateTable of an unpartitioned table and CreatePartition: the
 	// new buckets, in bucket index order. The slice is the caller's.
@@ -57,6 +58,7 @@ func NewView() *View {
 		Groups:   map[string]*Group{},
 		Roles:    map[RoleID]*Role{},
 		Views:    map[TableID]*SQLView{},
+		Schemas:  map[SchemaID]*Schema{},
 		NextID:   1,
 	}
 }
@@ -74,7 +76,7 @@ func NewView() *View {
 // rec may be a record value or a pointer to one. Apply is not safe to call
 // concurrently with any other use of v.
 func Apply(v *View, index uint64, rec Record) Outcome {
-	if v == nil || v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil || v.Views == nil {
+	if v == nil || v.Nodes == nil || v.Tables == nil || v.Buckets == nil || v.Streams == nil || v.WALTrims == nil || v.Groups == nil || v.Roles == nil || v.Views == nil || v.Schemas == nil {
 		panic(fmt.Sprintf("catalog: Apply(index %d) to a view not made by NewView, DecodeView or Clone: %+v", index, v))
 	}
 	if index != v.Index+1 {
@@ -139,6 +141,14 @@ func applyRecord(v *View, rec Record) Outcome {
 		return applyCreateView(v, r)
 	case DropView:
 		return applyDropView(v, r)
+	case CreateSchema:
+		return applyCreateSchema(v, r)
+	case DropSchema:
+		return applyDropSchema(v, r)
+	case RenameSchema:
+		return applyRenameSchema(v, r)
+	case SetRelationSchema:
+		return applySetRelationSchema(v, r)
 	case RenameView:
 		return applyRenameView(v, r)
 	case RenameColumn:
@@ -197,7 +207,8 @@ func recordValue(rec Record) (Record, error) {
 		CommitWALTrim, CommitKVSnapshot, CommitTieringRound, CompactStreamObjects, TrimStream,
 		AllocateSequence, AddColumn, TruncateTable, SetColumnDefault, RenameTable, CommitGroupOffsets, DeleteGroupOffsets,
 		CreateRole, AlterRole, DropRole, GrantRole, GrantTable, SetTableOwner, SetClusterKey,
-		CreateView, DropView, RenameView, RenameColumn, SetColumnNotNull, SetColumnType, DropColumn, RestoreColumn, SetSequence:
+		CreateView, DropView, RenameView, RenameColumn, SetColumnNotNull, SetColumnType, DropColumn, RestoreColumn, SetSequence,
+		CreateSchema, DropSchema, RenameSchema, SetRelationSchema:
 		return rec, nil
 	}
 	return nil, fmt.Errorf("record type %T is not a catalog record: %w", rec, ErrInvalid)

@@ -194,6 +194,9 @@ func formatOutcome(t testing.TB, rec catalog.Record, o catalog.Outcome) string {
 	case catalog.KindCreateView:
 		s += fmt.Sprintf(" view=%d", o.Table)
 		want.Table = o.Table
+	case catalog.KindCreateSchema:
+		s += fmt.Sprintf(" schema=%d", o.Schema)
+		want.Schema = o.Schema
 	case catalog.KindTruncateTable:
 		if o.Buckets != nil {
 			s += " buckets=" + formatBucketIDs(o.Buckets)
@@ -366,8 +369,34 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 		}
 		return ids[rng.IntN(len(ids))]
 	}
+	// pickSchema is public half the time, else mostly an existing schema.
+	pickSchema := func() catalog.SchemaID {
+		ids := slices.Sorted(maps.Keys(v.Schemas))
+		switch {
+		case rng.IntN(2) == 0:
+			return catalog.PublicSchema
+		case len(ids) == 0 || !likely():
+			return catalog.SchemaID(rng.Uint64N(v.NextID + 2))
+		}
+		return ids[rng.IntN(len(ids))]
+	}
+	schemaName := func() string {
+		return []string{"s0", "s1", "s2", "s3", "public", "pg_x", "", "information_schema"}[rng.IntN(8)]
+	}
 	var rec catalog.Record
 	switch catalog.Kind(1 + rng.IntN(int(catalog.MaxKnownKind))) {
+	case catalog.KindCreateSchema:
+		r := catalog.CreateSchema{Name: schemaName()}
+		if rng.IntN(2) == 0 {
+			r.Owner = pickRole()
+		}
+		rec = r
+	case catalog.KindDropSchema:
+		rec = catalog.DropSchema{Schema: pickSchema(), Cascade: rng.IntN(2) == 0}
+	case catalog.KindRenameSchema:
+		rec = catalog.RenameSchema{Schema: pickSchema(), Name: schemaName()}
+	case catalog.KindSetRelationSchema:
+		rec = catalog.SetRelationSchema{Relation: pickRelation(), Schema: pickSchema()}
 	case catalog.KindRegisterNode:
 		r := catalog.RegisterNode{Node: node, ExpectEpoch: nodeEpoch(node)}
 		if rng.IntN(2) == 0 {
@@ -382,7 +411,7 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 		if rng.IntN(3) == 0 {
 			pool[0].Sequence = catalog.SequenceAlways
 		}
-		spec := catalog.TableSpec{Name: fmt.Sprintf("t%d", rng.IntN(6)), Buckets: rng.IntN(4)}
+		spec := catalog.TableSpec{Name: fmt.Sprintf("t%d", rng.IntN(6)), Buckets: rng.IntN(4), Schema: pickSchema()}
 		for _, c := range pool {
 			if c.Name == "id" || rng.IntN(2) == 0 {
 				spec.Columns = append(spec.Columns, c)
@@ -705,7 +734,7 @@ func randomRecord(rng *rand.Rand, v *catalog.View) catalog.Record {
 		rec = catalog.RenameTable{Table: id, Name: fmt.Sprintf("t%d", rng.IntN(6))}
 	case catalog.KindCreateView:
 		// Names collide with tables' (t%d) and with other views'.
-		spec := catalog.ViewSpec{Name: fmt.Sprintf("%s%d", []string{"t", "v", "v"}[rng.IntN(3)], rng.IntN(6)), Query: "select 1"}
+		spec := catalog.ViewSpec{Name: fmt.Sprintf("%s%d", []string{"t", "v", "v"}[rng.IntN(3)], rng.IntN(6)), Query: "select 1", Schema: pickSchema()}
 		for i := range 1 + rng.IntN(3) {
 			spec.Columns = append(spec.Columns, catalog.ViewColumn{Name: fmt.Sprintf("c%d", i), Type: []string{"int", "text"}[rng.IntN(2)]})
 		}

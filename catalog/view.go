@@ -37,6 +37,8 @@ type View struct {
 	// Views holds the SQL views, by id (sqlview.go). Their ids come from
 	// NextID, as tables' do.
 	Views map[TableID]*SQLView `json:"views"`
+	// Schemas holds the schemas other than public, by id (schemas.go).
+	Schemas map[SchemaID]*Schema `json:"schemas"`
 
 	// Roles holds the roles, by id (roles.go).
 	Roles map[RoleID]*Role `json:"roles"`
@@ -199,22 +201,22 @@ func topicPartitions(t *Table) int {
 	return n
 }
 
-// Topic returns the log table named name, which Kafka clients see as a
+// Topic returns the log table whose topic name is name (TopicName), which Kafka clients see as a
 // topic, and its partition count; false when there is none (no table, or a
 // primary-key table).
 func (v *View) Topic(name string) (*Table, int, bool) {
-	t, ok := v.TableByName(name)
+	t, ok := v.TableNamed(name)
 	if !ok || len(t.Spec.PrimaryKey) != 0 {
 		return nil, 0, false
 	}
 	return t, topicPartitions(t), true
 }
 
-// TableByName returns the table named name (names compare exactly; sqlfront
-// folds identifiers before they get here).
-func (v *View) TableByName(name string) (*Table, bool) {
+// TableByName returns the table of schema named name (names compare
+// exactly; sqlfront folds identifiers before they get here).
+func (v *View) TableByName(schema SchemaID, name string) (*Table, bool) {
 	for _, t := range v.Tables {
-		if t.Spec.Name == name {
+		if t.Spec.Name == name && t.Spec.Schema == schema {
 			return t, true
 		}
 	}
@@ -261,6 +263,7 @@ func (v *View) Clone() *View {
 		Groups:      make(map[string]*Group, len(v.Groups)),
 		Roles:       make(map[RoleID]*Role, len(v.Roles)),
 		Views:       make(map[TableID]*SQLView, len(v.Views)),
+		Schemas:     make(map[SchemaID]*Schema, len(v.Schemas)),
 		NextID:      v.NextID,
 		NextRoleID:  v.NextRoleID,
 		ClusterKey:  slices.Clone(v.ClusterKey),
@@ -270,6 +273,10 @@ func (v *View) Clone() *View {
 	}
 	for id, sv := range v.Views {
 		c.Views[id] = sv.clone()
+	}
+	for id, s := range v.Schemas {
+		sc := *s
+		c.Schemas[id] = &sc
 	}
 	for name, g := range v.Groups {
 		c.Groups[name] = g.clone()

@@ -43,7 +43,7 @@ func (s *Server) handleTableBuckets(w http.ResponseWriter, r *http.Request) {
 	found := false
 	m := s.Buckets()
 	s.cat.Read(func(v *catalog.View) {
-		t, ok := v.TableByName(name)
+		t, ok := v.TableNamed(name)
 		if !ok {
 			return
 		}

@@ -166,7 +166,7 @@ func (s *Server) handleTieringRun(w http.ResponseWriter, r *http.Request) {
 		found  bool
 	)
 	s.cat.Read(func(v *catalog.View) {
-		if t, ok := v.TableByName(name); ok {
+		if t, ok := v.TableNamed(name); ok {
 			id, policy, found = t.ID, s.tiering.policy(t.Spec), true
 		}
 	})

@@ -47,7 +47,7 @@ func (s *session) planAlterTable(ctx context.Context, at *pg.AlterTableStmt) (*s
 	if at.Objtype != pg.ObjectType_OBJECT_TABLE {
 		return nil, unsupported("ALTER %s is not supported", strings.TrimPrefix(at.Objtype.String(), "OBJECT_"))
 	}
-	name, err := relName(at.Relation)
+	name, err := s.relName(at.Relation)
 	if err != nil {
 		return nil, err
 	}

@@ -66,19 +66,8 @@ func checkInterval(v string) (string, error) {
 	return v, nil
 }
 
-// relName returns a RangeVar's table name; mink has one schema, public.
-func relName(rv *pg.RangeVar) (string, error) {
-	if rv.Catalogname != "" && rv.Catalogname != "mink" {
-		return "", errorf(pgwire.CodeFeatureNotSupported, "cross-database references are not implemented: %s.%s.%s", rv.Catalogname, rv.Schemaname, rv.Relname)
-	}
-	if rv.Schemaname != "" && rv.Schemaname != "public" {
-		return "", errorf(pgwire.CodeInvalidSchemaName, "schema %q does not exist", rv.Schemaname)
-	}
-	return rv.Relname, nil
-}
-
 func (s *session) lookupTable(rv *pg.RangeVar) (*tableInfo, error) {
-	name, err := relName(rv)
+	name, err := s.relName(rv)
 	if err != nil {
 		return nil, err
 	}
@@ -93,12 +82,12 @@ func (s *session) lookupTable(rv *pg.RangeVar) (*tableInfo, error) {
 }
 
 func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt, error) {
-	name, err := relName(cs.Relation)
-	if err != nil {
-		return nil, err
-	}
 	if cs.Relation.Relpersistence == "t" {
 		return s.planCreateTemp(ctx, cs)
+	}
+	schema, bare, name, err := s.createdName(cs.Relation)
+	if err != nil {
+		return nil, err
 	}
 	if len(cs.InhRelations) > 0 {
 		return s.planCreatePartition(ctx, name, cs)
@@ -106,7 +95,7 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 	if cs.Partbound != nil {
 		return nil, errorf(pgwire.CodeSyntaxError, "FOR VALUES needs PARTITION OF")
 	}
-	spec := catalog.TableSpec{Name: name, Options: map[string]string{}}
+	spec := catalog.TableSpec{Name: bare, Schema: schema, Options: map[string]string{}}
 	var defaults []string // SQL default expressions, "" for none, by column
 	likePKs := 0          // primary keys copied by LIKE … INCLUDING INDEXES
 	var decls []declaredConstraint
@@ -235,9 +224,9 @@ func (s *session) planCreateTable(ctx context.Context, cs *pg.CreateStmt) (*stmt
 		out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec, Owner: s.ownerRole()})
 		if errors.Is(err, catalog.ErrExists) {
 			if cs.IfNotExists {
-				return []*pgwire.Error{notice(pgwire.CodeDuplicateTable, "relation %q already exists, skipping", name)}, nil
+				return []*pgwire.Error{notice(pgwire.CodeDuplicateTable, "relation %q already exists, skipping", bare)}, nil
 			}
-			return nil, errorf(pgwire.CodeDuplicateTable, "relation %q already exists", name)
+			return nil, errorf(pgwire.CodeDuplicateTable, "relation %q already exists", bare)
 		}
 		if err != nil {
 			return nil, err
@@ -594,17 +583,19 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 	if d.RemoveType == pg.ObjectType_OBJECT_INDEX {
 		return s.planDropIndex(d)
 	}
+	if d.RemoveType == pg.ObjectType_OBJECT_SCHEMA {
+		return s.planDropSchema(d)
+	}
 	if d.RemoveType != pg.ObjectType_OBJECT_TABLE {
 		return nil, unsupported("DROP %s is not supported", strings.TrimPrefix(d.RemoveType.String(), "OBJECT_"))
 	}
 	var names []string
 	for _, obj := range d.Objects {
-		parts := obj.GetList().GetItems()
-		last := parts[len(parts)-1].GetString_().Sval
-		if len(parts) > 1 && parts[len(parts)-2].GetString_().Sval != "public" {
-			return nil, errorf(pgwire.CodeInvalidSchemaName, "schema %q does not exist", parts[len(parts)-2].GetString_().Sval)
+		name, err := s.relName(rangeVarOfName(obj))
+		if err != nil {
+			return nil, err
 		}
-		names = append(names, last)
+		names = append(names, name)
 	}
 	return s.tagWithNotices("DROP TABLE", func(ctx context.Context) ([]*pgwire.Error, error) {
 		inBlock := s.tx.status == pgwire.TxInBlock
@@ -763,7 +754,7 @@ func (s *session) checkDeclared(table string, cols []string, pk []string, decls 
 				return nil, errorf(pgwire.CodeUndefinedColumn, "column %q referenced in foreign key constraint does not exist", c)
 			}
 		}
-		refName, err := relName(con.Pktable)
+		refName, err := s.relName(con.Pktable)
 		if err != nil {
 			return nil, err
 		}
@@ -858,7 +849,7 @@ func (s *session) planDropIndex(d *pg.DropStmt) (*stmt, error) {
 		var notices []*pgwire.Error
 		for _, obj := range d.Objects {
 			rv := rangeVarOfName(obj)
-			name, err := relName(rv)
+			name, err := s.relName(rv)
 			if err != nil {
 				return nil, err
 			}

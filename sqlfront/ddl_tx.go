@@ -85,6 +85,11 @@ type undoDDL struct {
 	// revert: the statement an ALTER COLUMN, ADD COLUMN or DROP COLUMN,
 	// which this record takes back (alter.go).
 	revert catalog.Record
+	// createdSchema: the statement a CREATE SCHEMA of the schema so named;
+	// renamedSchema: an ALTER SCHEMA … RENAME of that schema from
+	// renamedFrom (schema.go).
+	createdSchema string
+	renamedSchema catalog.SchemaID
 }
 
 // dropInTx records DROP TABLE of t in the open block: a table the block
@@ -174,6 +179,10 @@ func (s *session) rollbackDDL(ctx context.Context, keep int) {
 		s.tx.undo = s.tx.undo[:len(s.tx.undo)-1]
 		if u.view {
 			s.rollbackViewDDL(ctx, u, remap)
+			continue
+		}
+		if u.createdSchema != "" || u.renamedSchema != 0 {
+			s.rollbackSchemaDDL(ctx, u)
 			continue
 		}
 		if u.revert != nil {

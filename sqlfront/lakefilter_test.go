@@ -365,7 +365,7 @@ func TestLakeScanTrimRace(t *testing.T) {
 			tierNow(t, n, "r")
 			var rec catalog.TrimStream
 			cat.Read(func(v *catalog.View) {
-				tbl, _ := v.TableByName("r")
+				tbl, _ := v.TableNamed("r")
 				b := tbl.Buckets[0]
 				rec = catalog.TrimStream{Stream: catalog.StreamID(b), Start: tbl.Tiering.Offsets[b], CoordinatorEpoch: v.Coordinator.Epoch}
 			})
@@ -422,7 +422,7 @@ func TestTrimmedUntieredTable(t *testing.T) {
 	for {
 		var end uint64
 		cat.Read(func(v *catalog.View) {
-			tbl, _ := v.TableByName("u")
+			tbl, _ := v.TableNamed("u")
 			stream = catalog.StreamID(tbl.Buckets[0])
 			end = v.Streams[stream].End
 		})

@@ -29,10 +29,11 @@ import (
 type catalogState struct {
 	macros bool
 	// index is the metadata index tables was read at.
-	index  uint64
-	tables []*pgcatalog.Table
-	roles  *pgcatalog.Roles
-	views  map[string]*catalogView
+	index   uint64
+	tables  []*pgcatalog.Table
+	schemas []*pgcatalog.Schema
+	roles   *pgcatalog.Roles
+	views   map[string]*catalogView
 	// started is when the session first read a catalog (pg_stat_activity).
 	started time.Time
 }
@@ -195,12 +196,14 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 	}
 	if index := s.f.cfg.Meta.AppliedIndex(); index != c.index || c.tables == nil {
 		var tables []*pgcatalog.Table
+		var schemas []*pgcatalog.Schema
 		var roles *pgcatalog.Roles
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
 			tables = pgcatalog.NewTables(v, s.bucketRows, defaultExpr, func(sv *catalog.SQLView) string { return viewDefinition(v, sv) })
+			schemas = pgcatalog.NewSchemas(v)
 			roles = pgcatalog.NewRoles(v, s.identity)
 		})
-		c.tables, c.roles, c.index = tables, roles, index
+		c.tables, c.schemas, c.roles, c.index = tables, schemas, roles, index
 	}
 	createMacros := macros && !c.macros
 	if createMacros {
@@ -305,7 +308,7 @@ func (s *session) catalogSettings() []pgcatalog.Setting {
 
 // catalogInput gathers what the relations are computed from.
 func (s *session) catalogInput(sql string) *pgcatalog.Input {
-	in := &pgcatalog.Input{Database: s.f.cfg.Database, Tables: s.catalog.tables, Roles: s.catalog.roles, Settings: s.catalogSettings(),
+	in := &pgcatalog.Input{Database: s.f.cfg.Database, Tables: s.catalog.tables, Schemas: s.catalog.schemas, Roles: s.catalog.roles, Settings: s.catalogSettings(),
 		SequenceCache: sequenceCache}
 	// The session's role as the roles read with the tables have it (a
 	// role dropped while its session is open is no superuser).

@@ -70,7 +70,7 @@ func startRolesNode(t *testing.T) *rolesNode {
 	}
 	n.Server.Catalog().Read(func(v *catalog.View) {
 		for _, name := range []string{"t", "u", "w", "k", "k2"} {
-			tbl, ok := v.TableByName(name)
+			tbl, ok := v.TableNamed(name)
 			if !ok {
 				t.Fatalf("no table %s", name)
 			}

@@ -259,7 +259,7 @@ func (s *session) privilegesIn(list []tableNeed) error {
 			return
 		}
 		for _, nd := range list {
-			if sv, ok := v.ViewByName(nd.table); ok {
+			if sv, ok := v.ViewNamed(nd.table); ok {
 				switch {
 				case nd.owner && (role == nil || sv.Owner == 0 || !v.IsMember(role.ID, sv.Owner)):
 					err = errorf(pgwire.CodeInsufficientPrivilege, "must be owner of view %s", sv.Spec.Name)
@@ -274,7 +274,7 @@ func (s *session) privilegesIn(list []tableNeed) error {
 				}
 				continue
 			}
-			t, ok := v.TableByName(nd.table)
+			t, ok := v.TableNamed(nd.table)
 			if !ok {
 				continue
 			}

@@ -37,7 +37,7 @@ func (s *session) planPruning(node *pg.Node) *prunePlan {
 		// Another scan of the table (a subquery) must see every partition.
 		return nil
 	}
-	name, err := relName(rv)
+	name, err := s.relName(rv)
 	if err != nil {
 		return nil
 	}

@@ -21,7 +21,7 @@ import (
 // transaction block the rename takes effect at once, for other sessions
 // too, and ROLLBACK renames the table back (ddl_tx.go).
 func (s *session) planRenameTable(ctx context.Context, rs *pg.RenameStmt) (*stmt, error) {
-	name, err := relName(rs.Relation)
+	name, err := s.relName(rs.Relation)
 	if err != nil {
 		return nil, err
 	}
@@ -34,12 +34,14 @@ func (s *session) planRenameTable(ctx context.Context, rs *pg.RenameStmt) (*stmt
 		if t == nil {
 			return skipped, err
 		}
-		if to == t.name {
+		if to == t.spec.Name {
 			return nil, errorf(pgwire.CodeDuplicateTable, "relation %q already exists", to)
 		}
 		inBlock := s.tx.status == pgwire.TxInBlock
 		if inBlock {
-			if err := s.applyPendingDrop(ctx, to); err != nil {
+			var qualified string
+			s.f.cfg.Meta.Read(func(v *catalog.View) { qualified = v.QualifyIn(t.spec.Schema, to) })
+			if err := s.applyPendingDrop(ctx, qualified); err != nil {
 				return nil, err
 			}
 		}
@@ -50,7 +52,7 @@ func (s *session) planRenameTable(ctx context.Context, rs *pg.RenameStmt) (*stmt
 			return nil, err
 		}
 		if inBlock {
-			s.tx.undo = append(s.tx.undo, undoDDL{table: t.id, renamedFrom: t.name})
+			s.tx.undo = append(s.tx.undo, undoDDL{table: t.id, renamedFrom: t.spec.Name})
 		}
 		return nil, nil
 	}), nil
@@ -85,7 +87,7 @@ func (s *session) renamedTable(ctx context.Context, rs *pg.RenameStmt, name stri
 // the table. In a transaction block the rename takes effect at once and
 // ROLLBACK renames the column back (ddl_tx.go).
 func (s *session) planRenameColumn(rs *pg.RenameStmt) (*stmt, error) {
-	name, err := relName(rs.Relation)
+	name, err := s.relName(rs.Relation)
 	if err != nil {
 		return nil, err
 	}

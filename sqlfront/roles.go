@@ -422,8 +422,13 @@ func (s *session) planGrant(gs *pg.GrantStmt) (*stmt, error) {
 	case pg.ObjectType_OBJECT_TABLE:
 	case pg.ObjectType_OBJECT_SCHEMA, pg.ObjectType_OBJECT_DATABASE:
 		return s.tagWithNotices(tag, func(context.Context) ([]*pgwire.Error, error) {
+			if gs.Objtype == pg.ObjectType_OBJECT_SCHEMA {
+				if err := s.schemasExist(gs.Objects); err != nil {
+					return nil, err
+				}
+			}
 			return []*pgwire.Error{notice(pgwire.CodeSuccessfulCompletion,
-				"mink keeps no schema or database privileges: every role may use schema public and connect to database mink")}, nil
+				"mink keeps no schema or database privileges: every role may use and create in every schema and connect to database mink")}, nil
 		}), nil
 	default:
 		return nil, unsupported("%s ON %s is not supported by mink: privileges are kept on tables", tag, strings.TrimPrefix(gs.Objtype.String(), "OBJECT_"))
@@ -449,14 +454,12 @@ func (s *session) planGrant(gs *pg.GrantStmt) (*stmt, error) {
 	var names []string
 	allInSchema := gs.Targtype == pg.GrantTargetType_ACL_TARGET_ALL_IN_SCHEMA
 	if allInSchema {
-		for _, o := range gs.Objects {
-			if schema := o.GetString_().GetSval(); schema != "public" {
-				return nil, errorf(pgwire.CodeInvalidSchemaName, "schema %q does not exist", schema)
-			}
+		if err := s.schemasExist(gs.Objects); err != nil {
+			return nil, err
 		}
 	} else {
 		for _, o := range gs.Objects {
-			name, err := relName(o.GetRangeVar())
+			name, err := s.relName(o.GetRangeVar())
 			if err != nil {
 				return nil, err
 			}
@@ -469,11 +472,12 @@ func (s *session) planGrant(gs *pg.GrantStmt) (*stmt, error) {
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
 			super := s.superuserIn(v)
 			if allInSchema {
-				for _, t := range v.Tables {
-					names = append(names, t.Spec.Name)
-				}
-				for _, sv := range v.Views { // ALL TABLES takes in views, as in PostgreSQL
-					names = append(names, sv.Spec.Name)
+				for _, o := range gs.Objects {
+					id, _ := v.SchemaByName(o.GetString_().GetSval())
+					for _, rel := range v.RelationsIn(id) { // ALL TABLES takes in views, as in PostgreSQL
+						name, _ := v.QualifiedName(rel)
+						names = append(names, name)
+					}
 				}
 				slices.Sort(names)
 			}
@@ -512,7 +516,7 @@ func (s *session) planGrant(gs *pg.GrantStmt) (*stmt, error) {
 // any table to any role; an owner may give its table to a role it is a
 // member of, as in PostgreSQL.
 func (s *session) planChangeOwner(at *pg.AlterTableStmt) (*stmt, error) {
-	name, err := relName(at.Relation)
+	name, err := s.relName(at.Relation)
 	if err != nil {
 		return nil, err
 	}
@@ -560,10 +564,10 @@ func (s *session) planChangeOwner(at *pg.AlterTableStmt) (*stmt, error) {
 // relationOwner returns the id and owner of the table or view called name,
 // and which of the two it is ("table", "view").
 func relationOwner(v *catalog.View, name string) (catalog.TableID, catalog.RoleID, string, bool) {
-	if t, ok := v.TableByName(name); ok {
+	if t, ok := v.TableNamed(name); ok {
 		return t.ID, t.Owner, "table", true
 	}
-	if sv, ok := v.ViewByName(name); ok {
+	if sv, ok := v.ViewNamed(name); ok {
 		return sv.ID, sv.Owner, "view", true
 	}
 	return 0, 0, "", false

@@ -584,15 +584,16 @@ func (s *session) sequenceNamed(name string) (*tableInfo, string, string, error)
 		seq = strings.ToLower(seq)
 	}
 	var tables []*catalog.Table
+	var names []string
 	s.f.cfg.Meta.Read(func(v *catalog.View) {
 		for _, t := range v.Tables {
-			tables = append(tables, t)
+			tables, names = append(tables, t), append(names, v.TopicName(t))
 		}
 	})
-	for _, t := range tables {
+	for i, t := range tables {
 		for _, c := range t.Spec.Columns {
-			if c.Sequence != "" && t.Spec.Name+"_"+c.Name+"_seq" == seq {
-				info, err := newTableInfo(t)
+			if c.Sequence != "" && names[i]+"_"+c.Name+"_seq" == seq {
+				info, err := newTableInfo(t, names[i])
 				if err != nil {
 					return nil, "", "", err
 				}

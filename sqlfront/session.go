@@ -121,6 +121,14 @@ func (s *session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 
 // plan turns one parsed statement into a prepared statement.
 func (s *session) plan(ctx context.Context, sql string, node *pg.Node, paramOIDs []uint32) (*stmt, error) {
+	if s.qualifyNames(node) {
+		// It names relations outside public (schema.go).
+		text, tree, err := requalify(node)
+		if err != nil {
+			return nil, err
+		}
+		sql, node = text, tree
+	}
 	if err := s.refuseViewTarget(node); err != nil {
 		return nil, err
 	}
@@ -224,6 +232,9 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_ROLE {
 			return s.planRenameRole(n.RenameStmt)
 		}
+		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_SCHEMA {
+			return s.planRenameSchema(n.RenameStmt)
+		}
 		if n.RenameStmt.RenameType == pg.ObjectType_OBJECT_VIEW {
 			return s.planRenameView(n.RenameStmt, "ALTER VIEW")
 		}
@@ -241,6 +252,11 @@ func (s *session) planStatement(ctx context.Context, sql string, node *pg.Node, 
 		}
 	case *pg.Node_CreateSchemaStmt:
 		return s.planCreateSchema(n.CreateSchemaStmt)
+	case *pg.Node_AlterObjectSchemaStmt:
+		switch n.AlterObjectSchemaStmt.ObjectType {
+		case pg.ObjectType_OBJECT_TABLE, pg.ObjectType_OBJECT_VIEW:
+			return s.planSetSchema(n.AlterObjectSchemaStmt)
+		}
 	case *pg.Node_ViewStmt:
 		return s.planCreateView(ctx, n.ViewStmt)
 	case *pg.Node_IndexStmt:

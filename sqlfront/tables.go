@@ -39,12 +39,13 @@ type tableInfo struct {
 	partCol  int // partition column index, -1 if unpartitioned
 }
 
-// newTableInfo derives a tableInfo from a table of the view.
-func newTableInfo(t *catalog.Table) (*tableInfo, error) {
-	ti := &tableInfo{id: t.ID, name: t.Spec.Name, spec: t.Spec, colIdx: map[string]int{}, partCol: -1, seqEpoch: t.SequenceEpoch}
+// newTableInfo derives a tableInfo from a table of the view whose
+// qualified name (catalog.View.QualifiedName) is name.
+func newTableInfo(t *catalog.Table, name string) (*tableInfo, error) {
+	ti := &tableInfo{id: t.ID, name: name, spec: t.Spec, colIdx: map[string]int{}, partCol: -1, seqEpoch: t.SequenceEpoch}
 	stored, err := t.Spec.SQLColumns()
 	if err != nil {
-		return nil, fmt.Errorf("table %q: %w", t.Spec.Name, err)
+		return nil, fmt.Errorf("table %q: %w", name, err)
 	}
 	ti.stored, ti.cols = stored, sqltypes.Visible(stored)
 	for i, c := range ti.cols {
@@ -75,18 +76,18 @@ func (t *tableInfo) widen(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	return w, nil
 }
 
-// lookupTableByName returns the table called name.
+// lookupTableByName returns the table whose qualified name is name.
 func (f *Frontend) lookupTableByName(name string) (*tableInfo, error) {
 	var t *catalog.Table
 	f.cfg.Meta.Read(func(v *catalog.View) {
-		if tt, ok := v.TableByName(name); ok {
-			t = tt
+		if tt, ok := v.TableNamed(name); ok {
+			t, name = tt, v.TopicName(tt)
 		}
 	})
 	if t == nil {
 		return nil, undefinedTable(name)
 	}
-	return newTableInfo(t)
+	return newTableInfo(t, name)
 }
 
 // tableRegistry keeps one engine view per table registered on the
@@ -129,20 +130,22 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 		return nil
 	}
 	var tables []*catalog.Table
+	var names []string
 	r.s.f.cfg.Meta.Read(func(v *catalog.View) {
 		for _, t := range v.Tables {
-			tables = append(tables, t)
+			tables, names = append(tables, t), append(names, v.TopicName(t))
 		}
 	})
 	live := map[catalog.TableID]bool{}
-	for _, t := range tables {
-		if _, ok := r.s.temps.Lookup(t.Spec.Name); ok {
+	for i, t := range tables {
+		name := names[i]
+		if _, ok := r.s.temps.Lookup(name); ok {
 			// Hidden by the session's temporary table (temp.go).
 			continue
 		}
 		live[t.ID] = true
 		if rt, ok := r.views[t.ID]; ok {
-			if rt.info.name == t.Spec.Name && slices.EqualFunc(rt.info.spec.Columns, t.Spec.Columns, func(a, b catalog.Column) bool {
+			if rt.info.name == name && slices.EqualFunc(rt.info.spec.Columns, t.Spec.Columns, func(a, b catalog.Column) bool {
 				return a.Name == b.Name && a.Type == b.Type && a.NotNull == b.NotNull
 			}) {
 				continue
@@ -152,7 +155,7 @@ func (r *tableRegistry) sync(ctx context.Context) error {
 			rt.release()
 			delete(r.views, t.ID)
 		}
-		info, err := newTableInfo(t)
+		info, err := newTableInfo(t, name)
 		if err != nil {
 			return err
 		}

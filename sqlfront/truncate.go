@@ -28,7 +28,7 @@ import (
 func (s *session) planTruncate(ts *pg.TruncateStmt) (*stmt, error) {
 	var names []string
 	for _, r := range ts.Relations {
-		name, err := relName(r.GetRangeVar())
+		name, err := s.relName(r.GetRangeVar())
 		if err != nil {
 			return nil, err
 		}

@@ -33,15 +33,16 @@ import (
 
 // planCreateView plans CREATE [OR REPLACE] VIEW v [(cols)] AS query.
 func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, error) {
-	name, err := relName(vs.View)
+	if vs.View.Relpersistence == "t" {
+		return nil, unsupported("temporary views are not supported by mink")
+	}
+	schema, bare, name, err := s.createdName(vs.View)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case strings.HasSuffix(name, changelogSuffix):
 		return nil, errorf(codeReservedName, "relation names ending in %q are reserved for changelogs", changelogSuffix)
-	case vs.View.Relpersistence == "t":
-		return nil, unsupported("temporary views are not supported by mink")
 	case len(vs.Options) > 0:
 		return nil, unsupported("CREATE VIEW … WITH (options) is not supported by mink")
 	case vs.WithCheckOption != pg.ViewCheckOption_NO_CHECK_OPTION && vs.WithCheckOption != 0:
@@ -60,7 +61,7 @@ func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, e
 	if len(vs.Aliases) > len(q.columns) {
 		return nil, errorf(pgwire.CodeSyntaxError, "CREATE VIEW specifies more column names than columns")
 	}
-	spec := catalog.ViewSpec{Name: name, Query: text}
+	spec := catalog.ViewSpec{Name: bare, Schema: schema, Query: text}
 	seen := map[string]bool{}
 	for i, c := range q.columns {
 		col := c.Name
@@ -82,14 +83,14 @@ func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, e
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
 			spec.Relations, err = viewRelations(v, parsed)
 			if err == nil {
-				err = s.checkCreateView(v, spec, vs.Replace)
+				err = s.checkCreateView(v, name, spec, vs.Replace)
 			}
 		})
 		if err != nil {
 			return err
 		}
 		var replacing bool
-		s.f.cfg.Meta.Read(func(v *catalog.View) { _, replacing = v.ViewByName(name) })
+		s.f.cfg.Meta.Read(func(v *catalog.View) { _, replacing = v.ViewNamed(name) })
 		out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateView{Spec: spec, Owner: s.ownerRole(), Replace: vs.Replace})
 		if err == nil && !replacing && s.tx.status == pgwire.TxInBlock {
 			s.tx.undo = append(s.tx.undo, undoDDL{table: out.Table, view: true})
@@ -109,22 +110,22 @@ func (s *session) planCreateView(ctx context.Context, vs *pg.ViewStmt) (*stmt, e
 // checkCreateView refuses, with PostgreSQL's errors, a CREATE VIEW that the
 // catalog would reject: a name taken, a replacement that changes the view's
 // columns, or one that would make the view read itself.
-func (s *session) checkCreateView(v *catalog.View, spec catalog.ViewSpec, replace bool) error {
-	if _, ok := v.TableByName(spec.Name); ok {
+func (s *session) checkCreateView(v *catalog.View, name string, spec catalog.ViewSpec, replace bool) error {
+	if _, ok := v.TableNamed(name); ok {
 		if replace {
-			return errorf(pgwire.CodeWrongObjectType, "%q is not a view", spec.Name)
+			return errorf(pgwire.CodeWrongObjectType, "%q is not a view", name)
 		}
-		return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", spec.Name)
+		return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", name)
 	}
-	old, ok := v.ViewByName(spec.Name)
+	old, ok := v.ViewNamed(name)
 	if !ok {
 		return nil
 	}
 	if !replace {
-		return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", spec.Name)
+		return errorf(pgwire.CodeDuplicateTable, "relation %q already exists", name)
 	}
 	if !s.superuserIn(v) && (old.Owner == 0 || !v.IsMember(s.identity.Role, old.Owner)) {
-		return permissionDenied("must be owner of view %s", spec.Name)
+		return permissionDenied("must be owner of view %s", name)
 	}
 	if len(spec.Columns) < len(old.Spec.Columns) {
 		return errorf(codeInvalidTableDefinition, "cannot drop columns from view")
@@ -144,7 +145,7 @@ func (s *session) checkCreateView(v *catalog.View, spec catalog.ViewSpec, replac
 	for _, r := range spec.Relations {
 		if r.ID == old.ID || slices.Contains(readers, r.ID) {
 			// PostgreSQL accepts the view and fails every read of it.
-			return errorf(codeInvalidObjectDefinition, "infinite recursion detected in rules for relation %q", spec.Name)
+			return errorf(codeInvalidObjectDefinition, "infinite recursion detected in rules for relation %q", name)
 		}
 	}
 	return nil
@@ -162,9 +163,9 @@ func viewRelations(v *catalog.View, query *pg.Node) ([]catalog.ViewRelation, err
 		}
 		seen[rv.Relname] = true
 		var id catalog.TableID
-		if t, ok := v.TableByName(rv.Relname); ok {
+		if t, ok := v.TableNamed(rv.Relname); ok {
 			id = t.ID
-		} else if sv, ok := v.ViewByName(rv.Relname); ok {
+		} else if sv, ok := v.ViewNamed(rv.Relname); ok {
 			id = sv.ID
 		} else {
 			return nil, undefinedTable(rv.Relname)
@@ -218,7 +219,7 @@ func viewQuery(v *catalog.View, sv *catalog.SQLView) (*pg.Node, error) {
 	node := tree.Stmts[0].Stmt
 	current := map[string]string{}
 	for _, r := range sv.Spec.Relations {
-		if name, ok := v.RelationName(r.ID); ok {
+		if name, ok := v.QualifiedName(r.ID); ok {
 			current[r.Name] = name
 		}
 	}
@@ -239,7 +240,7 @@ func viewLookup(v *catalog.View) translate.ViewLookup {
 		if !inPublic(rv) {
 			return translate.View{}, false, nil
 		}
-		sv, ok := v.ViewByName(rv.Relname)
+		sv, ok := v.ViewNamed(rv.Relname)
 		if !ok {
 			return translate.View{}, false, nil
 		}
@@ -379,7 +380,7 @@ func (s *session) isView(rv *pg.RangeVar) bool {
 		return false
 	}
 	is := false
-	s.f.cfg.Meta.Read(func(v *catalog.View) { _, is = v.ViewByName(rv.Relname) })
+	s.f.cfg.Meta.Read(func(v *catalog.View) { _, is = v.ViewNamed(rv.Relname) })
 	return is
 }
 
@@ -487,7 +488,7 @@ func viewReadsAllowed(v *catalog.View, sv *catalog.SQLView, depth int) error {
 func (s *session) planDropView(d *pg.DropStmt) (*stmt, error) {
 	var names []string
 	for _, obj := range d.Objects {
-		name, err := relName(rangeVarOfName(obj))
+		name, err := s.relName(rangeVarOfName(obj))
 		if err != nil {
 			return nil, err
 		}
@@ -501,12 +502,12 @@ func (s *session) planDropView(d *pg.DropStmt) (*stmt, error) {
 		var err error
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
 			for _, name := range names {
-				if _, ok := v.TableByName(name); ok {
+				if _, ok := v.TableNamed(name); ok {
 					err = &pgwire.Error{Code: pgwire.CodeWrongObjectType, Message: fmt.Sprintf("%q is not a view", name),
 						Hint: "Use DROP TABLE to remove a table."}
 					return
 				}
-				sv, ok := v.ViewByName(name)
+				sv, ok := v.ViewNamed(name)
 				if !ok {
 					if !d.MissingOk {
 						err = errorf(pgwire.CodeUndefinedTable, "view %q does not exist", name)
@@ -621,7 +622,7 @@ func cascadeViews(v *catalog.View, kind string, ids []catalog.TableID, cascade b
 // that ALTER VIEW of a table is 42809): one catalog.RenameView. Views that
 // read it follow it.
 func (s *session) planRenameView(rs *pg.RenameStmt, tag string) (*stmt, error) {
-	name, err := relName(rs.Relation)
+	name, err := s.relName(rs.Relation)
 	if err != nil {
 		return nil, err
 	}
@@ -634,15 +635,13 @@ func (s *session) planRenameView(rs *pg.RenameStmt, tag string) (*stmt, error) {
 		var err error
 		s.f.cfg.Meta.Read(func(v *catalog.View) {
 			var ok bool
-			if sv, ok = v.ViewByName(name); ok {
-				if _, taken := v.TableByName(to); taken || to == name {
-					err = errorf(pgwire.CodeDuplicateTable, "relation %q already exists", to)
-				} else if _, taken := v.ViewByName(to); taken {
+			if sv, ok = v.ViewNamed(name); ok {
+				if _, taken := v.RelationNamedIn(sv.Spec.Schema, to); taken || to == sv.Spec.Name {
 					err = errorf(pgwire.CodeDuplicateTable, "relation %q already exists", to)
 				}
 				return
 			}
-			if _, ok := v.TableByName(name); ok {
+			if _, ok := v.TableNamed(name); ok {
 				err = errorf(pgwire.CodeWrongObjectType, "%q is not a view", name)
 			}
 		})
@@ -658,6 +657,7 @@ func (s *session) planRenameView(rs *pg.RenameStmt, tag string) (*stmt, error) {
 		if err := s.checkPrivileges(ctx, viewOwnerNeeds([]string{name})); err != nil {
 			return nil, err
 		}
+		from := sv.Spec.Name // before the rename: sv is the catalog's
 		if _, err := s.f.cfg.Meta.Propose(ctx, catalog.RenameView{View: sv.ID, Name: to}); err != nil {
 			if errors.Is(err, catalog.ErrExists) {
 				return nil, errorf(pgwire.CodeDuplicateTable, "relation %q already exists", to)
@@ -665,7 +665,7 @@ func (s *session) planRenameView(rs *pg.RenameStmt, tag string) (*stmt, error) {
 			return nil, err
 		}
 		if s.tx.status == pgwire.TxInBlock {
-			s.tx.undo = append(s.tx.undo, undoDDL{table: sv.ID, renamedFrom: name, view: true})
+			s.tx.undo = append(s.tx.undo, undoDDL{table: sv.ID, renamedFrom: from, view: true})
 		}
 		return nil, nil
 	}), nil
@@ -840,11 +840,11 @@ func expandStars(v *catalog.View, sel *pg.SelectStmt) bool {
 			alias = rv.Alias.Aliasname
 		}
 		var cols []string
-		if t, ok := v.TableByName(rv.Relname); ok {
+		if t, ok := v.TableNamed(rv.Relname); ok {
 			for _, c := range t.Spec.Columns {
 				cols = append(cols, c.Name)
 			}
-		} else if sv, ok := v.ViewByName(rv.Relname); ok {
+		} else if sv, ok := v.ViewNamed(rv.Relname); ok {
 			for _, c := range sv.Spec.Columns {
 				cols = append(cols, c.Name)
 			}

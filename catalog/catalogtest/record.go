@@ -38,7 +38,7 @@ func parseObject(a *recordArgs, o string, stream catalog.StreamID, epoch uint64)
 //
 //	register-node node=1 expect=0 [pg=… flight=… admin=…]
 //	register-coordinator node=1 node-epoch=1 expect=0
-//	create-table name=t cols=(id bigint not null, v text default 'x') [pk=(id)]
+//	create-table name=t cols=(id bigint not null, v text default 'x') [pk=(id)]  [schema=5]
 //	             [partition-by=dt] [buckets=2] [bucket-key=(id)] [opts=(k=v, …)] [owner=16384]
 //	drop-table table=1
 //	create-partition table=1 value=2024-01-01
@@ -66,6 +66,10 @@ func parseObject(a *recordArgs, o string, stream catalog.StreamID, epoch uint64)
 //	grant-table tables=(1, 4) grantee=16384|public privileges=(SELECT, INSERT | ALL | NONE) [revoke=true]
 //	set-table-owner table=1 owner=16384
 //	rename-table table=1 name=u
+//	create-schema name=s [owner=16384]
+//	drop-schema schema=5 [cascade=true]
+//	rename-schema schema=5 name=s2
+//	set-relation-schema relation=1 schema=5                              (schema=0: public)
 //	rename-column table=1 from=a to=b
 //	set-column-not-null table=1 col=v [not-null=true]                    (no not-null=: drop it)
 //	set-column-type table=1 col=v type=varchar(40)
@@ -104,7 +108,7 @@ func ParseRecord(line string) (catalog.Record, error) {
 	case "register-coordinator":
 		rec = catalog.RegisterCoordinator{Node: catalog.NodeID(a.uint("node")), NodeEpoch: a.uint("node-epoch"), ExpectEpoch: a.uint("expect")}
 	case "create-table":
-		spec := catalog.TableSpec{Name: a.str("name"), PrimaryKey: a.list("pk"), PartitionBy: a.str("partition-by"),
+		spec := catalog.TableSpec{Name: a.str("name"), Schema: catalog.SchemaID(a.uint("schema")), PrimaryKey: a.list("pk"), PartitionBy: a.str("partition-by"),
 			Buckets: int(a.int("buckets")), BucketKey: a.list("bucket-key")}
 		for _, c := range a.list("cols") {
 			col, err := parseColumn(c)
@@ -214,7 +218,7 @@ func ParseRecord(line string) (catalog.Record, error) {
 	case "rename-table":
 		rec = catalog.RenameTable{Table: catalog.TableID(a.uint("table")), Name: a.str("name")}
 	case "create-view":
-		spec := catalog.ViewSpec{Name: a.str("name"), Query: a.str("query")}
+		spec := catalog.ViewSpec{Name: a.str("name"), Schema: catalog.SchemaID(a.uint("schema")), Query: a.str("query")}
 		for _, c := range a.list("cols") {
 			name, typ, _ := strings.Cut(c, " ")
 			spec.Columns = append(spec.Columns, catalog.ViewColumn{Name: name, Type: typ})
@@ -234,6 +238,14 @@ func ParseRecord(line string) (catalog.Record, error) {
 		rec = r
 	case "rename-column":
 		rec = catalog.RenameColumn{Table: catalog.TableID(a.uint("table")), From: a.str("from"), To: a.str("to")}
+	case "create-schema":
+		rec = catalog.CreateSchema{Name: a.str("name"), Owner: catalog.RoleID(a.uint("owner"))}
+	case "drop-schema":
+		rec = catalog.DropSchema{Schema: catalog.SchemaID(a.uint("schema")), Cascade: a.bool("cascade")}
+	case "rename-schema":
+		rec = catalog.RenameSchema{Schema: catalog.SchemaID(a.uint("schema")), Name: a.str("name")}
+	case "set-relation-schema":
+		rec = catalog.SetRelationSchema{Relation: catalog.TableID(a.uint("relation")), Schema: catalog.SchemaID(a.uint("schema"))}
 	case "rename-view":
 		rec = catalog.RenameView{View: catalog.TableID(a.uint("view")), Name: a.str("name")}
 	case "set-column-not-null":

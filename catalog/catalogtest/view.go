@@ -30,9 +30,20 @@ func DumpView(v *catalog.View) string {
 		}
 		b.WriteString("\n")
 	}
+	for _, id := range slices.Sorted(maps.Keys(v.Schemas)) {
+		sc := v.Schemas[id]
+		fmt.Fprintf(&b, "schema %d %q", sc.ID, sc.Name)
+		if sc.Owner != 0 {
+			fmt.Fprintf(&b, " owner=%d", sc.Owner)
+		}
+		b.WriteString("\n")
+	}
 	for _, id := range slices.Sorted(maps.Keys(v.Tables)) {
 		t := v.Tables[id]
 		fmt.Fprintf(&b, "table %d %q", t.ID, t.Spec.Name)
+		if t.Spec.Schema != catalog.PublicSchema {
+			fmt.Fprintf(&b, " schema=%d", t.Spec.Schema)
+		}
 		var cols []string
 		for _, c := range t.Spec.Columns {
 			col := c.Name + " " + c.Type
@@ -130,7 +141,11 @@ func DumpView(v *catalog.View) string {
 		for _, r := range sv.Spec.Relations {
 			rels = append(rels, fmt.Sprintf("%s=%d", r.Name, r.ID))
 		}
-		fmt.Fprintf(&b, "view %d %q cols=(%s) query=%q", sv.ID, sv.Spec.Name, strings.Join(cols, ", "), sv.Spec.Query)
+		fmt.Fprintf(&b, "view %d %q", sv.ID, sv.Spec.Name)
+		if sv.Spec.Schema != catalog.PublicSchema {
+			fmt.Fprintf(&b, " schema=%d", sv.Spec.Schema)
+		}
+		fmt.Fprintf(&b, " cols=(%s) query=%q", strings.Join(cols, ", "), sv.Spec.Query)
 		if rels != nil {
 			fmt.Fprintf(&b, " rels=(%s)", strings.Join(rels, ", "))
 		}

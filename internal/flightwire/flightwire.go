@@ -44,17 +44,31 @@ func ParseDescriptor(d *flight.FlightDescriptor) (Command, error) {
 	}
 	switch d.Type {
 	case flight.DescriptorPATH:
+		// A table of a schema other than public is [schema, table], which
+		// Command.Table names as "schema.table".
+		path := d.Path
+		table := ""
 		switch {
-		case len(d.Path) == 1 && d.Path[0] != "":
-			return Command{Table: d.Path[0]}, nil
-		case len(d.Path) == 3 && d.Path[1] == "bucket":
-			id, err := strconv.ParseUint(d.Path[2], 10, 64)
-			if err != nil || id == 0 {
-				return Command{}, fmt.Errorf("descriptor path %q: bad bucket id %q", d.Path, d.Path[2])
+		case len(path) == 1 || len(path) == 3:
+			table, path = path[0], path[1:]
+		case len(path) == 2 || len(path) == 4:
+			if path[0] != "" && path[1] != "" {
+				table = path[0] + "." + path[1]
 			}
-			return Command{Table: d.Path[0], Bucket: id}, nil
+			path = path[2:]
 		}
-		return Command{}, fmt.Errorf("descriptor path %q: want [table] or [table, \"bucket\", id]", d.Path)
+		switch {
+		case table == "":
+		case len(path) == 0:
+			return Command{Table: table}, nil
+		case path[0] == "bucket":
+			id, err := strconv.ParseUint(path[1], 10, 64)
+			if err != nil || id == 0 {
+				return Command{}, fmt.Errorf("descriptor path %q: bad bucket id %q", d.Path, path[1])
+			}
+			return Command{Table: table, Bucket: id}, nil
+		}
+		return Command{}, fmt.Errorf("descriptor path %q: want [table], [schema, table], or either followed by \"bucket\", id", d.Path)
 	case flight.DescriptorCMD:
 		var c Command
 		dec := json.NewDecoder(strings.NewReader(string(d.Cmd)))

@@ -132,7 +132,7 @@ func TestEtcdGuardedProposalAmongConcurrentProposals(t *testing.T) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		_, exists := c.View().TableByName(fmt.Sprintf("t%d", i))
+		_, exists := c.View().TableNamed(fmt.Sprintf("t%d", i))
 		if i%3 == 0 {
 			if !errors.Is(err, metalog.ErrGuardFailed) || exists {
 				t.Errorf("proposal %d with a failing guard: err = %v, table exists = %v", i, err, exists)

@@ -111,7 +111,7 @@ func decodeBody(a *flight.Action, v any) error {
 func (s *Service) describeTable(name string) (*flightwire.TableInfo, error) {
 	var info *flightwire.TableInfo
 	s.cfg.Meta.Read(func(v *catalog.View) {
-		t, ok := v.TableByName(name)
+		t, ok := v.TableNamed(name)
 		if !ok {
 			return
 		}
@@ -181,7 +181,7 @@ func (s *Service) createPartition(ctx context.Context, req flightwire.CreatePart
 	var id catalog.TableID
 	var partitioned bool
 	s.cfg.Meta.Read(func(v *catalog.View) {
-		if t, ok := v.TableByName(req.Table); ok {
+		if t, ok := v.TableNamed(req.Table); ok {
 			id, partitioned = t.ID, t.Spec.PartitionBy != ""
 		}
 	})

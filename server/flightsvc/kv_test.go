@@ -211,7 +211,7 @@ func TestKVTransport(t *testing.T) {
 	all := map[string]bool{}
 	var ids []catalog.BucketID
 	n1.Server.Catalog().Read(func(v *catalog.View) {
-		tb, _ := v.TableByName("kvt")
+		tb, _ := v.TableNamed("kvt")
 		ids = tb.Buckets
 	})
 	for _, bid := range ids {

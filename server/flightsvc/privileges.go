@@ -156,7 +156,7 @@ func (s *Service) authorizeIn(id access.Identity, table catalog.TableID, n need)
 func (s *Service) authorizeName(ctx context.Context, name string, n need) error {
 	var id catalog.TableID
 	s.cfg.Meta.Read(func(v *catalog.View) {
-		if t, ok := v.TableByName(name); ok {
+		if t, ok := v.TableNamed(name); ok {
 			id = t.ID
 		}
 	})

@@ -172,17 +172,21 @@ func (s *Service) Pool() *Pool { return s.cfg.Pool }
 // nonempty criteria expression is a table name prefix.
 func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_ListFlightsServer) error {
 	prefix := string(c.GetExpression())
-	var tables []*catalog.Table
+	type named struct {
+		t    *catalog.Table
+		name string
+	}
+	var tables []named
 	s.cfg.Meta.Read(func(v *catalog.View) {
 		for _, t := range v.Tables {
-			if strings.HasPrefix(t.Spec.Name, prefix) && s.visible(stream.Context(), v, t) {
-				tables = append(tables, t)
+			if name := v.TopicName(t); strings.HasPrefix(name, prefix) && s.visible(stream.Context(), v, t) {
+				tables = append(tables, named{t, name})
 			}
 		}
 	})
-	sort.Slice(tables, func(i, j int) bool { return tables[i].Spec.Name < tables[j].Spec.Name })
+	sort.Slice(tables, func(i, j int) bool { return tables[i].name < tables[j].name })
 	for _, ct := range tables {
-		t, err := newTable(ct)
+		t, err := newTable(ct.t, ct.name)
 		if err != nil {
 			return toStatus(err)
 		}

@@ -30,8 +30,10 @@ type table struct {
 	partCol int   // partition column index, -1 if unpartitioned
 }
 
-func newTable(t *catalog.Table) (*table, error) {
-	tb := &table{id: t.ID, name: t.Spec.Name, spec: t.Spec, partCol: -1}
+// newTable describes table t, whose qualified name (catalog.View.TopicName)
+// is name.
+func newTable(t *catalog.Table, name string) (*table, error) {
+	tb := &table{id: t.ID, name: name, spec: t.Spec, partCol: -1}
 	stored, err := t.Spec.SQLColumns()
 	if err != nil {
 		return nil, fmt.Errorf("table %q: %w", t.Spec.Name, err)
@@ -166,6 +168,7 @@ func (s *Service) resolve(cmd flightwire.Command) (*resolved, error) {
 	var (
 		ct       *catalog.Table
 		refs     []bucketRef
+		name     string
 		problem  error
 		leaderOf = func(v *catalog.View, id catalog.BucketID) bucketRef {
 			ref := bucketRef{id: id}
@@ -186,7 +189,10 @@ func (s *Service) resolve(cmd flightwire.Command) (*resolved, error) {
 				return
 			}
 			ct = v.Tables[b.Table]
-			if ct == nil || (cmd.Table != "" && ct.Spec.Name != cmd.Table) {
+			if ct != nil {
+				name = v.TopicName(ct)
+			}
+			if ct == nil || (cmd.Table != "" && name != cmd.Table) {
 				problem = flightwire.NotFoundStatus(fmt.Sprintf("bucket %d is not a bucket of table %q", cmd.Bucket, cmd.Table), flightwire.ReasonNoSuchBucket, cmd.Bucket)
 				return
 			}
@@ -200,10 +206,11 @@ func (s *Service) resolve(cmd flightwire.Command) (*resolved, error) {
 			return
 		}
 		var ok bool
-		if ct, ok = v.TableByName(cmd.Table); !ok {
+		if ct, ok = v.TableNamed(cmd.Table); !ok {
 			problem = flightwire.NotFoundStatus(fmt.Sprintf("table %q does not exist", cmd.Table), flightwire.ReasonNoSuchTable, 0)
 			return
 		}
+		name = v.TopicName(ct)
 		if ct.Spec.PartitionBy == "" {
 			if cmd.Partitions != nil {
 				problem = status.Errorf(codes.InvalidArgument, "table %q is not partitioned", cmd.Table)
@@ -236,7 +243,7 @@ func (s *Service) resolve(cmd flightwire.Command) (*resolved, error) {
 	if problem != nil {
 		return nil, problem
 	}
-	t, err := newTable(ct)
+	t, err := newTable(ct, name)
 	if err != nil {
 		return nil, toStatus(err)
 	}

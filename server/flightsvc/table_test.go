@@ -29,7 +29,7 @@ func TestConformWithoutAddedColumns(t *testing.T) {
 		{Name: "msg", Type: "text"},
 		{Name: "n", Type: "integer", NotNull: true, Added: true, Missing: &seven},
 		{Name: "strict", Type: "integer", NotNull: true, Added: true},
-	}}})
+	}}}, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestConformWithoutAddedColumns(t *testing.T) {
 
 	// Without the NOT NULL column, a batch of the created columns and one
 	// that also has n are stored as they are.
-	tb2, _ := newTable(&catalog.Table{ID: 1, Spec: catalog.TableSpec{Name: "t", Columns: tb.spec.Columns[:3]}})
+	tb2, _ := newTable(&catalog.Table{ID: 1, Spec: catalog.TableSpec{Name: "t", Columns: tb.spec.Columns[:3]}}, "t")
 	for _, names := range [][]string{{"id", "msg"}, {"msg", "id"}, {"id", "msg", "n"}} {
 		rec := batch(names...)
 		out, err := tb2.conform(rec)

@@ -282,7 +282,7 @@ func (h *Handler) listTables(w http.ResponseWriter, r *http.Request, id access.I
 	h.cfg.Meta.Read(func(v *catalog.View) {
 		for _, t := range v.Tables {
 			if access.Authorize(v, id, t, catalog.PrivSelect) == nil {
-				idents = append(idents, tableIdentifier{Namespace: []string{Namespace}, Name: t.Spec.Name})
+				idents = append(idents, tableIdentifier{Namespace: []string{Namespace}, Name: v.TopicName(t)})
 			}
 		}
 	})
@@ -317,8 +317,8 @@ func (h *Handler) tiered(w http.ResponseWriter, r *http.Request, id access.Ident
 		message string
 	)
 	h.cfg.Meta.Read(func(v *catalog.View) {
-		t, ok := v.TableByName(name)
-		_, isView := v.ViewByName(name)
+		t, ok := v.TableNamed(name)
+		_, isView := v.ViewNamed(name)
 		switch {
 		case !ok && isView:
 			code, typ, message = http.StatusNotFound, typeNoSuchTable, fmt.Sprintf(

@@ -102,7 +102,7 @@ func (s *Server) owner(ss *session) catalog.RoleID {
 // of ss lacks need. A name that is no topic is not denied: the request
 // answers UNKNOWN_TOPIC_OR_PARTITION for it.
 func (s *Server) deniedTopic(v *catalog.View, ss *session, name string, need catalog.Privileges) bool {
-	t, ok := v.TableByName(name)
+	t, ok := v.TableNamed(name)
 	return ok && len(t.Spec.PrimaryKey) == 0 && !s.may(v, ss, t, need)
 }
 

@@ -158,7 +158,7 @@ func TestKafkaPrivileges(t *testing.T) {
 	}
 	var owner catalog.RoleID
 	n.cat.Read(func(v *catalog.View) {
-		if tb, ok := v.TableByName("mine"); ok {
+		if tb, ok := v.TableNamed("mine"); ok {
 			owner = tb.Owner
 		}
 	})
@@ -174,7 +174,7 @@ func TestKafkaPrivileges(t *testing.T) {
 	// with the catalog's reason, until the view is dropped.
 	var mine catalog.TableID
 	n.cat.Read(func(v *catalog.View) {
-		tb, _ := v.TableByName("mine")
+		tb, _ := v.TableNamed("mine")
 		mine = tb.ID
 	})
 	view := n.propose(catalog.CreateView{Owner: n.alice, Spec: catalog.ViewSpec{Name: "recent", Query: "SELECT * FROM mine",

@@ -194,7 +194,7 @@ func TestShapesFollowTableChanges(t *testing.T) {
 		}
 	}
 	apply(catalog.CreateTable{Spec: catalog.TableSpec{Name: "ev", Buckets: 1, Columns: []catalog.Column{{Name: "id", Type: "bigint"}, {Name: "v", Type: "text"}}}})
-	tbl, ok := v.TableByName("ev")
+	tbl, ok := v.TableNamed("ev")
 	if !ok {
 		t.Fatal("no table ev")
 	}

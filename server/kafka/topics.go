@@ -46,7 +46,7 @@ var errNotATopic = errors.New("is a primary-key table, not a topic")
 
 // lookupTopic finds the log table named name in v.
 func lookupTopic(v *catalog.View, name string) (*topic, error) {
-	t, ok := v.TableByName(name)
+	t, ok := v.TableNamed(name)
 	if !ok {
 		return nil, kerr.UnknownTopicOrPartition
 	}
@@ -126,7 +126,7 @@ func (s *Server) metadata(ctx context.Context, ss *session, req *kmsg.MetadataRe
 		var missing []string
 		s.cfg.Meta.Read(func(v *catalog.View) {
 			for _, name := range names {
-				if _, ok := v.TableByName(name); !ok {
+				if _, ok := v.TableNamed(name); !ok {
 					missing = append(missing, name)
 				}
 			}
@@ -147,13 +147,13 @@ func (s *Server) metadata(ctx context.Context, ss *session, req *kmsg.MetadataRe
 		if all {
 			for _, t := range v.Tables {
 				if len(t.Spec.PrimaryKey) == 0 && s.describes(v, ss, t) {
-					names = append(names, t.Spec.Name)
+					names = append(names, v.TopicName(t))
 				}
 			}
 			sort.Strings(names)
 		}
 		for _, name := range names {
-			if t, ok := v.TableByName(name); ok && len(t.Spec.PrimaryKey) == 0 && !s.describes(v, ss, t) {
+			if t, ok := v.TableNamed(name); ok && len(t.Spec.PrimaryKey) == 0 && !s.describes(v, ss, t) {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.Topic = &name
 				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
@@ -225,6 +225,8 @@ func (s *Server) createTopic(ctx context.Context, name string, partitions int, o
 		opts = nil
 	}
 	spec := catalog.TableSpec{Name: name, Columns: append([]catalog.Column(nil), kafkaShape...), Buckets: partitions, Options: opts}
+	// A topic "s.t" of an existing schema s is the table t of s.
+	s.cfg.Meta.Read(func(v *catalog.View) { spec.Schema, spec.Name = v.SplitQualified(name) })
 	_, err := s.cfg.Meta.Propose(ctx, catalog.CreateTable{Spec: spec, Owner: owner})
 	return err
 }
@@ -310,7 +312,7 @@ func (s *Server) createTopics(ctx context.Context, ss *session, req *kmsg.Create
 			msg(kerr.InvalidReplicaAssignment, "mink assigns partitions to nodes itself")
 		case req.ValidateOnly:
 			var exists bool
-			s.cfg.Meta.Read(func(v *catalog.View) { _, exists = v.TableByName(t.Topic) })
+			s.cfg.Meta.Read(func(v *catalog.View) { _, exists = v.TableNamed(t.Topic) })
 			if exists {
 				msg(kerr.TopicAlreadyExists, fmt.Sprintf("topic %q already exists", t.Topic))
 			}
@@ -319,7 +321,7 @@ func (s *Server) createTopics(ctx context.Context, ss *session, req *kmsg.Create
 			if err == nil {
 				s.waitLeaders(ctx, t.Topic, timeoutOf(req.TimeoutMillis))
 				s.cfg.Meta.Read(func(v *catalog.View) {
-					if tb, ok := v.TableByName(t.Topic); ok {
+					if tb, ok := v.TableNamed(t.Topic); ok {
 						rt.Configs = createdConfigs(s.topicConfigs(tb))
 					}
 				})

@@ -401,7 +401,9 @@ func catalogFloat(v any) float64 {
 type Input struct {
 	Database string
 	Tables   []*Table
-	Roles    *Roles
+	// Schemas are the schemas other than public (NewSchemas).
+	Schemas []*Schema
+	Roles   *Roles
 	// Session is the role the session acts as.
 	Session Session
 	// Settings are the session's settings, for pg_settings.
@@ -412,12 +414,42 @@ type Input struct {
 	SequenceCache int64
 }
 
+// Schema is a schema other than public as the catalogs show it.
+type Schema struct {
+	oid   uint32
+	name  string
+	owner catalog.RoleID
+}
+
+// NewSchemas returns the schemas of v other than public, by oid.
+func NewSchemas(v *catalog.View) []*Schema {
+	out := make([]*Schema, 0, len(v.Schemas))
+	for _, s := range v.Schemas {
+		out = append(out, &Schema{oid: SchemaOID(s.ID), name: s.Name, owner: s.Owner})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].oid < out[j].oid })
+	return out
+}
+
+// SchemaOID is a schema's pg_namespace oid: public's, or, as schema ids
+// come from the ids of tables and views, the oid a table of its id would
+// have.
+func SchemaOID(id catalog.SchemaID) uint32 {
+	if id == catalog.PublicSchema {
+		return OIDPublic
+	}
+	return TableOID(catalog.TableID(id))
+}
+
 // Table is a user table as the catalogs show it.
 type Table struct {
-	oid   uint32
-	id    catalog.TableID
-	spec  catalog.TableSpec
-	types []sqltypes.Type
+	oid  uint32
+	id   catalog.TableID
+	spec catalog.TableSpec
+	// nsp and nspOID are its schema's name and oid.
+	nsp    string
+	nspOID uint32
+	types  []sqltypes.Type
 	// defaults are the columns' defaults as pg_get_expr prints them.
 	defaults []string
 	size     int64 // bytes committed to the object store
@@ -465,7 +497,8 @@ func NewTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool),
 	var out []*Table
 	for _, t := range v.Tables {
 		ct := &Table{oid: TableOID(t.ID), id: t.ID, spec: t.Spec, nParts: len(t.Partitions),
-			owner: t.Owner, acl: slices.Clone(t.ACL), seqLast: t.Sequences}
+			owner: t.Owner, acl: slices.Clone(t.ACL), seqLast: t.Sequences, nspOID: SchemaOID(t.Spec.Schema)}
+		ct.nsp, _ = v.SchemaName(t.Spec.Schema)
 		ok := true
 		for _, c := range t.Spec.Columns {
 			typ, err := sqltypes.Parse(c.Type)
@@ -494,8 +527,9 @@ func NewTables(v *catalog.View, bucketRows func(catalog.BucketID) (int64, bool),
 		out = append(out, ct)
 	}
 	for _, sv := range v.Views {
-		ct := &Table{oid: TableOID(sv.ID), id: sv.ID, spec: catalog.TableSpec{Name: sv.Spec.Name}, rows: -1,
-			owner: sv.Owner, acl: slices.Clone(sv.ACL), definition: viewDef(sv)}
+		ct := &Table{oid: TableOID(sv.ID), id: sv.ID, spec: catalog.TableSpec{Name: sv.Spec.Name, Schema: sv.Spec.Schema}, rows: -1,
+			owner: sv.Owner, acl: slices.Clone(sv.ACL), definition: viewDef(sv), nspOID: SchemaOID(sv.Spec.Schema)}
+		ct.nsp, _ = v.SchemaName(sv.Spec.Schema)
 		for _, r := range sv.Spec.Relations {
 			ct.reads = append(ct.reads, r.ID)
 		}

@@ -61,7 +61,7 @@ func (t *Table) pkConstraintDef() string { return "PRIMARY KEY " + t.pkColumnLis
 // addPKIndexClass adds the pg_class row of a table's primary-key index,
 // which has the table's owner.
 func (t *Table) addPKIndexClass(b *relBuilder, owner uint32) {
-	b.add("oid", pkIndexOID(t.id), "relname", t.pkName(), "relnamespace", OIDPublic, "reltype", uint32(0),
+	b.add("oid", pkIndexOID(t.id), "relname", t.pkName(), "relnamespace", t.nspOID, "reltype", uint32(0),
 		"reloftype", uint32(0), "relowner", owner, "relam", oidBtree, "relfilenode", pkIndexOID(t.id),
 		"reltablespace", uint32(0), "relpages", int32(1), "reltuples", float32(max(t.rows, 0)), "relallvisible", int32(0),
 		"reltoastrelid", uint32(0), "relhasindex", false, "relisshared", false, "relpersistence", "p",
@@ -99,7 +99,7 @@ func buildConstraints(in *Input, b *relBuilder) {
 		if !t.hasPK() {
 			continue
 		}
-		b.add("oid", pkConstraintOID(t.id), "conname", t.pkName(), "connamespace", OIDPublic, "contype", "p",
+		b.add("oid", pkConstraintOID(t.id), "conname", t.pkName(), "connamespace", t.nspOID, "contype", "p",
 			"condeferrable", false, "condeferred", false, "convalidated", true, "conrelid", t.oid,
 			"contypid", uint32(0), "conindid", pkIndexOID(t.id), "conparentid", uint32(0), "confrelid", uint32(0),
 			"confupdtype", " ", "confdeltype", " ", "confmatchtype", " ", "conislocal", true,
@@ -110,7 +110,7 @@ func buildConstraints(in *Input, b *relBuilder) {
 func buildPgIndexes(in *Input, b *relBuilder) {
 	for _, t := range in.Tables {
 		if t.hasPK() {
-			b.add("schemaname", "public", "tablename", t.spec.Name, "indexname", t.pkName(), "indexdef", t.pkIndexDef())
+			b.add("schemaname", t.nsp, "tablename", t.spec.Name, "indexname", t.pkName(), "indexdef", t.pkIndexDef())
 		}
 	}
 }
@@ -122,8 +122,8 @@ func buildPgIndexes(in *Input, b *relBuilder) {
 func buildISTableConstraints(in *Input, b *relBuilder) {
 	for _, t := range in.Tables {
 		if t.hasPK() && in.visible(&catalogRelation{table: t}, constraintPrivileges) {
-			b.add("constraint_catalog", in.Database, "constraint_schema", "public", "constraint_name", t.pkName(),
-				"table_catalog", in.Database, "table_schema", "public", "table_name", t.spec.Name,
+			b.add("constraint_catalog", in.Database, "constraint_schema", t.nsp, "constraint_name", t.pkName(),
+				"table_catalog", in.Database, "table_schema", t.nsp, "table_name", t.spec.Name,
 				"constraint_type", "PRIMARY KEY", "is_deferrable", "NO", "initially_deferred", "NO", "enforced", "YES")
 		}
 	}
@@ -135,8 +135,8 @@ func buildISKeyColumnUsage(in *Input, b *relBuilder) {
 			continue
 		}
 		for i, c := range t.spec.PrimaryKey {
-			b.add("constraint_catalog", in.Database, "constraint_schema", "public", "constraint_name", t.pkName(),
-				"table_catalog", in.Database, "table_schema", "public", "table_name", t.spec.Name,
+			b.add("constraint_catalog", in.Database, "constraint_schema", t.nsp, "constraint_name", t.pkName(),
+				"table_catalog", in.Database, "table_schema", t.nsp, "table_name", t.spec.Name,
 				"column_name", c, "ordinal_position", int32(i+1))
 		}
 	}
@@ -148,8 +148,8 @@ func buildISConstraintColumnUsage(in *Input, b *relBuilder) {
 			continue
 		}
 		for _, c := range t.spec.PrimaryKey {
-			b.add("table_catalog", in.Database, "table_schema", "public", "table_name", t.spec.Name, "column_name", c,
-				"constraint_catalog", in.Database, "constraint_schema", "public", "constraint_name", t.pkName())
+			b.add("table_catalog", in.Database, "table_schema", t.nsp, "table_name", t.spec.Name, "column_name", c,
+				"constraint_catalog", in.Database, "constraint_schema", t.nsp, "constraint_name", t.pkName())
 		}
 	}
 }

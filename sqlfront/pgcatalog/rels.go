@@ -56,7 +56,7 @@ var relationBuilders = map[string]func(in *Input, b *relBuilder){
 			if t.isView() {
 				continue
 			}
-			b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name)
+			b.add("relid", t.oid, "schemaname", t.nsp, "relname", t.spec.Name)
 		}
 	},
 	"information_schema.information_schema_catalog_name": func(in *Input, b *relBuilder) {
@@ -201,7 +201,7 @@ func (in *Input) relations() []*catalogRelation {
 		out = append(out, r)
 	}
 	for _, t := range in.Tables {
-		r := &catalogRelation{oid: t.oid, namespace: OIDPublic, schema: "public", name: t.spec.Name, kind: t.relkind(), table: t}
+		r := &catalogRelation{oid: t.oid, namespace: t.nspOID, schema: t.nsp, name: t.spec.Name, kind: t.relkind(), table: t}
 		for i, c := range t.spec.Columns {
 			typ := t.types[i]
 			a := attribute{name: c.Name, typ: typ.OID(), typmod: typ.TypMod(), notNull: c.NotNull,
@@ -209,7 +209,11 @@ func (in *Input) relations() []*catalogRelation {
 			switch c.Sequence {
 			case catalog.SequenceSerial:
 				// As PostgreSQL shows a serial column's default.
-				a.def = "nextval(" + QuoteLiteral(sequenceName(t.spec.Name, c.Name)) + "::regclass)"
+				seq := sequenceName(t.spec.Name, c.Name)
+				if t.nspOID != OIDPublic {
+					seq = QuoteIdentIfNeeded(t.nsp) + "." + seq
+				}
+				a.def = "nextval(" + QuoteLiteral(seq) + "::regclass)"
 			case catalog.SequenceAlways:
 				a.identity = "a"
 			case catalog.SequenceByDefault:
@@ -228,6 +232,20 @@ func buildNamespaces(in *Input, b *relBuilder) {
 	b.add("oid", OIDPublic, "nspname", "public", "nspowner", oidDatabaseOwner, "nspacl", in.namespaceACL(oidDatabaseOwner))
 	b.add("oid", OIDInformationSchema, "nspname", "information_schema", "nspowner", oidBootstrapSuperuser,
 		"nspacl", in.namespaceACL(oidBootstrapSuperuser))
+	for _, s := range in.Schemas {
+		// Every role may use and create in every schema of mink's.
+		owner := aclName(in.Roles.name(s.ownerOID()))
+		b.add("oid", s.oid, "nspname", s.name, "nspowner", s.ownerOID(), "nspacl", []string{owner + "=UC/" + owner, "=UC/" + owner})
+	}
+}
+
+// ownerOID is the oid of the schema's owner (a superuser's when none is
+// recorded).
+func (s *Schema) ownerOID() uint32 {
+	if s.owner != 0 {
+		return uint32(s.owner)
+	}
+	return uint32(catalog.BootstrapRole)
 }
 
 func buildClasses(in *Input, b *relBuilder) {
@@ -406,7 +424,7 @@ func buildTypes(in *Input, b *relBuilder) {
 		if t == nil {
 			continue
 		}
-		b.add("oid", rowTypeOID(t.id), "typname", t.spec.Name, "typnamespace", OIDPublic, "typowner", r.owner(),
+		b.add("oid", rowTypeOID(t.id), "typname", t.spec.Name, "typnamespace", t.nspOID, "typowner", r.owner(),
 			"typlen", int16(-1), "typbyval", false, "typtype", "c", "typcategory", "C", "typispreferred", false,
 			"typisdefined", true, "typdelim", ",", "typrelid", t.oid, "typsubscript", "-", "typelem", uint32(0),
 			"typarray", uint32(0), "typinput", "record_in", "typoutput", "record_out", "typreceive", "record_recv",
@@ -581,7 +599,7 @@ func nilIfEmpty(s string) any {
 func buildStatUserTables(in *Input, b *relBuilder) {
 	for _, t := range in.Tables {
 		if !t.isView() {
-			b.add("relid", t.oid, "schemaname", "public", "relname", t.spec.Name, "seq_scan", int64(0), "n_live_tup", max(t.rows, 0))
+			b.add("relid", t.oid, "schemaname", t.nsp, "relname", t.spec.Name, "seq_scan", int64(0), "n_live_tup", max(t.rows, 0))
 		}
 	}
 }
@@ -592,6 +610,9 @@ func buildSchemata(in *Input, b *relBuilder) {
 		{"public", "pg_database_owner"},
 	} {
 		b.add("catalog_name", in.Database, "schema_name", s.name, "schema_owner", s.owner)
+	}
+	for _, s := range in.Schemas {
+		b.add("catalog_name", in.Database, "schema_name", s.name, "schema_owner", in.Roles.name(s.ownerOID()))
 	}
 }
 

@@ -83,7 +83,7 @@ var sequenceColumns = []attribute{
 
 func (in *Input) addSequenceClasses(b *relBuilder) {
 	for _, s := range in.allSequences() {
-		b.add("oid", s.oid, "relname", s.name, "relnamespace", OIDPublic, "reltype", uint32(0), "reloftype", uint32(0),
+		b.add("oid", s.oid, "relname", s.name, "relnamespace", s.table.nspOID, "reltype", uint32(0), "reloftype", uint32(0),
 			"relowner", s.owner(), "relam", uint32(0), "relfilenode", s.oid, "reltablespace", uint32(0),
 			"relpages", int32(1), "reltuples", float32(1), "relallvisible", int32(0), "reltoastrelid", uint32(0),
 			"relhasindex", false, "relisshared", false, "relpersistence", "p", "relkind", "S",
@@ -104,7 +104,7 @@ func (s tableSequence) owner() uint32 {
 func (in *Input) addSequenceDepends(b *relBuilder) {
 	for _, s := range in.allSequences() {
 		b.add("classid", oidPgClass, "objid", s.oid, "objsubid", int32(0), "refclassid", oidPgNamespace,
-			"refobjid", OIDPublic, "refobjsubid", int32(0), "deptype", "n")
+			"refobjid", s.table.nspOID, "refobjsubid", int32(0), "deptype", "n")
 		kind := "a"
 		if s.identity {
 			kind = "i"
@@ -127,7 +127,7 @@ func buildPgSequences(in *Input, b *relBuilder) {
 		if s.last > 0 {
 			last = s.last
 		}
-		b.add("schemaname", "public", "sequencename", s.name, "sequenceowner", in.Roles.name(s.owner()),
+		b.add("schemaname", s.table.nsp, "sequencename", s.name, "sequenceowner", in.Roles.name(s.owner()),
 			"data_type", s.typ, "start_value", int64(1), "min_value", int64(1), "max_value", s.max,
 			"increment_by", int64(1), "cycle", false, "cache_size", in.sequenceCache(), "last_value", last)
 	}
@@ -139,7 +139,7 @@ func buildInfoSequences(in *Input, b *relBuilder) {
 			continue
 		}
 		precision := map[uint32]int32{oidInt2: 16, oidInt4: 32, oidInt8: 64}[s.typ]
-		b.add("sequence_catalog", in.Database, "sequence_schema", "public", "sequence_name", s.name,
+		b.add("sequence_catalog", in.Database, "sequence_schema", s.table.nsp, "sequence_name", s.name,
 			"data_type", typeDisplayName(s.typ), "numeric_precision", precision, "numeric_precision_radix", int32(2),
 			"numeric_scale", int32(0), "start_value", "1", "minimum_value", "1", "maximum_value", strconv.FormatInt(s.max, 10),
 			"increment", "1", "cycle_option", "NO")

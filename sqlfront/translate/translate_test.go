@@ -106,7 +106,7 @@ func (e *viewEnv) Table(rv *pg.RangeVar) ([]sqltypes.Column, uint32, bool) {
 	if rv.Schemaname != "" && rv.Schemaname != "public" {
 		return nil, 0, false
 	}
-	t, ok := e.v.TableByName(rv.Relname)
+	t, ok := e.v.TableNamed(rv.Relname)
 	if !ok {
 		return nil, 0, false
 	}
@@ -122,7 +122,7 @@ func (e *viewEnv) Table(rv *pg.RangeVar) ([]sqltypes.Column, uint32, bool) {
 }
 
 func (e *viewEnv) PrimaryKey(rv *pg.RangeVar) []string {
-	if t, ok := e.v.TableByName(rv.Relname); ok && (rv.Schemaname == "" || rv.Schemaname == "public") {
+	if t, ok := e.v.TableNamed(rv.Relname); ok && (rv.Schemaname == "" || rv.Schemaname == "public") {
 		return t.Spec.PrimaryKey
 	}
 	return nil

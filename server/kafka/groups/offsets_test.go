@@ -180,7 +180,7 @@ func TestDropTableDropsOffsets(t *testing.T) {
 	n := newCluster(t)
 	wantCode(t, "commit", commitCodes(n.do(commitReq("g", "", -1, map[string]map[int32]int64{"events": {0: 9}, "clicks": {0: 9}})))["events/0"], 0)
 	var events catalog.TableID
-	n.cat.Read(func(v *catalog.View) { t, _ := v.TableByName("events"); events = t.ID })
+	n.cat.Read(func(v *catalog.View) { t, _ := v.TableNamed("events"); events = t.ID })
 	n.propose(catalog.DropTable{Table: events})
 	n.propose(catalog.CreateTable{Spec: catalog.TableSpec{Name: "events", Buckets: 4, Columns: []catalog.Column{{Name: "v", Type: "text"}}}})
 	if got, _ := n.fetch("g", map[string][]int32{"events": {0}, "clicks": {0}}); got["events/0"] != -1 || got["clicks/0"] != 9 {
@@ -194,7 +194,7 @@ func TestDropTableDropsOffsets(t *testing.T) {
 func TestCommitRacesDrop(t *testing.T) {
 	n := newCluster(t)
 	var clicks catalog.TableID
-	n.cat.Read(func(v *catalog.View) { t, _ := v.TableByName("clicks"); clicks = t.ID })
+	n.cat.Read(func(v *catalog.View) { t, _ := v.TableNamed("clicks"); clicks = t.ID })
 	var epoch uint64
 	n.cat.Read(func(v *catalog.View) { epoch = v.Coordinator.Epoch })
 	n.propose(catalog.DropTable{Table: clicks})

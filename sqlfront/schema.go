@@ -183,15 +183,26 @@ func parseSearchPath(value string) []string {
 // PostgreSQL's catalogs.
 func (s *session) qualifyNames(node *pg.Node) bool {
 	created := map[*pg.RangeVar]bool{}
+	// Queries and DML name relations where an alias may follow; utility
+	// statements (ALTER, DROP, COPY t, …) name them where none may.
+	aliased := false
+	switch n := node.Node.(type) {
+	case *pg.Node_SelectStmt, *pg.Node_InsertStmt, *pg.Node_UpdateStmt, *pg.Node_DeleteStmt, *pg.Node_ExplainStmt:
+		aliased = true
+	case *pg.Node_CopyStmt:
+		aliased = n.CopyStmt.Query != nil
+	}
 	switch n := node.Node.(type) {
 	case *pg.Node_CreateStmt:
 		created[n.CreateStmt.Relation] = true
 	case *pg.Node_ViewStmt:
 		created[n.ViewStmt.View] = true
+		aliased = true
 	case *pg.Node_CreateTableAsStmt:
 		if n.CreateTableAsStmt.Into != nil {
 			created[n.CreateTableAsStmt.Into.Rel] = true
 		}
+		aliased = true
 	case *pg.Node_SelectStmt:
 		if into := n.SelectStmt.IntoClause; into != nil {
 			created[into.Rel] = true
@@ -247,7 +258,7 @@ func (s *session) qualifyNames(node *pg.Node) bool {
 			if !ok || schema == catalog.PublicSchema {
 				continue
 			}
-			if rv.Alias == nil {
+			if rv.Alias == nil && aliased {
 				rv.Alias = &pg.Alias{Aliasname: rv.Relname}
 			}
 			if rv.Schemaname != "" {

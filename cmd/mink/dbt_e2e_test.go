@@ -29,6 +29,10 @@ var dbtPeerRows = map[string][]string{
 	// A view model, and a table model that reads it.
 	"big_orders":       {"100|1|19.99", "102|2|42.50", "104|3|12.75"},
 	"big_order_counts": {"1|1", "2|1", "3|1"},
+	// Models in a custom schema (dbt's public_marts): a table model over a
+	// model of public, and a view model over a view model of public.
+	"public_marts.gold_revenue":           {"gold|44.99"},
+	"public_marts.big_orders_by_customer": {"1|1", "2|1", "3|1"},
 	// The incremental model after the first run: the orders.
 	"orders_log": {
 		"100|1|19.99|2024-04-01 10:00:00", "101|1|5.00|2024-04-02 11:30:00", "102|2|42.50|2024-04-02 12:00:00",
@@ -65,7 +69,8 @@ func startToolProject(t *testing.T, what, src, tool string, check ...string) (n 
 	return n, project, port
 }
 
-// dbt-postgres runs test/dbt unmodified against a node, twice (the
+// dbt-postgres runs test/dbt unmodified against a node, twice (with
+// models in a custom schema, which dbt creates; the
 // second run reloads the seeds with TRUNCATE and INSERT in a transaction
 // block, swaps each table model in with CREATE TABLE … AS and renames,
 // the view model with CREATE VIEW and renames, and runs the incremental
@@ -87,7 +92,7 @@ func TestDbtProject(t *testing.T) {
 	}
 	for i := 1; i <= 2; i++ {
 		out, err := run("build")
-		if err != nil || !strings.Contains(out, "PASS=18 WARN=0 ERROR=0 SKIP=0 TOTAL=18") {
+		if err != nil || !strings.Contains(out, "PASS=20 WARN=0 ERROR=0 SKIP=0 TOTAL=20") {
 			t.Fatalf("dbt build, run %d: %v\n%s", i, err, out)
 		}
 		conn, err := n.pg(context.Background())

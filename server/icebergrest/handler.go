@@ -18,9 +18,9 @@ import (
 	"github.com/minkdb/mink/tiering"
 )
 
-// Namespace is the one namespace the catalog has: mink's tables are all in
-// the schema public.
-const Namespace = "public"
+// Namespace is the namespace of the tables of schema public. Every schema
+// is a namespace of its name, with no children.
+const Namespace = catalog.PublicSchemaName
 
 // Config is what a Handler reads from its node.
 type Config struct {
@@ -231,40 +231,57 @@ func (h *Handler) issueToken(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) listNamespaces(w http.ResponseWriter, r *http.Request, _ access.Identity) {
-	namespaces := [][]string{{Namespace}}
+	namespaces := [][]string{}
 	if parent := r.URL.Query().Get("parent"); parent != "" {
-		if parent != Namespace {
+		var ok bool
+		h.cfg.Meta.Read(func(v *catalog.View) { _, ok = v.SchemaByName(parent) })
+		if !ok {
 			h.noSuchNamespace(w, r, parent)
 			return
 		}
-		namespaces = [][]string{} // public has no children
+		// A schema has no children.
+		writeJSON(w, http.StatusOK, map[string]any{"namespaces": namespaces})
+		return
 	}
+	h.cfg.Meta.Read(func(v *catalog.View) {
+		namespaces = append(namespaces, []string{Namespace})
+		for _, s := range v.Schemas {
+			namespaces = append(namespaces, []string{s.Name})
+		}
+	})
+	slices.SortFunc(namespaces, func(a, b []string) int { return cmp.Compare(a[0], b[0]) })
 	writeJSON(w, http.StatusOK, map[string]any{"namespaces": namespaces})
 }
 
-// namespace checks the request's namespace; false: it answered 404.
-func (h *Handler) namespace(w http.ResponseWriter, r *http.Request) bool {
-	if ns := r.PathValue("namespace"); ns != Namespace {
+// namespace returns the schema the request's namespace is; false: it
+// answered 404.
+func (h *Handler) namespace(w http.ResponseWriter, r *http.Request) (catalog.SchemaID, string, bool) {
+	ns := r.PathValue("namespace")
+	var id catalog.SchemaID
+	var ok bool
+	h.cfg.Meta.Read(func(v *catalog.View) { id, ok = v.SchemaByName(ns) })
+	if !ok {
 		h.noSuchNamespace(w, r, ns)
-		return false
+		return 0, "", false
 	}
-	return true
+	return id, ns, true
 }
 
 func (h *Handler) noSuchNamespace(w http.ResponseWriter, r *http.Request, ns string) {
 	writeError(w, r, http.StatusNotFound, typeNoSuchNamespace,
-		fmt.Sprintf("namespace does not exist: %q (mink has one namespace, %q)", ns, Namespace))
+		fmt.Sprintf("namespace does not exist: %q (mink's namespaces are its schemas: %q and those CREATE SCHEMA made)", ns, Namespace))
 }
 
 func (h *Handler) loadNamespace(w http.ResponseWriter, r *http.Request, _ access.Identity) {
-	if !h.namespace(w, r) {
+	_, ns, ok := h.namespace(w, r)
+	if !ok {
 		return
 	}
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"namespace": []string{Namespace}, "properties": map[string]string{}})
+	writeJSON(w, http.StatusOK, map[string]any{"namespace": []string{ns}, "properties": map[string]string{}})
 }
 
 type tableIdentifier struct {
@@ -275,14 +292,15 @@ type tableIdentifier struct {
 // listTables lists the tables the caller may SELECT from, tiered or not,
 // by name.
 func (h *Handler) listTables(w http.ResponseWriter, r *http.Request, id access.Identity) {
-	if !h.namespace(w, r) {
+	schema, ns, ok := h.namespace(w, r)
+	if !ok {
 		return
 	}
 	idents := []tableIdentifier{}
 	h.cfg.Meta.Read(func(v *catalog.View) {
 		for _, t := range v.Tables {
-			if access.Authorize(v, id, t, catalog.PrivSelect) == nil {
-				idents = append(idents, tableIdentifier{Namespace: []string{Namespace}, Name: v.TopicName(t)})
+			if t.Spec.Schema == schema && access.Authorize(v, id, t, catalog.PrivSelect) == nil {
+				idents = append(idents, tableIdentifier{Namespace: []string{ns}, Name: t.Spec.Name})
 			}
 		}
 	})
@@ -291,7 +309,7 @@ func (h *Handler) listTables(w http.ResponseWriter, r *http.Request, id access.I
 }
 
 func (h *Handler) listViews(w http.ResponseWriter, r *http.Request, _ access.Identity) {
-	if !h.namespace(w, r) {
+	if _, _, ok := h.namespace(w, r); !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"identifiers": []tableIdentifier{}})
@@ -306,10 +324,12 @@ type lakeTable struct {
 // tiered finds the table of the request in the view and answers 404 or 403
 // when it cannot be loaded; false: it answered.
 func (h *Handler) tiered(w http.ResponseWriter, r *http.Request, id access.Identity) (lakeTable, bool) {
-	if !h.namespace(w, r) {
+	schema, ns, ok := h.namespace(w, r)
+	if !ok {
 		return lakeTable{}, false
 	}
 	name := r.PathValue("table")
+	var qualified string // as SQL and the CLI name it
 	var (
 		lt      lakeTable
 		code    int
@@ -317,28 +337,29 @@ func (h *Handler) tiered(w http.ResponseWriter, r *http.Request, id access.Ident
 		message string
 	)
 	h.cfg.Meta.Read(func(v *catalog.View) {
-		t, ok := v.TableNamed(name)
-		_, isView := v.ViewNamed(name)
+		t, ok := v.TableByName(schema, name)
+		_, isView := v.ViewByName(schema, name)
+		qualified = v.QualifyIn(schema, name)
 		switch {
 		case !ok && isView:
 			code, typ, message = http.StatusNotFound, typeNoSuchTable, fmt.Sprintf(
-				"table does not exist: %s.%s is a SQL view, which has no lake; read it through SQL, or read the tables it reads", Namespace, name)
+				"table does not exist: %s.%s is a SQL view, which has no lake; read it through SQL, or read the tables it reads", ns, name)
 		case !ok:
-			code, typ, message = http.StatusNotFound, typeNoSuchTable, fmt.Sprintf("table does not exist: %s.%s", Namespace, name)
+			code, typ, message = http.StatusNotFound, typeNoSuchTable, fmt.Sprintf("table does not exist: %s.%s", ns, name)
 		case access.Authorize(v, id, t, catalog.PrivSelect) != nil:
 			code, typ, message = http.StatusForbidden, typeForbidden,
-				fmt.Sprintf("permission denied for table %s: role %q needs SELECT on it to read it from the lake", name, id.Name)
+				fmt.Sprintf("permission denied for table %s: role %q needs SELECT on it to read it from the lake", qualified, id.Name)
 		case t.Tiering.LakeSnapshotID == 0 && t.Spec.Options["tiering"] == "off":
 			code, typ, message = http.StatusNotFound, typeNoSuchTable,
-				fmt.Sprintf("table %s.%s is not in the lake: its tiering is off (WITH (tiering = off)); ALTER or recreate it with tiering on", Namespace, name)
+				fmt.Sprintf("table %s.%s is not in the lake: its tiering is off (WITH (tiering = off)); ALTER or recreate it with tiering on", ns, name)
 		case t.Tiering.LakeSnapshotID == 0:
 			code, typ, message = http.StatusNotFound, typeNoSuchTable,
 				fmt.Sprintf("table %s.%s is not tiered yet: it is in the lake after the first tiering round that finds rows in it "+
-					"(tiering_freshness after they were written, default 1 minute); run `mink tiering run --table %s --wait` to tier it now", Namespace, name, name)
+					"(tiering_freshness after they were written, default 1 minute); run `mink tiering run --table %s --wait` to tier it now", ns, name, qualified)
 		case t.Tiering.Offsets == nil:
 			code, typ, message = http.StatusNotFound, typeNoSuchTable,
 				fmt.Sprintf("table %s.%s was truncated (or lost all its partitions) after its last tiering round: it is in the lake again after the next round; "+
-					"run `mink tiering run --table %s --wait` to tier it now", Namespace, name, name)
+					"run `mink tiering run --table %s --wait` to tier it now", ns, name, qualified)
 		default:
 			lt = lakeTable{id: t.ID, snapshot: t.Tiering.LakeSnapshotID}
 		}

@@ -375,3 +375,51 @@ func TestIcebergGoClient(t *testing.T) {
 		t.Errorf("CreateTable: %v", err)
 	}
 }
+
+// Every schema is a namespace of its name: listed, loadable, with its
+// tables under their own names; a table of the same name in public is
+// another table.
+func TestSchemaNamespaces(t *testing.T) {
+	f := newFixture(t)
+	f.meta.update(func(v *catalog.View) {
+		v.Schemas[7] = &catalog.Schema{ID: 7, Name: "staging"}
+		v.Tables[8] = &catalog.Table{ID: 8, Spec: catalog.TableSpec{Name: "events", Schema: 7},
+			Tiering: catalog.TieringState{Offsets: map[catalog.BucketID]uint64{10: 3}, LakeSnapshotID: 300, LakeSequence: 1}}
+		v.Tables[9] = &catalog.Table{ID: 9, Spec: catalog.TableSpec{Name: "fresh_staged", Schema: 7}}
+	})
+	if err := f.store.PutIfAbsent(context.Background(), "lake/8/metadata/v1.metadata.json", metadataJSON(8, 300)); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.do(t, "GET", "/v1/namespaces", ""); a.code != 200 || fmt.Sprint(a.body["namespaces"]) != "[[public] [staging]]" {
+		t.Errorf("list namespaces: %d %s", a.code, a.raw)
+	}
+	if a := f.do(t, "GET", "/v1/namespaces?parent=staging", ""); a.code != 200 || fmt.Sprint(a.body["namespaces"]) != "[]" {
+		t.Errorf("list namespaces under staging: %d %s", a.code, a.raw)
+	}
+	if a := f.do(t, "GET", "/v1/namespaces/staging", ""); a.code != 200 || fmt.Sprint(a.body["namespace"]) != "[staging]" {
+		t.Errorf("load namespace staging: %d %s", a.code, a.raw)
+	}
+	a := f.do(t, "GET", "/v1/namespaces/staging/tables", "")
+	var names []string
+	for _, id := range a.body["identifiers"].([]any) {
+		m := id.(map[string]any)
+		names = append(names, fmt.Sprint(m["namespace"], ".", m["name"]))
+	}
+	if got := strings.Join(names, " "); a.code != 200 || got != "[staging].events [staging].fresh_staged" {
+		t.Errorf("list tables of staging: %d %q", a.code, got)
+	}
+	a = f.do(t, "GET", "/v1/namespaces/staging/tables/events", "")
+	if got, want := a.body["metadata-location"], storeURL+"/lake/8/metadata/v1.metadata.json"; a.code != 200 || got != want {
+		t.Errorf("load staging.events: %d, metadata-location %v, want %s", a.code, got, want)
+	}
+	a = f.do(t, "GET", "/v1/namespaces/public/tables/events", "")
+	if got, want := a.body["metadata-location"], storeURL+"/lake/1/metadata/v2.metadata.json"; a.code != 200 || got != want {
+		t.Errorf("load public.events: %d, metadata-location %v, want %s", a.code, got, want)
+	}
+	errorOf(t, "staging table not tiered", f.do(t, "GET", "/v1/namespaces/staging/tables/fresh_staged", ""), 404, "NoSuchTableException",
+		"run `mink tiering run --table staging.fresh_staged --wait`")
+	errorOf(t, "public's table under staging", f.do(t, "GET", "/v1/namespaces/staging/tables/cold", ""), 404, "NoSuchTableException",
+		"table does not exist: staging.cold")
+	errorOf(t, "unknown namespace", f.do(t, "GET", "/v1/namespaces/marts/tables", ""), 404, "NoSuchNamespaceException",
+		`namespace does not exist: "marts"`)
+}

@@ -361,6 +361,23 @@ func TestMetadata(t *testing.T) {
 		[][]string{{"mink", "public", "users", "org", "1", "(null)"}, {"mink", "public", "users", "name", "2", "(null)"}})
 	wantRows(t, "log table keys", read(c.GetPrimaryKeys(ctx, flightsql.TableRef{Table: "logs"})), nil)
 
+	// A schema of one's own: listed, its relations under it, filters by
+	// schema pattern, and primary keys of its table of the same name.
+	update(t, ctx, c, "CREATE SCHEMA staging")
+	update(t, ctx, c, "CREATE TABLE staging.users (id bigint PRIMARY KEY, name text) WITH (buckets = 1)")
+	wantRows(t, "schemas with staging", read(c.GetDBSchemas(ctx, &flightsql.GetDBSchemasOpts{})), [][]string{{"mink", "public"}, {"mink", "staging"}})
+	staging := "stag%"
+	wantRows(t, "schemas stag%", read(c.GetDBSchemas(ctx, &flightsql.GetDBSchemasOpts{DbSchemaFilterPattern: &staging})), [][]string{{"mink", "staging"}})
+	wantRows(t, "tables with staging", read(c.GetTables(ctx, &flightsql.GetTablesOpts{})),
+		[][]string{{"mink", "public", "adults", "VIEW"}, {"mink", "public", "logs", "TABLE"}, {"mink", "public", "users", "TABLE"}, {"mink", "staging", "users", "TABLE"}})
+	wantRows(t, "tables of stag%", read(c.GetTables(ctx, &flightsql.GetTablesOpts{DbSchemaFilterPattern: &staging})),
+		[][]string{{"mink", "staging", "users", "TABLE"}})
+	stagingName := "staging"
+	wantRows(t, "staging.users keys", read(c.GetPrimaryKeys(ctx, flightsql.TableRef{DBSchema: &stagingName, Table: "users"})),
+		[][]string{{"mink", "staging", "users", "id", "1", "(null)"}})
+	_, rows = query(t, ctx, c, "SELECT count(*) FROM staging.users")
+	wantRows(t, "a query of staging.users", rows, [][]string{{"0"}})
+
 	info, err = c.GetSqlInfo(ctx, []flightsql.SqlInfo{flightsql.SqlInfoFlightSqlServerName, flightsql.SqlInfoFlightSqlServerReadOnly, flightsql.SqlInfoIdentifierQuoteChar})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package flightsql
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,14 +18,13 @@ import (
 )
 
 // Metadata commands answer from the metadata view: one catalog (the
-// database, "mink"), one schema ("public"), and the tables and views the
-// caller holds a privilege on, as Flight SQL's reference schemas lay them
-// out.
+// database, "mink"), its schemas (public and those CREATE SCHEMA made),
+// and the tables and views the caller holds a privilege on, as Flight
+// SQL's reference schemas lay them out.
 
 const (
-	schemaName = "public"
-	tableType  = "TABLE"
-	viewType   = "VIEW"
+	tableType = "TABLE"
+	viewType  = "VIEW"
 )
 
 // metadataInfo is the FlightInfo of a metadata command: its reference
@@ -35,6 +35,7 @@ func (s *Server) metadataInfo(desc *flight.FlightDescriptor, schema *arrow.Schem
 
 // table is a table or view as the metadata commands show it.
 type table struct {
+	dbSchema   string // its schema's name
 	name       string
 	kind       string // tableType or viewType
 	schema     *arrow.Schema
@@ -58,12 +59,20 @@ func schemaOf(names, types []string, notNull []bool) (*arrow.Schema, bool) {
 // tables returns the tables and views the caller may see whose names
 // match namePattern (a LIKE pattern; nil: all), of the kinds in kinds,
 // sorted by name.
-func (s *Server) tables(ctx context.Context, namePattern *string, kinds map[string]bool) []table {
+func (s *Server) tables(ctx context.Context, schemaPattern, namePattern *string, kinds map[string]bool) []table {
 	id := s.identity(ctx)
 	var out []table
 	s.cfg.Meta.Read(func(v *catalog.View) {
+		schemaOK := func(id catalog.SchemaID) (string, bool) {
+			name, _ := v.SchemaName(id)
+			return name, schemaPattern == nil || like(name, *schemaPattern)
+		}
 		for _, sv := range v.Views {
 			if !kinds[viewType] || (namePattern != nil && !like(sv.Spec.Name, *namePattern)) {
+				continue
+			}
+			dbSchema, ok := schemaOK(sv.Spec.Schema)
+			if !ok {
 				continue
 			}
 			if s.cfg.Access != nil && v.ViewPrivileges(id.Role, sv) == 0 {
@@ -74,7 +83,7 @@ func (s *Server) tables(ctx context.Context, namePattern *string, kinds map[stri
 				names, types = append(names, c.Name), append(types, c.Type)
 			}
 			if schema, ok := schemaOf(names, types, make([]bool, len(names))); ok {
-				out = append(out, table{name: sv.Spec.Name, kind: viewType, schema: schema})
+				out = append(out, table{dbSchema: dbSchema, name: sv.Spec.Name, kind: viewType, schema: schema})
 			}
 		}
 		for _, t := range v.Tables {
@@ -82,6 +91,10 @@ func (s *Server) tables(ctx context.Context, namePattern *string, kinds map[stri
 				continue
 			}
 			if namePattern != nil && !like(t.Spec.Name, *namePattern) {
+				continue
+			}
+			dbSchema, ok := schemaOK(t.Spec.Schema)
+			if !ok {
 				continue
 			}
 			if s.cfg.Access != nil && v.TablePrivileges(id.Role, t) == 0 {
@@ -93,11 +106,16 @@ func (s *Server) tables(ctx context.Context, namePattern *string, kinds map[stri
 				names, types, notNull = append(names, c.Name), append(types, c.Type), append(notNull, c.NotNull)
 			}
 			if schema, ok := schemaOf(names, types, notNull); ok {
-				out = append(out, table{name: t.Spec.Name, kind: tableType, schema: schema, primaryKey: t.Spec.PrimaryKey})
+				out = append(out, table{dbSchema: dbSchema, name: t.Spec.Name, kind: tableType, schema: schema, primaryKey: t.Spec.PrimaryKey})
 			}
 		}
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].dbSchema != out[j].dbSchema {
+			return out[i].dbSchema < out[j].dbSchema
+		}
+		return out[i].name < out[j].name
+	})
 	return out
 }
 
@@ -107,8 +125,19 @@ func (s *Server) catalogMatches(catalogName *string) bool {
 	return catalogName == nil || *catalogName == s.cfg.Front.Database()
 }
 
-func schemaMatches(pattern *string) bool {
-	return pattern == nil || like(schemaName, *pattern)
+// dbSchemas returns the schemas whose names match pattern (nil: all),
+// sorted.
+func (s *Server) dbSchemas(pattern *string) []string {
+	var out []string
+	s.cfg.Meta.Read(func(v *catalog.View) {
+		out = append(out, catalog.PublicSchemaName)
+		for _, sc := range v.Schemas {
+			out = append(out, sc.Name)
+		}
+	})
+	out = slices.DeleteFunc(out, func(name string) bool { return pattern != nil && !like(name, *pattern) })
+	slices.Sort(out)
+	return out
 }
 
 // like matches s against a SQL LIKE pattern: % any run, _ any one
@@ -179,9 +208,12 @@ func (s *Server) GetFlightInfoSchemas(_ context.Context, _ flightsql.GetDBSchema
 
 func (s *Server) DoGetDBSchemas(ctx context.Context, cmd flightsql.GetDBSchemas) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	return s.recordStream(ctx, schema_ref.DBSchemas, func(b *array.RecordBuilder) {
-		if s.catalogMatches(cmd.GetCatalog()) && schemaMatches(cmd.GetDBSchemaFilterPattern()) {
+		if !s.catalogMatches(cmd.GetCatalog()) {
+			return
+		}
+		for _, name := range s.dbSchemas(cmd.GetDBSchemaFilterPattern()) {
 			b.Field(0).(*array.StringBuilder).Append(s.cfg.Front.Database())
-			b.Field(1).(*array.StringBuilder).Append(schemaName)
+			b.Field(1).(*array.StringBuilder).Append(name)
 		}
 	})
 }
@@ -220,13 +252,13 @@ func (s *Server) DoGetTables(ctx context.Context, cmd flightsql.GetTables) (*arr
 		}
 	}
 	var tables []table
-	if s.catalogMatches(cmd.GetCatalog()) && schemaMatches(cmd.GetDBSchemaFilterPattern()) {
-		tables = s.tables(ctx, cmd.GetTableNameFilterPattern(), kinds)
+	if s.catalogMatches(cmd.GetCatalog()) {
+		tables = s.tables(ctx, cmd.GetDBSchemaFilterPattern(), cmd.GetTableNameFilterPattern(), kinds)
 	}
 	return s.recordStream(ctx, schema, func(b *array.RecordBuilder) {
 		for _, t := range tables {
 			b.Field(0).(*array.StringBuilder).Append(s.cfg.Front.Database())
-			b.Field(1).(*array.StringBuilder).Append(schemaName)
+			b.Field(1).(*array.StringBuilder).Append(t.dbSchema)
 			b.Field(2).(*array.StringBuilder).Append(t.name)
 			b.Field(3).(*array.StringBuilder).Append(t.kind)
 			if cmd.GetIncludeSchema() {
@@ -244,10 +276,13 @@ func (s *Server) GetFlightInfoPrimaryKeys(_ context.Context, _ flightsql.TableRe
 // order; a log table has none.
 func (s *Server) DoGetPrimaryKeys(ctx context.Context, ref flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	var pk []string
-	if s.catalogMatches(ref.Catalog) && (ref.DBSchema == nil || *ref.DBSchema == schemaName) {
-		name := ref.Table
-		for _, t := range s.tables(ctx, nil, map[string]bool{tableType: true}) {
-			if t.name == name {
+	dbSchema := catalog.PublicSchemaName
+	if ref.DBSchema != nil {
+		dbSchema = *ref.DBSchema
+	}
+	if s.catalogMatches(ref.Catalog) {
+		for _, t := range s.tables(ctx, nil, nil, map[string]bool{tableType: true}) {
+			if t.name == ref.Table && t.dbSchema == dbSchema {
 				pk = t.primaryKey
 			}
 		}
@@ -255,7 +290,7 @@ func (s *Server) DoGetPrimaryKeys(ctx context.Context, ref flightsql.TableRef) (
 	return s.recordStream(ctx, schema_ref.PrimaryKeys, func(b *array.RecordBuilder) {
 		for i, c := range pk {
 			b.Field(0).(*array.StringBuilder).Append(s.cfg.Front.Database())
-			b.Field(1).(*array.StringBuilder).Append(schemaName)
+			b.Field(1).(*array.StringBuilder).Append(dbSchema)
 			b.Field(2).(*array.StringBuilder).Append(ref.Table)
 			b.Field(3).(*array.StringBuilder).Append(c)
 			b.Field(4).(*array.Int32Builder).Append(int32(i + 1))

@@ -590,8 +590,14 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 		return nil, unsupported("DROP %s is not supported", strings.TrimPrefix(d.RemoveType.String(), "OBJECT_"))
 	}
 	var names []string
+	var skipped []*pgwire.Error
 	for _, obj := range d.Objects {
 		name, err := s.relName(rangeVarOfName(obj))
+		var we *pgwire.Error
+		if d.MissingOk && errors.As(err, &we) && we.Code == pgwire.CodeInvalidSchemaName {
+			skipped = append(skipped, notice(pgwire.CodeSuccessfulCompletion, "%s, skipping", we.Message))
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -601,7 +607,7 @@ func (s *session) planDrop(d *pg.DropStmt) (*stmt, error) {
 		inBlock := s.tx.status == pgwire.TxInBlock
 		var ids []catalog.TableID
 		var tables []*tableInfo
-		var notices []*pgwire.Error
+		notices := slices.Clone(skipped)
 		for _, name := range names {
 			if s.isView(&pg.RangeVar{Relname: name}) {
 				return nil, &pgwire.Error{Code: pgwire.CodeWrongObjectType, Message: fmt.Sprintf("%q is not a table", name),

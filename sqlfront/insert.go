@@ -32,7 +32,7 @@ const insertedView = "__mink_inserted"
 // producing Arrow batches with exactly the table's schema; mink appends them
 // to the table's buckets.
 func (s *session) planInsert(ctx context.Context, sql string, ins *pg.InsertStmt, paramOIDs []uint32) (*stmt, error) {
-	table, err := s.lookupTable(ins.Relation)
+	table, err := s.lookupWritten(ins.Relation)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ type changeStmt struct {
 // planUpdate plans UPDATE of a primary-key table; log tables are
 // append-only (0A000).
 func (s *session) planUpdate(ctx context.Context, u *pg.UpdateStmt, paramOIDs []uint32) (*stmt, error) {
-	table, err := s.lookupTable(u.Relation)
+	table, err := s.lookupWritten(u.Relation)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func (s *session) planUpdate(ctx context.Context, u *pg.UpdateStmt, paramOIDs []
 
 // planDelete plans DELETE of a primary-key table.
 func (s *session) planDelete(ctx context.Context, d *pg.DeleteStmt, paramOIDs []uint32) (*stmt, error) {
-	table, err := s.lookupTable(d.Relation)
+	table, err := s.lookupWritten(d.Relation)
 	if err != nil {
 		return nil, err
 	}

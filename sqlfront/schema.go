@@ -108,6 +108,18 @@ func (s *session) schemasExist(names []*pg.Node) error {
 	return err
 }
 
+// lookupWritten is lookupTable for the table an INSERT, UPDATE or DELETE
+// writes: as in PostgreSQL, a schema that does not exist is 42P01 for the
+// relation, not 3F000.
+func (s *session) lookupWritten(rv *pg.RangeVar) (*tableInfo, error) {
+	t, err := s.lookupTable(rv)
+	var we *pgwire.Error
+	if errors.As(err, &we) && we.Code == pgwire.CodeInvalidSchemaName {
+		return nil, errorf(pgwire.CodeUndefinedTable, "relation \"%s.%s\" does not exist", rv.Schemaname, rv.Relname)
+	}
+	return t, err
+}
+
 func undefinedSchema(name string) error {
 	return errorf(pgwire.CodeInvalidSchemaName, "schema %q does not exist", name)
 }

@@ -95,7 +95,7 @@ func TestSchemasCluster(t *testing.T) {
 	if got := scalar(down, "SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' AND nspname <> 'information_schema'"); got != "marts,public,raw" {
 		t.Errorf("node 3: schemas %q, want marts,public,raw", got)
 	}
-	if got := scalar(down, "SELECT string_agg(table_schema || '.' || table_name, ',' ORDER BY 1) FROM information_schema.tables WHERE table_schema IN ('marts', 'raw', 'public')"); got != "marts.ev_stats,public.ev,raw.ev" {
+	if got := scalar(down, "SELECT string_agg(table_schema || '.' || table_name, ',' ORDER BY table_schema, table_name) FROM information_schema.tables WHERE table_schema IN ('marts', 'raw', 'public')"); got != "marts.ev_stats,public.ev,raw.ev" {
 		t.Errorf("node 3: relations %q, want marts.ev_stats,public.ev,raw.ev", got)
 	}
 	for q, code := range map[string]string{

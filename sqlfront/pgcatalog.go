@@ -106,6 +106,7 @@ func (s *session) catalogConsts() translate.CatalogConsts {
 		Database: s.f.cfg.Database,
 		Version:  "PostgreSQL " + version + " on x86_64-pc-linux-gnu, compiled by Go, 64-bit",
 		PID:      int32(s.info.ProcessID),
+		Schemas:  s.searchPathNames(),
 	}
 }
 

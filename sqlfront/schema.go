@@ -140,6 +140,18 @@ func (s *session) searchPath(v *catalog.View) []catalog.SchemaID {
 	return out
 }
 
+// searchPathNames returns the names of searchPath's schemas.
+func (s *session) searchPathNames() []string {
+	var out []string
+	s.f.cfg.Meta.Read(func(v *catalog.View) {
+		for _, id := range s.searchPath(v) {
+			name, _ := v.SchemaName(id)
+			out = append(out, name)
+		}
+	})
+	return out
+}
+
 // parseSearchPath splits a search_path value into its schema names:
 // comma-separated, each perhaps double-quoted ("" stands for ").
 func parseSearchPath(value string) []string {

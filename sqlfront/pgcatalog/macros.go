@@ -97,7 +97,9 @@ var catalogMacros = append([]catalogMacro{
 		WHEN abs(p_b::BIGINT >> 29) < 20480 THEN mink_half_rounded(p_b::BIGINT >> 29) || ' GB'
 		WHEN abs(p_b::BIGINT >> 39) < 20480 THEN mink_half_rounded(p_b::BIGINT >> 39) || ' TB'
 		ELSE mink_half_rounded(p_b::BIGINT >> 49) || ' PB' END`},
-	{name: "mink_current_schemas", sql: `(p_implicit) AS CASE WHEN p_implicit THEN ['pg_catalog', 'public'] ELSE ['public'] END`},
+	// current_schemas(implicit), with the session's lists as arguments
+	// (translate.CatalogConsts.Schemas).
+	{name: "mink_current_schemas", sql: `(p_implicit, p_with, p_without) AS CASE WHEN p_implicit THEN p_with ELSE p_without END`},
 	// A variable rather than a subquery of pg_settings: DuckDB does not
 	// take subqueries in table functions' arguments (generate_series(…,
 	// array_upper(string_to_array(current_setting('search_path'), …)))).

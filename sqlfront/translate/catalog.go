@@ -50,6 +50,10 @@ type CatalogConsts struct {
 	User, Database, Version string
 	Role                    uint32
 	PID                     int32
+	// Schemas are the schemas of the session's search_path that exist, in
+	// order: current_schema() is the first (NULL without one),
+	// current_schemas(false) all of them.
+	Schemas []string
 }
 
 // CatalogQuery is what a catalog query reads.
@@ -308,7 +312,6 @@ var macroFuncs = map[string]string{
 	"pg_total_relation_size": "mink_table_size",
 	"pg_size_pretty":         "mink_size_pretty",
 	"quote_ident":            "mink_quote_ident",
-	"current_schemas":        "mink_current_schemas",
 	"current_setting":        "mink_current_setting",
 	"to_regclass":            "mink_to_regclass",
 	"to_regtype":             "mink_regtype",
@@ -365,6 +368,15 @@ var falseFuncs = map[string]bool{
 	"pg_is_other_temp_schema": true,
 }
 
+// stringArray is the text[] constant of elems.
+func stringArray(elems []string) *pg.Node {
+	arr := &pg.A_ArrayExpr{}
+	for _, e := range elems {
+		arr.Elements = append(arr.Elements, pg.StringConst(e))
+	}
+	return pg.CastArray(&pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: arr}}, "text")
+}
+
 func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 	schema, name := pg.FuncName(fc)
 	if schema != "" && schema != "pg_catalog" && schema != "information_schema" {
@@ -387,7 +399,15 @@ func (rw *catalogRewriter) funcCall(fc *pg.FuncCall) *pg.Node {
 		return pg.StringConst(rw.consts.Database)
 	case name == "current_schema":
 		hit()
-		return pg.StringConst("public")
+		if len(rw.consts.Schemas) == 0 {
+			return pg.Cast(pg.NullConst(), "text")
+		}
+		return pg.StringConst(rw.consts.Schemas[0])
+	case name == "current_schemas" && len(fc.Args) == 1:
+		// mink_current_schemas(implicit, with pg_catalog, without).
+		hit()
+		with := append([]string{"pg_catalog"}, rw.consts.Schemas...)
+		return rw.macroCall("mink_current_schemas", fc.Args[0], stringArray(with), stringArray(rw.consts.Schemas))
 	case name == "pg_backend_pid":
 		hit()
 		return pg.Cast(pg.IntConst(int64(rw.consts.PID)), "int4")

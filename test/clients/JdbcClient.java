@@ -218,5 +218,36 @@ public class JdbcClient {
                 "amount numeric " + Types.NUMERIC + " 10 YES 4",
                 "flag bool " + Types.BIT + " 1 YES 5",
                 "big int8 " + Types.BIGINT + " 19 YES 6"));
+
+        // A schema of its own: getSchemas lists it, getTables and
+        // getColumns take it, and the connection's currentSchema
+        // (search_path) makes its table the unqualified one.
+        String schema = table + "_schema";
+        try (Statement st = conn.createStatement()) {
+            st.execute("CREATE SCHEMA " + schema);
+            st.execute("CREATE TABLE " + schema + "." + table + " (k bigint, note text)");
+            st.execute("INSERT INTO " + schema + "." + table + " VALUES (1, 'in " + schema + "')");
+        }
+        List<String> schemas = new ArrayList<>();
+        try (ResultSet rs = md.getSchemas()) {
+            while (rs.next()) schemas.add(rs.getString("TABLE_SCHEM"));
+        }
+        check("getSchemas lists " + schema, schemas.contains(schema) && schemas.contains("public"), true);
+        List<String> tables = new ArrayList<>();
+        try (ResultSet rs = md.getTables(null, schema, "%", new String[] {"TABLE"})) {
+            while (rs.next()) tables.add(rs.getString("TABLE_SCHEM") + "." + rs.getString("TABLE_NAME"));
+        }
+        check("getTables of " + schema, tables, List.of(schema + "." + table));
+        List<String> schemaCols = new ArrayList<>();
+        try (ResultSet rs = md.getColumns(null, schema, table, "%")) {
+            while (rs.next()) schemaCols.add(rs.getString("COLUMN_NAME") + " " + rs.getString("TYPE_NAME"));
+        }
+        check("getColumns of " + schema + "." + table, schemaCols, List.of("k int8", "note text"));
+        conn.setSchema(schema);
+        check("getSchema", conn.getSchema(), schema);
+        try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery("SELECT note FROM " + table)) {
+            check("unqualified read under currentSchema", rs.next() ? rs.getString(1) : null, "in " + schema);
+        }
+        conn.setSchema("public");
     }
 }

@@ -8,8 +8,11 @@ get_pk_constraint, get_indexes, get_foreign_keys, Table(autoload_with=...)),
 then maps a class onto one with the ORM, adds rows in a session, commits,
 queries them back, updates one and deletes one; then pandas writes a
 DataFrame with to_sql (create, append, replace) and reads it back with
-read_sql and read_sql_table. Prints "ok" and exits 0, or prints what
-differed and exits 1. The tables must not exist.
+read_sql and read_sql_table; last, a schema of its own (sa_schema):
+get_schema_names, get_table_names/get_columns/get_pk_constraint with
+schema=, an ORM round trip on a table with MetaData(schema=...), and
+to_sql/read_sql_table with schema=. Prints "ok" and exits 0, or prints
+what differed and exits 1. The tables and the schema must not exist.
 """
 
 import datetime
@@ -98,6 +101,27 @@ def main():
     check("frame days", [str(d.date()) for d in back["day"]], ["2024-01-01"] * 2 + ["2024-01-02"] * 2 + ["2024-01-03"] * 2)
     df.to_sql("sa_frame", engine, index=False, if_exists="replace")
     check("replaced frame", pd.read_sql_table("sa_frame", engine).shape, (3, 4))
+
+    # A schema of its own.
+    engine = sa.create_engine(sys.argv[1], future=True)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE SCHEMA sa_schema"))
+        conn.execute(sa.text("CREATE TABLE sa_schema.sa_items (id bigint PRIMARY KEY, label text)"))
+    insp = sa.inspect(engine)
+    check("schema names", sorted(set(insp.get_schema_names()) & {"public", "sa_schema"}), ["public", "sa_schema"])
+    check("schema's tables", insp.get_table_names(schema="sa_schema"), ["sa_items"])
+    check("schema's columns", [c["name"] for c in insp.get_columns("sa_items", schema="sa_schema")], ["id", "label"])
+    check("schema's primary key", insp.get_pk_constraint("sa_items", schema="sa_schema")["constrained_columns"], ["id"])
+    check("public's sa_items still", [c["name"] for c in insp.get_columns("sa_items")], ["id", "name", "price", "added"])
+    staged = sa.Table("sa_items", sa.MetaData(schema="sa_schema"), autoload_with=engine)
+    with orm.Session(engine) as session:
+        session.execute(staged.insert(), [{"id": 7, "label": "seven"}, {"id": 8, "label": "eight"}])
+        session.commit()
+        got = session.execute(sa.select(staged.c.id, staged.c.label).order_by(staged.c.id)).all()
+        check("schema's rows", [tuple(r) for r in got], [(7, "seven"), (8, "eight")])
+    engine = sa.create_engine(sys.argv[1])
+    df.to_sql("sa_frame", engine, index=False, schema="sa_schema")
+    check("schema's frame", pd.read_sql_table("sa_frame", engine, schema="sa_schema").shape, (3, 4))
 
     if failures:
         print("\n".join(failures))

@@ -219,6 +219,12 @@ func (s *session) registerCatalogs(ctx context.Context, sql string, keys []strin
 			}
 			continue
 		}
+		if key == pgcatalog.SearchPathVarKey {
+			if err := s.conn.Exec(ctx, s.searchPathVariable()); err != nil {
+				return fmt.Errorf("set mink_search_path: %w", err)
+			}
+			continue
+		}
 		old := c.views[key]
 		if old != nil && old.index == c.index && !pgcatalog.SessionRelation(key) {
 			continue
@@ -260,6 +266,18 @@ func (s *session) bucketRows(id catalog.BucketID) (int64, bool) {
 
 // settingsVariable is the statement that sets the DuckDB variable
 // mink_settings to the session's settings.
+// searchPathVariable is the statement that sets mink_search_path
+// (pgcatalog.SearchPathVarKey).
+func (s *session) searchPathVariable() string {
+	oids := []string{strconv.FormatUint(uint64(pgcatalog.OIDPgCatalog), 10)}
+	s.f.cfg.Meta.Read(func(v *catalog.View) {
+		for _, id := range s.searchPath(v) {
+			oids = append(oids, strconv.FormatUint(uint64(pgcatalog.SchemaOID(id)), 10))
+		}
+	})
+	return "SET VARIABLE mink_search_path = [" + strings.Join(oids, ", ") + "]::UINTEGER[]"
+}
+
 func (s *session) settingsVariable() string {
 	var b strings.Builder
 	b.WriteString("SET VARIABLE mink_settings = MAP {")

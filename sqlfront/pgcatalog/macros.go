@@ -27,6 +27,11 @@ const (
 	// session's settings by lower-case name, set before each statement
 	// that reads it.
 	SettingsVarKey = "mink.settings_var"
+	// SearchPathVarKey is the DuckDB variable mink_search_path, the list
+	// of the namespace oids an unqualified relation name is looked up in,
+	// in order: pg_catalog, then the schemas of the session's search_path
+	// that exist. Set before each statement that reads it.
+	SearchPathVarKey = "mink.search_path_var"
 )
 
 // catalogMacros are in dependency order. Their parameters are p_… and
@@ -37,7 +42,12 @@ var catalogMacros = append([]catalogMacro{
 	{name: "mink_get_userbyid", sql: `(p_r) AS coalesce((SELECT m_r.rolname FROM mink_pg_catalog__pg_roles m_r WHERE m_r.oid = p_r),
 		'unknown (OID=' || p_r || ')')`, deps: []string{relRoles}},
 	{name: "mink_quote_ident", sql: `(p_s) AS CASE WHEN regexp_full_match(p_s, '[a-z_][a-z0-9_$]*') AND NOT list_contains({{keywords}}, p_s) THEN p_s ELSE '"' || replace(p_s, '"', '""') || '"' END`},
-	{name: "mink_table_is_visible", sql: `(p_r) AS coalesce((SELECT m_c.relnamespace IN (11, 2200) FROM mink_pg_catalog__pg_class m_c WHERE m_c.oid = p_r), false)`, deps: []string{relClass}},
+	// Visible: in a schema of the search path, and no relation of its name
+	// in a schema before it.
+	{name: "mink_table_is_visible", sql: `(p_r) AS coalesce((SELECT list_contains(getvariable('mink_search_path'), m_c.relnamespace)
+		AND NOT EXISTS (SELECT 1 FROM mink_pg_catalog__pg_class m_o WHERE m_o.relname = m_c.relname
+			AND list_position(getvariable('mink_search_path'), m_o.relnamespace) < list_position(getvariable('mink_search_path'), m_c.relnamespace))
+		FROM mink_pg_catalog__pg_class m_c WHERE m_c.oid = p_r), false)`, deps: []string{relClass, SearchPathVarKey}},
 	{name: "mink_nspname", sql: `(p_r) AS (SELECT m_n.nspname FROM mink_pg_catalog__pg_namespace m_n WHERE m_n.oid = p_r)`, deps: []string{relNamespace}},
 	// format_type's typmod rules, for the built-in types that have them.
 	{name: "mink_format_base", sql: `(p_t, p_name, p_m) AS CASE
@@ -52,19 +62,19 @@ var catalogMacros = append([]catalogMacro{
 		FROM mink_types m_y WHERE m_y.oid = p_t), '???') END`, deps: []string{"mink.types"}},
 	{name: "mink_regtype", sql: `(p_s) AS (SELECT m_a.oid FROM mink_type_aliases m_a WHERE m_a.alias = lower(trim(p_s)))`, deps: []string{"mink.type_aliases"}},
 	{name: "mink_regclass", sql: `(p_nsp, p_rel) AS (SELECT m_c.oid FROM mink_pg_catalog__pg_class m_c
-		WHERE m_c.relname = p_rel AND (p_nsp = '' AND m_c.relnamespace IN (11, 2200)
+		WHERE m_c.relname = p_rel AND (p_nsp = '' AND list_contains(getvariable('mink_search_path'), m_c.relnamespace)
 			OR m_c.relnamespace = (SELECT m_n.oid FROM mink_pg_catalog__pg_namespace m_n WHERE m_n.nspname = p_nsp))
-		ORDER BY m_c.relnamespace LIMIT 1)`, deps: []string{relClass, relNamespace}},
+		ORDER BY list_position(getvariable('mink_search_path'), m_c.relnamespace) LIMIT 1)`, deps: []string{relClass, relNamespace, SearchPathVarKey}},
 	{name: "mink_ident", sql: `(p_s) AS CASE WHEN starts_with(p_s, '"') THEN replace(p_s[2:-2], '""', '"') ELSE lower(p_s) END`},
 	{name: "mink_to_regclass", sql: `(p_s) AS CASE
 		WHEN regexp_full_match(trim(p_s), '[0-9]+') THEN trim(p_s)::UINTEGER
 		WHEN regexp_full_match(p_s, '("[^"]*"|[^".]+)[.]("[^"]*"|[^".]+)') THEN mink_regclass(
 			mink_ident(regexp_extract(p_s, '^("[^"]*"|[^".]+)[.]', 1)), mink_ident(regexp_extract(p_s, '[.]("[^"]*"|[^".]+)$', 1)))
-		ELSE mink_regclass('', mink_ident(trim(p_s))) END`, deps: []string{relClass, relNamespace}},
+		ELSE mink_regclass('', mink_ident(trim(p_s))) END`, deps: []string{relClass, relNamespace, SearchPathVarKey}},
 	{name: "mink_regclass_out", sql: `(p_r) AS coalesce((
-		SELECT CASE WHEN m_c.relnamespace IN (11, 2200) THEN mink_quote_ident(m_c.relname) ELSE m_n.nspname || '.' || mink_quote_ident(m_c.relname) END
+		SELECT CASE WHEN mink_table_is_visible(p_r) THEN mink_quote_ident(m_c.relname) ELSE mink_quote_ident(m_n.nspname) || '.' || mink_quote_ident(m_c.relname) END
 		FROM mink_pg_catalog__pg_class m_c JOIN mink_pg_catalog__pg_namespace m_n ON m_n.oid = m_c.relnamespace WHERE m_c.oid = p_r), p_r::VARCHAR)`,
-		deps: []string{relClass, relNamespace}},
+		deps: []string{relClass, relNamespace, SearchPathVarKey}},
 	{name: "mink_encoding_to_char", sql: `(p_e) AS CASE WHEN p_e IS NULL THEN NULL
 		WHEN p_e >= 0 AND p_e < {{nencodings}} THEN {{encodings}}[p_e + 1] ELSE '' END`},
 	// Comments: PostgreSQL's on its built-in objects (buildDescriptions).

@@ -92,8 +92,9 @@ var catalogMacros = append([]catalogMacro{
 	{name: "mink_viewdef", sql: `(p_r) AS (SELECT m_i.viewdef FROM mink_relinfo m_i WHERE m_i.oid = p_r)`, deps: []string{"mink.relinfo"}},
 	{name: "mink_partkeydef", sql: `(p_r) AS (SELECT m_i.partkeydef FROM mink_relinfo m_i WHERE m_i.oid = p_r)`, deps: []string{"mink.relinfo"}},
 	// pg_get_serial_sequence: the column name is taken as written.
-	{name: "mink_serial_sequence", sql: `(p_t, p_c) AS (SELECT 'public.' || mink_quote_ident(m_s.seqname) FROM mink_sequences m_s
-		WHERE m_s.relid = mink_to_regclass(p_t) AND m_s.col = p_c)`, deps: []string{"mink.sequences", relClass, relNamespace}},
+	{name: "mink_serial_sequence", sql: `(p_t, p_c) AS (SELECT mink_quote_ident(m_n.nspname) || '.' || mink_quote_ident(m_s.seqname) FROM mink_sequences m_s
+		JOIN mink_pg_catalog__pg_class m_c ON m_c.oid = m_s.relid JOIN mink_pg_catalog__pg_namespace m_n ON m_n.oid = m_c.relnamespace
+		WHERE m_s.relid = mink_to_regclass(p_t) AND m_s.col = p_c)`, deps: []string{"mink.sequences", relClass, relNamespace, SearchPathVarKey}},
 	{name: "mink_indexdef", sql: `(p_r, p_c) AS (SELECT m_k.def FROM mink_keydefs m_k WHERE m_k.oid = p_r AND m_k.col = p_c)`, deps: []string{"mink.keydefs"}},
 	{name: "mink_table_size", sql: `(p_r) AS coalesce((SELECT m_i.size FROM mink_relinfo m_i WHERE m_i.oid = p_r), 0)`, deps: []string{"mink.relinfo"}},
 	{name: "mink_database_size", sql: `(p_d) AS (SELECT coalesce(sum(m_i.size), 0)::BIGINT FROM mink_relinfo m_i)`, deps: []string{"mink.relinfo"}},

@@ -135,13 +135,20 @@ func (v *View) RelationNamedIn(schema SchemaID, name string) (TableID, bool) {
 // of public, "schema.name" one of schema. A table of public whose name
 // holds a dot wins over a schema's table with the same qualified name.
 func (v *View) TableNamed(qualified string) (*Table, bool) {
-	if t, ok := v.TableByName(PublicSchema, qualified); ok {
-		return t, true
+	return byQualified(v, qualified, v.TableByName)
+}
+
+// byQualified looks a qualified name up with byName: in public as it is,
+// else as "schema.name".
+func byQualified[T any](v *View, qualified string, byName func(SchemaID, string) (T, bool)) (T, bool) {
+	if r, ok := byName(PublicSchema, qualified); ok {
+		return r, true
 	}
 	if schema, name, ok := v.splitQualified(qualified); ok {
-		return v.TableByName(schema, name)
+		return byName(schema, name)
 	}
-	return nil, false
+	var zero T
+	return zero, false
 }
 
 // SplitQualified returns the schema and name a qualified name
@@ -390,11 +397,5 @@ func (v *View) QualifiedName(id TableID) (string, bool) {
 // ViewNamed returns the view a qualified name (QualifiedName) names, by
 // TableNamed's rule.
 func (v *View) ViewNamed(qualified string) (*SQLView, bool) {
-	if sv, ok := v.ViewByName(PublicSchema, qualified); ok {
-		return sv, true
-	}
-	if schema, name, ok := v.splitQualified(qualified); ok {
-		return v.ViewByName(schema, name)
-	}
-	return nil, false
+	return byQualified(v, qualified, v.ViewByName)
 }

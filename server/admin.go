@@ -206,6 +206,7 @@ func newMetrics(s *Server) *metrics {
 		tieringCollector{s},
 		lakeReadCollector{s},
 		kafkaCollector{s},
+		walCollector{s},
 	)
 	return &metrics{registry: reg}
 }

@@ -99,7 +99,10 @@ type Server struct {
 		buckets *buckets.Manager
 	}
 	cache     *s3stream.Cache
-	closeOnce sync.Once
+	// walMetrics counts the WAL writes of every node epoch this process
+	// runs (wal_metrics.go).
+	walMetrics s3stream.WALMetrics
+	closeOnce  sync.Once
 	closeErr  error
 }
 
@@ -611,7 +614,7 @@ func (s *Server) startKafka() error {
 // startBuckets starts the bucket manager for node epoch epoch, serving
 // while session's lease holds.
 func (s *Server) startBuckets(epoch uint64, session *metalog.LivenessSession) error {
-	stream := s3stream.Config{Cache: s.cache, WALSegmentBytes: s.cfg.WALSegmentBytes}
+	stream := s3stream.Config{Cache: s.cache, WALSegmentBytes: s.cfg.WALSegmentBytes, WALMetrics: &s.walMetrics}
 	if strings.HasPrefix(s.cfg.ObjectStore, "s3://") {
 		stream.BatchWindow = s3stream.DefaultS3BatchWindow
 	} else {

@@ -80,6 +80,9 @@ type Config struct {
 	CompactMinObjects int
 	// Cache serves committed reads; nil reads straight from the store.
 	Cache *Cache
+	// WALMetrics counts the WAL's writes; nil: the node counts in one of
+	// its own (Node.WALStats reads either).
+	WALMetrics *WALMetrics
 	// WALSegmentBytes is the size of the segments the WAL is written to on
 	// a store that holds segments (a local directory; see segment.go).
 	// Default DefaultWALSegmentBytes; negative writes one object per WAL
@@ -100,6 +103,9 @@ const DefaultGroupCommitBytes = 1 << 20
 func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.WALMetrics == nil {
+		c.WALMetrics = &WALMetrics{}
 	}
 	if c.BatchWindow == 0 {
 		c.BatchWindow = 2 * time.Millisecond
@@ -179,6 +185,9 @@ func NewNode(cfg Config) (*Node, error) {
 	go func() { defer n.wg.Done(); n.flushLoop(ctx) }()
 	return n, nil
 }
+
+// WALStats returns the counters of the node's WALMetrics.
+func (n *Node) WALStats() WALStats { return n.cfg.WALMetrics.Stats() }
 
 // Fenced returns the reason the node was fenced, or nil.
 func (n *Node) Fenced() error {

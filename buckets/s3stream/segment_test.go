@@ -241,9 +241,20 @@ func TestSegmentWriteFaults(t *testing.T) {
 			t.Fatalf("append %d: %v, want success or ErrUnknownOutcome", id, err)
 		}
 	}
+	if st := a.WALStats(); st.Writes != 1 || st.Entries != 1 || st.Bytes == 0 || st.Failures != 0 || st.Latency[len(st.Latency)-1] != 0 {
+		t.Fatalf("WAL stats after one append: %+v, want one durable write of one entry", st)
+	}
 	remove := h.store.Inject(objstore.Rule{Ops: objstore.OpWrite, Times: 1, Err: errors.New("EIO")})
 	appendUnknown(2)
 	remove()
+	// The append was told its outcome is unknown at the failure; the retry
+	// goes on behind it.
+	for deadline := time.Now().Add(10 * time.Second); a.WALStats().Writes < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if st := a.WALStats(); st.Failures != 1 || st.Writes != 2 || st.Entries != 2 {
+		t.Fatalf("WAL stats after a write that failed once and was retried: %+v, want 1 failure, 2 writes of 2 entries", st)
+	}
 	remove = h.store.Inject(objstore.Rule{Ops: objstore.OpWrite, Times: 1, LoseResponse: true})
 	appendUnknown(3)
 	remove()

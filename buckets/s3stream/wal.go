@@ -245,14 +245,17 @@ func (w *wal) upload(ctx context.Context, u *walUpload) {
 	backoff := w.n.cfg.RetryBackoff
 	for attempt := 0; ; attempt++ {
 		var err error
+		start := time.Now()
 		if w.segs != nil {
 			err = w.segs.append(ctx, u.seq, u.data)
 		} else {
 			err = putCreateOnly(ctx, w.n.cfg.Store, key, u.data)
 		}
 		if err == nil {
+			w.n.cfg.WALMetrics.durable(len(u.entries), len(u.data), time.Since(start))
 			break
 		}
+		w.n.cfg.WALMetrics.failures.Add(1)
 		if errors.Is(err, errSealed) {
 			// A node taking over fenced the WAL and will replay what it
 			// read: this record and those before it may be in it.

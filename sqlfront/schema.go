@@ -206,6 +206,11 @@ func parseSearchPath(value string) []string {
 // it), as are names of CTEs, of the session's temporary tables, and of
 // PostgreSQL's catalogs.
 func (s *session) qualifyNames(node *pg.Node) bool {
+	others := false
+	s.f.cfg.Meta.Read(func(v *catalog.View) { others = len(v.Schemas) > 0 })
+	if !others {
+		return false // only public: nothing to rewrite (the common case, kept cheap)
+	}
 	created := map[*pg.RangeVar]bool{}
 	// Queries and DML name relations where an alias may follow; utility
 	// statements (ALTER, DROP, COPY t, …) name them where none may.
@@ -231,11 +236,6 @@ func (s *session) qualifyNames(node *pg.Node) bool {
 		if into := n.SelectStmt.IntoClause; into != nil {
 			created[into.Rel] = true
 		}
-	}
-	others := false
-	s.f.cfg.Meta.Read(func(v *catalog.View) { others = len(v.Schemas) > 0 })
-	if !others {
-		return false // only public: nothing to rewrite (the common case, kept cheap)
 	}
 	rvs := pg.RangeVars(node)
 	if len(rvs) == 0 {

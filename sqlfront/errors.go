@@ -45,8 +45,11 @@ func toWire(err error) error {
 	var pe *pg.SyntaxError
 	if errors.As(err, &pe) {
 		code := pgwire.CodeSyntaxError
-		if strings.HasPrefix(pe.Message, "role name ") && strings.HasSuffix(pe.Message, " is reserved") {
+		switch {
+		case strings.HasPrefix(pe.Message, "role name ") && strings.HasSuffix(pe.Message, " is reserved"):
 			code = codeReservedName // the grammar refuses "public" and "none" as role names
+		case pe.Message == "CREATE SCHEMA IF NOT EXISTS cannot include schema elements":
+			code = pgwire.CodeFeatureNotSupported // the grammar's, as PostgreSQL's
 		}
 		return &pgwire.Error{Code: code, Message: pe.Message, Position: int32(pe.Cursorpos)}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/minkdb/mink/catalog"
 	"github.com/minkdb/mink/sqlfront/pgcatalog"
 	pg "github.com/minkdb/mink/sqlfront/pgtree"
@@ -333,8 +335,9 @@ func (s *session) planCreateSchema(cs *pg.CreateSchemaStmt) (*stmt, error) {
 		return nil, &pgwire.Error{Code: codeReservedName, Message: fmt.Sprintf("unacceptable schema name %q", name),
 			Detail: `The prefix "pg_" is reserved for system schemas.`}
 	}
-	if len(cs.SchemaElts) > 0 {
-		return nil, unsupported("CREATE SCHEMA with schema elements is not supported by mink: create the schema, then its tables and views")
+	elements, err := schemaElements(name, cs.SchemaElts)
+	if err != nil {
+		return nil, err
 	}
 	exists := func() *pgwire.Error {
 		if cs.IfNotExists {
@@ -364,12 +367,15 @@ func (s *session) planCreateSchema(cs *pg.CreateSchemaStmt) (*stmt, error) {
 			if err := s.checkCreateSchema(ctx, owner); err != nil {
 				return nil, err
 			}
-			_, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateSchema{Name: name, Owner: owner})
+			out, err := s.f.cfg.Meta.Propose(ctx, catalog.CreateSchema{Name: name, Owner: owner})
 			if !errors.Is(err, catalog.ErrExists) {
 				if err == nil && s.tx.status == pgwire.TxInBlock {
 					s.tx.undo = append(s.tx.undo, undoDDL{createdSchema: name})
 				}
-				return nil, err
+				if err != nil || len(elements) == 0 {
+					return nil, err
+				}
+				return s.createSchemaElements(ctx, out.Schema, name, elements)
 			}
 		}
 		if err := exists(); err != nil {
@@ -377,6 +383,81 @@ func (s *session) planCreateSchema(cs *pg.CreateSchemaStmt) (*stmt, error) {
 		}
 		return skipping, nil
 	}), nil
+}
+
+// schemaElements returns the statements of CREATE SCHEMA name's elements
+// (CREATE TABLE, CREATE VIEW, CREATE INDEX, GRANT), each relation it
+// creates qualified with the schema; 42P15 for one that names another
+// schema, as in PostgreSQL.
+func schemaElements(name string, elts []*pg.Node) ([]*pg.Node, error) {
+	var out []*pg.Node
+	for _, e := range elts {
+		e = proto.Clone(e).(*pg.Node)
+		var rel *pg.RangeVar
+		switch n := e.Node.(type) {
+		case *pg.Node_CreateStmt:
+			rel = n.CreateStmt.Relation
+		case *pg.Node_ViewStmt:
+			rel = n.ViewStmt.View
+		case *pg.Node_IndexStmt:
+			rel = n.IndexStmt.Relation
+		case *pg.Node_GrantStmt:
+		default:
+			return nil, unsupported("%s in CREATE SCHEMA is not supported by mink", statementName(e))
+		}
+		if rel != nil {
+			if rel.Schemaname != "" && rel.Schemaname != name {
+				return nil, errorf(codeInvalidSchemaDefinition, "CREATE specifies a schema (%s) different from the one being created (%s)", rel.Schemaname, name)
+			}
+			rel.Schemaname = name
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// codeInvalidSchemaDefinition is invalid_schema_definition.
+const codeInvalidSchemaDefinition = "42P15"
+
+// createSchemaElements runs the elements of CREATE SCHEMA name, whose
+// schema id the statement just created, with the schema first in
+// search_path (as PostgreSQL resolves their names). One that fails drops
+// the schema with what the ones before made, as PostgreSQL's CREATE
+// SCHEMA is all or nothing, and returns its error.
+func (s *session) createSchemaElements(ctx context.Context, id catalog.SchemaID, name string, elements []*pg.Node) ([]*pgwire.Error, error) {
+	path := s.settings.values["search_path"]
+	s.settings.values["search_path"] = quoteIdent(name) + ", " + path
+	defer func() { s.settings.values["search_path"] = path }()
+	var notices []*pgwire.Error
+	for _, e := range elements {
+		res, err := s.runElement(ctx, e)
+		notices = append(notices, res.Notices...)
+		if err != nil {
+			if _, derr := s.f.cfg.Meta.Propose(ctx, catalog.DropSchema{Schema: id, Cascade: true}); derr != nil {
+				s.f.cfg.Logger.Warn("CREATE SCHEMA: could not drop the schema after an element failed", "schema", name, "err", derr)
+			}
+			return nil, err
+		}
+	}
+	return notices, nil
+}
+
+// runElement plans and runs one element of CREATE SCHEMA from its text.
+func (s *session) runElement(ctx context.Context, e *pg.Node) (pgwire.Result, error) {
+	text, err := translate.Deparse(e)
+	if err != nil {
+		return pgwire.Result{}, fmt.Errorf("deparse a CREATE SCHEMA element: %w", err)
+	}
+	tree, err := pg.Parse(text)
+	if err != nil || len(tree.Stmts) != 1 {
+		return pgwire.Result{}, fmt.Errorf("parse the CREATE SCHEMA element %q: %v", text, err)
+	}
+	st, err := s.plan(ctx, text, tree.Stmts[0].Stmt, nil)
+	if err != nil {
+		return pgwire.Result{}, err
+	}
+	defer st.Close()
+	return st.run(ctx, nil)
 }
 
 // checkCreateSchema checks that the session may create a schema owned by

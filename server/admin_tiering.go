@@ -75,7 +75,7 @@ func (s *Server) tieringStatus(epoch uint64, now time.Time) TieringStatus {
 		defer wk.mu.Unlock()
 		for _, t := range v.Tables {
 			p := wk.policy(t.Spec)
-			tt := TableTiering{Table: t.Spec.Name, ID: t.ID, Enabled: p.enabled, Reason: p.reason, Freshness: p.freshness.String(),
+			tt := TableTiering{Table: v.TopicName(t), ID: t.ID, Enabled: p.enabled, Reason: p.reason, Freshness: p.freshness.String(),
 				LakeSnapshotID: t.Tiering.LakeSnapshotID, LakeSequence: t.Tiering.LakeSequence, Buckets: []BucketTiering{}}
 			if !t.Tiering.At.IsZero() {
 				at := t.Tiering.At

@@ -205,7 +205,7 @@ func (w *tieringWorker) runDue(ctx context.Context, epoch uint64) (fenced bool) 
 				Requested: st.requested, Running: st.running, LastAttempt: st.lastAttempt, BehindSince: st.behindSince}, now)
 			st.behindSince = behindSince
 			if due {
-				todo = append(todo, dueTable{id, t.Spec.Name})
+				todo = append(todo, dueTable{id, v.TopicName(t)})
 			}
 		}
 		for id := range w.mu.tables {

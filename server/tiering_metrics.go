@@ -79,7 +79,7 @@ func (c tieringCollector) Collect(ch chan<- prometheus.Metric) {
 					lag += st.End - t.Tiering.Offsets[b]
 				}
 			}
-			ch <- prometheus.MustNewConstMetric(tieringLagDesc, prometheus.GaugeValue, float64(lag), t.Spec.Name)
+			ch <- prometheus.MustNewConstMetric(tieringLagDesc, prometheus.GaugeValue, float64(lag), v.TopicName(t))
 		}
 	})
 }

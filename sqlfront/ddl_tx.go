@@ -36,11 +36,16 @@ type droppedTable struct {
 	// block's writes to the table before it are discarded, those after it
 	// are applied after it at COMMIT.
 	pendingAt int
+	// schema, when set, makes the entry a DROP SCHEMA of the schema (with
+	// its relations, cascade), which COMMIT applies; id and name are then
+	// unset (schema.go).
+	schema  catalog.SchemaID
+	cascade bool
 }
 
 // droppedInTx reports whether the open block dropped the table called name.
 func (s *session) droppedInTx(name string) bool {
-	return slices.ContainsFunc(s.tx.dropped, func(d droppedTable) bool { return d.name == name && !d.truncate })
+	return slices.ContainsFunc(s.tx.dropped, func(d droppedTable) bool { return d.name == name && !d.truncate && d.schema == 0 })
 }
 
 // dropNow drops a table at once.
@@ -108,6 +113,12 @@ func (s *session) dropInTx(ctx context.Context, t *tableInfo) error {
 func (s *session) commitDDL(ctx context.Context, dropped []droppedTable) error {
 	truncated := map[catalog.TableID]bool{}
 	for _, d := range dropped {
+		if d.schema != 0 {
+			if _, err := s.f.cfg.Meta.Propose(ctx, catalog.DropSchema{Schema: d.schema, Cascade: d.cascade}); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+				return dropSchemaError(err)
+			}
+			continue
+		}
 		if d.truncate {
 			if truncated[d.id] || slices.ContainsFunc(dropped, func(o droppedTable) bool { return o.id == d.id && !o.truncate }) {
 				continue // truncated once already, or dropped anyway

@@ -496,9 +496,6 @@ func (s *session) planDropSchema(d *pg.DropStmt) (*stmt, error) {
 	}
 	cascade := d.Behavior == pg.DropBehavior_DROP_CASCADE
 	return s.tagWithNotices("DROP SCHEMA", func(ctx context.Context) ([]*pgwire.Error, error) {
-		if s.tx.status == pgwire.TxInBlock {
-			return nil, unsupported("DROP SCHEMA in a transaction block is not supported by mink: run it on its own")
-		}
 		var notices []*pgwire.Error
 		var recs []catalog.DropSchema
 		var err error
@@ -534,17 +531,30 @@ func (s *session) planDropSchema(d *pg.DropStmt) (*stmt, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.tx.status == pgwire.TxInBlock {
+			// As DROP TABLE in a block: COMMIT drops (ddl_tx.go).
+			for _, rec := range recs {
+				s.tx.dropped = append(s.tx.dropped, droppedTable{schema: rec.Schema, cascade: rec.Cascade})
+			}
+			return notices, nil
+		}
 		for _, rec := range recs {
 			if _, err := s.f.cfg.Meta.Propose(ctx, rec); err != nil {
-				if errors.Is(err, catalog.ErrInUse) {
-					return nil, &pgwire.Error{Code: codeDependentObjects, Message: "cannot drop schema because other objects depend on it: " + err.Error(),
-						Hint: "Use DROP ... CASCADE to drop the dependent objects too."}
-				}
-				return nil, err
+				return nil, dropSchemaError(err)
 			}
 		}
 		return notices, nil
 	}), nil
+}
+
+// dropSchemaError is the error of a catalog.DropSchema the catalog
+// refused: a relation created in the schema since the statement looked.
+func dropSchemaError(err error) error {
+	if errors.Is(err, catalog.ErrInUse) {
+		return &pgwire.Error{Code: codeDependentObjects, Message: "cannot drop schema because other objects depend on it: " + err.Error(),
+			Hint: "Use DROP ... CASCADE to drop the dependent objects too."}
+	}
+	return err
 }
 
 // schemaCascade returns the notices of dropping schema id, which name

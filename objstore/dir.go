@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -34,6 +35,12 @@ const dirTempName = ".objstore-tmp"
 type Dir struct {
 	root    string
 	tempDir string
+	// dirs orders this Dir's making of parent directories (put, shared)
+	// against its removal of the ones a delete left empty (exclusive):
+	// without it, enough deletes racing one put could remove its parent
+	// every time between its mkdir and its link. Another process on the
+	// same directory is still met by link's retry.
+	dirs sync.RWMutex
 }
 
 var _ Store = (*Dir)(nil)
@@ -193,16 +200,22 @@ func (d *Dir) link(tmpName, final string) error {
 	// empty between our mkdir and link; the link then fails with ENOENT
 	// and we recreate the parents and try again.
 	for attempt := 0; ; attempt++ {
-		if err := d.mkdirAll(parent); err != nil {
-			if errors.Is(err, syscall.ENOTDIR) {
-				return fmt.Errorf("a parent of the key is an object: %w", err)
+		d.dirs.RLock()
+		mkErr := d.mkdirAll(parent)
+		var err error
+		if mkErr == nil {
+			err = os.Link(tmpName, final)
+		}
+		d.dirs.RUnlock()
+		if mkErr != nil {
+			if errors.Is(mkErr, syscall.ENOTDIR) {
+				return fmt.Errorf("a parent of the key is an object: %w", mkErr)
 			}
-			if errors.Is(err, fs.ErrNotExist) && attempt < 10 {
+			if errors.Is(mkErr, fs.ErrNotExist) && attempt < 10 {
 				continue
 			}
-			return err
+			return mkErr
 		}
-		err := os.Link(tmpName, final)
 		if err == nil {
 			break
 		}
@@ -366,7 +379,10 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("objstore: delete %s: %w", key, err)
 	}
 	// Best effort: rmdir fails harmlessly on a non-empty directory, and a
-	// put racing with us recreates what it needs (see put).
+	// put racing with us (of another process: d.dirs orders ours)
+	// recreates what it needs (see link).
+	d.dirs.Lock()
+	defer d.dirs.Unlock()
 	for dir := filepath.Dir(final); dir != d.root && strings.HasPrefix(dir, d.root); dir = filepath.Dir(dir) {
 		if os.Remove(dir) != nil {
 			break

@@ -51,25 +51,45 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// handedOut holds the ports freePort has returned in this process: the
+// kernel may give a closed probe's port to the next probe, and a node moved
+// to another address (moveToHost) keeps its port, so two nodes of one test
+// could otherwise be given the same port on different checks.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 // freePort returns a loopback port that is free, and whose successor is free
 // too when pair is set (the embedded etcd's peer port sits beside its client
-// port).
+// port). It never returns a port (or pair) it returned before.
 func freePort(t *testing.T, pair bool) int {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
 	for i := 0; i < 100; i++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
+		if handedOut.ports[port] || (pair && handedOut.ports[port+1]) {
+			ln.Close()
+			continue
+		}
 		if !pair {
 			ln.Close()
+			handedOut.ports[port] = true
 			return port
 		}
 		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
 		ln.Close()
 		if err == nil {
 			ln2.Close()
+			handedOut.ports[port], handedOut.ports[port+1] = true, true
 			return port
 		}
 	}
@@ -178,6 +198,17 @@ func (n *node) log() string {
 // waitHealthy waits until /healthz answers 200.
 func (n *node) waitHealthy() {
 	n.t.Helper()
+	n.waitHealthyOver("http", http.DefaultClient)
+}
+
+// waitHealthyOver waits until the node's /healthz answers 200 over scheme
+// and the node has logged that it is ready: the log line tells that the
+// answer came from this node, not from another process that holds the
+// admin address this node failed to listen on. A node that exits before it
+// is healthy because one of its ports was taken is started again on
+// another port.
+func (n *node) waitHealthyOver(scheme string, hc *http.Client) {
+	n.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -190,21 +221,21 @@ func (n *node) waitHealthy() {
 			n.t.Fatalf("mink exited early (%v):\n%s", n.exitErr, n.log())
 		default:
 		}
-		resp, err := http.Get("http://" + n.admin + "/healthz")
+		resp, err := hc.Get(scheme + "://" + n.admin + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			if resp.StatusCode == 200 && strings.Contains(n.log(), `msg="mink server ready"`) {
 				n.healthy = true
 				return
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	n.t.Fatalf("mink not healthy after 60s:\n%s", n.log())
+	n.t.Fatalf("mink not healthy over %s after 60s:\n%s", scheme, n.log())
 }
 
 // busyPortRE finds the address a node could not listen on.
-var busyPortRE = regexp.MustCompile(`listen tcp 127\.0\.0\.1:(\d+): bind: address already in use`)
+var busyPortRE = regexp.MustCompile(`listen tcp ([0-9.]+):(\d+): bind: address already in use`)
 
 // repickBusyPort replaces the listen address the node's log says was taken
 // (tests of several packages pick free ports at once) with a free one; the
@@ -215,10 +246,11 @@ func (n *node) repickBusyPort() bool {
 	if m == nil {
 		return false
 	}
-	busy, _ := strconv.Atoi(m[1])
+	busyHost := m[1]
+	busy, _ := strconv.Atoi(m[2])
 	for i := 1; i < len(n.args); i++ {
 		host, port, err := net.SplitHostPort(n.args[i])
-		if err != nil || host != "127.0.0.1" || !strings.HasPrefix(n.args[i-1], "--") {
+		if err != nil || host != busyHost || !strings.HasPrefix(n.args[i-1], "--") {
 			continue
 		}
 		p, _ := strconv.Atoi(port)
@@ -226,7 +258,7 @@ func (n *node) repickBusyPort() bool {
 		if p != busy && !(pair && p+1 == busy) {
 			continue
 		}
-		n.args[i] = fmt.Sprintf("127.0.0.1:%d", freePort(n.t, pair))
+		n.args[i] = net.JoinHostPort(host, strconv.Itoa(freePort(n.t, pair)))
 		if n.args[i-1] == "--admin-addr" {
 			n.admin = n.args[i]
 		}
@@ -569,6 +601,35 @@ func (n *node) pgAddr() string {
 func startTestEtcd(t *testing.T) *embedetcd.Etcd {
 	t.Helper()
 	return minktest.StartEtcd(t)
+}
+
+// TestNodeStartRetriesBusyAdminPort: the harness itself. A node moved off
+// 127.0.0.1 whose admin address another process holds, and answers
+// /healthz on, is not taken for healthy: it starts again on another port of
+// its own host and answers there.
+func TestNodeStartRetriesBusyAdminPort(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	n.moveToHost("127.0.0.2")
+	ln, err := net.Listen("tcp", n.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })}
+	go impostor.Serve(ln)
+	defer impostor.Close()
+	taken := n.admin
+	n.start()
+	n.waitHealthy()
+	defer n.stop()
+	if n.portRetries != 1 || n.admin == taken || !strings.HasPrefix(n.admin, "127.0.0.2:") {
+		t.Fatalf("retries %d, admin address %s (taken: %s)", n.portRetries, n.admin, taken)
+	}
+	conn := connect(t, n.pgURL(), pgx.QueryExecModeSimpleProtocol)
+	defer conn.Close(context.Background())
+	var one int
+	if err := conn.QueryRow(context.Background(), "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1: %d %v", one, err)
+	}
 }
 
 // TestNodeStartRetriesBusyPort: the harness itself. A node whose listen

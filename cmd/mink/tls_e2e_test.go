@@ -98,29 +98,7 @@ func (n *node) waitHealthyTLS(roots *x509.CertPool) {
 	n.t.Helper()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	defer hc.CloseIdleConnections()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-n.exited:
-			if !n.healthy && n.portRetries < 3 && n.repickBusyPort() {
-				n.portRetries++
-				n.start()
-				continue
-			}
-			n.t.Fatalf("mink exited early (%v):\n%s", n.exitErr, n.log())
-		default:
-		}
-		resp, err := hc.Get("https://" + n.admin + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				n.healthy = true
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	n.t.Fatalf("mink not healthy over HTTPS after 60s:\n%s", n.log())
+	n.waitHealthyOver("https", hc)
 }
 
 // pgTLS connects with pgx and sslmode=verify-full to the node's Postgres
